@@ -19,7 +19,7 @@ run_suites() {
   meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 1 \
     ${SHUNT_TEST_ARGS:-} >"$dir.test.log" 2>&1
   local rc=$?
-  grep -E '^ *[0-9]+/[0-9]+ ' "$dir.test.log" >&2
+  sed -n '/^Summary of Failures/q; /^ *[0-9]*\/[0-9]* /p' "$dir.test.log" >&2
   local ok fail timeout
   ok=$(awk '/^Ok:/ {print $2}' "$dir.test.log")
   fail=$(awk '/^Fail:/ {print $2}' "$dir.test.log")

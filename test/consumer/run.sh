@@ -11,12 +11,15 @@ trap 'rm -rf "$prefix" "$work"' EXIT
 # Install into the temporary prefix without touching the build's own prefix.
 DESTDIR="$prefix" meson install -C "$build" --no-rebuild --quiet >"$work/install.log" 2>&1 ||
   { cat "$work/install.log"; exit 1; }
-root=$(meson introspect "$build" --buildoptions | python3 -c '
+read -r root sanitize < <(meson introspect "$build" --buildoptions | python3 -c '
 import json,sys
 o={x["name"]:x["value"] for x in json.load(sys.stdin)}
-print(o["prefix"])')
+print(o["prefix"], o["b_sanitize"])')
+flags=()
+# A sanitized Shunt needs a sanitized consumer (the runtime must come first).
+[ "$sanitize" = none ] || flags=(-DCMAKE_CXX_FLAGS="-fsanitize=$sanitize")
 inst="$prefix$root"
-cmake -S "$src/test/consumer" -B "$work/b" -DCMAKE_PREFIX_PATH="$inst" >"$work/cmake.log" 2>&1 ||
+cmake -S "$src/test/consumer" -B "$work/b" -DCMAKE_PREFIX_PATH="$inst" "${flags[@]}" >"$work/cmake.log" 2>&1 ||
   { cat "$work/cmake.log"; exit 1; }
 cmake --build "$work/b" >"$work/make.log" 2>&1 || { cat "$work/make.log"; exit 1; }
 libdir=$(dirname "$(find "$inst" -name 'libshunt_env.so*' | head -n1)")
