@@ -35,23 +35,57 @@ namespace shunt::perf {
     return 0;
 }
 
-/** Receive one message into @p buf, spinning. @return 0 or an error. */
-template <class T> inline int wait_recv(T &tr, void *buf, std::size_t cap, const run_request &r)
+/** Receive one message into @p buf, spinning. @return its length, or an
+ *  error. */
+template <class T> inline ssize_t wait_recv(T &tr, void *buf, std::size_t cap, const run_request &r)
 {
     unsigned spins = 0;
     std::uint64_t first = 0;
     for (;;) {
         ssize_t n = tr.recv(buf, cap);
         if (n >= 0) [[likely]]
-            return 0;
+            return n;
         if (n != -FI_EAGAIN) [[unlikely]]
-            return static_cast<int>(n);
+            return n;
         if ((++spins & 0xffff) == 0) [[unlikely]] {
             int rc = watchdog(r, first);
             if (rc)
                 return rc;
         }
     }
+}
+
+// --verify: every message carries a pattern derived from its number, which
+// the receiving side checks byte for byte (and the echo too). Chosen at
+// setup as a template argument: the measuring loops carry no check.
+inline std::uint8_t pattern_byte(std::uint64_t msg, std::size_t j)
+{
+    return static_cast<std::uint8_t>(msg * 7 + j * 13 + 1);
+}
+inline void fill_pattern(std::byte *buf, std::size_t len, std::uint64_t msg)
+{
+    for (std::size_t j = 0; j < len; j++)
+        buf[j] = std::byte{pattern_byte(msg, j)};
+}
+/** @return 0, or -FI_EIO if the message is not the expected one. */
+[[gnu::noinline]] inline int check_pattern(const std::byte *buf, ssize_t got, std::size_t len, std::uint64_t msg)
+{
+    if (got != static_cast<ssize_t>(len))
+        return got < 0 ? static_cast<int>(got) : -FI_EIO;
+    for (std::size_t j = 0; j < len; j++)
+        if (buf[j] != std::byte{pattern_byte(msg, j)})
+            return -FI_EIO;
+    return 0;
+}
+
+/** Receive and, when verifying, check message @p msg of length @p len. */
+template <bool Verify, class T>
+inline int recv_one(T &tr, std::byte *buf, std::size_t len, std::uint64_t msg, const run_request &r)
+{
+    ssize_t n = wait_recv(tr, buf, len, r);
+    if constexpr (Verify)
+        return check_pattern(buf, n, len, msg);
+    return n < 0 ? static_cast<int>(n) : 0;
 }
 
 /** Post one message (send or inject), retrying while the transport has no
@@ -79,22 +113,27 @@ template <bool Inject, class T> inline int post(T &tr, const void *buf, std::siz
 
 inline constexpr std::size_t ack_size = 4;
 
-template <class T>
+template <bool Verify, class T>
 int pingpong_initiator(T &tr, const run_request &r, std::uint64_t *samples, run_output &out)
 {
     std::byte *tx = tr.tx_buf(), *rx = tr.rx_buf();
     const std::size_t len = r.size;
     int rc;
-    for (std::uint64_t i = 0; i < r.warmup; i++) {
-        if ((rc = post<false>(tr, tx, len, r)) || (rc = wait_recv(tr, rx, len, r)))
+    std::uint64_t msg = 0;
+    for (std::uint64_t i = 0; i < r.warmup; i++, msg++) {
+        if constexpr (Verify)
+            fill_pattern(tx, len, msg);
+        if ((rc = post<false>(tr, tx, len, r)) || (rc = recv_one<Verify>(tr, rx, len, msg, r)))
             return rc;
     }
     // Chained timestamps: each sample is the whole iteration, so the samples
     // add up to the elapsed time exactly.
     const std::uint64_t start = env::tsc::now();
     std::uint64_t prev = start;
-    for (std::uint64_t i = 0; i < r.iterations; i++) {
-        if ((rc = post<false>(tr, tx, len, r)) || (rc = wait_recv(tr, rx, len, r))) [[unlikely]]
+    for (std::uint64_t i = 0; i < r.iterations; i++, msg++) {
+        if constexpr (Verify)
+            fill_pattern(tx, len, msg);
+        if ((rc = post<false>(tr, tx, len, r)) || (rc = recv_one<Verify>(tr, rx, len, msg, r))) [[unlikely]]
             return rc;
         const std::uint64_t now = env::tsc::now();
         samples[i] = now - prev;
@@ -105,13 +144,14 @@ int pingpong_initiator(T &tr, const run_request &r, std::uint64_t *samples, run_
     return 0;
 }
 
-template <class T> int pingpong_responder(T &tr, const run_request &r)
+/** Echoes what it received (so that --verify checks both directions). */
+template <bool Verify, class T> int pingpong_responder(T &tr, const run_request &r)
 {
-    std::byte *tx = tr.tx_buf(), *rx = tr.rx_buf();
+    std::byte *rx = tr.rx_buf();
     const std::uint64_t total = r.warmup + r.iterations;
     int rc;
-    for (std::uint64_t i = 0; i < total; i++) {
-        if ((rc = wait_recv(tr, rx, r.size, r)) || (rc = post<false>(tr, tx, r.size, r)))
+    for (std::uint64_t msg = 0; msg < total; msg++) {
+        if ((rc = recv_one<Verify>(tr, rx, r.size, msg, r)) || (rc = post<false>(tr, rx, r.size, r)))
             return rc;
     }
     return 0;
@@ -119,27 +159,30 @@ template <class T> int pingpong_responder(T &tr, const run_request &r)
 
 /** bw and rate: @p count messages one way, then one small acknowledgement
  *  back, which ends the timed part. */
-template <bool Inject, class T> int stream_burst(T &tr, const run_request &r, std::uint64_t count)
+template <bool Inject, bool Verify, class T> int stream_burst(T &tr, const run_request &r, std::uint64_t count)
 {
     std::byte *tx = tr.tx_buf(), *rx = tr.rx_buf();
     int rc;
     for (std::uint64_t i = 0; i < count; i++) {
+        if constexpr (Verify)
+            fill_pattern(tx, r.size, i);
         if ((rc = post<Inject>(tr, tx, r.size, r))) [[unlikely]]
             return rc;
     }
-    return wait_recv(tr, rx, ack_size, r);
+    ssize_t n = wait_recv(tr, rx, ack_size, r);
+    return n < 0 ? static_cast<int>(n) : 0;
 }
 
-template <class T> int stream_initiator(T &tr, const run_request &r, run_output &out)
+template <bool Verify, class T> int stream_initiator(T &tr, const run_request &r, run_output &out)
 {
     const bool inject = r.test == test_kind::rate;
     int rc = 0;
     if (r.warmup)
-        rc = inject ? stream_burst<true>(tr, r, r.warmup) : stream_burst<false>(tr, r, r.warmup);
+        rc = inject ? stream_burst<true, Verify>(tr, r, r.warmup) : stream_burst<false, Verify>(tr, r, r.warmup);
     if (rc)
         return rc;
     const std::uint64_t start = env::tsc::now();
-    rc = inject ? stream_burst<true>(tr, r, r.iterations) : stream_burst<false>(tr, r, r.iterations);
+    rc = inject ? stream_burst<true, Verify>(tr, r, r.iterations) : stream_burst<false, Verify>(tr, r, r.iterations);
     const std::uint64_t end = env::tsc::now();
     if (rc)
         return rc;
@@ -148,7 +191,7 @@ template <class T> int stream_initiator(T &tr, const run_request &r, run_output 
     return 0;
 }
 
-template <class T> int stream_responder(T &tr, const run_request &r)
+template <bool Verify, class T> int stream_responder(T &tr, const run_request &r)
 {
     std::byte *tx = tr.tx_buf(), *rx = tr.rx_buf();
     int rc;
@@ -156,7 +199,7 @@ template <class T> int stream_responder(T &tr, const run_request &r)
         if (burst == 0)
             continue;
         for (std::uint64_t i = 0; i < burst; i++) {
-            if ((rc = wait_recv(tr, rx, r.size, r))) [[unlikely]]
+            if ((rc = recv_one<Verify>(tr, rx, r.size, i, r))) [[unlikely]]
                 return rc;
         }
         if ((rc = post<false>(tr, tx, ack_size, r)))
@@ -174,8 +217,12 @@ public:
     int run_initiator(const run_request &r, std::uint64_t *samples, run_output &out) override
     {
         tr_->begin_run(r);
-        int rc = r.test == test_kind::pingpong ? pingpong_initiator(*tr_, r, samples, out)
-                                               : stream_initiator(*tr_, r, out);
+        int rc;
+        if (r.test == test_kind::pingpong)
+            rc = r.verify ? pingpong_initiator<true>(*tr_, r, samples, out)
+                          : pingpong_initiator<false>(*tr_, r, samples, out);
+        else
+            rc = r.verify ? stream_initiator<true>(*tr_, r, out) : stream_initiator<false>(*tr_, r, out);
         tr_->end_run();
         return rc;
     }
@@ -183,7 +230,11 @@ public:
     int run_responder(const run_request &r) override
     {
         tr_->begin_run(r);
-        int rc = r.test == test_kind::pingpong ? pingpong_responder(*tr_, r) : stream_responder(*tr_, r);
+        int rc;
+        if (r.test == test_kind::pingpong)
+            rc = r.verify ? pingpong_responder<true>(*tr_, r) : pingpong_responder<false>(*tr_, r);
+        else
+            rc = r.verify ? stream_responder<true>(*tr_, r) : stream_responder<false>(*tr_, r);
         tr_->end_run();
         return rc;
     }

@@ -113,9 +113,9 @@ int serve(oob_channel &ch, double timeout, unsigned cpu)
             return 0;
         run_request r;
         unsigned long long size, iters, warm;
-        unsigned window;
-        if (std::sscanf(line.c_str(), "RUN %llu %llu %llu %u", &size, &iters, &warm, &window) != 4 || size == 0 ||
-            size > max_size || iters == 0 || window == 0) {
+        unsigned window, verify;
+        if (std::sscanf(line.c_str(), "RUN %llu %llu %llu %u %u", &size, &iters, &warm, &window, &verify) != 5 ||
+            size == 0 || size > max_size || iters == 0 || window == 0 || verify > 1) {
             (void)ch.send("ERROR responder: bad request '" + line + "'");
             return 1;
         }
@@ -124,6 +124,7 @@ int serve(oob_channel &ch, double timeout, unsigned cpu)
         r.iterations = iters;
         r.warmup = warm;
         r.window = window;
+        r.verify = verify != 0;
         r.watch_fd = ch.fd();
         r.stall_cycles = stall;
         if (ch.send("GO") != 0)
@@ -131,7 +132,7 @@ int serve(oob_channel &ch, double timeout, unsigned cpu)
         rc = sess->run_responder(r);
         if (rc != 0) {
             (void)ch.send(std::string("ERROR responder failed at size ") + std::to_string(size) + ": " +
-                          shunt::strerror(rc));
+                          (rc == -FI_EIO ? "received payload differs from what was sent" : shunt::strerror(rc)));
             return 1;
         }
         if (ch.send("DONE") != 0)
@@ -155,7 +156,8 @@ struct initiator {
         if (r.test == test_kind::pingpong && samples.size() < r.iterations)
             samples.assign(r.iterations, 0); // touched here, outside the timed loop
         std::ostringstream cmd;
-        cmd << "RUN " << r.size << ' ' << r.iterations << ' ' << r.warmup << ' ' << r.window;
+        cmd << "RUN " << r.size << ' ' << r.iterations << ' ' << r.warmup << ' ' << r.window << ' '
+            << (r.verify ? 1 : 0);
         std::string line;
         int rc = ch.send(cmd.str());
         if (rc == 0)
@@ -172,6 +174,7 @@ struct initiator {
             else
                 why = rc == -FI_ECONNRESET ? "the responder died"
                       : rc == -FI_ETIMEDOUT ? "no progress within the timeout"
+                      : rc == -FI_EIO       ? "the echo differs from what was sent"
                                             : shunt::strerror(rc);
             return rc;
         }
@@ -209,8 +212,11 @@ int initiate(oob_channel &ch, const options &o, std::vector<unsigned> cores)
     }
 
     run_info info{cfg, cores, static_cast<double>(env::tsc::hz()) / 1e9};
-    if (o.format == out_format::table)
+    if (o.format == out_format::table) {
+        if (o.verify)
+            std::printf("# --verify: every payload byte checked; the figures include the checks\n");
         print_table_header(stdout, info);
+    }
     else if (o.format == out_format::csv)
         print_csv_header(stdout);
 
@@ -227,6 +233,7 @@ int initiate(oob_channel &ch, const options &o, std::vector<unsigned> cores)
         r.size = size;
         r.window = cfg.test == test_kind::pingpong ? 1 : std::min(cfg.window, in.sess->max_window(size));
         r.warmup = o.warmup;
+        r.verify = o.verify;
         r.iterations = o.iterations ? o.iterations : default_iterations(cfg.test, size);
         run_output out;
         if (o.duration > 0) {
@@ -248,6 +255,7 @@ int initiate(oob_channel &ch, const options &o, std::vector<unsigned> cores)
         res.iterations = out.iterations;
         res.warmup = r.warmup;
         res.window = r.window;
+        res.verified = r.verify;
         if (cfg.test == test_kind::pingpong) {
             in.samples.resize(out.iterations);
             summarize_pingpong(in.samples, out.cycles, res);

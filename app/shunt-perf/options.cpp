@@ -58,6 +58,10 @@ const char usage_text[] =
     "                        each: the client the first, the server the second\n"
     "      --timeout SEC     give up after SEC seconds without progress\n"
     "                        (default 30)\n"
+    "      --verify          fill every message with a pattern derived from its\n"
+    "                        number and check every byte on arrival (and the\n"
+    "                        echo); a correctness run, its figures include the\n"
+    "                        checks\n"
     "\n"
     "Server / client (out-of-band exchange over TCP; the client's test\n"
     "options apply to both sides, the client prints the results):\n"
@@ -280,7 +284,7 @@ int from_wire(const std::string &line, test_config &c)
 int parse_command_line(int argc, char **argv, options &o)
 {
     enum { OPT_OP = 256, OPT_VQ, OPT_DRIVER, OPT_QP, OPT_DURATION, OPT_CSV, OPT_PLOT, OPT_TIMEOUT, OPT_ROLE,
-           OPT_OOB_FD };
+           OPT_OOB_FD, OPT_VERIFY };
     static const option longopts[] = {
         {"provider", required_argument, nullptr, 'p'}, {"ep-type", required_argument, nullptr, 'e'},
         {"op", required_argument, nullptr, OPT_OP},      {"vq", no_argument, nullptr, OPT_VQ},
@@ -291,7 +295,7 @@ int parse_command_line(int argc, char **argv, options &o)
         {"timeout", required_argument, nullptr, OPT_TIMEOUT}, {"server", no_argument, nullptr, 's'},
         {"port", required_argument, nullptr, 'P'},     {"json", no_argument, nullptr, 'j'},
         {"csv", no_argument, nullptr, OPT_CSV},        {"plot", required_argument, nullptr, OPT_PLOT},
-        {"help", no_argument, nullptr, 'h'},
+        {"verify", no_argument, nullptr, OPT_VERIFY}, {"help", no_argument, nullptr, 'h'},
         // Hidden: the locally spawned responder.
         {"role", required_argument, nullptr, OPT_ROLE}, {"oob-fd", required_argument, nullptr, OPT_OOB_FD},
         {nullptr, 0, nullptr, 0},
@@ -364,6 +368,7 @@ int parse_command_line(int argc, char **argv, options &o)
             o.plot = optarg;
             break;
         case 'h': want_help = true; break;
+        case OPT_VERIFY: o.verify = true; break;
         case OPT_ROLE:
             if (std::strcmp(optarg, "responder") != 0)
                 return usage_error("bad role '%s'", optarg);

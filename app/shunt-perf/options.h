@@ -45,6 +45,7 @@ struct options {
     out_format format = out_format::table;
     std::string plot;              ///< SVG file to write, empty: none
     double timeout = 30;           ///< seconds without progress before giving up
+    bool verify = false;           ///< --verify: check every payload byte
     int oob_fd = -1;               ///< responder role: inherited stream socket
 };
 

@@ -128,14 +128,15 @@ void print_json(FILE *f, const run_info &info, const size_result &r)
     } else {
         std::fputs("\"one_way_ns\":null,", f);
     }
-    std::fprintf(f, "\"bandwidth_MBps\":%.3f,\"msg_rate_Mmps\":%.6f}\n", r.bandwidth_mbps, r.msg_rate_mmps);
+    std::fprintf(f, "\"bandwidth_MBps\":%.3f,\"msg_rate_Mmps\":%.6f,\"verified\":%s}\n", r.bandwidth_mbps,
+                 r.msg_rate_mmps, r.verified ? "true" : "false");
     std::fflush(f);
 }
 
 void print_csv_header(FILE *f)
 {
     std::fputs("test,level,provider,ep_type,qp_type,op,size,iterations,warmup,window,elapsed_ns,"
-               "min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,bandwidth_MBps,msg_rate_Mmps\n",
+               "min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,bandwidth_MBps,msg_rate_Mmps,verified\n",
                f);
 }
 
@@ -151,7 +152,7 @@ void print_csv_row(FILE *f, const run_info &info, const size_result &r)
                      r.one_way.p90, r.one_way.p99, r.one_way.p999, r.one_way.p9999, r.one_way.max);
     else
         std::fputs(",,,,,,,,", f);
-    std::fprintf(f, "%.3f,%.6f\n", r.bandwidth_mbps, r.msg_rate_mmps);
+    std::fprintf(f, "%.3f,%.6f,%d\n", r.bandwidth_mbps, r.msg_rate_mmps, r.verified ? 1 : 0);
     std::fflush(f);
 }
 

@@ -28,6 +28,7 @@ struct size_result {
     latency_summary one_way{};
     double bandwidth_mbps = 0;     ///< 10^6 B/s
     double msg_rate_mmps = 0;      ///< 10^6 messages/s
+    bool verified = false;         ///< every payload byte was checked (--verify)
 };
 
 /** Nearest-rank percentile of sorted samples: the smallest sample with at

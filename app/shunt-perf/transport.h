@@ -50,6 +50,7 @@ struct run_request {
     std::uint64_t iterations = 0;  ///< timed iterations (messages for bw / rate)
     std::uint64_t warmup = 0;      ///< untimed iterations before them
     unsigned window = 64;          ///< bw / rate: outstanding operations
+    bool verify = false;           ///< check every payload byte (--verify)
     int watch_fd = -1;             ///< out-of-band socket: EOF on it means the peer died
     std::uint64_t stall_cycles = 0;///< give up after this long without progress
 };

@@ -30,7 +30,7 @@ T="--timeout 10"
 out=$("$perf" --help); rc=$?
 check "--help exits 0" test $rc -eq 0
 for opt in pingpong bw rate --provider --ep-type --op --vq --driver --qp-type --size --iterations --duration \
-           --warmup --window --cores --timeout --server --port --json --csv --plot --help "Exit status"; do
+           --warmup --window --cores --timeout --verify --server --port --json --csv --plot --help "Exit status"; do
   check "--help documents $opt" grep -q -- "$opt" <<<"$out"
 done
 check "--help lists the floor transport" grep -q -- '-p   line' <<<"$out"
@@ -90,11 +90,12 @@ assert len(objs) == 1, objs
 o = objs[0]
 for k, t in [("schema", int), ("test", str), ("level", str), ("provider", str), ("ep_type", str), ("op", str),
              ("size", int), ("iterations", int), ("warmup", int), ("window", int), ("cores", list),
-             ("elapsed_ns", float), ("bandwidth_MBps", float), ("msg_rate_Mmps", float), ("one_way_ns", dict)]:
+             ("elapsed_ns", float), ("bandwidth_MBps", float), ("msg_rate_Mmps", float), ("one_way_ns", dict),
+             ("verified", bool)]:
     assert isinstance(o[k], t), (k, o[k])
 assert o["schema"] == 1 and o["test"] == "pingpong" and o["level"] == "endpoint"
 assert o["provider"] == "line" and o["ep_type"] == "rdm" and o["op"] == "msg"
-assert o["size"] == size and o["iterations"] == iters and o["cores"] == cores, o
+assert o["size"] == size and o["iterations"] == iters and o["cores"] == cores and o["verified"] is False, o
 ow = o["one_way_ns"]
 seq = [ow[k] for k in ("min", "p50", "p90", "p99", "p999", "p9999", "max")]
 assert all(isinstance(v, float) for v in seq), ow
@@ -145,11 +146,22 @@ import json
 x = json.loads(open('$work/dur.json').read())
 assert x['iterations'] > 1000 and 0.02e9 < x['elapsed_ns'] < 5e9, x"
 
+# ---- --verify: every byte of every message checked, both directions ----
+sizes=1,7,8,9,47,48,49,64,1000,4K,64K,1M,4M
+for t in pingpong bw rate; do
+  "$perf" $t -S $sizes -I 200 -w 50 -W 16 --verify $cores $T --json >"$work/v-$t.json" 2>"$work/err"; rc=$?
+  check "$t --verify across the inline limit and up to 4 MiB: exit 0" test $rc -eq 0
+  check "$t --verify: every size reported as verified" python3 -c "
+import json
+o = [json.loads(l) for l in open('$work/v-$t.json')]
+assert len(o) == 13 and all(x['verified'] is True for x in o), o"
+done
+
 # ---- CSV and the human table ----
 "$perf" pingpong -S 8,16 -I 1000 $cores $T --csv >"$work/pp.csv" 2>/dev/null; rc=$?
 check "--csv exits 0" test $rc -eq 0
 check "--csv header" test "$(head -1 "$work/pp.csv")" = \
-  "test,level,provider,ep_type,qp_type,op,size,iterations,warmup,window,elapsed_ns,min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,bandwidth_MBps,msg_rate_Mmps"
+  "test,level,provider,ep_type,qp_type,op,size,iterations,warmup,window,elapsed_ns,min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,bandwidth_MBps,msg_rate_Mmps,verified"
 check "--csv rows" python3 -c "
 import csv
 r = list(csv.DictReader(open('$work/pp.csv')))

@@ -1,6 +1,7 @@
 // shunt-perf internals: exact percentiles, the summary arithmetic, the
 // configuration's wire form, and size / core parsing.
 #include "env/tsc.h"
+#include "loops.h"
 #include "options.h"
 #include "stats.h"
 
@@ -182,6 +183,24 @@ TEST(CommandLine, BadInputIsExitCodeTwo)
         EXPECT_EQ(parse(args, o), 2) << args[1] << ' ' << args[2];
         EXPECT_NE(testing::internal::GetCapturedStderr(), "");
     }
+}
+
+TEST(Verify, PatternDetectsAnyWrongByteOrLength)
+{
+    std::vector<std::byte> buf(4096);
+    fill_pattern(buf.data(), buf.size(), 42);
+    EXPECT_EQ(check_pattern(buf.data(), 4096, 4096, 42), 0);
+    EXPECT_EQ(check_pattern(buf.data(), 4096, 4096, 43), -shunt::FI_EIO);  // another message's pattern
+    EXPECT_EQ(check_pattern(buf.data(), 4095, 4096, 42), -shunt::FI_EIO);  // short
+    EXPECT_EQ(check_pattern(buf.data(), -shunt::FI_ETIMEDOUT, 4096, 42), -shunt::FI_ETIMEDOUT);
+    for (std::size_t at : {std::size_t{0}, std::size_t{47}, std::size_t{48}, std::size_t{4095}}) {
+        auto bad = buf;
+        bad[at] ^= std::byte{1};
+        EXPECT_EQ(check_pattern(bad.data(), 4096, 4096, 42), -shunt::FI_EIO) << at;
+    }
+    // Consecutive messages differ in every byte position.
+    for (std::size_t j = 0; j < 256; j++)
+        EXPECT_NE(pattern_byte(1, j), pattern_byte(2, j));
 }
 
 TEST(DefaultIterations, FewerForLargeSizesButAtLeastAHundred)
