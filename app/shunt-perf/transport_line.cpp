@@ -22,13 +22,16 @@
 #include "oob.h"
 #include "transport.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -217,8 +220,28 @@ int validate(const test_config &c, std::string &why)
     return 0;
 }
 
+/** Remove segments left by responders that were killed between creating and
+ *  unlinking theirs (the name carries the creator's pid). */
+void remove_stale_segments()
+{
+    DIR *d = ::opendir("/dev/shm");
+    if (!d)
+        return;
+    const std::string prefix = "shunt-perf.";
+    while (dirent *e = ::readdir(d)) {
+        std::string n = e->d_name;
+        if (n.compare(0, prefix.size(), prefix) != 0)
+            continue;
+        long pid = std::strtol(n.c_str() + prefix.size(), nullptr, 10);
+        if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+            ::shm_unlink(("/" + n).c_str());
+    }
+    ::closedir(d);
+}
+
 int open_responder(oob_channel &oob, double timeout_s, void *&base, std::string &why)
 {
+    remove_stale_segments();
     static unsigned counter;
     std::string name = "/shunt-perf." + std::to_string(::getpid()) + "." + std::to_string(counter++);
     int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);

@@ -227,6 +227,23 @@ check "killed responder: initiator exits 1" test $rc -eq 1
 check "killed responder: detected within 5 s" test $(( $(date +%s) - start )) -le 5
 check "killed responder: message" grep -Eq "responder (died|gone)" "$work/kill.err"
 
+# ---- a segment left by a killed responder is removed by the next run ----
+sh -c 'exit 0' & deadpid=$!; wait $deadpid
+stale=/dev/shm/shunt-perf.$deadpid.0
+if [ -d /dev/shm ] && ! kill -0 "$deadpid" 2>/dev/null; then
+  : >"$stale"
+  "$perf" pingpong -S 8 -I 100 $cores $T >/dev/null 2>&1
+  check "stale segment of a dead responder removed" test ! -e "$stale"
+  rm -f "$stale"
+fi
+leaked=0
+for f in /dev/shm/shunt-perf.*; do
+  [ -e "$f" ] || continue
+  p=${f#/dev/shm/shunt-perf.}; p=${p%%.*}
+  kill -0 "$p" 2>/dev/null || leaked=$((leaked + 1))
+done
+check "no segment of a finished run left behind" test "$leaked" -eq 0
+
 # ---- plots ----
 wellformed() {
   if command -v xmllint >/dev/null; then xmllint --noout "$1"
