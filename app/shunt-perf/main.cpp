@@ -131,6 +131,11 @@ int serve(oob_channel &ch, double timeout, unsigned cpu)
             return 1;
         rc = sess->run_responder(r);
         if (rc != 0) {
+            std::fprintf(stderr, "shunt-perf: responder: size %llu failed: %s\n", size,
+                         rc == -FI_ECONNRESET ? "the initiator died"
+                         : rc == -FI_ETIMEDOUT ? "no progress within the timeout"
+                         : rc == -FI_EIO ? "received payload differs from what was sent"
+                                         : shunt::strerror(rc));
             (void)ch.send(std::string("ERROR responder failed at size ") + std::to_string(size) + ": " +
                           (rc == -FI_EIO ? "received payload differs from what was sent" : shunt::strerror(rc)));
             return 1;

@@ -227,6 +227,26 @@ check "killed responder: initiator exits 1" test $rc -eq 1
 check "killed responder: detected within 5 s" test $(( $(date +%s) - start )) -le 5
 check "killed responder: message" grep -Eq "responder (died|gone)" "$work/kill.err"
 
+# ---- the initiator killed mid-run: the spawned responder notices and exits ----
+"$perf" pingpong -S 8 -I 20000000 $cores --timeout 20 >/dev/null 2>"$work/kill2.err" &
+launcher=$!; bg+=("$launcher")
+child=""
+for _ in $(seq 100); do
+  child=$(pgrep -P "$launcher" | head -1)
+  [ -n "$child" ] && break
+  sleep 0.05
+done
+sleep 0.5
+kill -9 "$launcher"; wait "$launcher" 2>/dev/null
+gone=1
+for _ in $(seq 100); do
+  kill -0 "$child" 2>/dev/null || { gone=0; break; }
+  sleep 0.1
+done
+check "killed initiator: the responder exits within 10 s" test -n "$child" -a "$gone" -eq 0
+check "killed initiator: the responder says why" grep -q "responder: .*initiator" "$work/kill2.err"
+[ "$gone" -ne 0 ] && [ -n "$child" ] && kill -9 "$child"
+
 # ---- a segment left by a killed responder is removed by the next run ----
 sh -c 'exit 0' & deadpid=$!; wait $deadpid
 stale=/dev/shm/shunt-perf.$deadpid.0
