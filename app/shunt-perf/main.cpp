@@ -29,6 +29,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <sstream>
 #include <thread>
 
@@ -158,8 +159,14 @@ struct initiator {
     {
         r.watch_fd = ch.fd();
         r.stall_cycles = stall;
-        if (r.test == test_kind::pingpong && samples.size() < r.iterations)
-            samples.assign(r.iterations, 0); // touched here, outside the timed loop
+        if (r.test == test_kind::pingpong && samples.size() < r.iterations) {
+            try {
+                samples.assign(r.iterations, 0); // touched here, outside the timed loop
+            } catch (const std::bad_alloc &) {
+                why = "cannot allocate " + std::to_string(r.iterations) + " samples of 8 bytes; lower -I";
+                return -FI_ENOMEM;
+            }
+        }
         std::ostringstream cmd;
         cmd << "RUN " << r.size << ' ' << r.iterations << ' ' << r.warmup << ' ' << r.window << ' '
             << (r.verify ? 1 : 0);

@@ -210,6 +210,12 @@ check "second client/server pair exits 0" test $rc -eq 0 -a $src -eq 0
 check "client without a server: exit 1" test $rc -eq 1
 check "client without a server: message" grep -q "cannot connect" "$work/err"
 
+"$perf" pingpong -s 127.0.0.1 -P "$port" --cores "$B" --timeout 0.5 >/dev/null 2>"$work/err"; rc=$?
+check "server without a client: exit 1 after the timeout" test $rc -eq 1
+check "server without a client: message" grep -q "no client connected" "$work/err"
+"$perf" pingpong no-such-host.invalid -P "$port" --cores "$A" --timeout 0.5 >/dev/null 2>"$work/err"; rc=$?
+check "client with an unknown host: exit 1 with a message" bash -c "test $rc -eq 1 && grep -q 'cannot resolve' '$work/err'"
+
 # ---- a peer killed mid-run: clear failure, nothing hangs ----
 "$perf" pingpong -S 8 -I 20000000 $cores --timeout 20 >/dev/null 2>"$work/kill.err" &
 launcher=$!; bg+=("$launcher")
