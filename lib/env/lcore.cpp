@@ -74,14 +74,14 @@ struct thread_core {
     thread_fn fn;
     bool eal = false;
     unsigned cpu = 0;
-    const char *name = "shunt-lcore";
+    const char *name = "shunt-lc"; ///< thread name prefix; the CPU number is appended
 };
 
 void *thread_main(void *p)
 {
     auto *t = static_cast<thread_core *>(p);
     char name[16];
-    std::snprintf(name, sizeof name, "%.10s-%u", t->name, t->cpu);
+    std::snprintf(name, sizeof name, "%.10s%u", t->name, t->cpu);
     pthread_setname_np(pthread_self(), name);
     bool registered = false;
     if (t->eal) {
@@ -263,21 +263,20 @@ void run_loop(const std::atomic<bool> &stop, bool yield)
     in_service = true;
     unsigned idle = 0;
     while (!stop.load(std::memory_order_relaxed)) {
-        int work = 0;
+        bool work = false;
         const unsigned high = s.high.load(std::memory_order_acquire);
         for (unsigned i = 0; i < high; i++) {
             // Observe a registration: seq_cst so that a pass starting after
             // remove() read pass_count sees the slot cleared (see remove()).
             poller_fn f = s.slots[i].fn.load(std::memory_order_seq_cst);
             if (f) {
-                int w = f(s.slots[i].arg.load(std::memory_order_relaxed));
-                if (w > 0)
-                    work += w;
+                if (f(s.slots[i].arg.load(std::memory_order_relaxed)) > 0)
+                    work = true;
             }
         }
         // Publish the end of a pass: every poller call of it has returned.
         s.pass_count.fetch_add(1, std::memory_order_seq_cst);
-        if (work > 0) {
+        if (work) {
             idle = 0;
         } else if (yield && idle >= idle_passes_before_yield) {
             sched_yield();
@@ -372,6 +371,7 @@ int start(int cpu)
     }
     s.cpu.store(want);
     s.looping.store(true);
+    s.thread.name = "shunt-prog";
     int rc = spawn(s.thread, static_cast<unsigned>(want), u.eal,
                    [yield](const std::atomic<bool> &stop) { run_loop(stop, yield); });
     if (rc != 0) {

@@ -1,4 +1,5 @@
 #include "env/topology.h"
+#include "env/topology_detail.h"
 
 #include "env/compiler.h"
 #include "env/env.h"
@@ -212,11 +213,21 @@ int pick_cores(unsigned n, std::vector<unsigned> &out, const std::vector<unsigne
         usable.swap(x);
     }
 
+    return detail::pick_cores_from(c.topo, usable, n, out);
+}
+
+namespace detail {
+
+int pick_cores_from(const topology &t, const std::vector<unsigned> &usable, unsigned n,
+                    std::vector<unsigned> &out)
+{
+    if (n == 0)
+        return -FI_EINVAL;
     // One CPU per core: the core's lowest usable hardware thread. Candidates
     // are bucketed by L3 group (-1 collects cores without one), each bucket
     // holding (core id, cpu) in descending core order.
     std::map<int, std::vector<std::pair<unsigned, unsigned>>> groups;
-    for (auto it = c.topo.cores.rbegin(); it != c.topo.cores.rend(); ++it) {
+    for (auto it = t.cores.rbegin(); it != t.cores.rend(); ++it) {
         for (unsigned cpu : it->cpus) {
             if (std::binary_search(usable.begin(), usable.end(), cpu)) {
                 groups[it->l3_group].emplace_back(it->id, cpu);
@@ -258,5 +269,7 @@ int pick_cores(unsigned n, std::vector<unsigned> &out, const std::vector<unsigne
     out = std::move(picked);
     return 0;
 }
+
+} // namespace detail
 
 } // namespace shunt::env

@@ -2,6 +2,7 @@
 #include "env/env.h"
 #include "env/errors.h"
 #include "env/topology.h"
+#include "env/topology_detail.h"
 
 #include <gtest/gtest.h>
 
@@ -299,4 +300,104 @@ TEST(PickCores, RestrictedToEnvLcores)
             std::exit(0);
         },
         testing::ExitedWithCode(0), "");
+}
+
+// ---------------------------------------------------------------------------
+// The selection policy on hand-built topologies (this machine has one L3).
+
+namespace {
+
+/** @p groups L3 groups of @p per_group cores with 2 hardware threads each,
+ *  numbered as Linux does on x86: core k has CPUs k and k + cores. */
+topology synthetic(unsigned groups, unsigned per_group)
+{
+    topology t;
+    const unsigned cores = groups * per_group;
+    t.l3_groups.resize(groups);
+    for (unsigned k = 0; k < cores; k++) {
+        core_info c;
+        c.id = k;
+        c.cpus = {k, k + cores};
+        c.l3_group = static_cast<int>(k / per_group);
+        c.numa_node = 0;
+        t.cores.push_back(c);
+        t.l3_groups[k / per_group].cpus.push_back(k);
+        t.l3_groups[k / per_group].cpus.push_back(k + cores);
+        t.cpu_count += 2;
+    }
+    for (auto &g : t.l3_groups) {
+        std::sort(g.cpus.begin(), g.cpus.end());
+        g.size = 32u << 20;
+    }
+    return t;
+}
+
+std::vector<unsigned> range(unsigned a, unsigned b)
+{
+    std::vector<unsigned> v;
+    for (unsigned i = a; i < b; i++)
+        v.push_back(i);
+    return v;
+}
+
+std::vector<unsigned> pick(const topology &t, const std::vector<unsigned> &usable, unsigned n, int expect_rc = 0)
+{
+    std::vector<unsigned> out{999};
+    EXPECT_EQ(detail::pick_cores_from(t, usable, n, out), expect_rc) << "n=" << n;
+    return out;
+}
+
+} // namespace
+
+TEST(PickCoresPolicy, HighestCoresOfOneL3Group)
+{
+    topology t = synthetic(2, 4); // cores 0-3 in L3 0, cores 4-7 in L3 1; CPUs 0-15
+    auto all = range(0, 16);
+    EXPECT_EQ(pick(t, all, 1), (std::vector<unsigned>{7}));
+    EXPECT_EQ(pick(t, all, 2), (std::vector<unsigned>{6, 7}));
+    EXPECT_EQ(pick(t, all, 4), (std::vector<unsigned>{4, 5, 6, 7})) << "one L3 group, one thread per core";
+}
+
+TEST(PickCoresPolicy, SpillsIntoAsFewGroupsAsPossible)
+{
+    topology t = synthetic(2, 4);
+    auto all = range(0, 16);
+    EXPECT_EQ(pick(t, all, 5), (std::vector<unsigned>{3, 4, 5, 6, 7}));
+    EXPECT_EQ(pick(t, all, 8), range(0, 8));
+    pick(t, all, 9, -FI_ENOSPC);
+    // Three groups of two: four cores must come from two groups, not three.
+    topology t3 = synthetic(3, 2); // L3 0: cores 0,1; L3 1: 2,3; L3 2: 4,5
+    std::vector<unsigned> u = {0, 1, 2, 4, 5}; // core 3 unusable
+    EXPECT_EQ(pick(t3, u, 4), (std::vector<unsigned>{0, 1, 4, 5})) << "the two full groups";
+}
+
+TEST(PickCoresPolicy, PrefersAGroupThatHoldsAll)
+{
+    topology t = synthetic(2, 4);
+    // Only core 4 usable in group 1: a pair fits only in group 0.
+    std::vector<unsigned> u = {0, 1, 2, 3, 4};
+    EXPECT_EQ(pick(t, u, 2), (std::vector<unsigned>{2, 3}));
+    EXPECT_EQ(pick(t, u, 1), (std::vector<unsigned>{4}));
+}
+
+TEST(PickCoresPolicy, SiblingThreadsAndOneThreadPerCore)
+{
+    topology t = synthetic(2, 4);
+    // Only the second hardware thread of cores 6 and 7, and both of core 5.
+    std::vector<unsigned> u = {5, 13, 14, 15};
+    EXPECT_EQ(pick(t, u, 3), (std::vector<unsigned>{5, 14, 15}));
+    pick(t, u, 4, -FI_ENOSPC);
+    std::vector<unsigned> keep{999};
+    EXPECT_EQ(detail::pick_cores_from(t, u, 4, keep), -FI_ENOSPC);
+    EXPECT_EQ(keep, std::vector<unsigned>{999}) << "output written only on success";
+    EXPECT_EQ(detail::pick_cores_from(t, u, 0, keep), -FI_EINVAL);
+}
+
+TEST(PickCoresPolicy, CoresWithoutL3)
+{
+    topology t = synthetic(1, 4);
+    for (auto &c : t.cores)
+        c.l3_group = -1;
+    t.l3_groups.clear();
+    EXPECT_EQ(pick(t, range(0, 8), 2), (std::vector<unsigned>{2, 3}));
 }
