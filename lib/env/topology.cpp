@@ -60,6 +60,9 @@ SHUNT_COLD int discover(cache &c)
     }
     // PCI devices (NICs, storage, GPUs, accelerators) but not every bridge.
     hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    // Describe the machine, including CPUs a cpuset cgroup hides: what this
+    // process may use is the affinity mask's business (pick_cores applies it).
+    hwloc_topology_set_flags(t, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
     if (hwloc_topology_load(t) != 0) {
         SHUNT_LOG(topo_log, error, "topology: hwloc_topology_load failed");
         hwloc_topology_destroy(t);
