@@ -6,7 +6,9 @@
  * shared ring is lock-free, multi-producer/multi-consumer), no logging.
  * Threads that are EAL lcores (pinned threads, or threads that called
  * rte_thread_register()) get a per-lcore cache; other threads go to the
- * shared ring. Every call is thread-safe. */
+ * shared ring. get/put and the queries may be called from any number of
+ * threads at once; create, destroy and moves may not overlap any other call
+ * on the same pool object. */
 #pragma once
 
 #include <cstddef>
