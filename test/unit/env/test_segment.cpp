@@ -218,6 +218,25 @@ TEST(Segment, SameNameInTheOtherDirectoryIsEexist)
     EXPECT_EQ(a.create(name, 4096, segment_backing::shm), -FI_EEXIST);
 }
 
+TEST(Segment, AttachSkipsAStaleFileInTheOtherDirectory)
+{
+    if (!huge_usable())
+        GTEST_SKIP() << "no free hugepages in a writable hugetlbfs mount";
+    std::string name = test::unique_name("seg");
+    segment live;
+    ASSERT_EQ(live.create(name, 4096, segment_backing::shm), 0);
+    static_cast<char *>(live.data())[0] = 'L';
+    // An unheld file of that name where attach looks first.
+    std::string stale = probe_hugepages().mount + "/shunt." + name;
+    int fd = open(stale.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    ASSERT_GE(fd, 0);
+    close(fd);
+    segment s;
+    ASSERT_EQ(s.attach(name), 0);
+    EXPECT_EQ(static_cast<char *>(s.data())[0], 'L');
+    EXPECT_FALSE(file_exists(stale)) << "the stale file is removed on the way";
+}
+
 TEST(Segment, CreateOrAttachOnOpenObjectIsEbusy)
 {
     std::string name = test::unique_name("seg");
