@@ -158,18 +158,6 @@ const cache &get_cache()
     return c;
 }
 
-std::vector<unsigned> affinity_cpus()
-{
-    std::vector<unsigned> out;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) != 0)
-        return out;
-    for (unsigned c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &set))
-            out.push_back(c);
-    return out;
-}
 
 } // namespace
 
