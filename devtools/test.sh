@@ -45,7 +45,7 @@ fi
 if [ "${SHUNT_TEST_SANITIZE:-1}" != 0 ]; then
   if shunt_build build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug \
     -Dbenchmarks=false; then
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0 LSAN_OPTIONS=suppressions=$PWD/test/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       run_suites build-asan sanitizers
   else
     failed=$((failed + 1))

@@ -32,18 +32,7 @@ const char usage[] =
 
 std::string list(const std::vector<unsigned> &v)
 {
-    std::string s;
-    for (std::size_t i = 0; i < v.size();) {
-        std::size_t j = i;
-        while (j + 1 < v.size() && v[j + 1] == v[j] + 1)
-            j++;
-        if (!s.empty())
-            s += ',';
-        s += std::to_string(v[i]);
-        if (j > i)
-            s += '-' + std::to_string(v[j]);
-        i = j + 1;
-    }
+    std::string s = env::format_cpu_list(v);
     return s.empty() ? "-" : s;
 }
 
