@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include "env/env.h"
 #include "env/errors.h"
 #include "transport.h"
 
@@ -7,6 +8,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -180,16 +182,15 @@ int parse_sizes(const std::string &arg, options &o)
 
 int parse_cores(const std::string &arg, options &o)
 {
+    // Ordered (initiator, responder) and without duplicates, so not
+    // env::parse_cpu_list, which sorts and merges.
     o.cores.clear();
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
-        return usage_error("cannot read the CPU affinity: %s", std::strerror(errno));
+    const std::vector<unsigned> allowed = env::affinity_cpus();
     for (const std::string &item : split(arg, ',')) {
         std::uint64_t v;
         if (!parse_u64(item.c_str(), v, false) || v >= CPU_SETSIZE)
             return usage_error("bad core '%s' (a CPU number)", item);
-        if (!CPU_ISSET(v, &allowed))
+        if (std::find(allowed.begin(), allowed.end(), v) == allowed.end())
             return usage_error("core %s does not exist or is not allowed for this process", item);
         o.cores.push_back(static_cast<unsigned>(v));
     }
