@@ -11,6 +11,8 @@
 #include "oob.h"
 #include "transport.h"
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
