@@ -79,9 +79,12 @@ int get_device_list(std::vector<device *> &out)
                       strerror(rc));
             continue;
         }
-        for (device *d : found)
-            if (d && d->name)
-                r.devices.push_back(d);
+        for (device *d : found) {
+            if (!d || !d->name)
+                continue;
+            d->drv = r.drivers[i];
+            r.devices.push_back(d);
+        }
     }
     out = r.devices;
     return static_cast<int>(out.size());
