@@ -3,6 +3,7 @@
  * wr_complete hands the batch to sq_progress (shm_tx.cpp), which executes it.
  * The function pointers are chosen in shm_qp.cpp (install_fast_path). */
 #include "env/tsc.h"
+#include "ring.h"
 #include "shm_post.h"
 
 namespace shunt::drv::shm {
@@ -428,6 +429,28 @@ int post_send(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t l
     shm_qp *q = to_qp(vq_);
     if (q->type == vq::qp_type::ud) [[unlikely]]
         return -FI_EINVAL;
+    // Fast path: a small unsignaled inline send on an idle send queue goes
+    // straight into the ring (what the session would do, minus the queue).
+    if ((flags & ~(vq::WR_INLINE | vq::WR_SOLICITED | vq::WR_FENCE)) == vq::WR_INLINE && !q->sq_sig_all &&
+        len <= slot_payload && len <= q->cap.max_inline_data && (buf || len == 0)) [[likely]] {
+        if constexpr (Locked)
+            q->lock.lock();
+        if (q->sq_head == q->sq_tail &&
+            q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::rts)) [[likely]] {
+            txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
+            if (ring_reserve(r, 1)) [[likely]] {
+                src_cursor c;
+                c.flat = static_cast<const std::uint8_t *>(buf);
+                std::uint8_t fl = sf_first | sf_last | ((flags & vq::WR_SOLICITED) ? sf_solicited : 0);
+                ring_put(r, msg_send, fl, 0, c, len, len);
+                if constexpr (Locked)
+                    q->lock.unlock();
+                return 0;
+            }
+        }
+        if constexpr (Locked)
+            q->lock.unlock();
+    }
     wr_start<Locked>(q);
     q->wr_id = wr_id;
     q->wr_flags = flags & ~vq::WR_INLINE;

@@ -112,6 +112,44 @@ unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask, st
             break;
         const std::uint8_t op = s->op;
         const std::uint8_t flags = s->flags;
+        // Fast path: a one-slot send into a one-SGE receive of our own queue.
+        if (!q->rx_busy && s->nslots == 1 && (flags & (sf_first | sf_last)) == (sf_first | sf_last) &&
+            (op == msg_send || op == msg_send_imm) && !q->ssrq) [[likely]] {
+            recvq *rq = q->rq;
+            std::uint32_t h = rq->head.load(std::memory_order_relaxed);
+            if (h == rq->tail.load(std::memory_order_acquire))
+                break; // no receive posted: the message waits
+            const rwqe &r = rq->wqe[h & rq->mask];
+            const vq::sge &sg = rq->sges[static_cast<std::size_t>(h & rq->mask) * rq->max_sge];
+            const std::uint32_t len = s->len;
+            region_ref ref;
+            if (r.num_sge == 1 && len <= sg.length &&
+                (len == 0 || check_key(&q->sctx->self, sg.lkey, sg.addr, len, vq::ACCESS_LOCAL_WRITE, &ref, true))) {
+                std::memcpy(reinterpret_cast<void *>(sg.addr), s->data, len);
+                vq::wc &w = c->ring[c->tail & c->mask];
+                w.wr_id = r.wr_id;
+                w.status = wc_status::success;
+                w.opcode = vq::wc_opcode::recv;
+                w.vendor_err = 0;
+                w.byte_len = len;
+                w.imm_data = op == msg_send_imm ? s->imm : 0;
+                w.invalidated_rkey = 0;
+                w.qp_num = q->qp_num;
+                w.src_qp = src_qp;
+                w.wc_flags = (op == msg_send_imm ? vq::WC_WITH_IMM : 0) |
+                             ((flags & sf_solicited) ? vq::WC_SOLICITED : 0);
+                w.reserved = 0;
+                c->tail++;
+                rq->head.store(h + 1, std::memory_order_release); // entry read: free it
+                n++;
+                head++;
+                if (head - pub >= (mask + 1) / 4) {
+                    ctrl->consumed.store(head, std::memory_order_release);
+                    pub = head;
+                }
+                continue;
+            }
+        }
         if (!q->rx_busy) {
             if (!take_recv(q))
                 break; // no receive posted: the message waits (infinite RNR retry)
