@@ -500,7 +500,7 @@ void install_session(shm_qp *q) noexcept
     q->wr_abort_fn = wr_abort<Locked>;
     q->post_recv_fn = post_recv<Locked>;
     std::uint64_t ops = q->send_ops_flags;
-    if (q->type != vq::qp_type::ud && (ops & vq::OPS_SEND))
+    if (ops & vq::OPS_SEND)
         q->post_send_fn = post_send<Locked>;
     if (ops & vq::OPS_RDMA_WRITE)
         q->post_write_fn = post_write<Locked>;
