@@ -155,7 +155,17 @@ int main(int argc, char **argv)
             break;
         case pp::atomic_loop: {
             std::uint64_t done = 0;
-            auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+            auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+            auto reap = [&] {
+                vq::wc w[64];
+                int k = vq::poll_cq(s.cq, 64, w);
+                for (int j = 0; j < k; j++) {
+                    if (w[j].status != vq::wc_status::success)
+                        rs.rc = -FI_EIO;
+                    done++;
+                }
+                return k;
+            };
             for (std::uint32_t i = 0; i < rq.n && !rs.rc;) {
                 vq::wr_start(s.qp);
                 s.qp->wr_id = i;
@@ -163,24 +173,20 @@ int main(int argc, char **argv)
                 vq::wr_atomic_fetch_add(s.qp, static_cast<std::uint32_t>(rq.c), rq.d, rq.a);
                 vq::wr_set_sge(s.qp, s.priv_mr->lkey, reinterpret_cast<std::uint64_t>(s.priv.data()), 8);
                 int rc = vq::wr_complete(s.qp);
-                if (rc == -FI_EAGAIN) {
-                    poll_some(s, 1, 10);
-                } else if (rc) {
+                if (rc == -FI_EAGAIN)
+                    reap();
+                else if (rc)
                     rs.rc = rc;
-                } else {
+                else
                     i++;
-                }
+                if ((i & 255) == 0)
+                    reap();
                 if (std::chrono::steady_clock::now() > end)
                     rs.rc = -FI_ETIMEDOUT;
             }
             while (!rs.rc && done < rq.n) {
-                poll_some(s, 1, 1000);
-                for (auto &w : s.pending) {
-                    if (w.status != vq::wc_status::success)
-                        rs.rc = -FI_EIO;
-                    done++;
-                }
-                s.pending.clear();
+                if (reap() == 0)
+                    sched_yield();
                 if (std::chrono::steady_clock::now() > end)
                     rs.rc = -FI_ETIMEDOUT;
             }
@@ -201,6 +207,56 @@ int main(int argc, char **argv)
                 s.pending.clear();
                 rs.rc = vq::post_send(s.qp, i, s.priv.data(), len, s.priv_mr->lkey, 0);
             }
+            break;
+        }
+        case pp::ud_send: {
+            vq::ah *ah = nullptr;
+            vq::ah_attr aa;
+            aa.dest = rq.addr.dev;
+            rs.rc = vq::create_ah(s.pd, &aa, &ah);
+            auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+            for (std::uint32_t i = 0; i < rq.n && !rs.rc;) {
+                std::uint8_t *m = s.priv.data() + (i % 1024) * 4096; // reused only after its WR left the 1024-entry queue
+                std::memset(m, static_cast<int>(rq.c), rq.a);
+                std::memcpy(m + 1, &i, 4);
+                vq::wr_start(s.qp);
+                s.qp->wr_id = i;
+                s.qp->wr_flags = 0;
+                vq::wr_send(s.qp);
+                vq::wr_set_sge(s.qp, s.priv_mr->lkey, reinterpret_cast<std::uint64_t>(m), static_cast<std::uint32_t>(rq.a));
+                vq::wr_set_ud_addr(s.qp, ah, rq.addr.qpn, static_cast<std::uint32_t>(rq.b));
+                int rc = vq::wr_complete(s.qp);
+                if (rc == -FI_EAGAIN)
+                    poll_some(s, 1, 1);
+                else if (rc)
+                    rs.rc = rc;
+                else
+                    i++;
+                if (std::chrono::steady_clock::now() > end)
+                    rs.rc = -FI_ETIMEDOUT;
+            }
+            // Wait until everything left the send queue (errors would complete).
+            while (!rs.rc && std::chrono::steady_clock::now() < end) {
+                poll_some(s, 1, 1);
+                for (auto &w : s.pending)
+                    if (w.status != vq::wc_status::success)
+                        rs.rc = -FI_EIO;
+                s.pending.clear();
+                vq::wr_start(s.qp);
+                s.qp->wr_id = ~0ull;
+                s.qp->wr_flags = vq::WR_SIGNALED;
+                vq::wr_send(s.qp);
+                vq::wr_set_ud_addr(s.qp, ah, rq.addr.qpn, static_cast<std::uint32_t>(rq.b) + 1); // dropped: wrong Q_Key
+                if (vq::wr_complete(s.qp) == 0) {
+                    poll_some(s, 1, 20000);
+                    bool done = !s.pending.empty();
+                    s.pending.clear();
+                    if (done)
+                        break;
+                }
+            }
+            if (ah && vq::destroy_ah(ah))
+                rs.rc = -FI_EIO;
             break;
         }
         case pp::state:
