@@ -124,7 +124,6 @@ exec_rc rc_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
         // Data already written; one header-only message carries imm and the length.
         if (!ring_reserve(r, 1)) [[unlikely]] {
             if (blocked(q, true)) {
-                q->peer_died = true;
                 *st = vq::wc_status::retry_exc_err;
                 return ex_done;
             }
@@ -146,7 +145,6 @@ exec_rc rc_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
         std::uint32_t chunk = len - w->done < max_chunk ? len - w->done : max_chunk;
         if (!ring_reserve(r, slots_for(chunk))) [[unlikely]] {
             if (blocked(q, true)) {
-                q->peer_died = true;
                 *st = vq::wc_status::retry_exc_err;
                 return ex_done;
             }
@@ -267,10 +265,8 @@ inline bool remote_ok(shm_qp *q, std::uint32_t rkey, std::uint64_t raddr, std::u
 
 inline vq::wc_status remote_failure(shm_qp *q) noexcept
 {
-    if (peer_dead(q->rpeer)) {
-        q->peer_died = true;
-        return vq::wc_status::retry_exc_err;
-    }
+    if (peer_dead(q->rpeer))
+        return vq::wc_status::retry_exc_err; // this WR reports it; the rest flush
     return vq::wc_status::rem_access_err;
 }
 
