@@ -209,6 +209,43 @@ int main(int argc, char **argv)
             }
             break;
         }
+        case pp::rdma: {
+            auto rkey = static_cast<std::uint32_t>(rq.c);
+            std::uint64_t lbuf = reinterpret_cast<std::uint64_t>(s.priv.data());
+            vq::wr_start(s.qp);
+            s.qp->wr_id = 555;
+            s.qp->wr_flags = vq::WR_SIGNALED;
+            switch (rq.n) {
+            case 0:
+                vq::wr_rdma_write(s.qp, rkey, rq.d);
+                vq::wr_set_sge(s.qp, s.priv_mr->lkey, lbuf, static_cast<std::uint32_t>(rq.a));
+                break;
+            case 1:
+                vq::wr_rdma_read(s.qp, rkey, rq.d);
+                vq::wr_set_sge(s.qp, s.priv_mr->lkey, lbuf, static_cast<std::uint32_t>(rq.a));
+                break;
+            case 2:
+                vq::wr_atomic_cmp_swp(s.qp, rkey, rq.d, rq.a, rq.b);
+                vq::wr_set_sge(s.qp, s.priv_mr->lkey, lbuf, 8);
+                break;
+            default:
+                vq::wr_atomic_fetch_add(s.qp, rkey, rq.d, rq.b);
+                vq::wr_set_sge(s.qp, s.priv_mr->lkey, lbuf, 8);
+                break;
+            }
+            rs.rc = vq::wr_complete(s.qp);
+            if (!rs.rc) {
+                poll_some(s, 1, 10000);
+                if (s.pending.empty()) {
+                    rs.rc = -FI_ETIMEDOUT;
+                } else {
+                    rs.a = static_cast<std::uint64_t>(s.pending[0].status);
+                    s.pending.erase(s.pending.begin());
+                    std::memcpy(&rs.b, s.priv.data(), 8);
+                }
+            }
+            break;
+        }
         case pp::ud_send: {
             vq::ah *ah = nullptr;
             vq::ah_attr aa;
