@@ -63,9 +63,9 @@ SHUNT_COLD bool rc_peer_gone(shm_qp *q) noexcept
            st == static_cast<std::uint32_t>(vq::qp_state::reset);
 }
 
-/** Called when the ring has no room: arm or run the dead-peer check.
- *  @return true when the peer is gone. */
-SHUNT_COLD bool blocked(shm_qp *q, bool rc) noexcept
+/** Called when the ring has no room: arms the dead-peer check on the first
+ *  call, and @return true (re-arming) once every peer-check interval. */
+SHUNT_COLD bool check_due(shm_qp *q) noexcept
 {
     std::uint64_t now = env::tsc::now();
     if (q->blocked_since == 0) {
@@ -75,7 +75,7 @@ SHUNT_COLD bool blocked(shm_qp *q, bool rc) noexcept
     if (now - q->blocked_since < peer_check_cycles())
         return false;
     q->blocked_since = now;
-    return rc ? rc_peer_gone(q) : false;
+    return true;
 }
 
 /** Push a send-side completion. */
@@ -123,7 +123,7 @@ exec_rc rc_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
     if (mop == msg_write_imm) {
         // Data already written; one header-only message carries imm and the length.
         if (!ring_reserve(r, 1)) [[unlikely]] {
-            if (blocked(q, true)) {
+            if (check_due(q) && rc_peer_gone(q)) {
                 *st = vq::wc_status::retry_exc_err;
                 return ex_done;
             }
@@ -144,7 +144,7 @@ exec_rc rc_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
     do {
         std::uint32_t chunk = len - w->done < max_chunk ? len - w->done : max_chunk;
         if (!ring_reserve(r, slots_for(chunk))) [[unlikely]] {
-            if (blocked(q, true)) {
+            if (check_due(q) && rc_peer_gone(q)) {
                 *st = vq::wc_status::retry_exc_err;
                 return ex_done;
             }
@@ -221,8 +221,10 @@ exec_rc ud_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
         do {
             std::uint32_t part = w->len - w->done < mss ? w->len - w->done : mss;
             if (!ring_reserve(r, slots_for(hdr + part))) {
-                if (blocked(q, false) && peer_dead(d->p))
-                    return ex_done; // dead receiver: dropped
+                if (check_due(q) && peer_dead(d->p)) {
+                    d->failed = true; // dead receiver: this and every later datagram dropped
+                    return ex_done;
+                }
                 return ex_blocked;
             }
             if (hdr)
@@ -242,8 +244,10 @@ exec_rc ud_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
         return ex_done;
     }
     if (!ring_reserve(r, slots_for(w->len))) [[unlikely]] {
-        if (blocked(q, false) && peer_dead(d->p))
+        if (check_due(q) && peer_dead(d->p)) {
+            d->failed = true;
             return ex_done;
+        }
         return ex_blocked;
     }
     src_cursor src = cursor_of(q, w);

@@ -91,5 +91,36 @@ TEST(ShmUd, TsoSegmentsReachAPeer)
     EXPECT_EQ(vq::destroy_ah(ah), 0);
 }
 
+TEST(ShmUd, SendsToADeadReceiverAreDroppedWithinBoundedTime)
+{
+    local_end me(vq::qp_type::ud);
+    shm_peer peer("ud");
+    ASSERT_EQ(me.connect(peer.addr), 0);
+    ASSERT_EQ(peer.connect(vq::get_qp_addr(me.qp)), 0);
+    vq::ah *ah = nullptr;
+    vq::ah_attr aa;
+    aa.dest = peer.addr.dev;
+    ASSERT_EQ(vq::create_ah(me.pd, &aa, &ah), 0);
+    peer.kill();
+    // Far more than the receiver's ring holds: the rest waits for credits,
+    // then is dropped once the receiver is found dead. Every send completes.
+    const int n = 600;
+    for (int i = 0; i < n; i++) {
+        vq::wr_start(me.qp);
+        me.qp->wr_id = static_cast<std::uint64_t>(i);
+        me.qp->wr_flags = vq::WR_SIGNALED;
+        vq::wr_send(me.qp);
+        vq::wr_set_sge(me.qp, me.mr->lkey, me.addr(), 100);
+        vq::wr_set_ud_addr(me.qp, ah, peer.addr.qpn, 0x1234);
+        ASSERT_EQ(vq::wr_complete(me.qp), 0);
+    }
+    auto w = me.poll(n, 10000);
+    ASSERT_EQ(w.size(), static_cast<std::size_t>(n));
+    for (auto &x : w)
+        EXPECT_EQ(x.status, wc_status::success);
+    EXPECT_EQ(vq::get_qp_state(me.qp), vq::qp_state::rts) << "UD stays up";
+    EXPECT_EQ(vq::destroy_ah(ah), 0);
+}
+
 } // namespace
 } // namespace shunt::test
