@@ -431,7 +431,7 @@ int post_send(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t l
         return -FI_EINVAL;
     // Fast path: a small unsignaled inline send on an idle send queue goes
     // straight into the ring (what the session would do, minus the queue).
-    if ((flags & ~(vq::WR_INLINE | vq::WR_SOLICITED | vq::WR_FENCE)) == vq::WR_INLINE && !q->sq_sig_all &&
+    if ((flags & ~(vq::WR_SOLICITED | vq::WR_FENCE)) == vq::WR_INLINE && !q->sq_sig_all &&
         len <= slot_payload && len <= q->cap.max_inline_data && (buf || len == 0)) [[likely]] {
         if constexpr (Locked)
             q->lock.lock();
