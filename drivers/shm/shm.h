@@ -305,6 +305,9 @@ struct shm_qp : vq::qp {
     std::uint32_t *ud_rx_pub = nullptr;
     vq::sge rx_sges[max_sge_rx]; ///< receive in progress: its SGEs
     std::uint32_t rx_nsge = 0;
+    /* Last receive SGE validated (fast path): valid while key_gen is unchanged. */
+    std::uint32_t ck_lkey = 0, ck_gen = 0;
+    std::uint64_t ck_lo = 0, ck_hi = 0;
 };
 
 struct shm_ctx : vq::context {
@@ -321,6 +324,9 @@ struct shm_ctx : vq::context {
     std::vector<block> free_blocks; ///< heap free list (owner only)
     std::vector<block> used_bufs;   ///< alloc_buf allocations
     int npd = 0, ncq = 0, nqp = 0, nsrq = 0, nmr = 0, nmw = 0, nah = 0, ntd = 0;
+    /** Bumped whenever a key of ours stops being valid (dereg, invalidate,
+     *  unbind, rebind): receive-side lkey caches compare it. */
+    std::atomic<std::uint32_t> key_gen{1};
 };
 
 /* ---------------- Limits and tunables ---------------- */
@@ -416,7 +422,60 @@ void rq_free(recvq *rq) noexcept;
 /** Cycles between peer checks. */
 std::uint64_t peer_check_cycles() noexcept;
 
+/** Copy @p n <= 64 bytes without a library call (overlapping word moves). */
+inline void small_copy(void *dst, const void *src, std::uint32_t n) noexcept
+{
+    auto *d = static_cast<std::uint8_t *>(dst);
+    auto *s = static_cast<const std::uint8_t *>(src);
+    if (n >= 16) {
+        if (n > 32) {
+            __builtin_memcpy(d, s, 32);
+            __builtin_memcpy(d + n - 32, s + n - 32, 32);
+        } else {
+            __builtin_memcpy(d, s, 16);
+            __builtin_memcpy(d + n - 16, s + n - 16, 16);
+        }
+    } else if (n >= 8) {
+        __builtin_memcpy(d, s, 8);
+        __builtin_memcpy(d + n - 8, s + n - 8, 8);
+    } else if (n >= 4) {
+        __builtin_memcpy(d, s, 4);
+        __builtin_memcpy(d + n - 4, s + n - 4, 4);
+    } else if (n) {
+        d[0] = s[0];
+        d[n / 2] = s[n / 2];
+        d[n - 1] = s[n - 1];
+    }
+}
+
 /** Receive-queue helper shared by QPs and SRQs: post one receive. */
-int rq_post(recvq *rq, bool locked, std::uint64_t wr_id, const vq::sge *sg, std::uint32_t n) noexcept;
+inline int rq_post(recvq *rq, bool locked, std::uint64_t wr_id, const vq::sge *sg, std::uint32_t n) noexcept
+{
+    if (n > 0 && !sg) [[unlikely]]
+        return -FI_EINVAL;
+    if (locked)
+        rq->plock.lock();
+    std::uint32_t t = rq->tail.load(std::memory_order_relaxed);
+    if (t - rq->head.load(std::memory_order_acquire) > rq->mask) [[unlikely]] {
+        if (locked)
+            rq->plock.unlock();
+        return -FI_EAGAIN;
+    }
+    std::uint32_t i = t & rq->mask;
+    rwqe &r = rq->wqe[i];
+    r.wr_id = wr_id;
+    r.num_sge = n;
+    vq::sge *d = &rq->sges[static_cast<std::size_t>(i) * rq->max_sge];
+    if (n == 1) [[likely]]
+        d[0] = sg[0];
+    else
+        for (std::uint32_t k = 0; k < n; k++)
+            d[k] = sg[k];
+    // Publish the receive to the consumer (polling thread): entry before tail.
+    rq->tail.store(t + 1, std::memory_order_release);
+    if (locked)
+        rq->plock.unlock();
+    return 0;
+}
 
 } // namespace shunt::drv::shm

@@ -179,6 +179,7 @@ int dereg_mr(vq::mr *vm)
     if (m->windows > 0)
         return -FI_EBUSY;
     c->self.mrs()[m->index].key.store(0, std::memory_order_release);
+    c->key_gen.fetch_add(1, std::memory_order_release);
     c->mr_obj[m->index] = nullptr;
     c->nmr--;
     static_cast<shm_pd *>(m->pd)->refs--;
@@ -219,6 +220,7 @@ int dealloc_mw(vq::mw *vw)
     auto *c = to_ctx(w->ctx);
     std::lock_guard<std::mutex> g(c->lock);
     c->self.mrs()[w->index].key.store(0, std::memory_order_release);
+    c->key_gen.fetch_add(1, std::memory_order_release);
     if (w->bound)
         w->bound->windows--;
     c->mw_obj[w->index] = nullptr;

@@ -508,32 +508,6 @@ void install_session(shm_qp *q) noexcept
 
 } // namespace
 
-int rq_post(recvq *rq, bool locked, std::uint64_t wr_id, const vq::sge *sg, std::uint32_t n) noexcept
-{
-    if (n > 0 && !sg) [[unlikely]]
-        return -FI_EINVAL;
-    if (locked)
-        rq->plock.lock();
-    std::uint32_t t = rq->tail.load(std::memory_order_relaxed);
-    if (t - rq->head.load(std::memory_order_acquire) > rq->mask) {
-        if (locked)
-            rq->plock.unlock();
-        return -FI_EAGAIN;
-    }
-    std::uint32_t i = t & rq->mask;
-    rwqe &r = rq->wqe[i];
-    r.wr_id = wr_id;
-    r.num_sge = n;
-    vq::sge *d = &rq->sges[static_cast<std::size_t>(i) * rq->max_sge];
-    for (std::uint32_t k = 0; k < n; k++)
-        d[k] = sg[k];
-    // Publish the receive to the consumer (polling thread): entry before tail.
-    rq->tail.store(t + 1, std::memory_order_release);
-    if (locked)
-        rq->plock.unlock();
-    return 0;
-}
-
 void install_fast_path(shm_qp *q) noexcept
 {
     if (q->has_td)

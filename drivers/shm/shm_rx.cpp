@@ -122,10 +122,25 @@ unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask, st
             const rwqe &r = rq->wqe[h & rq->mask];
             const vq::sge &sg = rq->sges[static_cast<std::size_t>(h & rq->mask) * rq->max_sge];
             const std::uint32_t len = s->len;
-            region_ref ref;
-            if (r.num_sge == 1 && len <= sg.length &&
-                (len == 0 || check_key(&q->sctx->self, sg.lkey, sg.addr, len, vq::ACCESS_LOCAL_WRITE, &ref, true))) {
-                std::memcpy(reinterpret_cast<void *>(sg.addr), s->data, len);
+            bool ok = r.num_sge == 1 && len <= sg.length;
+            if (ok && len) {
+                // The receive SGE must lie in a region with local write; the
+                // last one validated is cached until a key of ours changes.
+                std::uint32_t gen = q->sctx->key_gen.load(std::memory_order_relaxed);
+                if (sg.lkey != q->ck_lkey || gen != q->ck_gen || sg.addr < q->ck_lo ||
+                    sg.addr + sg.length > q->ck_hi) {
+                    region_ref ref;
+                    ok = check_key(&q->sctx->self, sg.lkey, sg.addr, sg.length, vq::ACCESS_LOCAL_WRITE, &ref, true);
+                    if (ok) {
+                        q->ck_lkey = sg.lkey;
+                        q->ck_gen = gen;
+                        q->ck_lo = sg.addr;
+                        q->ck_hi = sg.addr + sg.length;
+                    }
+                }
+            }
+            if (ok) {
+                small_copy(reinterpret_cast<void *>(sg.addr), s->data, len);
                 vq::wc &w = c->ring[c->tail & c->mask];
                 w.wr_id = r.wr_id;
                 w.status = wc_status::success;

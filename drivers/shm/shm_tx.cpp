@@ -397,6 +397,7 @@ vq::wc_status do_bind(shm_qp *q, wqe *w) noexcept
     mr_entry &e = c->self.mrs()[mw->index];
     if (w->a1 == 0) { // unbind
         e.key.store(0, std::memory_order_release);
+        c->key_gen.fetch_add(1, std::memory_order_release);
         if (mw->bound)
             mw->bound->windows--;
         mw->bound = nullptr;
@@ -411,6 +412,7 @@ vq::wc_status do_bind(shm_qp *q, wqe *w) noexcept
         return vq::wc_status::mw_bind_err;
     std::uint64_t moff = c->self.mrs()[mr->index].seg_off;
     e.key.store(0, std::memory_order_relaxed);
+    c->key_gen.fetch_add(1, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_release);
     e.access = (w->imm & ~vq::ACCESS_LOCAL_WRITE) | entry_mw;
     e.addr = w->a0;
@@ -440,6 +442,7 @@ bool invalidate_key(shm_ctx *c, std::uint32_t k) noexcept
     if (e.key.load(std::memory_order_relaxed) != k)
         return false;
     e.key.store(0, std::memory_order_release);
+    c->key_gen.fetch_add(1, std::memory_order_release);
     if (shm_mw *w = c->mw_obj[idx]) {
         if (w->bound)
             w->bound->windows--;
