@@ -181,8 +181,21 @@ struct shm_cq : vq::cq {
     shm_qp *tx[64] = {};             ///< QPs whose send CQ this is
     std::uint32_t nrx = 0, ntx = 0;
     shm_ctx *sctx = nullptr;
+    /* poll_cq's output array while it progresses an empty CQ: completions go
+     * straight to the caller (no copy through the ring). */
+    vq::wc *direct = nullptr;
+    std::uint32_t direct_cap = 0, direct_n = 0;
 
-    std::uint32_t space() const noexcept { return mask + 1 - (tail - head); }
+    std::uint32_t space() const noexcept { return (direct_cap - direct_n) + (mask + 1 - (tail - head)); }
+    /** Where the next completion goes; commit() makes it visible. */
+    vq::wc *next_entry() noexcept { return direct_n < direct_cap ? &direct[direct_n] : &ring[tail & mask]; }
+    void commit() noexcept
+    {
+        if (direct_n < direct_cap)
+            direct_n++;
+        else
+            tail++;
+    }
 };
 
 /** A posted receive. */
@@ -397,8 +410,8 @@ int destroy_srq(vq::srq *s);
 /** Push a completion (CQ lock held by the caller or single-threaded). */
 inline void cq_push(shm_cq *c, const vq::wc &w) noexcept
 {
-    c->ring[c->tail & c->mask] = w;
-    c->tail++;
+    *c->next_entry() = w;
+    c->commit();
 }
 /** Send-side progress: execute queued WRs while possible (QP lock held). */
 void sq_progress(shm_qp *q, bool cq_locked) noexcept;
@@ -466,9 +479,17 @@ inline int rq_post(recvq *rq, bool locked, std::uint64_t wr_id, const vq::sge *s
     r.wr_id = wr_id;
     r.num_sge = n;
     vq::sge *d = &rq->sges[static_cast<std::size_t>(i) * rq->max_sge];
-    if (n == 1) [[likely]]
-        d[0] = sg[0];
-    else
+    if (n == 1) [[likely]] {
+        // Field by field: the caller usually built *sg just now with three
+        // narrower stores, and one 16-byte load of it would miss forwarding.
+        std::uint64_t a = sg[0].addr;
+        std::uint32_t len = sg[0].length;
+        asm volatile("" ::: "memory"); // keep the two 4-byte loads apart
+        std::uint32_t key = sg[0].lkey;
+        d[0].addr = a;
+        d[0].length = len;
+        d[0].lkey = key;
+    } else
         for (std::uint32_t k = 0; k < n; k++)
             d[k] = sg[k];
     // Publish the receive to the consumer (polling thread): entry before tail.

@@ -59,8 +59,21 @@ int poll(vq::cq *vc, int n, vq::wc *out) noexcept
         return n < 0 || (n > 0 && !out) ? -FI_EINVAL : 0;
     if constexpr (Locked)
         c->lock.lock();
-    if (c->tail == c->head)
+    if (c->tail == c->head) {
+        // Nothing queued: progress with the caller's array as the output.
+        c->direct = out;
+        c->direct_cap = static_cast<std::uint32_t>(n);
+        c->direct_n = 0;
         progress(c, static_cast<unsigned>(n));
+        std::uint32_t got = c->direct_n;
+        c->direct_cap = c->direct_n = 0;
+        c->direct = nullptr;
+        if (got) {
+            if constexpr (Locked)
+                c->lock.unlock();
+            return static_cast<int>(got);
+        }
+    }
     std::uint32_t avail = c->tail - c->head;
     std::uint32_t k = avail < static_cast<std::uint32_t>(n) ? avail : static_cast<std::uint32_t>(n);
     for (std::uint32_t i = 0; i < k; i++)

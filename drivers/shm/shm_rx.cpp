@@ -141,7 +141,7 @@ unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask, st
             }
             if (ok) {
                 small_copy(reinterpret_cast<void *>(sg.addr), s->data, len);
-                vq::wc &w = c->ring[c->tail & c->mask];
+                vq::wc &w = *c->next_entry();
                 w.wr_id = r.wr_id;
                 w.status = wc_status::success;
                 w.opcode = vq::wc_opcode::recv;
@@ -154,7 +154,7 @@ unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask, st
                 w.wc_flags = (op == msg_send_imm ? vq::WC_WITH_IMM : 0) |
                              ((flags & sf_solicited) ? vq::WC_SOLICITED : 0);
                 w.reserved = 0;
-                c->tail++;
+                c->commit();
                 rq->head.store(h + 1, std::memory_order_release); // entry read: free it
                 n++;
                 head++;

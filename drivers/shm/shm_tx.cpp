@@ -87,7 +87,7 @@ inline bool push_wc(shm_qp *q, const wqe *w, vq::wc_status st, bool cq_locked) n
         c->lock.lock();
     bool ok = c->space() > 0;
     if (ok) {
-        vq::wc &e = c->ring[c->tail & c->mask];
+        vq::wc &e = *c->next_entry();
         e.wr_id = w->wr_id;
         e.status = st;
         static constexpr vq::wc_opcode opc[] = {
@@ -105,7 +105,7 @@ inline bool push_wc(shm_qp *q, const wqe *w, vq::wc_status st, bool cq_locked) n
         e.src_qp = 0;
         e.wc_flags = 0;
         e.reserved = 0;
-        c->tail++;
+        c->commit();
     }
     if (lk)
         c->lock.unlock();
