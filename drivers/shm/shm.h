@@ -312,7 +312,10 @@ struct shm_qp : vq::qp {
     std::uint32_t ndests = 0;
     std::uint32_t last_dest = 0;
     bool notified = false;       ///< peer told we are gone
-    bool peer_died = false;      ///< ERR because the peer died: first flushed WR gets retry_exc_err
+    std::atomic<bool> peer_died{false}; ///< ERR because the peer died: first flushed WR gets retry_exc_err
+    /** sq_head != sq_tail, published for pollers of the send CQ (written under
+     *  the QP lock, or by the td thread), so they never read the indices. */
+    std::atomic<bool> sq_busy{false};
     std::uint64_t ud_id = 0;     ///< UD: our sender id in claimed rings
     std::uint32_t *ud_rx_head = nullptr; ///< UD: per ring consumer positions
     std::uint32_t *ud_rx_pub = nullptr;
@@ -415,6 +418,8 @@ inline void cq_push(shm_cq *c, const vq::wc &w) noexcept
 }
 /** Send-side progress: execute queued WRs while possible (QP lock held). */
 void sq_progress(shm_qp *q, bool cq_locked) noexcept;
+/** sq_progress without publishing sq_busy. */
+void sq_run(shm_qp *q, bool cq_locked) noexcept;
 /** Receive-side progress for one QP (recv CQ lock held). @return completions added. */
 unsigned rx_progress(shm_qp *q, unsigned budget) noexcept;
 /** Move a QP to ERR and tell its peer (any thread). */

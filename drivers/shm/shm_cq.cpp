@@ -22,7 +22,7 @@ void progress(shm_cq *c, unsigned want) noexcept
 {
     for (std::uint32_t i = 0; i < c->ntx; i++) {
         shm_qp *q = c->tx[i];
-        if (q->sq_head == q->sq_tail)
+        if (!q->sq_busy.load(std::memory_order_relaxed))
             continue;
         if (q->has_td) {
             sq_progress(q, true);
@@ -171,7 +171,7 @@ void cq_check_peers(shm_cq *c) noexcept
              st != static_cast<std::uint32_t>(vq::qp_state::rts)))
             return;
         if (peer_dead(q->rpeer)) {
-            q->peer_died = true;
+            q->peer_died.store(true, std::memory_order_relaxed);
             qp_to_err(q);
         }
     };

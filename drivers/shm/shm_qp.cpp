@@ -296,7 +296,8 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
             q->own_rq.tail.store(0);
             reset_rings(q);
             q->ndests = 0;
-            q->peer_died = false;
+            q->peer_died.store(false, std::memory_order_relaxed);
+            q->sq_busy.store(false, std::memory_order_relaxed);
             q->blocked_since = 0;
             q->desc->state.store(st(qp_state::reset), std::memory_order_release);
             q->state.store(st(qp_state::reset));

@@ -514,14 +514,21 @@ exec_rc exec(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
 
 void sq_progress(shm_qp *q, bool cq_locked) noexcept
 {
+    sq_run(q, cq_locked);
+    q->sq_busy.store(q->sq_head != q->sq_tail, std::memory_order_relaxed);
+}
+
+void sq_run(shm_qp *q, bool cq_locked) noexcept
+{
     while (q->sq_head != q->sq_tail) {
         wqe *w = &q->sq[q->sq_head & q->sq_mask];
         vq::wc_status st;
         if (w->flags & executed_flag) {
             st = static_cast<vq::wc_status>(w->mss);
         } else if (q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::err)) {
-            st = q->peer_died ? vq::wc_status::retry_exc_err : vq::wc_status::wr_flush_err;
-            q->peer_died = false; // only the first outstanding request reports it
+            // Only the first outstanding request reports the dead peer.
+            st = q->peer_died.exchange(false, std::memory_order_relaxed) ? vq::wc_status::retry_exc_err
+                                                                        : vq::wc_status::wr_flush_err;
         } else if (exec(q, w, &st) == ex_blocked) {
             return;
         }
