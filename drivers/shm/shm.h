@@ -166,6 +166,7 @@ struct shm_td : vq::td {};
 
 struct shm_qp;
 inline constexpr std::uint32_t max_sge_rx = 32;
+inline constexpr std::uint32_t max_cq_qps = 1024; ///< QPs per CQ and direction
 
 /** Completion queue: a local ring of vq::wc. */
 struct shm_cq : vq::cq {
@@ -177,8 +178,8 @@ struct shm_cq : vq::cq {
     spinlock lock;
     std::uint32_t idle = 0;          ///< empty polls since the last peer check
     std::uint64_t next_check = 0;    ///< TSC of the next peer check
-    shm_qp *rx[64] = {};             ///< QPs whose recv CQ this is
-    shm_qp *tx[64] = {};             ///< QPs whose send CQ this is
+    shm_qp *rx[max_cq_qps] = {};     ///< QPs whose recv CQ this is
+    shm_qp *tx[max_cq_qps] = {};     ///< QPs whose send CQ this is
     std::uint32_t nrx = 0, ntx = 0;
     shm_ctx *sctx = nullptr;
     /* poll_cq's output array while it progresses an empty CQ: completions go

@@ -50,7 +50,7 @@ limits make_limits()
         l.ring_slots = 1024;
     l.ud_rings = tunable_u32(t_ud_rings, 1, 64, 16);
     l.ud_ring_slots = 256;
-    l.max_qp = 128;
+    l.max_qp = 1024;
     l.max_mr = 4096;
     l.peer_check_ms = tunable_u32(t_peer_check_ms, 1, 60000, 100);
     return l;

@@ -157,7 +157,7 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
     }
 
     std::lock_guard<std::mutex> g(c->lock);
-    if ((!sc->single_threaded || true) && (sc->ntx >= 64 || rc->nrx >= 64)) {
+    if (sc->ntx >= max_cq_qps || rc->nrx >= max_cq_qps) {
         free_qp_memory(q);
         delete q;
         return -FI_ENOSPC;
