@@ -208,6 +208,8 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
         q->rx_mask = slots - 1;
     }
     reset_rings(q);
+    d->rndv_acked.store(0, std::memory_order_relaxed);
+    d->rndv_nak.store(0, std::memory_order_relaxed);
     // Publish the descriptor to peers: fields above first.
     d->state.store(st(qp_state::reset), std::memory_order_release);
     q->attr.state = qp_state::reset;
@@ -291,10 +293,13 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
         if (cur != qp_state::reset) {
             qp_to_err(q);
             disconnect(q);
-            q->sq_head = q->sq_tail = q->sq_start = 0;
+            q->sq_head = q->sq_tail = q->sq_start = q->sq_exec = 0;
             q->own_rq.head.store(0);
             q->own_rq.tail.store(0);
             reset_rings(q);
+            q->desc->rndv_acked.store(0, std::memory_order_relaxed);
+            q->desc->rndv_nak.store(0, std::memory_order_relaxed);
+            q->rndv_posted = 0;
             q->ndests = 0;
             q->peer_died.store(false, std::memory_order_relaxed);
             q->sq_busy.store(false, std::memory_order_relaxed);
