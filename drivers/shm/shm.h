@@ -332,6 +332,7 @@ struct shm_qp : vq::qp {
     vq::qp_attr attr{};
     std::uint8_t *stage = nullptr; ///< staging for TSO / IP_CSUM messages (ud_mtu bytes)
     ud_dest *dests = nullptr;    ///< UD destinations
+    std::uint16_t *dest_hash = nullptr; ///< (peer, qpn) → index + 1 into dests, 0 = empty
     std::uint32_t ndests = 0;
     std::uint32_t last_dest = 0;
     bool notified = false;       ///< peer told we are gone
@@ -390,7 +391,8 @@ inline constexpr std::uint32_t max_msg = 1u << 30;
 inline constexpr std::uint32_t ud_mtu = 4096;
 inline constexpr std::uint32_t max_tso_hdr = 256;
 inline constexpr std::uint32_t max_cqe = 1u << 20;
-inline constexpr std::uint32_t max_ud_dests = 64;
+inline constexpr std::uint32_t max_ud_dests = 1024;
+inline constexpr std::uint32_t ud_dest_hash = 2048; ///< open-addressing index over dests (power of two)
 
 /* ---------------- Shared helpers (shm_ctx.cpp) ---------------- */
 

@@ -23,7 +23,7 @@ SHUNT_TUNABLE(t_segment_mb, "SHUNT_SHM_SEGMENT_MB", integer, "32",
               "shm");
 SHUNT_TUNABLE(t_ring_slots, "SHUNT_SHM_RING_SLOTS", integer, "1024",
               "shm driver: 64-byte slots in each RC/UC receive ring (power of two, 64..65536)", "shm");
-SHUNT_TUNABLE(t_ud_rings, "SHUNT_SHM_UD_RINGS", integer, "16",
+SHUNT_TUNABLE(t_ud_rings, "SHUNT_SHM_UD_RINGS", integer, "32",
               "shm driver: senders one UD QP can receive from (1..64)", "shm");
 SHUNT_TUNABLE(t_rndv_bytes, "SHUNT_SHM_RNDV_BYTES", integer, "32768",
               "shm driver: RC/UC sends of at least this many bytes from registered memory are copied once, "
@@ -52,7 +52,7 @@ limits make_limits()
     l.ring_slots = tunable_u32(t_ring_slots, 64, 65536, 1024);
     if (l.ring_slots & (l.ring_slots - 1))
         l.ring_slots = 1024;
-    l.ud_rings = tunable_u32(t_ud_rings, 1, 64, 16);
+    l.ud_rings = tunable_u32(t_ud_rings, 1, 64, 32);
     l.ud_ring_slots = 256;
     l.rndv_bytes = tunable_u32(t_rndv_bytes, 0, 1u << 30, 32768);
     l.max_qp = 1024;

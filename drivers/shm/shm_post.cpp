@@ -346,28 +346,32 @@ void s_ud_addr(vq::qp *vq_, vq::ah *ah, std::uint32_t qpn, std::uint32_t qkey) n
         return;
     }
     peer *p = static_cast<shm_ah *>(ah)->p;
-    ud_dest *d = nullptr;
-    ud_dest &last = q->dests[q->last_dest];
-    if (q->ndests && last.p == p && last.qpn == qpn) {
-        d = &last;
-    } else {
-        for (std::uint32_t i = 0; i < q->ndests; i++)
-            if (q->dests[i].p == p && q->dests[i].qpn == qpn) {
-                d = &q->dests[i];
-                q->last_dest = i;
+    ud_dest *d = &q->dests[q->last_dest];
+    if (!q->ndests || d->p != p || d->qpn != qpn) [[unlikely]] {
+        // Hash lookup of (peer, QP number); new destinations are added.
+        std::uint32_t h = static_cast<std::uint32_t>((reinterpret_cast<std::uintptr_t>(p) >> 6) * 0x9e3779b1u ^ qpn);
+        d = nullptr;
+        for (std::uint32_t k = 0; k < ud_dest_hash; k++) {
+            std::uint16_t &slot = q->dest_hash[(h + k) & (ud_dest_hash - 1)];
+            if (slot == 0) {
+                if (q->ndests == max_ud_dests) {
+                    latch(q, -FI_ENOSPC);
+                    return;
+                }
+                d = &q->dests[q->ndests];
+                *d = ud_dest{};
+                d->p = p;
+                d->qpn = qpn;
+                slot = static_cast<std::uint16_t>(++q->ndests);
                 break;
             }
-        if (!d) {
-            if (q->ndests == max_ud_dests) {
-                latch(q, -FI_ENOSPC);
-                return;
+            ud_dest &e = q->dests[slot - 1];
+            if (e.p == p && e.qpn == qpn) {
+                d = &e;
+                break;
             }
-            d = &q->dests[q->ndests];
-            *d = ud_dest{};
-            d->p = p;
-            d->qpn = qpn;
-            q->last_dest = q->ndests++;
         }
+        q->last_dest = static_cast<std::uint32_t>(d - q->dests);
     }
     w->p0 = d;
     w->qkey = qkey;

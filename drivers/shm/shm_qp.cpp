@@ -34,6 +34,7 @@ void free_qp_memory(shm_qp *q)
     delete[] q->sq_inl;
     delete[] q->stage;
     delete[] q->dests;
+    delete[] q->dest_hash;
     delete[] q->ud_rx_head;
     delete[] q->ud_rx_pub;
     rq_free(&q->own_rq);
@@ -139,9 +140,10 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
     if (ok && ud) {
         q->stage = new (std::nothrow) std::uint8_t[ud_mtu + max_tso_hdr];
         q->dests = new (std::nothrow) ud_dest[max_ud_dests];
+        q->dest_hash = new (std::nothrow) std::uint16_t[ud_dest_hash]();
         q->ud_rx_head = new (std::nothrow) std::uint32_t[64]();
         q->ud_rx_pub = new (std::nothrow) std::uint32_t[64]();
-        ok = q->stage && q->dests && q->ud_rx_head && q->ud_rx_pub;
+        ok = q->stage && q->dests && q->dest_hash && q->ud_rx_head && q->ud_rx_pub;
     }
     if (ok && !a->srq)
         ok = rq_init(&q->own_rq, cap.max_recv_wr, cap.max_recv_sge) == 0;
@@ -301,6 +303,8 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
             q->desc->rndv_nak.store(0, std::memory_order_relaxed);
             q->rndv_posted = 0;
             q->ndests = 0;
+            if (q->dest_hash)
+                std::memset(q->dest_hash, 0, ud_dest_hash * sizeof(std::uint16_t));
             q->peer_died.store(false, std::memory_order_relaxed);
             q->sq_busy.store(false, std::memory_order_relaxed);
             q->blocked_since = 0;

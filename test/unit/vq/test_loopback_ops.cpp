@@ -562,6 +562,48 @@ TEST(LoopbackOps, UdSendTsoAndChecksums)
     EXPECT_EQ(vq::destroy_ah(ah), 0);
 }
 
+TEST(LoopbackOps, UdManyDestinations)
+{
+    vq_env e;
+    qp_pair p(e, vq::qp_type::ud, vq::OPS_SEND, vq::qp_cap{64, 64, 1, 1, 64});
+    vq::ah *ah = nullptr;
+    vq::ah_attr aa;
+    aa.dest = e.ctx->addr;
+    ASSERT_EQ(vq::create_ah(e.pd, &aa, &ah), 0);
+    reg_buf rx(e.pd, 64 * 64);
+    for (int i = 0; i < 64; i++)
+        ASSERT_EQ(vq::post_recv(p.b, i, rx.addr(i * 64), 64, rx.mr->lkey), 0);
+    auto send_to = [&](std::uint32_t qpn, std::uint32_t v) {
+        vq::wr_start(p.a);
+        p.a->wr_id = v;
+        p.a->wr_flags = 0;
+        vq::wr_send(p.a);
+        vq::wr_set_inline_data(p.a, &v, 4);
+        vq::wr_set_ud_addr(p.a, ah, qpn, 0);
+        return vq::wr_complete(p.a);
+    };
+    // 1023 destinations that do not exist (dropped, as on a wire) plus the
+    // real one, interleaved: each send goes to the right place.
+    std::uint32_t real = p.b->qp_num, got = 0;
+    for (std::uint32_t i = 0; i < 1023; i++) {
+        ASSERT_EQ(send_to(0x800000 + i, i), 0) << i;
+        if (i % 100 == 0) {
+            ASSERT_EQ(send_to(real, 7000 + i), 0);
+            auto r = poll_n(p.cq_b, 1);
+            ASSERT_EQ(r.size(), 1u);
+            std::uint32_t v;
+            std::memcpy(&v, rx.bytes.data() + r[0].wr_id * 64, 4);
+            EXPECT_EQ(v, 7000 + i);
+            got++;
+        }
+    }
+    EXPECT_EQ(send_to(0x900000, 1), -FI_ENOSPC) << "destination table full (1024)";
+    EXPECT_EQ(send_to(0x800000 + 5, 1), 0) << "known destinations still work";
+    EXPECT_EQ(got, 11u);
+    EXPECT_TRUE(drain(p.cq_b, 20).empty()) << "datagrams to missing QPs must be dropped";
+    EXPECT_EQ(vq::destroy_ah(ah), 0);
+}
+
 TEST(LoopbackOps, UdReceiveTooSmallIsALengthErrorAndTheQpStaysUp)
 {
     vq_env e;
