@@ -362,6 +362,12 @@ void s_ud_addr(vq::qp *vq_, vq::ah *ah, std::uint32_t qpn, std::uint32_t qkey) n
                 *d = ud_dest{};
                 d->p = p;
                 d->qpn = qpn;
+                {
+                    // First use of this destination (slow path): keep its
+                    // context attached as long as the entry exists.
+                    std::lock_guard<std::mutex> g(q->sctx->lock);
+                    p->refs++;
+                }
                 slot = static_cast<std::uint16_t>(++q->ndests);
                 break;
             }

@@ -56,6 +56,17 @@ void reset_rings(shm_qp *q)
 /** Cut the link to the peer (context lock held). */
 void disconnect(shm_qp *q)
 {
+    // UD: give back the rings we claimed at our destinations, and our
+    // references to their contexts (taken when each destination was added).
+    for (std::uint32_t i = 0; i < q->ndests; i++) {
+        if (q->dests[i].ctrl && !q->dests[i].failed)
+            q->dests[i].ctrl->sender_gone.store(1, std::memory_order_release);
+        peer_put(q->sctx, q->dests[i].p);
+    }
+    q->ndests = 0;
+    q->last_dest = 0;
+    if (q->dest_hash)
+        std::memset(q->dest_hash, 0, ud_dest_hash * sizeof(std::uint16_t));
     if (q->tx_ctrl)
         q->tx_ctrl->sender_gone.store(1, std::memory_order_release);
     q->tx_ctrl = nullptr;

@@ -351,6 +351,20 @@ unsigned rx_flush(shm_qp *q, unsigned budget) noexcept
     return n;
 }
 
+/** Free ring @p i of a UD QP whose sender is gone, once it is drained, for
+ *  another sender. The next claimer starts at our exact position. */
+SHUNT_COLD void ud_reclaim(shm_qp *q, std::uint32_t i, ring_ctrl *ctrl, slot *slots) noexcept
+{
+    std::uint32_t head = q->ud_rx_head[i];
+    std::uint32_t mask = q->desc->ud_ring_slots - 1;
+    if (std::atomic_ref<std::uint32_t>(slots[head & mask].seq).load(std::memory_order_acquire) == head + 1)
+        return; // still holds a message (no receive posted yet)
+    ctrl->consumed.store(head, std::memory_order_release);
+    q->ud_rx_pub[i] = head;
+    q->desc->ud_active.fetch_and(~(1ull << i), std::memory_order_acq_rel);
+    ctrl->owner.store(0, std::memory_order_release); // claimable again
+}
+
 } // namespace
 
 unsigned rx_progress(shm_qp *q, unsigned budget) noexcept
@@ -381,6 +395,8 @@ unsigned rx_progress(shm_qp *q, unsigned budget) noexcept
                                ctrl->src_qpn, budget - n);
         if (got)
             q->rx_ud_next = static_cast<int>((i + 1) % nr);
+        else if (ctrl->sender_gone.load(std::memory_order_acquire))
+            ud_reclaim(q, i, ctrl, slots);
         n += got;
     }
     return n;

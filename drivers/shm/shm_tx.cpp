@@ -252,13 +252,17 @@ SHUNT_COLD bool ud_claim(shm_qp *q, ud_dest *d) noexcept
         if (!ctrl->owner.compare_exchange_strong(expect, q->ud_id, std::memory_order_acq_rel))
             continue;
         ctrl->src_qpn = q->qp_num;
+        ctrl->sender_gone.store(0, std::memory_order_relaxed);
+        // A reclaimed ring continues where its receiver stands: it published
+        // its exact position in consumed before freeing the ring.
+        std::uint32_t start = ctrl->consumed.load(std::memory_order_acquire);
         // Make the ring visible to the receiver's scan (after src_qpn).
         rd->ud_active.fetch_or(1ull << i, std::memory_order_release);
         d->ctrl = ctrl;
         d->slots = reinterpret_cast<slot *>(base + sizeof(ring_ctrl));
         d->mask = rd->ud_ring_slots - 1;
-        d->tail = 0;
-        d->credit_head = 0;
+        d->tail = start;
+        d->credit_head = start;
         return true;
     }
     return false;
