@@ -297,7 +297,10 @@ void s_inline(vq::qp *vq_, const void *addr, std::size_t len) noexcept
     }
     if (!check_len(q, w, len))
         return;
-    std::memcpy(inline_area(q, w), addr, len);
+    if (len <= 64)
+        small_copy(inline_area(q, w), addr, static_cast<std::uint32_t>(len));
+    else
+        std::memcpy(inline_area(q, w), addr, len);
     w->is_inline = 1;
     w->len = static_cast<std::uint32_t>(len);
 }
@@ -384,6 +387,27 @@ void s_ud_addr(vq::qp *vq_, vq::ah *ah, std::uint32_t qpn, std::uint32_t qkey) n
     w->need &= ~need_ud;
 }
 
+/** A batch of one small unsignaled inline send on an idle RC/UC queue:
+ *  write it into the ring now, as sq_progress would, and retire it.
+ *  @return false to take the general path. */
+inline bool single_slot_send(shm_qp *q) noexcept
+{
+    wqe *w = &q->sq[q->sq_start & q->sq_mask];
+    if ((w->op != op_send && w->op != op_send_imm) || !w->is_inline || w->len > slot_payload ||
+        (w->flags & vq::WR_SIGNALED) || q->type == vq::qp_type::ud ||
+        q->state.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(vq::qp_state::rts))
+        return false;
+    txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
+    if (!ring_reserve(r, 1))
+        return false;
+    src_cursor c;
+    c.flat = q->sq_inl + static_cast<std::size_t>(w - q->sq) * q->inl_stride;
+    std::uint8_t fl = sf_first | sf_last | ((w->flags & vq::WR_SOLICITED) ? sf_solicited : 0);
+    ring_put(r, w->op == op_send ? msg_send : msg_send_imm, fl, w->imm, c, w->len, w->len);
+    q->sq_head = q->sq_exec = q->sq_tail;
+    return true;
+}
+
 /* ---- session ---- */
 
 template <bool Locked>
@@ -412,6 +436,8 @@ int wr_complete(vq::qp *vq_) noexcept
     if (rc) [[unlikely]] {
         q->sq_tail = q->sq_start; // discard the whole batch
         q->err = 0;
+    } else if (q->sq_tail == q->sq_start + 1 && q->sq_head == q->sq_start && single_slot_send(q)) {
+        // done: the one small unsignaled send went straight into the ring
     } else if (q->sq_head != q->sq_tail) {
         sq_progress(q, false);
     }
