@@ -88,11 +88,31 @@ struct alignas(64) qp_desc {
     std::uint64_t ud_rings_off;
     std::uint32_t ud_ring_slots;
     std::atomic<std::uint64_t> ud_active; ///< UD: bit i set once ring i is claimed
+    /** Large sends of this QP whose data the receiver has copied (written by
+     *  the peer's receive side; own line). */
+    alignas(64) std::atomic<std::uint32_t> rndv_acked;
+    std::atomic<std::uint32_t> rndv_nak; ///< the receiver refused a large send (status + 1)
 };
 inline constexpr std::uint32_t desc_free = 0xff;
 
 /** Message opcodes in a slot. */
-enum : std::uint8_t { msg_send = 1, msg_send_imm = 2, msg_send_inv = 3, msg_write_imm = 4 };
+enum : std::uint8_t { msg_send = 1, msg_send_imm = 2, msg_send_inv = 3, msg_write_imm = 4, msg_rndv = 5 };
+
+/** Payload of a msg_rndv message: where the receiver copies a large send
+ *  from (the sender's registered memory), followed by nsge rndv_piece. */
+struct rndv_hdr {
+    std::uint8_t op;       ///< the send's msg_* opcode
+    std::uint8_t pad[3];
+    std::uint32_t total;   ///< message length
+    std::uint32_t nsge;
+    std::uint32_t pad2;
+};
+struct rndv_piece {
+    std::uint64_t where;   ///< offset in the sender's segment, or its virtual address
+    std::uint32_t len;
+    std::uint32_t in_seg;  ///< 1: where is a segment offset (memcpy); 0: process_vm_readv
+};
+static_assert(sizeof(rndv_hdr) == 16 && sizeof(rndv_piece) == 16);
 /** Slot flags. */
 enum : std::uint8_t { sf_first = 1, sf_last = 2, sf_solicited = 4 };
 
@@ -265,7 +285,8 @@ struct shm_qp : vq::qp {
     int err = 0;                  ///< first latched error of the batch
     std::uint32_t sq_start = 0;   ///< sq_tail at wr_start
     std::uint32_t sq_tail = 0;    ///< producer
-    std::uint32_t sq_head = 0;    ///< oldest not executed
+    std::uint32_t sq_head = 0;    ///< oldest not completed
+    std::uint32_t sq_exec = 0;    ///< oldest not executed (sq_head <= sq_exec <= sq_tail)
     std::uint32_t sq_mask = 0;
     wqe *cur = nullptr;           ///< WR being built
     wqe *sq = nullptr;
@@ -279,6 +300,7 @@ struct shm_qp : vq::qp {
     std::uint32_t tx_mask = 0;
     std::uint32_t tx_tail = 0;
     std::uint32_t tx_credit_head = 0;
+    std::uint32_t rndv_posted = 0;    ///< rendezvous messages sent (ticket of the last)
     std::uint64_t blocked_since = 0;  ///< TSC when the head WR first waited for ring space
     std::atomic<std::uint32_t> state{static_cast<std::uint32_t>(vq::qp_state::reset)};
     spinlock lock;
@@ -310,6 +332,7 @@ struct shm_qp : vq::qp {
     vq::qp_attr attr{};
     std::uint8_t *stage = nullptr; ///< staging for TSO / IP_CSUM messages (ud_mtu bytes)
     ud_dest *dests = nullptr;    ///< UD destinations
+    std::uint16_t *dest_hash = nullptr; ///< (peer, qpn) → index + 1 into dests, 0 = empty
     std::uint32_t ndests = 0;
     std::uint32_t last_dest = 0;
     bool notified = false;       ///< peer told we are gone
@@ -353,6 +376,7 @@ struct limits {
     std::uint32_t ring_slots;    ///< RC/UC ring per QP
     std::uint32_t ud_rings;
     std::uint32_t ud_ring_slots;
+    std::uint32_t rndv_bytes;    ///< sends of at least this many bytes (SGE data) use rendezvous
     std::uint32_t max_qp, max_mr;
     std::uint32_t peer_check_ms;
 };
@@ -367,7 +391,8 @@ inline constexpr std::uint32_t max_msg = 1u << 30;
 inline constexpr std::uint32_t ud_mtu = 4096;
 inline constexpr std::uint32_t max_tso_hdr = 256;
 inline constexpr std::uint32_t max_cqe = 1u << 20;
-inline constexpr std::uint32_t max_ud_dests = 64;
+inline constexpr std::uint32_t max_ud_dests = 1024;
+inline constexpr std::uint32_t ud_dest_hash = 2048; ///< open-addressing index over dests (power of two)
 
 /* ---------------- Shared helpers (shm_ctx.cpp) ---------------- */
 

@@ -1,5 +1,8 @@
 /* drivers/shm: completion queues (polling drives progress), SRQs, and the
  * periodic dead-peer check. */
+#include <signal.h>
+
+#include <cerrno>
 #include <new>
 
 #include "env/tsc.h"
@@ -166,7 +169,23 @@ void cq_check_peers(shm_cq *c) noexcept
 {
     auto check = [](shm_qp *q) {
         std::uint32_t st = q->state.load(std::memory_order_relaxed);
-        if (q->type == vq::qp_type::ud || !q->rpeer ||
+        if (q->type == vq::qp_type::ud && q->desc) {
+            // Senders that died without saying so: mark their rings gone;
+            // the receive scan frees them once drained.
+            std::uint64_t act = q->desc->ud_active.load(std::memory_order_acquire);
+            std::size_t stride = sizeof(ring_ctrl) + static_cast<std::size_t>(q->desc->ud_ring_slots) * sizeof(slot);
+            char *base = q->sctx->self.base + q->desc->ud_rings_off;
+            for (std::uint32_t i = 0; act && i < 64; i++, act >>= 1) {
+                if (!(act & 1))
+                    continue;
+                auto *ctrl = reinterpret_cast<ring_ctrl *>(base + i * stride);
+                auto pid = static_cast<pid_t>(ctrl->owner.load(std::memory_order_relaxed) >> 32);
+                if (pid > 0 && ::kill(pid, 0) < 0 && errno == ESRCH)
+                    ctrl->sender_gone.store(1, std::memory_order_release);
+            }
+            return;
+        }
+        if (!q->rpeer ||
             (st != static_cast<std::uint32_t>(vq::qp_state::rtr) &&
              st != static_cast<std::uint32_t>(vq::qp_state::rts)))
             return;

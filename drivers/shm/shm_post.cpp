@@ -297,7 +297,10 @@ void s_inline(vq::qp *vq_, const void *addr, std::size_t len) noexcept
     }
     if (!check_len(q, w, len))
         return;
-    std::memcpy(inline_area(q, w), addr, len);
+    if (len <= 64)
+        small_copy(inline_area(q, w), addr, static_cast<std::uint32_t>(len));
+    else
+        std::memcpy(inline_area(q, w), addr, len);
     w->is_inline = 1;
     w->len = static_cast<std::uint32_t>(len);
 }
@@ -346,32 +349,63 @@ void s_ud_addr(vq::qp *vq_, vq::ah *ah, std::uint32_t qpn, std::uint32_t qkey) n
         return;
     }
     peer *p = static_cast<shm_ah *>(ah)->p;
-    ud_dest *d = nullptr;
-    ud_dest &last = q->dests[q->last_dest];
-    if (q->ndests && last.p == p && last.qpn == qpn) {
-        d = &last;
-    } else {
-        for (std::uint32_t i = 0; i < q->ndests; i++)
-            if (q->dests[i].p == p && q->dests[i].qpn == qpn) {
-                d = &q->dests[i];
-                q->last_dest = i;
+    ud_dest *d = &q->dests[q->last_dest];
+    if (!q->ndests || d->p != p || d->qpn != qpn) [[unlikely]] {
+        // Hash lookup of (peer, QP number); new destinations are added.
+        std::uint32_t h = static_cast<std::uint32_t>((reinterpret_cast<std::uintptr_t>(p) >> 6) * 0x9e3779b1u ^ qpn);
+        d = nullptr;
+        for (std::uint32_t k = 0; k < ud_dest_hash; k++) {
+            std::uint16_t &slot = q->dest_hash[(h + k) & (ud_dest_hash - 1)];
+            if (slot == 0) {
+                if (q->ndests == max_ud_dests) {
+                    latch(q, -FI_ENOSPC);
+                    return;
+                }
+                d = &q->dests[q->ndests];
+                *d = ud_dest{};
+                d->p = p;
+                d->qpn = qpn;
+                {
+                    // First use of this destination (slow path): keep its
+                    // context attached as long as the entry exists.
+                    std::lock_guard<std::mutex> g(q->sctx->lock);
+                    p->refs++;
+                }
+                slot = static_cast<std::uint16_t>(++q->ndests);
                 break;
             }
-        if (!d) {
-            if (q->ndests == max_ud_dests) {
-                latch(q, -FI_ENOSPC);
-                return;
+            ud_dest &e = q->dests[slot - 1];
+            if (e.p == p && e.qpn == qpn) {
+                d = &e;
+                break;
             }
-            d = &q->dests[q->ndests];
-            *d = ud_dest{};
-            d->p = p;
-            d->qpn = qpn;
-            q->last_dest = q->ndests++;
         }
+        q->last_dest = static_cast<std::uint32_t>(d - q->dests);
     }
     w->p0 = d;
     w->qkey = qkey;
     w->need &= ~need_ud;
+}
+
+/** A batch of one small unsignaled inline send on an idle RC/UC queue:
+ *  write it into the ring now, as sq_progress would, and retire it.
+ *  @return false to take the general path. */
+inline bool single_slot_send(shm_qp *q) noexcept
+{
+    wqe *w = &q->sq[q->sq_start & q->sq_mask];
+    if ((w->op != op_send && w->op != op_send_imm) || !w->is_inline || w->len > slot_payload ||
+        (w->flags & vq::WR_SIGNALED) || q->type == vq::qp_type::ud ||
+        q->state.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(vq::qp_state::rts))
+        return false;
+    txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
+    if (!ring_reserve(r, 1))
+        return false;
+    src_cursor c;
+    c.flat = q->sq_inl + static_cast<std::size_t>(w - q->sq) * q->inl_stride;
+    std::uint8_t fl = sf_first | sf_last | ((w->flags & vq::WR_SOLICITED) ? sf_solicited : 0);
+    ring_put(r, w->op == op_send ? msg_send : msg_send_imm, fl, w->imm, c, w->len, w->len);
+    q->sq_head = q->sq_exec = q->sq_tail;
+    return true;
 }
 
 /* ---- session ---- */
@@ -402,6 +436,8 @@ int wr_complete(vq::qp *vq_) noexcept
     if (rc) [[unlikely]] {
         q->sq_tail = q->sq_start; // discard the whole batch
         q->err = 0;
+    } else if (q->sq_tail == q->sq_start + 1 && q->sq_head == q->sq_start && single_slot_send(q)) {
+        // done: the one small unsignaled send went straight into the ring
     } else if (q->sq_head != q->sq_tail) {
         sq_progress(q, false);
     }

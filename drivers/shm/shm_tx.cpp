@@ -16,7 +16,10 @@ namespace shunt::drv::shm {
 
 namespace {
 
-enum exec_rc { ex_done, ex_blocked };
+/** What executing a request did: finished (status set), could not start or
+ *  continue for lack of ring space, or handed off (a rendezvous send waits
+ *  for the receiver's copy; later requests may execute meanwhile). */
+enum exec_rc { ex_done, ex_blocked, ex_pending };
 
 constexpr std::uint32_t executed_flag = 0x80;
 
@@ -114,6 +117,70 @@ inline bool push_wc(shm_qp *q, const wqe *w, vq::wc_status st, bool cq_locked) n
 
 /* ---- sends ---- */
 
+/** Wait for the receiver to copy a rendezvous send (ticket in w->a0). */
+exec_rc rndv_wait(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
+{
+    // Observe the receiver's ack (acquire): it copied our buffer before it.
+    std::uint32_t acked = q->desc->rndv_acked.load(std::memory_order_acquire);
+    if (static_cast<std::int32_t>(acked - static_cast<std::uint32_t>(w->a0)) >= 0) {
+        q->blocked_since = 0;
+        *st = vq::wc_status::success;
+        return ex_done;
+    }
+    if (q->desc->rndv_nak.load(std::memory_order_acquire)) {
+        *st = vq::wc_status::rem_inv_req_err;
+        return ex_done;
+    }
+    if (check_due(q) && rc_peer_gone(q)) {
+        *st = vq::wc_status::retry_exc_err;
+        return ex_done;
+    }
+    return ex_blocked;
+}
+
+/** Publish a rendezvous message: the receiver copies the data itself,
+ *  straight from our registered memory (memcpy from our segment, or
+ *  process_vm_readv), and acknowledges. */
+exec_rc rndv_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
+{
+    txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
+    alignas(16) std::uint8_t buf[sizeof(rndv_hdr) + max_sge * sizeof(rndv_piece)];
+    auto *h = reinterpret_cast<rndv_hdr *>(buf);
+    auto *pc = reinterpret_cast<rndv_piece *>(buf + sizeof(rndv_hdr));
+    const vq::sge *sg = wqe_sges(q, w);
+    std::uint32_t n = 0;
+    for (std::uint32_t i = 0; i < w->num_sge; i++) {
+        if (!sg[i].length)
+            continue;
+        region_ref ref;
+        if (!check_key(&q->sctx->self, sg[i].lkey, sg[i].addr, sg[i].length, 0, &ref, true)) {
+            *st = vq::wc_status::loc_prot_err;
+            return ex_done;
+        }
+        pc[n].in_seg = ref.seg_off != no_seg_off;
+        pc[n].where = pc[n].in_seg ? ref.seg_off : sg[i].addr;
+        pc[n].len = sg[i].length;
+        n++;
+    }
+    *h = rndv_hdr{mop, {}, w->len, n, 0};
+    std::uint32_t bytes = static_cast<std::uint32_t>(sizeof(rndv_hdr) + n * sizeof(rndv_piece));
+    if (!ring_reserve(r, slots_for(bytes))) {
+        if (check_due(q) && rc_peer_gone(q)) {
+            *st = vq::wc_status::retry_exc_err;
+            return ex_done;
+        }
+        return ex_blocked;
+    }
+    src_cursor c;
+    c.flat = buf;
+    std::uint8_t fl = sf_first | sf_last | ((w->flags & vq::WR_SOLICITED) ? sf_solicited : 0);
+    ring_put(r, msg_rndv, fl, w->imm, c, bytes, bytes);
+    w->a0 = ++q->rndv_posted;
+    w->pad8 = 3;
+    q->blocked_since = 0;
+    return ex_pending;
+}
+
 /** Send @p len bytes from @p src as one message (chunked) on RC/UC. */
 exec_rc rc_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
 {
@@ -136,6 +203,8 @@ exec_rc rc_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
         *st = vq::wc_status::success;
         return ex_done;
     }
+    if (!w->is_inline && lim().rndv_bytes && w->len >= lim().rndv_bytes)
+        return rndv_send(q, w, mop, st);
     std::uint32_t len = w->len;
     std::uint32_t imm = w->imm;
     src_cursor src = cursor_of(q, w);
@@ -183,13 +252,17 @@ SHUNT_COLD bool ud_claim(shm_qp *q, ud_dest *d) noexcept
         if (!ctrl->owner.compare_exchange_strong(expect, q->ud_id, std::memory_order_acq_rel))
             continue;
         ctrl->src_qpn = q->qp_num;
+        ctrl->sender_gone.store(0, std::memory_order_relaxed);
+        // A reclaimed ring continues where its receiver stands: it published
+        // its exact position in consumed before freeing the ring.
+        std::uint32_t start = ctrl->consumed.load(std::memory_order_acquire);
         // Make the ring visible to the receiver's scan (after src_qpn).
         rd->ud_active.fetch_or(1ull << i, std::memory_order_release);
         d->ctrl = ctrl;
         d->slots = reinterpret_cast<slot *>(base + sizeof(ring_ctrl));
         d->mask = rd->ud_ring_slots - 1;
-        d->tail = 0;
-        d->credit_head = 0;
+        d->tail = start;
+        d->credit_head = start;
         return true;
     }
     return false;
@@ -520,25 +593,49 @@ void sq_progress(shm_qp *q, bool cq_locked) noexcept
 
 void sq_run(shm_qp *q, bool cq_locked) noexcept
 {
+    auto in_err = [q] {
+        return q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::err);
+    };
+    // Execute in order from sq_exec while the rings have room. A request
+    // that fails stops execution: the QP goes to ERR and the rest flush.
+    while (q->sq_exec != q->sq_tail && !in_err()) {
+        wqe *w = &q->sq[q->sq_exec & q->sq_mask];
+        vq::wc_status st = vq::wc_status::success;
+        exec_rc r = exec(q, w, &st);
+        if (r == ex_blocked)
+            break;
+        q->sq_exec++;
+        if (r == ex_done) {
+            w->flags |= executed_flag;
+            w->mss = static_cast<std::uint16_t>(st);
+            if (st != vq::wc_status::success)
+                qp_to_err(q);
+        }
+    }
+    // Complete in order from sq_head.
     while (q->sq_head != q->sq_tail) {
         wqe *w = &q->sq[q->sq_head & q->sq_mask];
         vq::wc_status st;
         if (w->flags & executed_flag) {
             st = static_cast<vq::wc_status>(w->mss);
-        } else if (q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::err)) {
+        } else if (w->pad8 == 3 && rndv_wait(q, w, &st) == ex_done) {
+            // the receiver copied it (or the peer is gone: retry_exc_err)
+        } else if (in_err()) {
             // Only the first outstanding request reports the dead peer.
             st = q->peer_died.exchange(false, std::memory_order_relaxed) ? vq::wc_status::retry_exc_err
                                                                         : vq::wc_status::wr_flush_err;
-        } else if (exec(q, w, &st) == ex_blocked) {
-            return;
+        } else {
+            break; // not executed yet, or a rendezvous still being copied
         }
         if (((w->flags & vq::WR_SIGNALED) || st != vq::wc_status::success) &&
             !push_wc(q, w, st, cq_locked)) [[unlikely]] {
             w->flags |= executed_flag; // completion owed: retried on the next progress
             w->mss = static_cast<std::uint16_t>(st);
-            return;
+            break;
         }
         q->sq_head++;
+        if (q->sq_exec - q->sq_head > q->sq_tail - q->sq_head)
+            q->sq_exec = q->sq_head; // flushed requests were never executed
         if (st != vq::wc_status::success && st != vq::wc_status::wr_flush_err)
             qp_to_err(q);
     }

@@ -562,6 +562,95 @@ TEST(LoopbackOps, UdSendTsoAndChecksums)
     EXPECT_EQ(vq::destroy_ah(ah), 0);
 }
 
+TEST(LoopbackOps, UdManyDestinations)
+{
+    vq_env e;
+    qp_pair p(e, vq::qp_type::ud, vq::OPS_SEND, vq::qp_cap{64, 64, 1, 1, 64});
+    vq::ah *ah = nullptr;
+    vq::ah_attr aa;
+    aa.dest = e.ctx->addr;
+    ASSERT_EQ(vq::create_ah(e.pd, &aa, &ah), 0);
+    reg_buf rx(e.pd, 64 * 64);
+    for (int i = 0; i < 64; i++)
+        ASSERT_EQ(vq::post_recv(p.b, i, rx.addr(i * 64), 64, rx.mr->lkey), 0);
+    auto send_to = [&](std::uint32_t qpn, std::uint32_t v) {
+        vq::wr_start(p.a);
+        p.a->wr_id = v;
+        p.a->wr_flags = 0;
+        vq::wr_send(p.a);
+        vq::wr_set_inline_data(p.a, &v, 4);
+        vq::wr_set_ud_addr(p.a, ah, qpn, 0);
+        return vq::wr_complete(p.a);
+    };
+    // 1023 destinations that do not exist (dropped, as on a wire) plus the
+    // real one, interleaved: each send goes to the right place.
+    std::uint32_t real = p.b->qp_num, got = 0;
+    for (std::uint32_t i = 0; i < 1023; i++) {
+        ASSERT_EQ(send_to(0x800000 + i, i), 0) << i;
+        if (i % 100 == 0) {
+            ASSERT_EQ(send_to(real, 7000 + i), 0);
+            auto r = poll_n(p.cq_b, 1);
+            ASSERT_EQ(r.size(), 1u);
+            std::uint32_t v;
+            std::memcpy(&v, rx.bytes.data() + r[0].wr_id * 64, 4);
+            EXPECT_EQ(v, 7000 + i);
+            got++;
+        }
+    }
+    EXPECT_EQ(send_to(0x900000, 1), -FI_ENOSPC) << "destination table full (1024)";
+    EXPECT_EQ(send_to(0x800000 + 5, 1), 0) << "known destinations still work";
+    EXPECT_EQ(got, 11u);
+    EXPECT_TRUE(drain(p.cq_b, 20).empty()) << "datagrams to missing QPs must be dropped";
+    EXPECT_EQ(vq::destroy_ah(ah), 0);
+}
+
+TEST(LoopbackOps, UdReceiverReusesTheRingsOfDestroyedSenders)
+{
+    // More senders over time than a UD QP has rings (32 by default): each
+    // destroyed sender's ring is reclaimed once drained.
+    vq_env e;
+    vq::cq *c = e.cq();
+    vq::qp_init_attr ia;
+    ia.type = vq::qp_type::ud;
+    ia.send_cq = ia.recv_cq = c;
+    vq::qp *rx_qp = nullptr;
+    ASSERT_EQ(vq::create_qp(e.pd, &ia, &rx_qp), 0);
+    ASSERT_EQ(connect_qp(rx_qp, {}), 0);
+    vq::ah *ah = nullptr;
+    vq::ah_attr aa;
+    aa.dest = e.ctx->addr;
+    ASSERT_EQ(vq::create_ah(e.pd, &aa, &ah), 0);
+    reg_buf rx(e.pd, 64);
+    for (std::uint32_t k = 0; k < 100; k++) {
+        SCOPED_TRACE("sender " + std::to_string(k));
+        vq::qp *tx = nullptr;
+        ASSERT_EQ(vq::create_qp(e.pd, &ia, &tx), 0);
+        ASSERT_EQ(connect_qp(tx, {}), 0);
+        for (int m = 0; m < 3; m++) {
+            ASSERT_EQ(vq::post_recv(rx_qp, k, rx.addr(), 64, rx.mr->lkey), 0);
+            std::uint32_t v = k * 10 + static_cast<std::uint32_t>(m);
+            vq::wr_start(tx);
+            tx->wr_id = v;
+            tx->wr_flags = 0;
+            vq::wr_send(tx);
+            vq::wr_set_inline_data(tx, &v, 4);
+            vq::wr_set_ud_addr(tx, ah, rx_qp->qp_num, 0);
+            ASSERT_EQ(vq::wr_complete(tx), 0);
+            auto r = poll_n(c, 1);
+            ASSERT_EQ(r.size(), 1u);
+            ASSERT_EQ(r[0].status, wc_status::success);
+            EXPECT_EQ(r[0].src_qp, tx->qp_num);
+            std::uint32_t got;
+            std::memcpy(&got, rx.bytes.data(), 4);
+            EXPECT_EQ(got, v);
+        }
+        ASSERT_EQ(vq::destroy_qp(tx), 0);
+    }
+    EXPECT_EQ(vq::destroy_ah(ah), 0);
+    EXPECT_EQ(vq::destroy_qp(rx_qp), 0);
+    EXPECT_EQ(vq::destroy_cq(c), 0);
+}
+
 TEST(LoopbackOps, UdReceiveTooSmallIsALengthErrorAndTheQpStaysUp)
 {
     vq_env e;

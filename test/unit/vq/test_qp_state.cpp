@@ -47,8 +47,13 @@ TEST_F(QpState, TransitionsFollowVerbs)
     a.dest_qp_num = 0xfff; // no such QP
     EXPECT_EQ(to(vq::qp_state::rtr, vq::QP_ATTR_AV | vq::QP_ATTR_DEST_QPN, a), -FI_ENOENT);
     a.dest.len = 5;
-    std::memcpy(a.dest.raw, "nope!", 5);
-    EXPECT_NE(to(vq::qp_state::rtr, vq::QP_ATTR_AV | vq::QP_ATTR_DEST_QPN, a), 0);
+    std::memcpy(a.dest.raw, "nope0", 5);
+    EXPECT_EQ(to(vq::qp_state::rtr, vq::QP_ATTR_AV | vq::QP_ATTR_DEST_QPN, a), -FI_ENOENT) << "no such segment";
+    a.dest.len = 200;
+    EXPECT_EQ(to(vq::qp_state::rtr, vq::QP_ATTR_AV | vq::QP_ATTR_DEST_QPN, a), -FI_EINVAL);
+    a.dest.len = 3;
+    std::memcpy(a.dest.raw, "a/b", 3);
+    EXPECT_EQ(to(vq::qp_state::rtr, vq::QP_ATTR_AV | vq::QP_ATTR_DEST_QPN, a), -FI_EINVAL) << "not a segment name";
     a.dest = e.ctx->addr;
     a.dest_qp_num = peer->qp_num;
     ASSERT_EQ(to(vq::qp_state::rtr, vq::QP_ATTR_AV | vq::QP_ATTR_DEST_QPN, a), 0);

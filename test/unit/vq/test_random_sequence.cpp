@@ -203,8 +203,9 @@ TEST(RandomSequence, MixedBatchesMatchTheModel)
                 EXPECT_EQ(x.opcode, vq::wc_opcode::recv);
                 EXPECT_EQ(std::memcmp(rx.bytes.data() + (next_rx % 256) * 4096, er.bytes.data(), er.bytes.size()), 0);
                 EXPECT_EQ((x.wc_flags & vq::WC_WITH_IMM) != 0, er.imm);
-                if (er.imm)
+                if (er.imm) {
                     EXPECT_EQ(x.imm_data, er.imm_data);
+                }
             }
             ASSERT_EQ(vq::post_recv(p.b, next_rx % 256, rx.addr((next_rx % 256) * 4096), 4096, rx.mr->lkey), 0);
             next_rx++;
