@@ -6,6 +6,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <array>
 #include <thread>
 #include <vector>
 

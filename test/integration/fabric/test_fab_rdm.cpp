@@ -475,3 +475,80 @@ TEST(RdmAuto, AutoProgressEchoWithBlockingReads)
     EXPECT_EQ(in, out);
     n.close();
 }
+
+TEST(RdmThreadSafe, InjectAndSendAtThreadSafeFromTwoThreads)
+{
+    peer_proc p{"rdm"};
+    node n;
+    ASSERT_EQ(n.open(FI_EP_RDM, false, FI_TRANSMIT | FI_RECV, FI_THREAD_SAFE), 0);
+    ASSERT_EQ(n.fi->domain_attr->threading, FI_THREAD_SAFE);
+    fi_addr_t to;
+    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
+    ASSERT_EQ(p.set_peer(n.addr), 0);
+    constexpr int per_thread = 50;
+    std::vector<std::array<std::uint8_t, 64>> in(2 * per_thread);
+    std::vector<context> rc(in.size());
+    for (std::size_t i = 0; i < in.size(); i++)
+        ASSERT_EQ(recv(n.ep, in[i].data(), 64, nullptr, FI_ADDR_UNSPEC, &rc[i]), 0);
+    auto worker = [&](std::uint8_t id) {
+        for (int k = 0; k < per_thread; k++) {
+            std::uint8_t m[16];
+            std::memset(m, id, sizeof m);
+            m[1] = std::uint8_t(k);
+            ssize_t r;
+            auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            while ((r = inject(n.ep, m, sizeof m, to)) == -FI_EAGAIN && std::chrono::steady_clock::now() < end) {
+                cq_tagged_entry e;
+                (void)cq_read(n.cq, &e, 0); // progress only
+                sched_yield();
+            }
+            EXPECT_EQ(r, 0);
+        }
+    };
+    std::thread t1(worker, 1), t2(worker, 2);
+    int got[3] = {};
+    int last[3] = {-1, -1, -1};
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    int total = 0;
+    while (total < 2 * per_thread && std::chrono::steady_clock::now() < end) {
+        cq_tagged_entry e{};
+        ssize_t k = cq_read(n.cq, &e, 1);
+        if (k == 1) {
+            auto *b = static_cast<std::uint8_t *>(e.buf);
+            ASSERT_TRUE(b[0] == 1 || b[0] == 2);
+            EXPECT_GT(int(b[1]), last[b[0]]) << "per-sender order";
+            last[b[0]] = b[1];
+            got[b[0]]++;
+            total++;
+        } else {
+            sched_yield();
+        }
+    }
+    t1.join();
+    t2.join();
+    EXPECT_EQ(got[1], per_thread);
+    EXPECT_EQ(got[2], per_thread);
+    n.close();
+}
+
+TEST(RdmOptions, SharedMemoryCannotBeForbiddenForTheShmProvider)
+{
+    node n;
+    info *h = shm_hints(FI_EP_RDM, false);
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &n.fi), 0);
+    freeinfo(h);
+    ASSERT_EQ(fabric_open(n.fi->fabric_attr, &n.fabric, nullptr), 0);
+    ASSERT_EQ(domain_open(n.fabric, n.fi, &n.domain, nullptr), 0);
+    ASSERT_EQ(endpoint(n.domain, n.fi, &n.ep, nullptr), 0);
+    bool no = false, yes = true;
+    EXPECT_EQ(setopt(&n.ep->fid, FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &no, sizeof no), -FI_EOPNOTSUPP);
+    EXPECT_EQ(setopt(&n.ep->fid, FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &yes, sizeof yes), 0);
+    fid_ep *ctx = nullptr;
+    info *i = dupinfo(n.fi);
+    i->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT;
+    EXPECT_EQ(endpoint(n.domain, i, &ctx, nullptr), -FI_EOPNOTSUPP) << "no shared contexts in shm";
+    freeinfo(i);
+    fid_stx *stx = nullptr;
+    EXPECT_EQ(stx_context(n.domain, nullptr, &stx, nullptr), -FI_EOPNOTSUPP);
+    n.close();
+}
