@@ -41,8 +41,12 @@ struct eq_entry {
 struct eq_cm_entry {
     fid_t fid;
     fabric::info *info;
-    std::uint8_t data[]; // NOLINT: CM data, as libfabric's flexible member
+    // CM data follows (libfabric's flexible member `data[]`, which C++ cannot
+    // embed in a larger struct): see eq_cm_data().
 };
+
+/** The CM data that follows an eq_cm_entry in an eq_read buffer. */
+inline std::uint8_t *eq_cm_data(eq_cm_entry *e) { return reinterpret_cast<std::uint8_t *>(e + 1); }
 
 /** Error event (fi_eq_err_entry). For a rejected connect(): err is
  *  FI_ECONNREFUSED, fid the endpoint, err_data the reject's CM data. */

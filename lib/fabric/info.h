@@ -124,11 +124,14 @@ struct info {
 /** Providers matching @p hints, best first (fi_getinfo).
  *
  * A provider answers if it offers every capability in hints->caps (secondary
- * capabilities may be added), needs no mode bit the hints do not accept
- * (hints->mode; 0 means "any"), and every attribute set in the hints is
- * met: endpoint type, protocol, address format, threading, progress, AV
- * type, MR mode (the provider's required bits must be in the hints), sizes
- * not above its limits, ordering bits it guarantees, tag format, names.
+ * capabilities may be added), every mode bit it requires is in hints->mode
+ * (as libfabric: hints->mode 0 accepts none), and every attribute set in
+ * the hints is met: endpoint type, protocol, address format, threading,
+ * progress, AV type, MR mode (the provider's required bits must be in the
+ * hints; FI_MR_BASIC / FI_MR_SCALABLE are read as their v1.5 equivalents),
+ * sizes not above its limits, ordering bits it guarantees, tag format,
+ * names, open fabric/domain handles. Unset (0 / UNSPEC) fields match
+ * anything.
  * Attributes are filled on output: the caller gets the provider's actual
  * values (sizes raised to what was asked when within limits).
  * SHUNT_PROVIDER selects/excludes providers (FI_PROVIDER syntax).

@@ -1,0 +1,109 @@
+/* drivers/shm: software IPv4/TCP/UDP checksums and TSO header fix-ups.
+ * A message's headers are recognised as Ethernet (optionally one VLAN tag)
+ * carrying IPv4, or as a bare IPv4 header; anything else is left alone. */
+#include "shm.h"
+
+namespace shunt::drv::shm {
+
+namespace {
+
+/** Offset of the IPv4 header in @p m, or -1. */
+long ipv4_offset(const std::uint8_t *m, std::size_t len) noexcept
+{
+    if (len >= 14 + 20) {
+        unsigned et = (m[12] << 8) | m[13];
+        if (et == 0x0800 && (m[14] >> 4) == 4)
+            return 14;
+        if (et == 0x8100 && len >= 18 + 20 && ((m[16] << 8) | m[17]) == 0x0800 && (m[18] >> 4) == 4)
+            return 18;
+    }
+    if (len >= 20 && (m[0] >> 4) == 4 && (m[0] & 0xf) >= 5)
+        return 0;
+    return -1;
+}
+
+std::uint32_t sum16(const std::uint8_t *p, std::size_t n, std::uint32_t s) noexcept
+{
+    for (; n >= 2; p += 2, n -= 2)
+        s += (static_cast<std::uint32_t>(p[0]) << 8) | p[1];
+    if (n)
+        s += static_cast<std::uint32_t>(p[0]) << 8;
+    return s;
+}
+
+std::uint16_t fold(std::uint32_t s) noexcept
+{
+    while (s >> 16)
+        s = (s & 0xffff) + (s >> 16);
+    return static_cast<std::uint16_t>(~s & 0xffff);
+}
+
+inline void put16(std::uint8_t *p, std::uint16_t v) noexcept
+{
+    p[0] = static_cast<std::uint8_t>(v >> 8);
+    p[1] = static_cast<std::uint8_t>(v);
+}
+inline std::uint16_t get16(const std::uint8_t *p) noexcept { return static_cast<std::uint16_t>((p[0] << 8) | p[1]); }
+
+} // namespace
+
+void ip_checksums(std::uint8_t *m, std::size_t len) noexcept
+{
+    long off = ipv4_offset(m, len);
+    if (off < 0)
+        return;
+    std::uint8_t *ip = m + off;
+    std::size_t ihl = static_cast<std::size_t>(ip[0] & 0xf) * 4;
+    if (static_cast<std::size_t>(off) + ihl > len)
+        return;
+    ip[10] = ip[11] = 0;
+    put16(ip + 10, fold(sum16(ip, ihl, 0)));
+    std::size_t tot = get16(ip + 2);
+    if (tot < ihl || static_cast<std::size_t>(off) + tot > len)
+        tot = len - static_cast<std::size_t>(off); // trust the buffer, not a bad length
+    std::uint8_t proto = ip[9];
+    std::uint8_t *l4 = ip + ihl;
+    std::size_t l4len = tot - ihl;
+    std::size_t csum_at;
+    if (proto == 6 && l4len >= 20)
+        csum_at = 16;
+    else if (proto == 17 && l4len >= 8)
+        csum_at = 6;
+    else
+        return;
+    l4[csum_at] = l4[csum_at + 1] = 0;
+    std::uint32_t s = sum16(ip + 12, 8, 0); // source and destination addresses
+    s += proto;
+    s += static_cast<std::uint32_t>(l4len);
+    std::uint16_t c = fold(sum16(l4, l4len, s));
+    if (proto == 17 && c == 0)
+        c = 0xffff;
+    put16(l4 + csum_at, c);
+}
+
+void tso_fixup(std::uint8_t *m, std::size_t hdr_sz, std::size_t payload, std::uint32_t seg_index,
+               std::uint32_t seq_off, bool last) noexcept
+{
+    long off = ipv4_offset(m, hdr_sz + payload);
+    if (off < 0)
+        return;
+    std::uint8_t *ip = m + off;
+    std::size_t ihl = static_cast<std::size_t>(ip[0] & 0xf) * 4;
+    if (static_cast<std::size_t>(off) + ihl > hdr_sz)
+        return;
+    put16(ip + 2, static_cast<std::uint16_t>(hdr_sz - static_cast<std::size_t>(off) + payload));
+    put16(ip + 4, static_cast<std::uint16_t>(get16(ip + 4) + seg_index));
+    if (ip[9] == 6 && static_cast<std::size_t>(off) + ihl + 20 <= hdr_sz) {
+        std::uint8_t *tcp = ip + ihl;
+        std::uint32_t seq = (static_cast<std::uint32_t>(tcp[4]) << 24) | (tcp[5] << 16) | (tcp[6] << 8) | tcp[7];
+        seq += seq_off;
+        tcp[4] = static_cast<std::uint8_t>(seq >> 24);
+        tcp[5] = static_cast<std::uint8_t>(seq >> 16);
+        tcp[6] = static_cast<std::uint8_t>(seq >> 8);
+        tcp[7] = static_cast<std::uint8_t>(seq);
+        if (!last)
+            tcp[13] &= static_cast<std::uint8_t>(~0x09); // FIN and PSH only on the last segment
+    }
+}
+
+} // namespace shunt::drv::shm

@@ -1,0 +1,111 @@
+/* drivers/shm: writing messages into a receive ring (shared by the session
+ * path and the single-call fast path). */
+#pragma once
+
+#include <atomic>
+
+#include "shm.h"
+
+namespace shunt::drv::shm {
+
+inline std::uint32_t slots_for(std::uint32_t len) noexcept
+{
+    return len <= slot_payload ? 1 : 1 + (len - slot_payload + 63) / 64;
+}
+
+/** Reads a WR's data (inline bytes or SGEs) sequentially. */
+struct src_cursor {
+    const std::uint8_t *flat = nullptr; ///< inline / staged data, or null for SGEs
+    const vq::sge *sg = nullptr;
+    std::uint32_t idx = 0, off = 0;
+
+    void skip(std::uint32_t n) noexcept
+    {
+        if (flat) {
+            flat += n;
+            return;
+        }
+        while (n) {
+            std::uint32_t left = sg[idx].length - off;
+            std::uint32_t k = n < left ? n : left;
+            off += k;
+            n -= k;
+            if (off == sg[idx].length) {
+                idx++;
+                off = 0;
+            }
+        }
+    }
+    void copy(void *dst, std::uint32_t n) noexcept
+    {
+        auto *d = static_cast<std::uint8_t *>(dst);
+        if (flat) {
+            std::memcpy(d, flat, n);
+            flat += n;
+            return;
+        }
+        while (n) {
+            std::uint32_t left = sg[idx].length - off;
+            std::uint32_t k = n < left ? n : left;
+            std::memcpy(d, reinterpret_cast<const std::uint8_t *>(sg[idx].addr) + off, k);
+            d += k;
+            off += k;
+            n -= k;
+            if (off == sg[idx].length) {
+                idx++;
+                off = 0;
+            }
+        }
+    }
+};
+
+/** A transmit ring: the fields of shm_qp or ud_dest. */
+struct txring {
+    slot *slots;
+    ring_ctrl *ctrl;
+    std::uint32_t mask;
+    std::uint32_t *tail;
+    std::uint32_t *credit_head;
+};
+
+inline bool ring_reserve(const txring &r, std::uint32_t n) noexcept
+{
+    if (r.mask + 1 - (*r.tail - *r.credit_head) >= n)
+        return true;
+    // Observe the receiver's consumed index (its own line), only when out of credits.
+    *r.credit_head = r.ctrl->consumed.load(std::memory_order_acquire);
+    return r.mask + 1 - (*r.tail - *r.credit_head) >= n;
+}
+
+/** Write one chunk of @p len bytes from @p src as a message and publish it. */
+inline void ring_put(const txring &r, std::uint8_t op, std::uint8_t flags, std::uint32_t imm,
+                     src_cursor &src, std::uint32_t len, std::uint32_t hdr_len) noexcept
+{
+    std::uint32_t pos = *r.tail;
+    std::uint32_t n = slots_for(len);
+    slot *s = &r.slots[pos & r.mask];
+    std::uint32_t first = len < slot_payload ? len : slot_payload;
+    if (first)
+        src.copy(s->data, first);
+    std::uint32_t rest = len - first;
+    std::uint32_t i = (pos + 1) & r.mask;
+    while (rest) {
+        // Contiguous run of continuation slots up to the end of the ring.
+        std::uint32_t run_slots = r.mask + 1 - i;
+        std::uint32_t run = run_slots * 64 < rest ? run_slots * 64 : rest;
+        src.copy(&r.slots[i], run);
+        rest -= run;
+        i = (i + (run + 63) / 64) & r.mask;
+    }
+    s->op = op;
+    s->flags = flags;
+    s->nslots = static_cast<std::uint16_t>(n);
+    s->len = hdr_len;
+    s->imm = imm;
+    // Publish the chunk: every store above (header, payload, continuation
+    // slots) is ordered before the sequence word the receiver polls.
+    std::atomic_ref<std::uint32_t>(s->seq).store(pos + 1, std::memory_order_release);
+    *r.tail = pos + n;
+}
+
+} // namespace shunt::drv::shm

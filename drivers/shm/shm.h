@@ -1,0 +1,422 @@
+/* drivers/shm: private definitions (shared-segment layout, local objects).
+ * The layout and the ordering argument are described in
+ * doc/guides/drivers/shm.md; keep the two in step. */
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include <immintrin.h>
+
+#include "env/compiler.h"
+#include "env/errors.h"
+#include "env/segment.h"
+#include "vq/driver.h"
+
+namespace shunt::drv::shm {
+
+namespace vq = shunt::vq;
+
+/* ---------------- Shared layout (offsets only, never pointers) ---------------- */
+
+inline constexpr std::uint64_t ctx_magic = 0x314d48535154564eull; // "NVTQSHM1"
+inline constexpr std::uint32_t layout_version = 1;
+inline constexpr unsigned num_lock_stripes = 64;
+
+/** Head of a context's segment (data area offset 0). Written by the owner at
+ *  open (before the segment is published by name) and at close. */
+struct alignas(64) ctx_hdr {
+    std::uint64_t magic;
+    std::uint32_t version;
+    std::uint32_t uid;
+    std::int32_t pid;           ///< owner process
+    std::uint32_t max_qp;
+    std::uint64_t start_time;   ///< owner's start time (/proc/<pid>/stat field 22): pid reuse guard
+    std::uint32_t max_mr;
+    std::uint32_t pad0;
+    std::uint64_t locks_off;    ///< num_lock_stripes lines: atomics' locks
+    std::uint64_t mr_off;       ///< max_mr mr_entry
+    std::uint64_t qp_off;       ///< max_qp qp_desc
+    std::uint64_t heap_off;     ///< rings and alloc_buf memory
+    std::uint64_t heap_size;
+    alignas(64) std::atomic<std::uint32_t> closed; ///< owner closed the context (peers: gone)
+};
+
+/** One stripe lock for atomics on memory outside segments. Holder's pid, 0 when free. */
+struct alignas(64) lock_line {
+    std::atomic<std::int32_t> holder;
+};
+
+/** A region or window as peers see it. The owner invalidates (key = 0) before
+ *  changing the other fields and publishes the key last (release); a peer
+ *  loads the key (acquire), reads the fields, and re-checks the key. */
+struct mr_entry {
+    std::atomic<std::uint32_t> key; ///< 0: invalid; else index << 8 | tag
+    std::uint32_t access;           ///< vq::ACCESS_*
+    std::uint64_t addr;             ///< owner's virtual address
+    std::uint64_t length;
+    std::uint64_t seg_off;          ///< offset in the owner's data area, or no_seg_off
+};
+static_assert(sizeof(mr_entry) == 32);
+inline constexpr std::uint64_t no_seg_off = ~0ull;
+/** mr_entry::access bit marking a window (windows are not usable as lkeys). */
+inline constexpr std::uint32_t entry_mw = 1u << 31;
+
+/** Ring control: the receiver's line and the sender's line, apart. */
+struct alignas(64) ring_ctrl {
+    std::atomic<std::uint32_t> consumed; ///< receiver: slots consumed, published in batches
+    alignas(64) std::atomic<std::uint64_t> owner; ///< UD: claiming sender id (0: free)
+    std::uint32_t src_qpn;                 ///< sender's QP number (UD)
+    std::atomic<std::uint32_t> sender_gone; ///< sender went to ERR / was destroyed
+};
+static_assert(sizeof(ring_ctrl) == 128);
+
+/** A queue pair as peers see it. */
+struct alignas(64) qp_desc {
+    std::atomic<std::uint32_t> state; ///< vq::qp_state, or desc_free
+    std::uint32_t qpn;                 ///< current QP number of this index (generation check)
+    std::uint32_t type;
+    std::uint32_t qkey;
+    std::uint32_t access;              ///< qp_access_flags (responder)
+    std::uint64_t ring_off;            ///< RC/UC: ring_ctrl + slots
+    std::uint32_t ring_slots;
+    std::uint32_t ud_nrings;           ///< UD: rings, each ring_ctrl + ud_ring_slots slots
+    std::uint64_t ud_rings_off;
+    std::uint32_t ud_ring_slots;
+    std::atomic<std::uint64_t> ud_active; ///< UD: bit i set once ring i is claimed
+};
+inline constexpr std::uint32_t desc_free = 0xff;
+
+/** Message opcodes in a slot. */
+enum : std::uint8_t { msg_send = 1, msg_send_imm = 2, msg_send_inv = 3, msg_write_imm = 4 };
+/** Slot flags. */
+enum : std::uint8_t { sf_first = 1, sf_last = 2, sf_solicited = 4 };
+
+/** A slot: one cache line. The first slot of a chunk carries the header and
+ *  up to slot_payload bytes; the chunk's other slots carry 64 data bytes each.
+ *  seq is written last and publishes the whole chunk. */
+struct alignas(64) slot {
+    std::uint32_t seq;    ///< position + 1 (mod 2^32) when valid
+    std::uint8_t op;      ///< msg_*
+    std::uint8_t flags;   ///< sf_*
+    std::uint16_t nslots; ///< slots of this chunk, this one included
+    std::uint32_t len;    ///< bytes in this chunk; first chunk: see total in data[0..3] when !sf_last
+    std::uint32_t imm;    ///< immediate data / rkey to invalidate
+    std::uint8_t data[48];
+};
+static_assert(sizeof(slot) == 64);
+inline constexpr std::uint32_t slot_payload = 48;
+
+/* ---------------- Local objects ---------------- */
+
+/** Test-and-test-and-set spinlock (the per-QP / per-CQ lock when not single-threaded). */
+struct spinlock {
+    std::atomic<bool> held{false};
+    void lock() noexcept
+    {
+        while (held.exchange(true, std::memory_order_acquire))
+            while (held.load(std::memory_order_relaxed))
+                _mm_pause();
+    }
+    bool try_lock() noexcept
+    {
+        return !held.load(std::memory_order_relaxed) && !held.exchange(true, std::memory_order_acquire);
+    }
+    void unlock() noexcept { held.store(false, std::memory_order_release); }
+};
+
+struct shm_ctx;
+
+/** An attached context: ours (self) or a peer's. */
+struct peer {
+    vq::dev_addr addr{};
+    env::segment seg;       ///< unused for self
+    char *base = nullptr;   ///< data area
+    ctx_hdr *hdr = nullptr;
+    int pid = 0;
+    std::uint64_t start_time = 0;
+    int refs = 0;
+    bool self = false;
+    std::atomic<bool> dead{false};
+
+    mr_entry *mrs() const noexcept { return reinterpret_cast<mr_entry *>(base + hdr->mr_off); }
+    qp_desc *qps() const noexcept { return reinterpret_cast<qp_desc *>(base + hdr->qp_off); }
+    lock_line *locks() const noexcept { return reinterpret_cast<lock_line *>(base + hdr->locks_off); }
+};
+
+struct shm_pd : vq::pd {
+    int refs = 0;
+};
+struct shm_mr : vq::mr {
+    std::uint32_t index = 0;
+    int windows = 0;
+};
+struct shm_mw : vq::mw {
+    std::uint32_t index = 0;
+    shm_mr *bound = nullptr;
+};
+struct shm_ah : vq::ah {
+    peer *p = nullptr;
+};
+struct shm_td : vq::td {};
+
+struct shm_qp;
+inline constexpr std::uint32_t max_sge_rx = 32;
+
+/** Completion queue: a local ring of vq::wc. */
+struct shm_cq : vq::cq {
+    vq::wc *ring = nullptr;
+    std::uint32_t mask = 0;
+    std::uint32_t head = 0; ///< consumer
+    std::uint32_t tail = 0; ///< producer
+    std::uint32_t cur = 0;  ///< start/next_poll: index of the current entry
+    spinlock lock;
+    std::uint32_t idle = 0;          ///< empty polls since the last peer check
+    std::uint64_t next_check = 0;    ///< TSC of the next peer check
+    shm_qp *rx[64] = {};             ///< QPs whose recv CQ this is
+    shm_qp *tx[64] = {};             ///< QPs whose send CQ this is
+    std::uint32_t nrx = 0, ntx = 0;
+    shm_ctx *sctx = nullptr;
+
+    std::uint32_t space() const noexcept { return mask + 1 - (tail - head); }
+};
+
+/** A posted receive. */
+struct rwqe {
+    std::uint64_t wr_id;
+    std::uint32_t num_sge;
+    std::uint32_t pad;
+};
+
+/** Receive queue storage (QP or SRQ): single producer / single consumer ring. */
+struct recvq {
+    rwqe *wqe = nullptr;
+    vq::sge *sges = nullptr;
+    std::uint32_t max_sge = 0;
+    std::uint32_t mask = 0;
+    alignas(64) std::atomic<std::uint32_t> tail{0}; ///< producer (post_recv)
+    spinlock plock;                                ///< producers, unless single-threaded
+    alignas(64) std::atomic<std::uint32_t> head{0}; ///< consumer (polling)
+    spinlock clock;                                ///< consumers (SRQ shared by several CQs)
+};
+
+struct shm_srq : vq::srq {
+    recvq rq;
+    int refs = 0;
+    shm_ctx *sctx = nullptr;
+};
+
+/** Send work-queue entry (local). */
+struct wqe {
+    std::uint64_t wr_id;
+    std::uint8_t op;       ///< op_*
+    std::uint8_t flags;    ///< WR_* subset
+    std::uint16_t num_sge; ///< SGEs in the per-entry list; 0 with inline data
+    std::uint32_t len;     ///< data bytes (SGE total or inline)
+    std::uint32_t rkey;
+    std::uint32_t imm;     ///< immediate / rkey to invalidate / bind access
+    std::uint64_t raddr;
+    std::uint64_t a0, a1;  ///< compare,swap / add / bind addr,length / flush len,(type|level<<8)
+    void *p0;              ///< bind: mw; UD: destination
+    void *p1;              ///< bind: mr
+    std::uint32_t done;    ///< bytes already pushed (chunked sends, TSO)
+    std::uint16_t mss, hdr_sz;
+    std::uint8_t has_data, is_inline, need, pad8;
+    std::uint32_t qkey;
+};
+
+enum : std::uint8_t {
+    op_send = 1, op_send_imm, op_send_inv, op_tso, op_write, op_write_imm, op_read, op_cas,
+    op_faa, op_bind, op_local_inv, op_flush,
+};
+
+/** A UD destination: a claimed ring in a peer's UD QP. */
+struct ud_dest {
+    peer *p = nullptr;
+    std::uint32_t qpn = 0;
+    ring_ctrl *ctrl = nullptr; ///< null until claimed
+    slot *slots = nullptr;
+    std::uint32_t mask = 0;
+    std::uint32_t tail = 0;
+    std::uint32_t credit_head = 0;
+    bool failed = false;       ///< no ring available / no such QP: sends are dropped
+};
+
+struct shm_qp : vq::qp {
+    /* Sender state. */
+    int err = 0;                  ///< first latched error of the batch
+    std::uint32_t sq_start = 0;   ///< sq_tail at wr_start
+    std::uint32_t sq_tail = 0;    ///< producer
+    std::uint32_t sq_head = 0;    ///< oldest not executed
+    std::uint32_t sq_mask = 0;
+    wqe *cur = nullptr;           ///< WR being built
+    wqe *sq = nullptr;
+    vq::sge *sq_sge = nullptr;
+    std::uint8_t *sq_inl = nullptr;
+    std::uint32_t inl_stride = 0;
+    std::uint32_t max_sge_cap = 0;
+    /* Transmit ring (RC/UC): the peer's ring. */
+    slot *tx_slots = nullptr;
+    ring_ctrl *tx_ctrl = nullptr;
+    std::uint32_t tx_mask = 0;
+    std::uint32_t tx_tail = 0;
+    std::uint32_t tx_credit_head = 0;
+    std::uint64_t blocked_since = 0;  ///< TSC when the head WR first waited for ring space
+    std::atomic<std::uint32_t> state{static_cast<std::uint32_t>(vq::qp_state::reset)};
+    spinlock lock;
+    /* Receive side (touched under the recv CQ's lock). */
+    slot *rx_slots = nullptr;
+    ring_ctrl *rx_ctrl = nullptr;
+    std::uint32_t rx_mask = 0;
+    std::uint32_t rx_head = 0;
+    std::uint32_t rx_published = 0;
+    recvq *rq = nullptr;         ///< own receive queue or the SRQ's
+    recvq own_rq;
+    bool rx_busy = false;        ///< a multi-chunk message is being received
+    std::uint32_t rx_wqe = 0;    ///< its receive (index in rq)
+    std::uint32_t rx_off = 0;    ///< bytes placed
+    std::uint32_t rx_total = 0;
+    vq::wc rx_wc{};              ///< its completion, finished at the last chunk
+    int rx_ud_next = 0;          ///< UD: ring to scan first
+    /* Identity / wiring. */
+    shm_ctx *sctx = nullptr;
+    shm_cq *scq = nullptr, *rcq = nullptr;
+    shm_srq *ssrq = nullptr;
+    qp_desc *desc = nullptr;     ///< ours, in our segment
+    std::uint32_t index = 0;
+    std::uint64_t ring_mem = 0;  ///< heap offset of our ring(s)
+    std::uint64_t ring_bytes = 0;
+    peer *rpeer = nullptr;       ///< RC/UC: connected peer
+    std::uint32_t dest_qpn = 0;
+    qp_desc *rdesc = nullptr;    ///< peer's descriptor
+    vq::qp_attr attr{};
+    std::uint8_t *stage = nullptr; ///< staging for TSO / IP_CSUM messages (ud_mtu bytes)
+    ud_dest *dests = nullptr;    ///< UD destinations
+    std::uint32_t ndests = 0;
+    std::uint32_t last_dest = 0;
+    bool notified = false;       ///< peer told we are gone
+    bool peer_died = false;      ///< ERR because the peer died: first flushed WR gets retry_exc_err
+    std::uint64_t ud_id = 0;     ///< UD: our sender id in claimed rings
+    std::uint32_t *ud_rx_head = nullptr; ///< UD: per ring consumer positions
+    std::uint32_t *ud_rx_pub = nullptr;
+    vq::sge rx_sges[max_sge_rx]; ///< receive in progress: its SGEs
+    std::uint32_t rx_nsge = 0;
+};
+
+struct shm_ctx : vq::context {
+    env::segment seg;
+    peer self;
+    ctx_hdr *hdr = nullptr;
+    std::mutex lock;            ///< setup calls
+    std::vector<peer *> peers;  ///< attached peers (refcounted)
+    std::vector<shm_mr *> mr_obj;  ///< index → region (or null)
+    std::vector<shm_mw *> mw_obj;  ///< index → window (or null)
+    std::vector<std::uint8_t> mr_tag; ///< per index: last tag used
+    std::vector<shm_qp *> qp_obj;  ///< index → QP
+    struct block { std::uint64_t off, size; };
+    std::vector<block> free_blocks; ///< heap free list (owner only)
+    std::vector<block> used_bufs;   ///< alloc_buf allocations
+    int npd = 0, ncq = 0, nqp = 0, nsrq = 0, nmr = 0, nmw = 0, nah = 0, ntd = 0;
+};
+
+/* ---------------- Limits and tunables ---------------- */
+
+struct limits {
+    std::uint32_t segment_mb;
+    std::uint32_t ring_slots;    ///< RC/UC ring per QP
+    std::uint32_t ud_rings;
+    std::uint32_t ud_ring_slots;
+    std::uint32_t max_qp, max_mr;
+    std::uint32_t peer_check_ms;
+};
+const limits &lim() noexcept;
+
+inline constexpr std::uint32_t max_wr = 1u << 15;
+inline constexpr std::uint32_t max_sge = 32;
+inline constexpr std::uint32_t max_inline = 1024;
+inline constexpr std::uint32_t default_wr = 256;
+inline constexpr std::uint32_t default_inline = 64;
+inline constexpr std::uint32_t max_msg = 1u << 30;
+inline constexpr std::uint32_t ud_mtu = 4096;
+inline constexpr std::uint32_t max_tso_hdr = 256;
+inline constexpr std::uint32_t max_cqe = 1u << 20;
+inline constexpr std::uint32_t max_ud_dests = 64;
+
+/* ---------------- Shared helpers (shm_ctx.cpp) ---------------- */
+
+inline shm_ctx *to_ctx(vq::context *c) noexcept { return static_cast<shm_ctx *>(c); }
+inline shm_qp *to_qp(vq::qp *q) noexcept { return static_cast<shm_qp *>(q); }
+inline shm_cq *to_cq(vq::cq *c) noexcept { return static_cast<shm_cq *>(c); }
+
+/** Attach (refcounted) the context at @p a; self when it is ours. Context lock held. */
+int peer_get(shm_ctx *c, const vq::dev_addr &a, peer **out);
+void peer_put(shm_ctx *c, peer *p);
+/** Slow path: is the peer's process gone (or its context closed)? Latches dead. */
+bool peer_dead(peer *p) noexcept;
+/** Heap allocation in our segment (context lock held). @return offset or no_seg_off. */
+std::uint64_t heap_alloc(shm_ctx *c, std::uint64_t size);
+void heap_free(shm_ctx *c, std::uint64_t off, std::uint64_t size);
+
+/** Where an access lands in a region's owner. */
+struct region_ref {
+    std::uint64_t addr;   ///< owner VA of the start of the access
+    std::uint64_t seg_off; ///< offset of that in the owner's data area, or no_seg_off
+};
+/** Is @p key a valid region (or window, unless @p local) of @p p allowing
+ *  @p need over [addr, addr+len)? On success fills @p out. */
+bool check_key(peer *p, std::uint32_t key, std::uint64_t addr, std::uint64_t len, unsigned need,
+               region_ref *out, bool local = false) noexcept;
+
+/** Copy between local memory and a peer's memory (memcpy within segments,
+ *  process_vm_readv/writev otherwise). @return true on success. */
+bool peer_write(peer *p, const region_ref &dst, const void *src, std::size_t len) noexcept;
+bool peer_read(peer *p, const region_ref &src, void *dst, std::size_t len) noexcept;
+
+/* ---------------- QP / CQ (shm_qp.cpp, shm_rx.cpp, shm_cq.cpp) ---------------- */
+
+int create_qp(vq::pd *p, const vq::qp_init_attr *a, vq::qp **out);
+int destroy_qp(vq::qp *q);
+int modify_qp(vq::qp *q, const vq::qp_attr *a, unsigned mask);
+int query_qp(vq::qp *q, vq::qp_attr *out);
+vq::qp_state qp_state_of(const vq::qp *q);
+int create_cq(vq::context *c, const vq::cq_init_attr *a, vq::cq **out);
+int destroy_cq(vq::cq *c);
+int create_srq(vq::pd *p, const vq::srq_init_attr *a, vq::srq **out);
+int destroy_srq(vq::srq *s);
+
+/** Push a completion (CQ lock held by the caller or single-threaded). */
+inline void cq_push(shm_cq *c, const vq::wc &w) noexcept
+{
+    c->ring[c->tail & c->mask] = w;
+    c->tail++;
+}
+/** Send-side progress: execute queued WRs while possible (QP lock held). */
+void sq_progress(shm_qp *q, bool cq_locked) noexcept;
+/** Receive-side progress for one QP (recv CQ lock held). @return completions added. */
+unsigned rx_progress(shm_qp *q, unsigned budget) noexcept;
+/** Move a QP to ERR and tell its peer (any thread). */
+void qp_to_err(shm_qp *q) noexcept;
+/** Periodic slow-path check of the peers of a CQ's QPs (CQ lock held). */
+void cq_check_peers(shm_cq *c) noexcept;
+
+/** Checksums and segmentation (csum.cpp). */
+void ip_checksums(std::uint8_t *msg, std::size_t len) noexcept;
+void tso_fixup(std::uint8_t *msg, std::size_t hdr_sz, std::size_t payload, std::uint32_t seg_index,
+               std::uint32_t seq_off, bool last) noexcept;
+
+/** Invalidate key @p k of our context (local_inv, send_inv). @return success. */
+bool invalidate_key(shm_ctx *c, std::uint32_t k) noexcept;
+/** Receive-queue storage. @return 0 or -FI_ENOMEM. */
+int rq_init(recvq *rq, std::uint32_t wr, std::uint32_t sge) noexcept;
+void rq_free(recvq *rq) noexcept;
+/** Cycles between peer checks. */
+std::uint64_t peer_check_cycles() noexcept;
+
+/** Receive-queue helper shared by QPs and SRQs: post one receive. */
+int rq_post(recvq *rq, bool locked, std::uint64_t wr_id, const vq::sge *sg, std::uint32_t n) noexcept;
+
+} // namespace shunt::drv::shm

@@ -1,0 +1,676 @@
+/* drivers/shm: device, context, protection domains, regions, windows,
+ * address handles, peers and the segment heap. */
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <new>
+#include <string>
+
+#include "env/log.h"
+#include "env/tunable.h"
+#include "shm.h"
+
+namespace shunt::drv::shm {
+
+SHUNT_LOG_COMPONENT(shm_log, "shm");
+
+SHUNT_TUNABLE(t_segment_mb, "SHUNT_SHM_SEGMENT_MB", integer, "32",
+              "shm driver: size of each context's shared segment (rings and alloc_buf memory), MiB",
+              "shm");
+SHUNT_TUNABLE(t_ring_slots, "SHUNT_SHM_RING_SLOTS", integer, "1024",
+              "shm driver: 64-byte slots in each RC/UC receive ring (power of two, 64..65536)", "shm");
+SHUNT_TUNABLE(t_ud_rings, "SHUNT_SHM_UD_RINGS", integer, "16",
+              "shm driver: senders one UD QP can receive from (1..64)", "shm");
+SHUNT_TUNABLE(t_peer_check_ms, "SHUNT_SHM_PEER_CHECK_MS", integer, "100",
+              "shm driver: how often an idle or blocked QP checks that its peer is alive, ms", "shm");
+
+namespace {
+
+std::uint32_t tunable_u32(const env::tunable &t, std::int64_t lo, std::int64_t hi, std::int64_t def)
+{
+    std::int64_t v = def;
+    if (t.as_int(v) < 0 || v < lo || v > hi) {
+        SHUNT_LOG(shm_log, warning, "%s out of range [%lld, %lld]: using %lld", t.name,
+                  static_cast<long long>(lo), static_cast<long long>(hi), static_cast<long long>(def));
+        v = def;
+    }
+    return static_cast<std::uint32_t>(v);
+}
+
+limits make_limits()
+{
+    limits l{};
+    l.segment_mb = tunable_u32(t_segment_mb, 2, 65536, 32);
+    l.ring_slots = tunable_u32(t_ring_slots, 64, 65536, 1024);
+    if (l.ring_slots & (l.ring_slots - 1))
+        l.ring_slots = 1024;
+    l.ud_rings = tunable_u32(t_ud_rings, 1, 64, 16);
+    l.ud_ring_slots = 256;
+    l.max_qp = 128;
+    l.max_mr = 4096;
+    l.peer_check_ms = tunable_u32(t_peer_check_ms, 1, 60000, 100);
+    return l;
+}
+
+std::uint64_t read_start_time(int pid)
+{
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char buf[1024];
+    ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    const char *p = std::strrchr(buf, ')');
+    if (!p)
+        return 0;
+    // Fields after the command: state is field 3; starttime is field 22.
+    int field = 2;
+    for (; *p && field < 22; p++)
+        if (*p == ' ')
+            field++;
+    return std::strtoull(p, nullptr, 10);
+}
+
+constexpr std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) & ~(a - 1); }
+
+vq::device shm_device{"shm0", nullptr, "shared memory between processes on this host"};
+
+int ctx_close(vq::context *vc);
+int query_device(vq::context *, vq::device_attr *out);
+
+/* ---- protection domains ---- */
+
+int alloc_pd(vq::context *vc, vq::pd **out)
+{
+    auto *c = to_ctx(vc);
+    auto *p = new (std::nothrow) shm_pd;
+    if (!p)
+        return -FI_ENOMEM;
+    p->ctx = c;
+    std::lock_guard<std::mutex> g(c->lock);
+    c->npd++;
+    *out = p;
+    return 0;
+}
+
+int dealloc_pd(vq::pd *vp)
+{
+    auto *p = static_cast<shm_pd *>(vp);
+    auto *c = to_ctx(p->ctx);
+    std::lock_guard<std::mutex> g(c->lock);
+    if (p->refs > 0)
+        return -FI_EBUSY;
+    c->npd--;
+    delete p;
+    return 0;
+}
+
+/* ---- region table ---- */
+
+int table_alloc(shm_ctx *c, std::uint32_t *index, std::uint32_t *key)
+{
+    for (std::uint32_t i = 0; i < c->mr_obj.size(); i++) {
+        if (c->mr_obj[i] || c->mw_obj[i])
+            continue;
+        std::uint8_t tag = static_cast<std::uint8_t>(c->mr_tag[i] + 1);
+        if (tag == 0)
+            tag = 1;
+        c->mr_tag[i] = tag;
+        *index = i;
+        *key = (i << 8) | tag;
+        return 0;
+    }
+    return -FI_ENOSPC;
+}
+
+int reg_mr(vq::pd *vp, void *addr, std::size_t length, unsigned access, vq::mr **out)
+{
+    auto *p = static_cast<shm_pd *>(vp);
+    auto *c = to_ctx(p->ctx);
+    if (length > (1ull << 40))
+        return -FI_EMSGSIZE;
+    auto *m = new (std::nothrow) shm_mr;
+    if (!m)
+        return -FI_ENOMEM;
+    std::lock_guard<std::mutex> g(c->lock);
+    std::uint32_t idx, key;
+    int rc = table_alloc(c, &idx, &key);
+    if (rc < 0) {
+        delete m;
+        return rc;
+    }
+    m->ctx = c;
+    m->pd = p;
+    m->addr = addr;
+    m->length = length;
+    m->access = access;
+    m->index = idx;
+    m->lkey = m->rkey = key;
+    auto a = reinterpret_cast<std::uintptr_t>(addr);
+    auto s = reinterpret_cast<std::uintptr_t>(c->seg.data());
+    mr_entry &e = c->self.mrs()[idx];
+    e.key.store(0, std::memory_order_relaxed);
+    e.access = access;
+    e.addr = a;
+    e.length = length;
+    e.seg_off = (a >= s && a + length <= s + c->seg.size() && a + length >= a) ? a - s : no_seg_off;
+    e.key.store(key, std::memory_order_release); // publish the entry: fields above first
+    c->mr_obj[idx] = m;
+    c->nmr++;
+    p->refs++;
+    *out = m;
+    return 0;
+}
+
+int dereg_mr(vq::mr *vm)
+{
+    auto *m = static_cast<shm_mr *>(vm);
+    auto *c = to_ctx(m->ctx);
+    std::lock_guard<std::mutex> g(c->lock);
+    if (m->windows > 0)
+        return -FI_EBUSY;
+    c->self.mrs()[m->index].key.store(0, std::memory_order_release);
+    c->mr_obj[m->index] = nullptr;
+    c->nmr--;
+    static_cast<shm_pd *>(m->pd)->refs--;
+    delete m;
+    return 0;
+}
+
+int alloc_mw(vq::pd *vp, vq::mw_type type, vq::mw **out)
+{
+    auto *p = static_cast<shm_pd *>(vp);
+    auto *c = to_ctx(p->ctx);
+    auto *w = new (std::nothrow) shm_mw;
+    if (!w)
+        return -FI_ENOMEM;
+    std::lock_guard<std::mutex> g(c->lock);
+    std::uint32_t idx, key;
+    int rc = table_alloc(c, &idx, &key);
+    if (rc < 0) {
+        delete w;
+        return rc;
+    }
+    w->ctx = c;
+    w->pd = p;
+    w->type = type;
+    w->rkey = key;
+    w->index = idx;
+    c->self.mrs()[idx].key.store(0, std::memory_order_release); // unbound
+    c->mw_obj[idx] = w;
+    c->nmw++;
+    p->refs++;
+    *out = w;
+    return 0;
+}
+
+int dealloc_mw(vq::mw *vw)
+{
+    auto *w = static_cast<shm_mw *>(vw);
+    auto *c = to_ctx(w->ctx);
+    std::lock_guard<std::mutex> g(c->lock);
+    c->self.mrs()[w->index].key.store(0, std::memory_order_release);
+    if (w->bound)
+        w->bound->windows--;
+    c->mw_obj[w->index] = nullptr;
+    c->nmw--;
+    static_cast<shm_pd *>(w->pd)->refs--;
+    delete w;
+    return 0;
+}
+
+/* ---- alloc_buf: memory in our segment ---- */
+
+int alloc_buf(vq::context *vc, std::size_t size, void **out)
+{
+    auto *c = to_ctx(vc);
+    std::lock_guard<std::mutex> g(c->lock);
+    std::uint64_t sz = align_up(size, 64);
+    std::uint64_t off = heap_alloc(c, sz);
+    if (off == no_seg_off)
+        return -FI_ENOMEM;
+    try {
+        c->used_bufs.push_back({off, sz});
+    } catch (...) {
+        heap_free(c, off, sz);
+        return -FI_ENOMEM;
+    }
+    *out = c->self.base + off;
+    return 0;
+}
+
+int free_buf(vq::context *vc, void *buf)
+{
+    auto *c = to_ctx(vc);
+    std::lock_guard<std::mutex> g(c->lock);
+    auto off = static_cast<std::uint64_t>(static_cast<char *>(buf) - c->self.base);
+    for (std::size_t i = 0; i < c->used_bufs.size(); i++) {
+        if (c->used_bufs[i].off == off) {
+            heap_free(c, off, c->used_bufs[i].size);
+            c->used_bufs.erase(c->used_bufs.begin() + static_cast<std::ptrdiff_t>(i));
+            return 0;
+        }
+    }
+    return -FI_EINVAL;
+}
+
+/* ---- thread domains, address handles ---- */
+
+int alloc_td(vq::context *vc, vq::td **out)
+{
+    auto *c = to_ctx(vc);
+    auto *t = new (std::nothrow) shm_td;
+    if (!t)
+        return -FI_ENOMEM;
+    t->ctx = c;
+    std::lock_guard<std::mutex> g(c->lock);
+    c->ntd++;
+    *out = t;
+    return 0;
+}
+
+int dealloc_td(vq::td *t)
+{
+    auto *c = to_ctx(t->ctx);
+    std::lock_guard<std::mutex> g(c->lock);
+    c->ntd--;
+    delete static_cast<shm_td *>(t);
+    return 0;
+}
+
+int create_ah(vq::pd *vp, const vq::ah_attr *attr, vq::ah **out)
+{
+    auto *c = to_ctx(vp->ctx);
+    auto *a = new (std::nothrow) shm_ah;
+    if (!a)
+        return -FI_ENOMEM;
+    std::lock_guard<std::mutex> g(c->lock);
+    int rc = peer_get(c, attr->dest, &a->p);
+    if (rc < 0) {
+        delete a;
+        return rc;
+    }
+    a->ctx = c;
+    a->pd = vp;
+    a->dest = attr->dest;
+    static_cast<shm_pd *>(vp)->refs++;
+    c->nah++;
+    *out = a;
+    return 0;
+}
+
+int destroy_ah(vq::ah *va)
+{
+    auto *a = static_cast<shm_ah *>(va);
+    auto *c = to_ctx(a->ctx);
+    std::lock_guard<std::mutex> g(c->lock);
+    peer_put(c, a->p);
+    static_cast<shm_pd *>(a->pd)->refs--;
+    c->nah--;
+    delete a;
+    return 0;
+}
+
+const vq::context_ops shm_ops{
+    .close = ctx_close,
+    .query_device = query_device,
+    .alloc_pd = alloc_pd,
+    .dealloc_pd = dealloc_pd,
+    .reg_mr = reg_mr,
+    .dereg_mr = dereg_mr,
+    .alloc_mw = alloc_mw,
+    .dealloc_mw = dealloc_mw,
+    .alloc_buf = alloc_buf,
+    .free_buf = free_buf,
+    .alloc_td = alloc_td,
+    .dealloc_td = dealloc_td,
+    .create_ah = create_ah,
+    .destroy_ah = destroy_ah,
+    .create_cq = create_cq,
+    .destroy_cq = destroy_cq,
+    .create_srq = create_srq,
+    .destroy_srq = destroy_srq,
+    .create_qp = create_qp,
+    .destroy_qp = destroy_qp,
+    .modify_qp = modify_qp,
+    .query_qp = query_qp,
+    .qp_state_of = qp_state_of,
+};
+
+int query_device(vq::context *, vq::device_attr *out)
+{
+    const limits &l = lim();
+    vq::device_attr a;
+    a.max_qp = l.max_qp;
+    a.max_qp_wr = max_wr;
+    a.max_sge = max_sge;
+    a.max_inline_data = max_inline;
+    a.max_cq = 1024;
+    a.max_cqe = max_cqe;
+    a.max_mr = l.max_mr;
+    a.max_mr_size = 1ull << 40;
+    a.max_mw = l.max_mr;
+    a.max_srq = 1024;
+    a.max_srq_wr = max_wr;
+    a.max_msg_sz = max_msg;
+    a.ud_mtu = ud_mtu;
+    a.atomics_global = false;
+    a.ops[static_cast<unsigned>(vq::qp_type::rc)] = vq::ops_allowed(vq::qp_type::rc);
+    a.ops[static_cast<unsigned>(vq::qp_type::uc)] = vq::ops_allowed(vq::qp_type::uc);
+    a.ops[static_cast<unsigned>(vq::qp_type::ud)] = vq::ops_allowed(vq::qp_type::ud);
+    *out = a;
+    return 0;
+}
+
+int shm_probe(std::vector<vq::device *> &out)
+{
+    out.push_back(&shm_device);
+    return 0;
+}
+
+int shm_open(vq::device *dev, vq::context **out)
+{
+    const limits &l = lim();
+    auto *c = new (std::nothrow) shm_ctx;
+    if (!c)
+        return -FI_ENOMEM;
+    static std::atomic<unsigned> counter{0};
+    char name[48];
+    std::snprintf(name, sizeof name, "shunt-shm-%d-%u", static_cast<int>(getpid()),
+                  counter.fetch_add(1));
+    std::uint64_t off = align_up(sizeof(ctx_hdr), 4096);
+    std::uint64_t locks_off = off;
+    off += num_lock_stripes * sizeof(lock_line);
+    std::uint64_t mr_off = off;
+    off = align_up(off + l.max_mr * sizeof(mr_entry), 4096);
+    std::uint64_t qp_off = off;
+    off = align_up(off + l.max_qp * sizeof(qp_desc), 4096);
+    std::uint64_t total = static_cast<std::uint64_t>(l.segment_mb) << 20;
+    if (off + (1u << 20) > total) {
+        delete c;
+        return -FI_EINVAL;
+    }
+    int rc = c->seg.create(name, total);
+    if (rc < 0) {
+        SHUNT_LOG(shm_log, error, "cannot create segment %s: %s", name, shunt::strerror(rc));
+        delete c;
+        return rc;
+    }
+    char *base = static_cast<char *>(c->seg.data());
+    auto *h = new (base) ctx_hdr{};
+    h->magic = ctx_magic;
+    h->version = layout_version;
+    h->uid = static_cast<std::uint32_t>(getuid());
+    h->pid = static_cast<std::int32_t>(getpid());
+    h->start_time = read_start_time(getpid());
+    h->max_qp = l.max_qp;
+    h->max_mr = l.max_mr;
+    h->locks_off = locks_off;
+    h->mr_off = mr_off;
+    h->qp_off = qp_off;
+    h->heap_off = off;
+    h->heap_size = c->seg.size() - off;
+    auto *d = reinterpret_cast<qp_desc *>(base + qp_off);
+    for (std::uint32_t i = 0; i < l.max_qp; i++)
+        d[i].state.store(desc_free, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    c->hdr = h;
+    c->self.base = base;
+    c->self.hdr = h;
+    c->self.pid = h->pid;
+    c->self.start_time = h->start_time;
+    c->self.self = true;
+    c->self.refs = 1;
+    std::size_t n = std::strlen(name);
+    c->addr.len = static_cast<std::uint8_t>(n);
+    std::memcpy(c->addr.raw, name, n);
+    c->self.addr = c->addr;
+    try {
+        c->mr_obj.assign(l.max_mr, nullptr);
+        c->mw_obj.assign(l.max_mr, nullptr);
+        c->mr_tag.assign(l.max_mr, 0);
+        c->qp_obj.assign(l.max_qp, nullptr);
+        c->free_blocks.push_back({off, h->heap_size});
+    } catch (...) {
+        delete c;
+        return -FI_ENOMEM;
+    }
+    c->ops = &shm_ops;
+    c->dev = dev;
+    *out = c;
+    return 0;
+}
+
+int ctx_close(vq::context *vc)
+{
+    auto *c = to_ctx(vc);
+    {
+        std::lock_guard<std::mutex> g(c->lock);
+        if (c->npd || c->ncq || c->nqp || c->nsrq || c->nmr || c->nmw || c->nah || c->ntd)
+            return -FI_EBUSY;
+        c->hdr->closed.store(1, std::memory_order_release);
+        for (peer *p : c->peers)
+            delete p;
+        c->peers.clear();
+    }
+    c->seg.close();
+    delete c;
+    return 0;
+}
+
+} // namespace
+
+const limits &lim() noexcept
+{
+    static const limits l = make_limits();
+    return l;
+}
+
+std::uint64_t heap_alloc(shm_ctx *c, std::uint64_t size)
+{
+    size = align_up(size, 64);
+    for (auto &b : c->free_blocks) {
+        if (b.size >= size) {
+            std::uint64_t off = b.off;
+            b.off += size;
+            b.size -= size;
+            return off;
+        }
+    }
+    return no_seg_off;
+}
+
+void heap_free(shm_ctx *c, std::uint64_t off, std::uint64_t size)
+{
+    size = align_up(size, 64);
+    std::memset(c->self.base + off, 0, size);
+    auto &fb = c->free_blocks;
+    std::size_t i = 0;
+    while (i < fb.size() && fb[i].off < off)
+        i++;
+    try {
+        fb.insert(fb.begin() + static_cast<std::ptrdiff_t>(i), {off, size});
+    } catch (...) {
+        return; // leaks the block; never happens in practice
+    }
+    // Merge with neighbours.
+    if (i + 1 < fb.size() && fb[i].off + fb[i].size == fb[i + 1].off) {
+        fb[i].size += fb[i + 1].size;
+        fb.erase(fb.begin() + static_cast<std::ptrdiff_t>(i + 1));
+    }
+    if (i > 0 && fb[i - 1].off + fb[i - 1].size == fb[i].off) {
+        fb[i - 1].size += fb[i].size;
+        fb.erase(fb.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+}
+
+int peer_get(shm_ctx *c, const vq::dev_addr &a, peer **out)
+{
+    if (a.len == c->addr.len && std::memcmp(a.raw, c->addr.raw, a.len) == 0) {
+        c->self.refs++;
+        *out = &c->self;
+        return 0;
+    }
+    for (peer *p : c->peers) {
+        if (p->addr.len == a.len && std::memcmp(p->addr.raw, a.raw, a.len) == 0) {
+            p->refs++;
+            *out = p;
+            return 0;
+        }
+    }
+    std::string name(reinterpret_cast<const char *>(a.raw), a.len);
+    if (env::segment_name_valid(name) < 0)
+        return -FI_EINVAL;
+    auto *p = new (std::nothrow) peer;
+    if (!p)
+        return -FI_ENOMEM;
+    int rc = p->seg.attach(name);
+    if (rc < 0) {
+        delete p;
+        return rc;
+    }
+    auto *h = static_cast<ctx_hdr *>(p->seg.data());
+    if (p->seg.size() < sizeof(ctx_hdr) || h->magic != ctx_magic || h->version != layout_version ||
+        h->heap_off + h->heap_size > p->seg.size()) {
+        delete p;
+        return -FI_EINVAL;
+    }
+    p->addr = a;
+    p->base = static_cast<char *>(p->seg.data());
+    p->hdr = h;
+    p->pid = h->pid;
+    p->start_time = h->start_time;
+    p->refs = 1;
+    try {
+        c->peers.push_back(p);
+    } catch (...) {
+        delete p;
+        return -FI_ENOMEM;
+    }
+    *out = p;
+    return 0;
+}
+
+void peer_put(shm_ctx *c, peer *p)
+{
+    if (!p || p->self) {
+        if (p)
+            p->refs--;
+        return;
+    }
+    if (--p->refs > 0)
+        return;
+    for (std::size_t i = 0; i < c->peers.size(); i++) {
+        if (c->peers[i] == p) {
+            c->peers.erase(c->peers.begin() + static_cast<std::ptrdiff_t>(i));
+            break;
+        }
+    }
+    delete p; // detaches: the segment goes away with its last holder
+}
+
+bool peer_dead(peer *p) noexcept
+{
+    if (p->self)
+        return false;
+    if (p->dead.load(std::memory_order_relaxed))
+        return true;
+    bool dead = p->hdr->closed.load(std::memory_order_acquire) != 0;
+    if (!dead && ::kill(p->pid, 0) < 0 && errno == ESRCH)
+        dead = true;
+    if (!dead && p->start_time != 0 && read_start_time(p->pid) != p->start_time)
+        dead = true;
+    if (dead)
+        p->dead.store(true, std::memory_order_relaxed);
+    return dead;
+}
+
+bool check_key(peer *p, std::uint32_t key, std::uint64_t addr, std::uint64_t len, unsigned need,
+               region_ref *out, bool local) noexcept
+{
+    std::uint32_t idx = key >> 8;
+    if (key == 0 || idx >= p->hdr->max_mr)
+        return false;
+    mr_entry &e = p->mrs()[idx];
+    // Observe the entry: the key (acquire) orders the field loads after it;
+    // the re-check catches an invalidation that raced with them.
+    if (e.key.load(std::memory_order_acquire) != key)
+        return false;
+    unsigned access = e.access;
+    std::uint64_t base = e.addr, length = e.length, soff = e.seg_off;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (e.key.load(std::memory_order_relaxed) != key)
+        return false;
+    if ((access & need) != need || (local && (access & entry_mw)))
+        return false;
+    if (addr < base || addr - base > length || len > length - (addr - base))
+        return false;
+    out->addr = addr;
+    out->seg_off = soff == no_seg_off ? no_seg_off : soff + (addr - base);
+    if (soff != no_seg_off && out->seg_off + len > p->seg.size() && !p->self)
+        return false;
+    return true;
+}
+
+bool peer_write(peer *p, const region_ref &dst, const void *src, std::size_t len) noexcept
+{
+    if (len == 0)
+        return true;
+    if (dst.seg_off != no_seg_off) {
+        std::memcpy(p->base + dst.seg_off, src, len);
+        return true;
+    }
+    if (p->self) {
+        std::memmove(reinterpret_cast<void *>(dst.addr), src, len);
+        return true;
+    }
+    std::size_t done = 0;
+    while (done < len) {
+        iovec l{const_cast<char *>(static_cast<const char *>(src)) + done, len - done};
+        iovec r{reinterpret_cast<void *>(dst.addr + done), len - done};
+        ssize_t n = process_vm_writev(p->pid, &l, 1, &r, 1, 0);
+        if (n <= 0)
+            return false;
+        done += static_cast<std::size_t>(n);
+    }
+    return true;
+}
+
+bool peer_read(peer *p, const region_ref &src, void *dst, std::size_t len) noexcept
+{
+    if (len == 0)
+        return true;
+    if (src.seg_off != no_seg_off) {
+        std::memcpy(dst, p->base + src.seg_off, len);
+        return true;
+    }
+    if (p->self) {
+        std::memmove(dst, reinterpret_cast<const void *>(src.addr), len);
+        return true;
+    }
+    std::size_t done = 0;
+    while (done < len) {
+        iovec l{static_cast<char *>(dst) + done, len - done};
+        iovec r{reinterpret_cast<void *>(src.addr + done), len - done};
+        ssize_t n = process_vm_readv(p->pid, &l, 1, &r, 1, 0);
+        if (n <= 0)
+            return false;
+        done += static_cast<std::size_t>(n);
+    }
+    return true;
+}
+
+} // namespace shunt::drv::shm
+
+using shunt::drv::shm::shm_open;
+using shunt::drv::shm::shm_probe;
+SHUNT_VQ_DRIVER(shm, shm_probe, shm_open);

@@ -1,0 +1,570 @@
+/* drivers/shm: the posting session (builders, setters, wr_start/complete/abort),
+ * single-call posts and post_recv. Builders fill a local send-queue entry;
+ * wr_complete hands the batch to sq_progress (shm_tx.cpp), which executes it.
+ * The function pointers are chosen in shm_qp.cpp (install_fast_path). */
+#include "env/tsc.h"
+#include "ring.h"
+#include "shm_post.h"
+
+namespace shunt::drv::shm {
+
+namespace {
+
+constexpr unsigned need_ud = 1;
+
+SHUNT_COLD void latch(shm_qp *q, int err) noexcept
+{
+    if (q->err == 0)
+        q->err = err;
+}
+
+constexpr unsigned wr_flags_ok = vq::WR_FENCE | vq::WR_SIGNALED | vq::WR_SOLICITED | vq::WR_INLINE |
+                                 vq::WR_IP_CSUM;
+
+/** Start a work request: the shared part of every builder. */
+inline wqe *begin(shm_qp *q, std::uint8_t op) noexcept
+{
+    if (q->err) [[unlikely]]
+        return nullptr;
+    if (q->cur && q->cur->need) [[unlikely]] {
+        latch(q, -FI_EINVAL); // previous WR lacks its mandatory setter
+        return nullptr;
+    }
+    if (q->sq_tail - q->sq_head > q->sq_mask) [[unlikely]] {
+        latch(q, -FI_EAGAIN);
+        return nullptr;
+    }
+    unsigned f = q->wr_flags;
+    if (f & ~wr_flags_ok) [[unlikely]] {
+        latch(q, -FI_EINVAL);
+        return nullptr;
+    }
+    if ((f & vq::WR_IP_CSUM) && q->type != vq::qp_type::ud) [[unlikely]] {
+        latch(q, -FI_EOPNOTSUPP);
+        return nullptr;
+    }
+    wqe *w = &q->sq[q->sq_tail & q->sq_mask];
+    q->sq_tail++;
+    q->cur = w;
+    w->wr_id = q->wr_id;
+    w->op = op;
+    w->flags = static_cast<std::uint8_t>(f | (q->sq_sig_all ? vq::WR_SIGNALED : 0));
+    w->num_sge = 0;
+    w->len = 0;
+    w->done = 0;
+    w->has_data = 0;
+    w->is_inline = 0;
+    w->pad8 = 0;
+    w->need = q->type == vq::qp_type::ud ? need_ud : 0;
+    return w;
+}
+
+inline std::uint32_t wqe_index(const shm_qp *q, const wqe *w) noexcept
+{
+    return static_cast<std::uint32_t>(w - q->sq);
+}
+
+void b_send(vq::qp *vq_) noexcept { begin(to_qp(vq_), op_send); }
+void b_send_imm(vq::qp *vq_, std::uint32_t imm) noexcept
+{
+    if (wqe *w = begin(to_qp(vq_), op_send_imm))
+        w->imm = imm;
+}
+void b_send_inv(vq::qp *vq_, std::uint32_t rkey) noexcept
+{
+    if (wqe *w = begin(to_qp(vq_), op_send_inv))
+        w->imm = rkey;
+}
+void b_send_tso(vq::qp *vq_, const void *hdr, std::uint16_t hdr_sz, std::uint16_t mss) noexcept
+{
+    shm_qp *q = to_qp(vq_);
+    wqe *w = begin(q, op_tso);
+    if (!w)
+        return;
+    if (!hdr || hdr_sz == 0 || mss == 0 || hdr_sz > max_tso_hdr) {
+        latch(q, -FI_EINVAL);
+        return;
+    }
+    if (static_cast<std::uint32_t>(hdr_sz) + mss > ud_mtu) {
+        latch(q, -FI_EMSGSIZE);
+        return;
+    }
+    w->hdr_sz = hdr_sz;
+    w->mss = mss;
+    // The header lives at the start of the entry's inline area; inline data follows it.
+    std::memcpy(q->sq_inl + static_cast<std::size_t>(wqe_index(q, w)) * q->inl_stride, hdr, hdr_sz);
+}
+void b_write(vq::qp *vq_, std::uint32_t rkey, std::uint64_t raddr) noexcept
+{
+    if (wqe *w = begin(to_qp(vq_), op_write)) {
+        w->rkey = rkey;
+        w->raddr = raddr;
+    }
+}
+void b_write_imm(vq::qp *vq_, std::uint32_t rkey, std::uint64_t raddr, std::uint32_t imm) noexcept
+{
+    if (wqe *w = begin(to_qp(vq_), op_write_imm)) {
+        w->rkey = rkey;
+        w->raddr = raddr;
+        w->imm = imm;
+    }
+}
+void b_read(vq::qp *vq_, std::uint32_t rkey, std::uint64_t raddr) noexcept
+{
+    if (wqe *w = begin(to_qp(vq_), op_read)) {
+        w->rkey = rkey;
+        w->raddr = raddr;
+    }
+}
+inline void atomic_common(shm_qp *q, std::uint8_t op, std::uint32_t rkey, std::uint64_t raddr,
+                          std::uint64_t a0, std::uint64_t a1) noexcept
+{
+    wqe *w = begin(q, op);
+    if (!w)
+        return;
+    if (raddr & 7) {
+        latch(q, -FI_EINVAL);
+        return;
+    }
+    w->rkey = rkey;
+    w->raddr = raddr;
+    w->a0 = a0;
+    w->a1 = a1;
+}
+void b_cas(vq::qp *vq_, std::uint32_t rkey, std::uint64_t raddr, std::uint64_t cmp, std::uint64_t swp) noexcept
+{
+    atomic_common(to_qp(vq_), op_cas, rkey, raddr, cmp, swp);
+}
+void b_faa(vq::qp *vq_, std::uint32_t rkey, std::uint64_t raddr, std::uint64_t add) noexcept
+{
+    atomic_common(to_qp(vq_), op_faa, rkey, raddr, add, 0);
+}
+void b_bind(vq::qp *vq_, vq::mw *mw, std::uint32_t rkey, const vq::mw_bind_info *info) noexcept
+{
+    shm_qp *q = to_qp(vq_);
+    wqe *w = begin(q, op_bind);
+    if (!w)
+        return;
+    if (!mw || !info || mw->ctx != q->ctx || (info->mr && info->mr->ctx != q->ctx) ||
+        (info->length && !info->mr) ||
+        (info->mw_access_flags & ~(vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ |
+                                   vq::ACCESS_REMOTE_ATOMIC | vq::ACCESS_LOCAL_WRITE))) {
+        latch(q, -FI_EINVAL);
+        return;
+    }
+    w->p0 = mw;
+    w->p1 = info->mr;
+    w->rkey = rkey;
+    w->a0 = info->addr;
+    w->a1 = info->length;
+    w->imm = info->mw_access_flags;
+    w->need = 0; // no setters, even on UD (not allowed there anyway)
+}
+void b_local_inv(vq::qp *vq_, std::uint32_t rkey) noexcept
+{
+    shm_qp *q = to_qp(vq_);
+    if (wqe *w = begin(q, op_local_inv)) {
+        w->imm = rkey;
+        w->need = 0;
+    }
+}
+void b_flush(vq::qp *vq_, std::uint32_t rkey, std::uint64_t raddr, std::size_t len, std::uint8_t type,
+             std::uint8_t level) noexcept
+{
+    shm_qp *q = to_qp(vq_);
+    wqe *w = begin(q, op_flush);
+    if (!w)
+        return;
+    if ((type != vq::FLUSH_GLOBAL && type != vq::FLUSH_PERSISTENT) ||
+        (level != vq::FLUSH_RANGE && level != vq::FLUSH_MR)) {
+        latch(q, -FI_EINVAL);
+        return;
+    }
+    w->rkey = rkey;
+    w->raddr = raddr;
+    w->a0 = len;
+    w->a1 = static_cast<std::uint64_t>(type) | (static_cast<std::uint64_t>(level) << 8);
+}
+
+/* ---- setters ---- */
+
+/** The WR a data setter applies to, or null (latched). */
+inline wqe *data_target(shm_qp *q, bool inl) noexcept
+{
+    if (q->err) [[unlikely]]
+        return nullptr;
+    wqe *w = q->cur;
+    if (!w || w->has_data) [[unlikely]] {
+        latch(q, -FI_EINVAL);
+        return nullptr;
+    }
+    switch (w->op) {
+    case op_bind:
+    case op_local_inv:
+        latch(q, -FI_EOPNOTSUPP);
+        return nullptr;
+    case op_read:
+    case op_cas:
+    case op_faa:
+    case op_flush:
+        if (inl) {
+            latch(q, -FI_EOPNOTSUPP);
+            return nullptr;
+        }
+        break;
+    default:
+        break;
+    }
+    w->has_data = 1;
+    return w;
+}
+
+inline bool check_len(shm_qp *q, wqe *w, std::uint64_t len) noexcept
+{
+    if ((w->op == op_cas || w->op == op_faa) && len != 8) [[unlikely]] {
+        latch(q, -FI_EINVAL);
+        return false;
+    }
+    std::uint64_t lim = max_msg;
+    if (q->type == vq::qp_type::ud && w->op != op_tso)
+        lim = ud_mtu;
+    if (len > lim) [[unlikely]] {
+        latch(q, -FI_EMSGSIZE);
+        return false;
+    }
+    return true;
+}
+
+void s_sge(vq::qp *vq_, std::uint32_t lkey, std::uint64_t addr, std::uint32_t len) noexcept
+{
+    shm_qp *q = to_qp(vq_);
+    wqe *w = data_target(q, false);
+    if (!w || !check_len(q, w, len))
+        return;
+    vq::sge &s = q->sq_sge[static_cast<std::size_t>(wqe_index(q, w)) * q->max_sge_cap];
+    s.addr = addr;
+    s.length = len;
+    s.lkey = lkey;
+    w->num_sge = 1;
+    w->len = len;
+}
+
+void s_sge_list(vq::qp *vq_, std::size_t n, const vq::sge *list) noexcept
+{
+    shm_qp *q = to_qp(vq_);
+    wqe *w = data_target(q, false);
+    if (!w)
+        return;
+    if (n > 0 && !list) {
+        latch(q, -FI_EINVAL);
+        return;
+    }
+    if (n > q->cap.max_send_sge) {
+        latch(q, -FI_E2BIG);
+        return;
+    }
+    std::uint64_t total = 0;
+    vq::sge *dst = &q->sq_sge[static_cast<std::size_t>(wqe_index(q, w)) * q->max_sge_cap];
+    for (std::size_t i = 0; i < n; i++) {
+        dst[i] = list[i];
+        total += list[i].length;
+    }
+    if (!check_len(q, w, total))
+        return;
+    w->num_sge = static_cast<std::uint16_t>(n);
+    w->len = static_cast<std::uint32_t>(total);
+}
+
+inline std::uint8_t *inline_area(shm_qp *q, wqe *w) noexcept
+{
+    std::uint8_t *p = q->sq_inl + static_cast<std::size_t>(wqe_index(q, w)) * q->inl_stride;
+    return w->op == op_tso ? p + max_tso_hdr : p;
+}
+
+void s_inline(vq::qp *vq_, const void *addr, std::size_t len) noexcept
+{
+    shm_qp *q = to_qp(vq_);
+    wqe *w = data_target(q, true);
+    if (!w)
+        return;
+    if (len > q->cap.max_inline_data) [[unlikely]] {
+        latch(q, -FI_EMSGSIZE);
+        return;
+    }
+    if (len && !addr) [[unlikely]] {
+        latch(q, -FI_EINVAL);
+        return;
+    }
+    if (!check_len(q, w, len))
+        return;
+    std::memcpy(inline_area(q, w), addr, len);
+    w->is_inline = 1;
+    w->len = static_cast<std::uint32_t>(len);
+}
+
+void s_inline_list(vq::qp *vq_, std::size_t n, const vq::data_buf *list) noexcept
+{
+    shm_qp *q = to_qp(vq_);
+    wqe *w = data_target(q, true);
+    if (!w)
+        return;
+    if (n > 0 && !list) {
+        latch(q, -FI_EINVAL);
+        return;
+    }
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < n; i++) {
+        if (list[i].length && !list[i].addr) {
+            latch(q, -FI_EINVAL);
+            return;
+        }
+        total += list[i].length;
+        if (total > q->cap.max_inline_data) {
+            latch(q, -FI_EMSGSIZE);
+            return;
+        }
+    }
+    if (!check_len(q, w, total))
+        return;
+    std::uint8_t *dst = inline_area(q, w);
+    for (std::size_t i = 0; i < n; i++) {
+        std::memcpy(dst, list[i].addr, list[i].length);
+        dst += list[i].length;
+    }
+    w->is_inline = 1;
+    w->len = static_cast<std::uint32_t>(total);
+}
+
+void s_ud_addr(vq::qp *vq_, vq::ah *ah, std::uint32_t qpn, std::uint32_t qkey) noexcept
+{
+    shm_qp *q = to_qp(vq_);
+    if (q->err)
+        return;
+    wqe *w = q->cur;
+    if (!w || !ah || ah->ctx != q->ctx) {
+        latch(q, -FI_EINVAL);
+        return;
+    }
+    peer *p = static_cast<shm_ah *>(ah)->p;
+    ud_dest *d = nullptr;
+    ud_dest &last = q->dests[q->last_dest];
+    if (q->ndests && last.p == p && last.qpn == qpn) {
+        d = &last;
+    } else {
+        for (std::uint32_t i = 0; i < q->ndests; i++)
+            if (q->dests[i].p == p && q->dests[i].qpn == qpn) {
+                d = &q->dests[i];
+                q->last_dest = i;
+                break;
+            }
+        if (!d) {
+            if (q->ndests == max_ud_dests) {
+                latch(q, -FI_ENOSPC);
+                return;
+            }
+            d = &q->dests[q->ndests];
+            *d = ud_dest{};
+            d->p = p;
+            d->qpn = qpn;
+            q->last_dest = q->ndests++;
+        }
+    }
+    w->p0 = d;
+    w->qkey = qkey;
+    w->need &= ~need_ud;
+}
+
+/* ---- session ---- */
+
+template <bool Locked>
+void wr_start(vq::qp *vq_) noexcept
+{
+    shm_qp *q = to_qp(vq_);
+    if constexpr (Locked)
+        q->lock.lock();
+    std::uint32_t st = q->state.load(std::memory_order_relaxed);
+    q->err = (st == static_cast<std::uint32_t>(vq::qp_state::rts) ||
+              st == static_cast<std::uint32_t>(vq::qp_state::err))
+                 ? 0
+                 : -FI_EOPBADSTATE;
+    q->sq_start = q->sq_tail;
+    q->cur = nullptr;
+}
+
+template <bool Locked>
+int wr_complete(vq::qp *vq_) noexcept
+{
+    shm_qp *q = to_qp(vq_);
+    int rc = q->err;
+    if (rc == 0 && q->cur && q->cur->need) [[unlikely]]
+        rc = -FI_EINVAL;
+    q->cur = nullptr;
+    if (rc) [[unlikely]] {
+        q->sq_tail = q->sq_start; // discard the whole batch
+        q->err = 0;
+    } else if (q->sq_head != q->sq_tail) {
+        sq_progress(q, false);
+    }
+    if constexpr (Locked)
+        q->lock.unlock();
+    return rc;
+}
+
+template <bool Locked>
+void wr_abort(vq::qp *vq_) noexcept
+{
+    shm_qp *q = to_qp(vq_);
+    q->sq_tail = q->sq_start;
+    q->err = 0;
+    q->cur = nullptr;
+    if constexpr (Locked)
+        q->lock.unlock();
+}
+
+/* Single-call posts: the session, inlined. */
+template <bool Locked>
+int post_send(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t len, std::uint32_t lkey,
+              unsigned flags) noexcept
+{
+    shm_qp *q = to_qp(vq_);
+    if (q->type == vq::qp_type::ud) [[unlikely]]
+        return -FI_EINVAL;
+    // Fast path: a small unsignaled inline send on an idle send queue goes
+    // straight into the ring (what the session would do, minus the queue).
+    if ((flags & ~(vq::WR_INLINE | vq::WR_SOLICITED | vq::WR_FENCE)) == vq::WR_INLINE && !q->sq_sig_all &&
+        len <= slot_payload && len <= q->cap.max_inline_data && (buf || len == 0)) [[likely]] {
+        if constexpr (Locked)
+            q->lock.lock();
+        if (q->sq_head == q->sq_tail &&
+            q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::rts)) [[likely]] {
+            txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
+            if (ring_reserve(r, 1)) [[likely]] {
+                src_cursor c;
+                c.flat = static_cast<const std::uint8_t *>(buf);
+                std::uint8_t fl = sf_first | sf_last | ((flags & vq::WR_SOLICITED) ? sf_solicited : 0);
+                ring_put(r, msg_send, fl, 0, c, len, len);
+                if constexpr (Locked)
+                    q->lock.unlock();
+                return 0;
+            }
+        }
+        if constexpr (Locked)
+            q->lock.unlock();
+    }
+    wr_start<Locked>(q);
+    q->wr_id = wr_id;
+    q->wr_flags = flags & ~vq::WR_INLINE;
+    b_send(q);
+    if (flags & vq::WR_INLINE)
+        s_inline(q, buf, len);
+    else
+        s_sge(q, lkey, reinterpret_cast<std::uintptr_t>(buf), len);
+    return wr_complete<Locked>(q);
+}
+
+template <bool Locked>
+int post_write(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t len, std::uint32_t lkey,
+               std::uint32_t rkey, std::uint64_t raddr, unsigned flags) noexcept
+{
+    shm_qp *q = to_qp(vq_);
+    wr_start<Locked>(q);
+    q->wr_id = wr_id;
+    q->wr_flags = flags & ~vq::WR_INLINE;
+    b_write(q, rkey, raddr);
+    if (flags & vq::WR_INLINE)
+        s_inline(q, buf, len);
+    else
+        s_sge(q, lkey, reinterpret_cast<std::uintptr_t>(buf), len);
+    return wr_complete<Locked>(q);
+}
+
+template <bool Locked>
+int post_recv(vq::qp *vq_, std::uint64_t wr_id, const vq::sge *sg, std::uint32_t n) noexcept
+{
+    shm_qp *q = to_qp(vq_);
+    if (q->ssrq) [[unlikely]]
+        return -FI_EINVAL;
+    std::uint32_t st = q->state.load(std::memory_order_relaxed);
+    if (st == static_cast<std::uint32_t>(vq::qp_state::reset)) [[unlikely]]
+        return -FI_EOPBADSTATE;
+    if (n > q->cap.max_recv_sge) [[unlikely]]
+        return -FI_E2BIG;
+    return rq_post(q->rq, Locked, wr_id, sg, n);
+}
+
+template <bool Locked>
+void install_session(shm_qp *q) noexcept
+{
+    q->wr_start_fn = wr_start<Locked>;
+    q->wr_complete_fn = wr_complete<Locked>;
+    q->wr_abort_fn = wr_abort<Locked>;
+    q->post_recv_fn = post_recv<Locked>;
+    std::uint64_t ops = q->send_ops_flags;
+    if (ops & vq::OPS_SEND)
+        q->post_send_fn = post_send<Locked>;
+    if (ops & vq::OPS_RDMA_WRITE)
+        q->post_write_fn = post_write<Locked>;
+}
+
+} // namespace
+
+int rq_post(recvq *rq, bool locked, std::uint64_t wr_id, const vq::sge *sg, std::uint32_t n) noexcept
+{
+    if (n > 0 && !sg) [[unlikely]]
+        return -FI_EINVAL;
+    if (locked)
+        rq->plock.lock();
+    std::uint32_t t = rq->tail.load(std::memory_order_relaxed);
+    if (t - rq->head.load(std::memory_order_acquire) > rq->mask) {
+        if (locked)
+            rq->plock.unlock();
+        return -FI_EAGAIN;
+    }
+    std::uint32_t i = t & rq->mask;
+    rwqe &r = rq->wqe[i];
+    r.wr_id = wr_id;
+    r.num_sge = n;
+    vq::sge *d = &rq->sges[static_cast<std::size_t>(i) * rq->max_sge];
+    for (std::uint32_t k = 0; k < n; k++)
+        d[k] = sg[k];
+    // Publish the receive to the consumer (polling thread): entry before tail.
+    rq->tail.store(t + 1, std::memory_order_release);
+    if (locked)
+        rq->plock.unlock();
+    return 0;
+}
+
+void install_fast_path(shm_qp *q) noexcept
+{
+    if (q->has_td)
+        install_session<false>(q);
+    else
+        install_session<true>(q);
+    std::uint64_t ops = q->send_ops_flags;
+    if (ops & vq::OPS_SEND) q->send_fn = b_send;
+    if (ops & vq::OPS_SEND_WITH_IMM) q->send_imm_fn = b_send_imm;
+    if (ops & vq::OPS_SEND_WITH_INV) q->send_inv_fn = b_send_inv;
+    if (ops & vq::OPS_TSO) q->send_tso_fn = b_send_tso;
+    if (ops & vq::OPS_RDMA_WRITE) q->rdma_write_fn = b_write;
+    if (ops & vq::OPS_RDMA_WRITE_WITH_IMM) q->rdma_write_imm_fn = b_write_imm;
+    if (ops & vq::OPS_RDMA_READ) q->rdma_read_fn = b_read;
+    if (ops & vq::OPS_ATOMIC_CMP_AND_SWP) q->atomic_cmp_swp_fn = b_cas;
+    if (ops & vq::OPS_ATOMIC_FETCH_AND_ADD) q->atomic_fetch_add_fn = b_faa;
+    if (ops & vq::OPS_BIND_MW) q->bind_mw_fn = b_bind;
+    if (ops & vq::OPS_LOCAL_INV) q->local_inv_fn = b_local_inv;
+    if (ops & vq::OPS_FLUSH) q->flush_fn = b_flush;
+    q->set_sge_fn = s_sge;
+    q->set_sge_list_fn = s_sge_list;
+    q->set_inline_data_fn = s_inline;
+    q->set_inline_data_list_fn = s_inline_list;
+    if (q->type == vq::qp_type::ud)
+        q->set_ud_addr_fn = s_ud_addr;
+    vq::qp_stubs<latch_stub>::fill(q);
+}
+
+void latch_stub(vq::qp *q, int err) noexcept
+{
+    latch(to_qp(q), err);
+}
+
+} // namespace shunt::drv::shm

@@ -1,0 +1,374 @@
+/* drivers/shm: queue-pair creation, state machine and destruction. */
+#include <unistd.h>
+
+#include <new>
+
+#include "env/log.h"
+#include "env/tsc.h"
+#include "shm_post.h"
+
+namespace shunt::drv::shm {
+
+SHUNT_LOG_COMPONENT(shm_qp_log, "shm");
+
+namespace {
+
+using vq::qp_state;
+
+constexpr std::uint32_t st(qp_state s) { return static_cast<std::uint32_t>(s); }
+
+std::uint32_t pow2_at_least(std::uint32_t v)
+{
+    std::uint32_t p = 1;
+    while (p < v)
+        p <<= 1;
+    return p;
+}
+
+std::uint64_t ring_bytes(std::uint32_t slots) { return sizeof(ring_ctrl) + std::uint64_t{slots} * sizeof(slot); }
+
+void free_qp_memory(shm_qp *q)
+{
+    delete[] q->sq;
+    delete[] q->sq_sge;
+    delete[] q->sq_inl;
+    delete[] q->stage;
+    delete[] q->dests;
+    delete[] q->ud_rx_head;
+    delete[] q->ud_rx_pub;
+    rq_free(&q->own_rq);
+}
+
+/** Zero our ring(s) and the local positions (QP created or back to RESET). */
+void reset_rings(shm_qp *q)
+{
+    std::memset(q->sctx->self.base + q->ring_mem, 0, q->ring_bytes);
+    q->rx_head = q->rx_published = 0;
+    q->rx_busy = false;
+    if (q->ud_rx_head) {
+        std::memset(q->ud_rx_head, 0, 64 * sizeof(std::uint32_t));
+        std::memset(q->ud_rx_pub, 0, 64 * sizeof(std::uint32_t));
+    }
+    q->desc->ud_active.store(0, std::memory_order_relaxed);
+}
+
+/** Cut the link to the peer (context lock held). */
+void disconnect(shm_qp *q)
+{
+    if (q->tx_ctrl)
+        q->tx_ctrl->sender_gone.store(1, std::memory_order_release);
+    q->tx_ctrl = nullptr;
+    q->tx_slots = nullptr;
+    if (q->rpeer)
+        peer_put(q->sctx, q->rpeer);
+    q->rpeer = nullptr;
+    q->rdesc = nullptr;
+}
+
+void cq_add(shm_cq *c, shm_qp **list, std::uint32_t *n, shm_qp *q)
+{
+    if (!c->single_threaded)
+        c->lock.lock();
+    list[(*n)++] = q;
+    if (!c->single_threaded)
+        c->lock.unlock();
+}
+
+void cq_remove(shm_cq *c, shm_qp **list, std::uint32_t *n, shm_qp *q)
+{
+    if (!c->single_threaded)
+        c->lock.lock();
+    for (std::uint32_t i = 0; i < *n; i++)
+        if (list[i] == q) {
+            list[i] = list[--*n];
+            break;
+        }
+    if (!c->single_threaded)
+        c->lock.unlock();
+}
+
+} // namespace
+
+int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
+{
+    shm_ctx *c = to_ctx(vp->ctx);
+    const limits &l = lim();
+    vq::qp_cap cap = a->cap;
+    if (cap.max_send_wr == 0) cap.max_send_wr = default_wr;
+    if (cap.max_recv_wr == 0) cap.max_recv_wr = default_wr;
+    if (cap.max_send_sge == 0) cap.max_send_sge = 1;
+    if (cap.max_recv_sge == 0) cap.max_recv_sge = 1;
+    if (cap.max_send_wr > max_wr || cap.max_recv_wr > max_wr || cap.max_send_sge > max_sge ||
+        cap.max_recv_sge > max_sge_rx || cap.max_inline_data > max_inline)
+        return -FI_EMSGSIZE;
+    if (a->type != vq::qp_type::rc && a->type != vq::qp_type::uc && a->type != vq::qp_type::ud)
+        return -FI_EOPNOTSUPP;
+    auto *sc = to_cq(a->send_cq), *rc = to_cq(a->recv_cq);
+    auto *q = new (std::nothrow) shm_qp;
+    if (!q)
+        return -FI_ENOMEM;
+    cap.max_send_wr = pow2_at_least(cap.max_send_wr);
+    cap.max_recv_wr = pow2_at_least(cap.max_recv_wr);
+    if (cap.max_inline_data == 0 && !(a->send_ops_flags & vq::OPS_TSO))
+        cap.max_inline_data = default_inline;
+    q->cap = cap;
+    q->type = a->type;
+    q->send_ops_flags = a->send_ops_flags;
+    q->has_td = a->td != nullptr;
+    q->sq_sig_all = a->sq_sig_all;
+    q->ctx = c;
+    q->pd = vp;
+    q->send_cq = sc;
+    q->recv_cq = rc;
+    q->srq = a->srq;
+    q->sctx = c;
+    q->scq = sc;
+    q->rcq = rc;
+    q->ssrq = static_cast<shm_srq *>(a->srq);
+    q->sq_mask = cap.max_send_wr - 1;
+    q->max_sge_cap = cap.max_send_sge;
+    q->inl_stride = (cap.max_inline_data + ((a->send_ops_flags & vq::OPS_TSO) ? max_tso_hdr : 0) + 63) & ~63u;
+    if (q->inl_stride == 0)
+        q->inl_stride = 64;
+    bool ud = a->type == vq::qp_type::ud;
+    bool ok = true;
+    q->sq = new (std::nothrow) wqe[cap.max_send_wr];
+    q->sq_sge = new (std::nothrow) vq::sge[static_cast<std::size_t>(cap.max_send_wr) * cap.max_send_sge];
+    q->sq_inl = new (std::nothrow) std::uint8_t[static_cast<std::size_t>(cap.max_send_wr) * q->inl_stride];
+    ok = q->sq && q->sq_sge && q->sq_inl;
+    if (ok && ud) {
+        q->stage = new (std::nothrow) std::uint8_t[ud_mtu + max_tso_hdr];
+        q->dests = new (std::nothrow) ud_dest[max_ud_dests];
+        q->ud_rx_head = new (std::nothrow) std::uint32_t[64]();
+        q->ud_rx_pub = new (std::nothrow) std::uint32_t[64]();
+        ok = q->stage && q->dests && q->ud_rx_head && q->ud_rx_pub;
+    }
+    if (ok && !a->srq)
+        ok = rq_init(&q->own_rq, cap.max_recv_wr, cap.max_recv_sge) == 0;
+    if (!ok) {
+        free_qp_memory(q);
+        delete q;
+        return -FI_ENOMEM;
+    }
+    q->rq = a->srq ? &q->ssrq->rq : &q->own_rq;
+    if (a->srq) {
+        q->cap.max_recv_wr = 0;
+        q->cap.max_recv_sge = q->ssrq->max_sge;
+    }
+
+    std::lock_guard<std::mutex> g(c->lock);
+    if ((!sc->single_threaded || true) && (sc->ntx >= 64 || rc->nrx >= 64)) {
+        free_qp_memory(q);
+        delete q;
+        return -FI_ENOSPC;
+    }
+    std::uint32_t idx = 0;
+    while (idx < c->qp_obj.size() && c->qp_obj[idx])
+        idx++;
+    if (idx == c->qp_obj.size()) {
+        free_qp_memory(q);
+        delete q;
+        return -FI_ENOSPC;
+    }
+    std::uint32_t slots = ud ? l.ud_ring_slots : l.ring_slots;
+    std::uint64_t bytes = ud ? ring_bytes(slots) * l.ud_rings : ring_bytes(slots);
+    std::uint64_t off = heap_alloc(c, bytes);
+    if (off == no_seg_off) {
+        free_qp_memory(q);
+        delete q;
+        return -FI_ENOMEM;
+    }
+    qp_desc *d = &c->self.qps()[idx];
+    std::uint32_t gen = ((d->qpn >> 12) + 1) & 0xfff;
+    q->index = idx;
+    q->qp_num = (gen << 12) | (idx + 1);
+    q->desc = d;
+    q->ring_mem = off;
+    q->ring_bytes = bytes;
+    d->qpn = q->qp_num;
+    d->type = static_cast<std::uint32_t>(a->type);
+    d->qkey = 0;
+    d->access = q->attr.qp_access_flags;
+    if (ud) {
+        d->ring_off = 0;
+        d->ring_slots = 0;
+        d->ud_rings_off = off;
+        d->ud_nrings = l.ud_rings;
+        d->ud_ring_slots = slots;
+        static std::atomic<std::uint32_t> ud_counter{0};
+        q->ud_id = (static_cast<std::uint64_t>(getpid()) << 32) | (ud_counter.fetch_add(1) + 1);
+    } else {
+        d->ring_off = off;
+        d->ring_slots = slots;
+        d->ud_rings_off = 0;
+        d->ud_nrings = 0;
+        d->ud_ring_slots = 0;
+        q->rx_ctrl = reinterpret_cast<ring_ctrl *>(c->self.base + off);
+        q->rx_slots = reinterpret_cast<slot *>(c->self.base + off + sizeof(ring_ctrl));
+        q->rx_mask = slots - 1;
+    }
+    reset_rings(q);
+    // Publish the descriptor to peers: fields above first.
+    d->state.store(st(qp_state::reset), std::memory_order_release);
+    q->attr.state = qp_state::reset;
+    install_fast_path(q);
+    c->qp_obj[idx] = q;
+    c->nqp++;
+    static_cast<shm_pd *>(vp)->refs++;
+    if (q->ssrq)
+        q->ssrq->refs++;
+    cq_add(sc, sc->tx, &sc->ntx, q);
+    cq_add(rc, rc->rx, &rc->nrx, q);
+    (void)env::tsc::hz(); // calibrate now, not on the first blocked send
+    *out = q;
+    return 0;
+}
+
+int destroy_qp(vq::qp *vq_)
+{
+    shm_qp *q = to_qp(vq_);
+    shm_ctx *c = q->sctx;
+    qp_to_err(q);
+    cq_remove(q->scq, q->scq->tx, &q->scq->ntx, q);
+    cq_remove(q->rcq, q->rcq->rx, &q->rcq->nrx, q);
+    std::lock_guard<std::mutex> g(c->lock);
+    disconnect(q);
+    q->desc->state.store(desc_free, std::memory_order_release);
+    // The ring memory returns to the heap (zeroed). A peer that has not yet
+    // seen the QP go away could still write into it: peers stop when they
+    // see sender_gone / the descriptor freed (see the driver guide).
+    heap_free(c, q->ring_mem, q->ring_bytes);
+    c->qp_obj[q->index] = nullptr;
+    c->nqp--;
+    static_cast<shm_pd *>(q->pd)->refs--;
+    if (q->ssrq)
+        q->ssrq->refs--;
+    free_qp_memory(q);
+    delete q;
+    return 0;
+}
+
+int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
+{
+    shm_qp *q = to_qp(vq_);
+    shm_ctx *c = q->sctx;
+    std::lock_guard<std::mutex> g(c->lock);
+    qp_state cur = static_cast<qp_state>(q->state.load());
+    qp_state next = (mask & vq::QP_ATTR_STATE) ? a->state : cur;
+    bool ok;
+    switch (next) {
+    case qp_state::reset:
+    case qp_state::err:
+        ok = true;
+        break;
+    case qp_state::init:
+        ok = cur == qp_state::reset || cur == qp_state::init;
+        break;
+    case qp_state::rtr:
+        ok = cur == qp_state::init || (cur == qp_state::rtr && !(mask & vq::QP_ATTR_STATE));
+        break;
+    case qp_state::rts:
+        ok = cur == qp_state::rtr || cur == qp_state::rts;
+        break;
+    default:
+        ok = false;
+    }
+    if (!ok) {
+        SHUNT_LOG(shm_qp_log, info, "modify_qp: %u -> %u not allowed", static_cast<unsigned>(cur),
+                  static_cast<unsigned>(next));
+        return -FI_EINVAL;
+    }
+    if ((mask & vq::QP_ATTR_ACCESS_FLAGS) &&
+        (a->qp_access_flags & ~(vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ | vq::ACCESS_REMOTE_ATOMIC |
+                                vq::ACCESS_LOCAL_WRITE)))
+        return -FI_EINVAL;
+    if (next == qp_state::err) {
+        qp_to_err(q);
+        q->attr.state = qp_state::err;
+        return 0;
+    }
+    if (next == qp_state::reset) {
+        if (cur != qp_state::reset) {
+            qp_to_err(q);
+            disconnect(q);
+            q->sq_head = q->sq_tail = q->sq_start = 0;
+            q->own_rq.head.store(0);
+            q->own_rq.tail.store(0);
+            reset_rings(q);
+            q->ndests = 0;
+            q->peer_died = false;
+            q->blocked_since = 0;
+            q->desc->state.store(st(qp_state::reset), std::memory_order_release);
+            q->state.store(st(qp_state::reset));
+        }
+        q->attr.state = qp_state::reset;
+        return 0;
+    }
+    if (next == qp_state::rtr && cur == qp_state::init && q->type != vq::qp_type::ud) {
+        if (!(mask & vq::QP_ATTR_AV) || !(mask & vq::QP_ATTR_DEST_QPN))
+            return -FI_EINVAL;
+        peer *p = nullptr;
+        int rc = peer_get(c, a->dest, &p);
+        if (rc < 0)
+            return rc == -FI_EINVAL ? -FI_EINVAL : rc;
+        std::uint32_t idx = (a->dest_qp_num & 0xfff) - 1;
+        qp_desc *rd = idx < p->hdr->max_qp ? &p->qps()[idx] : nullptr;
+        if (!rd || rd->state.load(std::memory_order_acquire) == desc_free || rd->qpn != a->dest_qp_num) {
+            peer_put(c, p);
+            return -FI_ENOENT;
+        }
+        if (rd->type != static_cast<std::uint32_t>(q->type)) {
+            peer_put(c, p);
+            return -FI_EINVAL;
+        }
+        q->rpeer = p;
+        q->rdesc = rd;
+        q->dest_qpn = a->dest_qp_num;
+        q->tx_ctrl = reinterpret_cast<ring_ctrl *>(p->base + rd->ring_off);
+        q->tx_slots = reinterpret_cast<slot *>(p->base + rd->ring_off + sizeof(ring_ctrl));
+        q->tx_mask = rd->ring_slots - 1;
+        q->tx_tail = 0;
+        q->tx_credit_head = 0;
+        q->attr.dest = a->dest;
+        q->attr.dest_qp_num = a->dest_qp_num;
+    }
+    if (mask & vq::QP_ATTR_ACCESS_FLAGS) {
+        q->attr.qp_access_flags = a->qp_access_flags;
+        q->desc->access = a->qp_access_flags;
+    }
+    if (mask & vq::QP_ATTR_QKEY) {
+        q->attr.qkey = a->qkey;
+        q->desc->qkey = a->qkey;
+    }
+    if (mask & vq::QP_ATTR_TIMEOUT) q->attr.timeout = a->timeout;
+    if (mask & vq::QP_ATTR_RETRY_CNT) q->attr.retry_cnt = a->retry_cnt;
+    if (mask & vq::QP_ATTR_RNR_RETRY) q->attr.rnr_retry = a->rnr_retry;
+    if (mask & vq::QP_ATTR_SQ_PSN) q->attr.sq_psn = a->sq_psn;
+    if (mask & vq::QP_ATTR_RQ_PSN) q->attr.rq_psn = a->rq_psn;
+    if (mask & vq::QP_ATTR_PATH_MTU) q->attr.path_mtu = a->path_mtu;
+    if (mask & vq::QP_ATTR_MIN_RNR_TIMER) q->attr.min_rnr_timer = a->min_rnr_timer;
+    if (mask & vq::QP_ATTR_MAX_QP_RD_ATOMIC) q->attr.max_rd_atomic = a->max_rd_atomic;
+    if (mask & vq::QP_ATTR_MAX_DEST_RD_ATOMIC) q->attr.max_dest_rd_atomic = a->max_dest_rd_atomic;
+    if (mask & vq::QP_ATTR_PKEY_INDEX) q->attr.pkey_index = a->pkey_index;
+    if (mask & vq::QP_ATTR_PORT) q->attr.port_num = a->port_num;
+    q->attr.state = next;
+    q->desc->state.store(st(next), std::memory_order_release);
+    q->state.store(st(next), std::memory_order_release);
+    return 0;
+}
+
+int query_qp(vq::qp *vq_, vq::qp_attr *out)
+{
+    shm_qp *q = to_qp(vq_);
+    std::lock_guard<std::mutex> g(q->sctx->lock);
+    *out = q->attr;
+    out->state = static_cast<qp_state>(q->state.load());
+    return 0;
+}
+
+vq::qp_state qp_state_of(const vq::qp *vq_)
+{
+    return static_cast<qp_state>(static_cast<const shm_qp *>(vq_)->state.load(std::memory_order_relaxed));
+}
+
+} // namespace shunt::drv::shm

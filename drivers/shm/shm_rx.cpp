@@ -1,0 +1,273 @@
+/* drivers/shm: the receive side. Runs under the receive CQ's lock (or in its
+ * single polling thread): consumes messages from the QP's ring(s), matches
+ * each with a posted receive (the QP's or its SRQ's), scatters the payload
+ * and produces the completion. */
+#include "shm.h"
+
+namespace shunt::drv::shm {
+
+namespace {
+
+using vq::wc_status;
+
+/** Dequeue a receive into the QP's in-progress state. @return false if none posted. */
+inline bool take_recv(shm_qp *q) noexcept
+{
+    recvq *rq = q->rq;
+    bool shared = q->ssrq != nullptr;
+    if (shared)
+        rq->clock.lock();
+    std::uint32_t h = rq->head.load(std::memory_order_relaxed);
+    // Observe a posted receive: its entry was written before tail was released.
+    if (h == rq->tail.load(std::memory_order_acquire)) {
+        if (shared)
+            rq->clock.unlock();
+        return false;
+    }
+    const rwqe &r = rq->wqe[h & rq->mask];
+    const vq::sge *sg = &rq->sges[static_cast<std::size_t>(h & rq->mask) * rq->max_sge];
+    q->rx_wc.wr_id = r.wr_id;
+    q->rx_nsge = r.num_sge;
+    for (std::uint32_t i = 0; i < r.num_sge; i++)
+        q->rx_sges[i] = sg[i];
+    // Free the entry for producers (our reads of it come first).
+    rq->head.store(h + 1, std::memory_order_release);
+    if (shared)
+        rq->clock.unlock();
+    return true;
+}
+
+/** Scatter @p len bytes of a chunk (first slot data + continuation slots) at
+ *  offset q->rx_off of the receive's SGEs. @return status. */
+wc_status scatter(shm_qp *q, slot *slots, std::uint32_t mask, std::uint32_t pos, std::uint32_t len) noexcept
+{
+    // Capacity and key checks.
+    std::uint64_t cap = 0;
+    for (std::uint32_t i = 0; i < q->rx_nsge; i++)
+        cap += q->rx_sges[i].length;
+    if (q->rx_off + static_cast<std::uint64_t>(len) > cap)
+        return wc_status::loc_len_err;
+    if (q->rx_off == 0) {
+        region_ref r;
+        for (std::uint32_t i = 0; i < q->rx_nsge; i++) {
+            const vq::sge &s = q->rx_sges[i];
+            if (s.length && !check_key(&q->sctx->self, s.lkey, s.addr, s.length,
+                                       vq::ACCESS_LOCAL_WRITE, &r, true))
+                return wc_status::loc_prot_err;
+        }
+    }
+    // Source pieces: the first slot's data, then slot runs up to the ring's end.
+    std::uint32_t sgi = 0;
+    std::uint64_t skip = q->rx_off;
+    while (sgi < q->rx_nsge && skip >= q->rx_sges[sgi].length)
+        skip -= q->rx_sges[sgi++].length;
+    std::uint32_t sgoff = static_cast<std::uint32_t>(skip);
+    auto put = [&](const std::uint8_t *src, std::uint32_t n) {
+        while (n) {
+            const vq::sge &s = q->rx_sges[sgi];
+            std::uint32_t k = s.length - sgoff < n ? s.length - sgoff : n;
+            std::memcpy(reinterpret_cast<std::uint8_t *>(s.addr) + sgoff, src, k);
+            src += k;
+            n -= k;
+            sgoff += k;
+            if (sgoff == s.length) {
+                sgi++;
+                sgoff = 0;
+            }
+        }
+    };
+    slot *s = &slots[pos & mask];
+    std::uint32_t first = len < slot_payload ? len : slot_payload;
+    put(s->data, first);
+    std::uint32_t rest = len - first;
+    std::uint32_t i = (pos + 1) & mask;
+    while (rest) {
+        std::uint32_t run_slots = mask + 1 - i;
+        std::uint32_t run = run_slots * 64 < rest ? run_slots * 64 : rest;
+        put(reinterpret_cast<const std::uint8_t *>(&slots[i]), run);
+        rest -= run;
+        i = (i + (run + 63) / 64) & mask;
+    }
+    return wc_status::success;
+}
+
+/** Consume messages of one ring. @return completions produced. */
+unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask, std::uint32_t &head,
+                 std::uint32_t &pub, std::uint32_t src_qp, unsigned budget) noexcept
+{
+    shm_cq *c = q->rcq;
+    unsigned n = 0;
+    const bool ud = q->type == vq::qp_type::ud;
+    while (n < budget) {
+        slot *s = &slots[head & mask];
+        // Observe a published chunk: the sequence word (acquire) orders the
+        // reads of its header, payload and continuation slots after it.
+        if (std::atomic_ref<std::uint32_t>(s->seq).load(std::memory_order_acquire) != head + 1) {
+            if (!ud && ctrl->sender_gone.load(std::memory_order_acquire) &&
+                std::atomic_ref<std::uint32_t>(s->seq).load(std::memory_order_acquire) != head + 1)
+                qp_to_err(q); // the sender is gone and everything it sent was consumed
+            break;
+        }
+        if (c->space() == 0)
+            break;
+        const std::uint8_t op = s->op;
+        const std::uint8_t flags = s->flags;
+        // Fast path: a one-slot send into a one-SGE receive of our own queue.
+        if (!q->rx_busy && s->nslots == 1 && (flags & (sf_first | sf_last)) == (sf_first | sf_last) &&
+            (op == msg_send || op == msg_send_imm) && !q->ssrq) [[likely]] {
+            recvq *rq = q->rq;
+            std::uint32_t h = rq->head.load(std::memory_order_relaxed);
+            if (h == rq->tail.load(std::memory_order_acquire))
+                break; // no receive posted: the message waits
+            const rwqe &r = rq->wqe[h & rq->mask];
+            const vq::sge &sg = rq->sges[static_cast<std::size_t>(h & rq->mask) * rq->max_sge];
+            const std::uint32_t len = s->len;
+            region_ref ref;
+            if (r.num_sge == 1 && len <= sg.length &&
+                (len == 0 || check_key(&q->sctx->self, sg.lkey, sg.addr, len, vq::ACCESS_LOCAL_WRITE, &ref, true))) {
+                std::memcpy(reinterpret_cast<void *>(sg.addr), s->data, len);
+                vq::wc &w = c->ring[c->tail & c->mask];
+                w.wr_id = r.wr_id;
+                w.status = wc_status::success;
+                w.opcode = vq::wc_opcode::recv;
+                w.vendor_err = 0;
+                w.byte_len = len;
+                w.imm_data = op == msg_send_imm ? s->imm : 0;
+                w.invalidated_rkey = 0;
+                w.qp_num = q->qp_num;
+                w.src_qp = src_qp;
+                w.wc_flags = (op == msg_send_imm ? vq::WC_WITH_IMM : 0) |
+                             ((flags & sf_solicited) ? vq::WC_SOLICITED : 0);
+                w.reserved = 0;
+                c->tail++;
+                rq->head.store(h + 1, std::memory_order_release); // entry read: free it
+                n++;
+                head++;
+                if (head - pub >= (mask + 1) / 4) {
+                    ctrl->consumed.store(head, std::memory_order_release);
+                    pub = head;
+                }
+                continue;
+            }
+        }
+        if (!q->rx_busy) {
+            if (!take_recv(q))
+                break; // no receive posted: the message waits (infinite RNR retry)
+            vq::wc &w = q->rx_wc;
+            w.status = wc_status::success;
+            w.opcode = op == msg_write_imm ? vq::wc_opcode::recv_rdma_with_imm : vq::wc_opcode::recv;
+            w.vendor_err = 0;
+            w.byte_len = 0;
+            w.imm_data = 0;
+            w.invalidated_rkey = 0;
+            w.qp_num = q->qp_num;
+            w.src_qp = src_qp;
+            w.wc_flags = (flags & sf_solicited) ? vq::WC_SOLICITED : 0;
+            w.reserved = 0;
+            if (op == msg_send_imm || op == msg_write_imm) {
+                w.imm_data = s->imm;
+                w.wc_flags |= vq::WC_WITH_IMM;
+            } else if (op == msg_send_inv) {
+                if (invalidate_key(q->sctx, s->imm)) {
+                    w.invalidated_rkey = s->imm;
+                    w.wc_flags |= vq::WC_WITH_INV;
+                } else {
+                    w.status = wc_status::rem_inv_req_err;
+                }
+            }
+            q->rx_off = 0;
+            q->rx_busy = true;
+        }
+        const std::uint32_t len = s->len;
+        if (op == msg_write_imm) {
+            q->rx_off = len;
+        } else if (q->rx_wc.status == wc_status::success) {
+            q->rx_wc.status = scatter(q, slots, mask, head, len);
+            q->rx_off += len;
+        }
+        head += s->nslots;
+        if (flags & sf_last) {
+            q->rx_wc.byte_len = q->rx_off;
+            cq_push(c, q->rx_wc);
+            n++;
+            q->rx_busy = false;
+            if (q->rx_wc.status != wc_status::success && !ud)
+                qp_to_err(q);
+        }
+        // Return credits in batches of a quarter ring: the slots are read.
+        if (head - pub >= (mask + 1) / 4) {
+            ctrl->consumed.store(head, std::memory_order_release);
+            pub = head;
+        }
+        if (q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::err))
+            break;
+    }
+    return n;
+}
+
+/** QP in ERR: complete the receive in progress and every posted one with wr_flush_err. */
+unsigned rx_flush(shm_qp *q, unsigned budget) noexcept
+{
+    shm_cq *c = q->rcq;
+    unsigned n = 0;
+    vq::wc w{};
+    w.status = wc_status::wr_flush_err;
+    w.opcode = vq::wc_opcode::recv;
+    w.qp_num = q->qp_num;
+    if (q->rx_busy && n < budget && c->space()) {
+        w.wr_id = q->rx_wc.wr_id;
+        cq_push(c, w);
+        q->rx_busy = false;
+        n++;
+    }
+    if (q->ssrq)
+        return n; // SRQ receives belong to the SRQ, not to this QP
+    recvq *rq = q->rq;
+    while (n < budget && c->space()) {
+        std::uint32_t h = rq->head.load(std::memory_order_relaxed);
+        if (h == rq->tail.load(std::memory_order_acquire))
+            break;
+        w.wr_id = rq->wqe[h & rq->mask].wr_id;
+        rq->head.store(h + 1, std::memory_order_release);
+        cq_push(c, w);
+        n++;
+    }
+    return n;
+}
+
+} // namespace
+
+unsigned rx_progress(shm_qp *q, unsigned budget) noexcept
+{
+    std::uint32_t st = q->state.load(std::memory_order_relaxed);
+    if (st == static_cast<std::uint32_t>(vq::qp_state::err))
+        return rx_flush(q, budget);
+    if (st < static_cast<std::uint32_t>(vq::qp_state::rtr))
+        return 0; // RESET/INIT: messages wait in the ring
+    if (q->type != vq::qp_type::ud)
+        return rx_ring(q, q->rx_slots, q->rx_ctrl, q->rx_mask, q->rx_head, q->rx_published, q->dest_qpn,
+                       budget);
+    // UD: scan the rings senders have claimed, starting after the last one served.
+    std::uint64_t act = q->desc->ud_active.load(std::memory_order_acquire);
+    if (!act)
+        return 0;
+    std::uint32_t nr = q->desc->ud_nrings;
+    std::size_t stride = sizeof(ring_ctrl) + static_cast<std::size_t>(q->desc->ud_ring_slots) * sizeof(slot);
+    char *base = q->sctx->self.base + q->desc->ud_rings_off;
+    unsigned n = 0;
+    for (std::uint32_t k = 0; k < nr && n < budget; k++) {
+        std::uint32_t i = (static_cast<std::uint32_t>(q->rx_ud_next) + k) % nr;
+        if (!(act & (1ull << i)))
+            continue;
+        auto *ctrl = reinterpret_cast<ring_ctrl *>(base + i * stride);
+        auto *slots = reinterpret_cast<slot *>(base + i * stride + sizeof(ring_ctrl));
+        unsigned got = rx_ring(q, slots, ctrl, q->desc->ud_ring_slots - 1, q->ud_rx_head[i], q->ud_rx_pub[i],
+                               ctrl->src_qpn, budget - n);
+        if (got)
+            q->rx_ud_next = static_cast<int>((i + 1) % nr);
+        n += got;
+    }
+    return n;
+}
+
+} // namespace shunt::drv::shm

@@ -1,0 +1,545 @@
+/* drivers/shm: executing send-queue entries (the "hardware" of this driver).
+ *
+ * Sends become messages in the receiver's ring (ring_put); RDMA and atomics
+ * are performed by the initiator on the target's memory after checking the
+ * target's region table (check_key), so the target's CPU is not involved.
+ * Windows and invalidation are local table updates. */
+#include <signal.h>
+
+#include <atomic>
+
+#include "env/tsc.h"
+#include "ring.h"
+#include "shm.h"
+
+namespace shunt::drv::shm {
+
+namespace {
+
+enum exec_rc { ex_done, ex_blocked };
+
+constexpr std::uint32_t executed_flag = 0x80;
+
+inline const vq::sge *wqe_sges(shm_qp *q, const wqe *w) noexcept
+{
+    return &q->sq_sge[static_cast<std::size_t>(w - q->sq) * q->max_sge_cap];
+}
+inline std::uint8_t *wqe_inl(shm_qp *q, const wqe *w) noexcept
+{
+    return q->sq_inl + static_cast<std::size_t>(w - q->sq) * q->inl_stride;
+}
+
+inline src_cursor cursor_of(shm_qp *q, const wqe *w) noexcept
+{
+    src_cursor c;
+    if (w->is_inline)
+        c.flat = wqe_inl(q, w) + (w->op == op_tso ? max_tso_hdr : 0);
+    else
+        c.sg = wqe_sges(q, w);
+    return c;
+}
+
+/** Local SGEs valid for @p need (0: read)? */
+bool local_sges_ok(shm_qp *q, const wqe *w, unsigned need) noexcept
+{
+    if (w->is_inline)
+        return true;
+    const vq::sge *s = wqe_sges(q, w);
+    region_ref r;
+    for (std::uint32_t i = 0; i < w->num_sge; i++)
+        if (s[i].length && !check_key(&q->sctx->self, s[i].lkey, s[i].addr, s[i].length, need, &r, true))
+            return false;
+    return true;
+}
+
+/** Peer gone (process dead, context closed, QP destroyed or in ERR)? Slow path. */
+SHUNT_COLD bool rc_peer_gone(shm_qp *q) noexcept
+{
+    if (!q->rpeer || peer_dead(q->rpeer))
+        return true;
+    std::uint32_t st = q->rdesc->state.load(std::memory_order_acquire);
+    return st == desc_free || q->rdesc->qpn != q->dest_qpn ||
+           st == static_cast<std::uint32_t>(vq::qp_state::err) ||
+           st == static_cast<std::uint32_t>(vq::qp_state::reset);
+}
+
+/** Called when the ring has no room: arm or run the dead-peer check.
+ *  @return true when the peer is gone. */
+SHUNT_COLD bool blocked(shm_qp *q, bool rc) noexcept
+{
+    std::uint64_t now = env::tsc::now();
+    if (q->blocked_since == 0) {
+        q->blocked_since = now;
+        return false;
+    }
+    if (now - q->blocked_since < peer_check_cycles())
+        return false;
+    q->blocked_since = now;
+    return rc ? rc_peer_gone(q) : false;
+}
+
+/** Push a send-side completion. */
+inline bool push_wc(shm_qp *q, const wqe *w, vq::wc_status st, bool cq_locked) noexcept
+{
+    shm_cq *c = q->scq;
+    bool lk = !cq_locked && !c->single_threaded;
+    if (lk)
+        c->lock.lock();
+    bool ok = c->space() > 0;
+    if (ok) {
+        vq::wc &e = c->ring[c->tail & c->mask];
+        e.wr_id = w->wr_id;
+        e.status = st;
+        static constexpr vq::wc_opcode opc[] = {
+            vq::wc_opcode::send, vq::wc_opcode::send, vq::wc_opcode::send, vq::wc_opcode::send,
+            vq::wc_opcode::tso, vq::wc_opcode::rdma_write, vq::wc_opcode::rdma_write,
+            vq::wc_opcode::rdma_read, vq::wc_opcode::comp_swap, vq::wc_opcode::fetch_add,
+            vq::wc_opcode::bind_mw, vq::wc_opcode::local_inv, vq::wc_opcode::flush,
+        };
+        e.opcode = opc[w->op];
+        e.vendor_err = 0;
+        e.byte_len = (w->op == op_read) ? w->len : (w->op == op_cas || w->op == op_faa) ? 8 : 0;
+        e.imm_data = 0;
+        e.invalidated_rkey = 0;
+        e.qp_num = q->qp_num;
+        e.src_qp = 0;
+        e.wc_flags = 0;
+        e.reserved = 0;
+        c->tail++;
+    }
+    if (lk)
+        c->lock.unlock();
+    return ok;
+}
+
+/* ---- sends ---- */
+
+/** Send @p len bytes from @p src as one message (chunked) on RC/UC. */
+exec_rc rc_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
+{
+    txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
+    const std::uint32_t max_chunk = ((q->tx_mask + 1) / 2 - 1) * 64 + slot_payload;
+    std::uint8_t sol = (w->flags & vq::WR_SOLICITED) ? sf_solicited : 0;
+    if (mop == msg_write_imm) {
+        // Data already written; one header-only message carries imm and the length.
+        if (!ring_reserve(r, 1)) [[unlikely]] {
+            if (blocked(q, true)) {
+                *st = vq::wc_status::retry_exc_err;
+                return ex_done;
+            }
+            return ex_blocked;
+        }
+        src_cursor none;
+        none.flat = nullptr;
+        ring_put(r, mop, sf_first | sf_last | sol, w->imm, none, 0, w->len);
+        q->blocked_since = 0;
+        *st = vq::wc_status::success;
+        return ex_done;
+    }
+    std::uint32_t len = w->len;
+    std::uint32_t imm = w->imm;
+    src_cursor src = cursor_of(q, w);
+    if (w->done)
+        src.skip(w->done);
+    do {
+        std::uint32_t chunk = len - w->done < max_chunk ? len - w->done : max_chunk;
+        if (!ring_reserve(r, slots_for(chunk))) [[unlikely]] {
+            if (blocked(q, true)) {
+                *st = vq::wc_status::retry_exc_err;
+                return ex_done;
+            }
+            return ex_blocked;
+        }
+        std::uint8_t fl = sol;
+        if (w->done == 0)
+            fl |= sf_first;
+        if (w->done + chunk == len)
+            fl |= sf_last;
+        ring_put(r, mop, fl, imm, src, chunk, chunk);
+        w->done += chunk;
+    } while (w->done < len);
+    q->blocked_since = 0;
+    *st = vq::wc_status::success;
+    return ex_done;
+}
+
+/* ---- UD ---- */
+
+SHUNT_COLD bool ud_claim(shm_qp *q, ud_dest *d) noexcept
+{
+    peer *p = d->p;
+    std::uint32_t idx = (d->qpn & 0xfff) - 1;
+    if (idx >= p->hdr->max_qp)
+        return false;
+    qp_desc *rd = &p->qps()[idx];
+    if (rd->state.load(std::memory_order_acquire) == desc_free || rd->qpn != d->qpn ||
+        rd->type != static_cast<std::uint32_t>(vq::qp_type::ud))
+        return false;
+    std::size_t stride = sizeof(ring_ctrl) + static_cast<std::size_t>(rd->ud_ring_slots) * sizeof(slot);
+    for (std::uint32_t i = 0; i < rd->ud_nrings; i++) {
+        char *base = p->base + rd->ud_rings_off + i * stride;
+        auto *ctrl = reinterpret_cast<ring_ctrl *>(base);
+        std::uint64_t expect = 0;
+        if (!ctrl->owner.compare_exchange_strong(expect, q->ud_id, std::memory_order_acq_rel))
+            continue;
+        ctrl->src_qpn = q->qp_num;
+        // Make the ring visible to the receiver's scan (after src_qpn).
+        rd->ud_active.fetch_or(1ull << i, std::memory_order_release);
+        d->ctrl = ctrl;
+        d->slots = reinterpret_cast<slot *>(base + sizeof(ring_ctrl));
+        d->mask = rd->ud_ring_slots - 1;
+        d->tail = 0;
+        d->credit_head = 0;
+        return true;
+    }
+    return false;
+}
+
+exec_rc ud_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
+{
+    *st = vq::wc_status::success;
+    auto *d = static_cast<ud_dest *>(w->p0);
+    if (d->failed) [[unlikely]]
+        return ex_done; // unreliable: dropped
+    if (!d->ctrl && !ud_claim(q, d)) [[unlikely]] {
+        d->failed = true;
+        return ex_done;
+    }
+    qp_desc *rd = &d->p->qps()[(d->qpn & 0xfff) - 1];
+    if (rd->qkey != w->qkey || rd->qpn != d->qpn) [[unlikely]]
+        return ex_done; // wrong Q_Key or QP gone: dropped, as on a wire
+    txring r{d->slots, d->ctrl, d->mask, &d->tail, &d->credit_head};
+    std::uint8_t sol = (w->flags & vq::WR_SOLICITED) ? sf_solicited : 0;
+    if (w->op == op_tso || (w->flags & vq::WR_IP_CSUM)) {
+        // Build each message in the staging buffer: header + segment, fixed up.
+        std::uint32_t hdr = w->op == op_tso ? w->hdr_sz : 0;
+        std::uint32_t mss = w->op == op_tso ? w->mss : (w->len ? w->len : 1);
+        src_cursor src = cursor_of(q, w);
+        if (w->done)
+            src.skip(w->done);
+        std::uint32_t seg = mss ? w->done / mss : 0;
+        do {
+            std::uint32_t part = w->len - w->done < mss ? w->len - w->done : mss;
+            if (!ring_reserve(r, slots_for(hdr + part))) {
+                if (blocked(q, false) && peer_dead(d->p))
+                    return ex_done; // dead receiver: dropped
+                return ex_blocked;
+            }
+            if (hdr)
+                std::memcpy(q->stage, wqe_inl(q, w), hdr);
+            src.copy(q->stage + hdr, part);
+            bool last = w->done + part >= w->len;
+            if (w->op == op_tso)
+                tso_fixup(q->stage, hdr, part, seg, w->done, last);
+            ip_checksums(q->stage, hdr + part);
+            src_cursor staged;
+            staged.flat = q->stage;
+            ring_put(r, mop, sf_first | sf_last | sol, w->imm, staged, hdr + part, hdr + part);
+            w->done += part;
+            seg++;
+        } while (w->done < w->len);
+        q->blocked_since = 0;
+        return ex_done;
+    }
+    if (!ring_reserve(r, slots_for(w->len))) [[unlikely]] {
+        if (blocked(q, false) && peer_dead(d->p))
+            return ex_done;
+        return ex_blocked;
+    }
+    src_cursor src = cursor_of(q, w);
+    ring_put(r, mop, sf_first | sf_last | sol, w->imm, src, w->len, w->len);
+    q->blocked_since = 0;
+    return ex_done;
+}
+
+/* ---- RDMA and atomics ---- */
+
+/** Remote check for RC/UC one-sided operations. */
+inline bool remote_ok(shm_qp *q, std::uint32_t rkey, std::uint64_t raddr, std::uint64_t len,
+                      unsigned need, region_ref *ref) noexcept
+{
+    if ((q->rdesc->access & need) != need)
+        return false;
+    return check_key(q->rpeer, rkey, raddr, len, need, ref);
+}
+
+inline vq::wc_status remote_failure(shm_qp *q) noexcept
+{
+    if (peer_dead(q->rpeer))
+        return vq::wc_status::retry_exc_err; // this WR reports it; the rest flush
+    return vq::wc_status::rem_access_err;
+}
+
+vq::wc_status do_write(shm_qp *q, wqe *w) noexcept
+{
+    region_ref ref;
+    if (!remote_ok(q, w->rkey, w->raddr, w->len, vq::ACCESS_REMOTE_WRITE, &ref))
+        return vq::wc_status::rem_access_err;
+    if (w->is_inline) {
+        if (!peer_write(q->rpeer, ref, wqe_inl(q, w), w->len))
+            return remote_failure(q);
+        return vq::wc_status::success;
+    }
+    const vq::sge *s = wqe_sges(q, w);
+    for (std::uint32_t i = 0; i < w->num_sge; i++) {
+        if (!peer_write(q->rpeer, ref, reinterpret_cast<const void *>(s[i].addr), s[i].length))
+            return remote_failure(q);
+        ref.addr += s[i].length;
+        if (ref.seg_off != no_seg_off)
+            ref.seg_off += s[i].length;
+    }
+    return vq::wc_status::success;
+}
+
+vq::wc_status do_read(shm_qp *q, wqe *w) noexcept
+{
+    region_ref ref;
+    if (!remote_ok(q, w->rkey, w->raddr, w->len, vq::ACCESS_REMOTE_READ, &ref))
+        return vq::wc_status::rem_access_err;
+    const vq::sge *s = wqe_sges(q, w);
+    for (std::uint32_t i = 0; i < w->num_sge; i++) {
+        if (!peer_read(q->rpeer, ref, reinterpret_cast<void *>(s[i].addr), s[i].length))
+            return remote_failure(q);
+        ref.addr += s[i].length;
+        if (ref.seg_off != no_seg_off)
+            ref.seg_off += s[i].length;
+    }
+    return vq::wc_status::success;
+}
+
+/** Take the peer's stripe lock for @p addr (atomics on memory outside segments). */
+void stripe_lock(peer *p, std::uint64_t addr, std::int32_t me) noexcept
+{
+    lock_line &l = p->locks()[(addr >> 3) % num_lock_stripes];
+    std::uint32_t spins = 0;
+    for (;;) {
+        std::int32_t h = 0;
+        if (l.holder.compare_exchange_weak(h, me, std::memory_order_acquire))
+            return;
+        _mm_pause();
+        if (++spins % (1u << 16) == 0 && h != 0 && ::kill(h, 0) < 0 && errno == ESRCH)
+            l.holder.compare_exchange_strong(h, 0, std::memory_order_relaxed); // holder died
+    }
+}
+void stripe_unlock(peer *p, std::uint64_t addr) noexcept
+{
+    p->locks()[(addr >> 3) % num_lock_stripes].holder.store(0, std::memory_order_release);
+}
+
+vq::wc_status do_atomic(shm_qp *q, wqe *w) noexcept
+{
+    region_ref ref;
+    if (!remote_ok(q, w->rkey, w->raddr, 8, vq::ACCESS_REMOTE_ATOMIC, &ref))
+        return vq::wc_status::rem_access_err;
+    std::uint64_t old;
+    peer *p = q->rpeer;
+    if (ref.seg_off != no_seg_off) {
+        std::atomic_ref<std::uint64_t> a(*reinterpret_cast<std::uint64_t *>(p->base + ref.seg_off));
+        if (w->op == op_cas) {
+            old = w->a0;
+            a.compare_exchange_strong(old, w->a1, std::memory_order_seq_cst);
+        } else {
+            old = a.fetch_add(w->a0, std::memory_order_seq_cst);
+        }
+    } else {
+        static const std::int32_t me = static_cast<std::int32_t>(getpid());
+        stripe_lock(p, w->raddr, me);
+        bool ok = peer_read(p, ref, &old, 8);
+        if (ok) {
+            std::uint64_t nv = w->op == op_cas ? (old == w->a0 ? w->a1 : old) : old + w->a0;
+            if (nv != old)
+                ok = peer_write(p, ref, &nv, 8);
+        }
+        stripe_unlock(p, w->raddr);
+        if (!ok)
+            return remote_failure(q);
+    }
+    if (w->num_sge)
+        std::memcpy(reinterpret_cast<void *>(wqe_sges(q, w)[0].addr), &old, 8);
+    return vq::wc_status::success;
+}
+
+vq::wc_status do_flush(shm_qp *q, wqe *w) noexcept
+{
+    unsigned need = (w->a1 & 0xff) == vq::FLUSH_GLOBAL ? vq::ACCESS_FLUSH_GLOBAL : vq::ACCESS_FLUSH_PERSISTENT;
+    std::uint8_t level = static_cast<std::uint8_t>(w->a1 >> 8);
+    peer *p = q->rpeer;
+    region_ref ref;
+    if (level == vq::FLUSH_MR) {
+        std::uint32_t idx = w->rkey >> 8;
+        if (idx >= p->hdr->max_mr)
+            return vq::wc_status::rem_access_err;
+        mr_entry &e = p->mrs()[idx];
+        if (!check_key(p, w->rkey, e.addr, 0, need, &ref))
+            return vq::wc_status::rem_access_err;
+    } else if (!check_key(p, w->rkey, w->raddr, w->a0, need, &ref)) {
+        return vq::wc_status::rem_access_err;
+    }
+    // Every earlier write of this QP was completed by this thread before
+    // this point (writes execute in order, synchronously); the fence makes
+    // them globally visible before the completion is.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return vq::wc_status::success;
+}
+
+vq::wc_status do_bind(shm_qp *q, wqe *w) noexcept
+{
+    shm_ctx *c = q->sctx;
+    auto *mw = static_cast<shm_mw *>(static_cast<vq::mw *>(w->p0));
+    auto *mr = static_cast<shm_mr *>(static_cast<vq::mr *>(w->p1));
+    std::lock_guard<std::mutex> g(c->lock);
+    if ((w->rkey >> 8) != mw->index || (w->rkey & 0xff) == 0 || c->mw_obj[mw->index] != mw)
+        return vq::wc_status::mw_bind_err;
+    mr_entry &e = c->self.mrs()[mw->index];
+    if (w->a1 == 0) { // unbind
+        e.key.store(0, std::memory_order_release);
+        if (mw->bound)
+            mw->bound->windows--;
+        mw->bound = nullptr;
+        mw->rkey = w->rkey;
+        return vq::wc_status::success;
+    }
+    auto base = reinterpret_cast<std::uint64_t>(mr->addr);
+    if (c->mr_obj[mr->index] != mr || !(mr->access & vq::ACCESS_MW_BIND) || mr->pd != mw->pd ||
+        w->a0 < base || w->a0 - base > mr->length || w->a1 > mr->length - (w->a0 - base) ||
+        ((w->imm & (vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_ATOMIC)) &&
+         !(mr->access & vq::ACCESS_LOCAL_WRITE)))
+        return vq::wc_status::mw_bind_err;
+    std::uint64_t moff = c->self.mrs()[mr->index].seg_off;
+    e.key.store(0, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    e.access = (w->imm & ~vq::ACCESS_LOCAL_WRITE) | entry_mw;
+    e.addr = w->a0;
+    e.length = w->a1;
+    e.seg_off = moff == no_seg_off ? no_seg_off : moff + (w->a0 - base);
+    e.key.store(w->rkey, std::memory_order_release); // publish the window
+    if (mw->bound != mr) {
+        if (mw->bound)
+            mw->bound->windows--;
+        mr->windows++;
+        mw->bound = mr;
+    }
+    mw->rkey = w->rkey;
+    return vq::wc_status::success;
+}
+
+} // namespace
+
+/** Invalidate key @p k of our context (local_inv, send_inv). @return success. */
+bool invalidate_key(shm_ctx *c, std::uint32_t k) noexcept
+{
+    std::uint32_t idx = k >> 8;
+    std::lock_guard<std::mutex> g(c->lock);
+    if (k == 0 || idx >= c->mr_obj.size() || (!c->mr_obj[idx] && !c->mw_obj[idx]))
+        return false;
+    mr_entry &e = c->self.mrs()[idx];
+    if (e.key.load(std::memory_order_relaxed) != k)
+        return false;
+    e.key.store(0, std::memory_order_release);
+    if (shm_mw *w = c->mw_obj[idx]) {
+        if (w->bound)
+            w->bound->windows--;
+        w->bound = nullptr;
+    }
+    return true;
+}
+
+namespace {
+
+exec_rc exec(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
+{
+    bool rc_like = q->type != vq::qp_type::ud;
+    if (w->done == 0 && w->pad8 == 0) {
+        // First attempt: check local keys (send data is read, read/atomic results written).
+        unsigned need = (w->op == op_read || w->op == op_cas || w->op == op_faa) ? vq::ACCESS_LOCAL_WRITE : 0;
+        if (w->op != op_bind && w->op != op_local_inv && w->op != op_flush && !local_sges_ok(q, w, need)) {
+            *st = vq::wc_status::loc_prot_err;
+            return ex_done;
+        }
+        w->pad8 = 1;
+    }
+    switch (w->op) {
+    case op_send:
+        return rc_like ? rc_send(q, w, msg_send, st) : ud_send(q, w, msg_send, st);
+    case op_send_imm:
+        return rc_like ? rc_send(q, w, msg_send_imm, st) : ud_send(q, w, msg_send_imm, st);
+    case op_send_inv:
+        return rc_send(q, w, msg_send_inv, st);
+    case op_tso:
+        return ud_send(q, w, msg_send, st);
+    case op_write:
+        *st = do_write(q, w);
+        break;
+    case op_write_imm:
+        if (w->pad8 == 1) {
+            *st = do_write(q, w);
+            if (*st != vq::wc_status::success)
+                break;
+            w->pad8 = 2; // data written; the notification may wait for ring space
+        }
+        return rc_send(q, w, msg_write_imm, st);
+    case op_read:
+        *st = do_read(q, w);
+        break;
+    case op_cas:
+    case op_faa:
+        *st = do_atomic(q, w);
+        break;
+    case op_bind:
+        *st = do_bind(q, w);
+        break;
+    case op_local_inv:
+        *st = invalidate_key(q->sctx, w->imm) ? vq::wc_status::success : vq::wc_status::loc_prot_err;
+        break;
+    case op_flush:
+        *st = do_flush(q, w);
+        break;
+    default:
+        *st = vq::wc_status::loc_qp_op_err;
+        break;
+    }
+    if (q->type == vq::qp_type::uc && *st == vq::wc_status::rem_access_err)
+        *st = vq::wc_status::success; // UC: the responder drops bad requests silently
+    return ex_done;
+}
+
+} // namespace
+
+void sq_progress(shm_qp *q, bool cq_locked) noexcept
+{
+    while (q->sq_head != q->sq_tail) {
+        wqe *w = &q->sq[q->sq_head & q->sq_mask];
+        vq::wc_status st;
+        if (w->flags & executed_flag) {
+            st = static_cast<vq::wc_status>(w->mss);
+        } else if (q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::err)) {
+            st = q->peer_died ? vq::wc_status::retry_exc_err : vq::wc_status::wr_flush_err;
+            q->peer_died = false; // only the first outstanding request reports it
+        } else if (exec(q, w, &st) == ex_blocked) {
+            return;
+        }
+        if (((w->flags & vq::WR_SIGNALED) || st != vq::wc_status::success) &&
+            !push_wc(q, w, st, cq_locked)) [[unlikely]] {
+            w->flags |= executed_flag; // completion owed: retried on the next progress
+            w->mss = static_cast<std::uint16_t>(st);
+            return;
+        }
+        q->sq_head++;
+        if (st != vq::wc_status::success && st != vq::wc_status::wr_flush_err)
+            qp_to_err(q);
+    }
+}
+
+void qp_to_err(shm_qp *q) noexcept
+{
+    std::uint32_t prev = q->state.exchange(static_cast<std::uint32_t>(vq::qp_state::err));
+    if (prev == static_cast<std::uint32_t>(vq::qp_state::err))
+        return;
+    if (q->desc)
+        q->desc->state.store(static_cast<std::uint32_t>(vq::qp_state::err), std::memory_order_release);
+    // Tell the peer: it polls this flag when its ring from us runs empty.
+    if (q->tx_ctrl)
+        q->tx_ctrl->sender_gone.store(1, std::memory_order_release);
+}
+
+} // namespace shunt::drv::shm

@@ -1,0 +1,212 @@
+// RC between two real processes: send/receive and RDMA, data checked byte
+// for byte, random sizes and SGE lists; protection and bounds violations.
+#include <random>
+
+#include "shm_peer_client.h"
+
+namespace shunt::test {
+namespace {
+
+using vq::wc_status;
+
+struct ShmRc : ::testing::Test {
+    shm_peer peer{"rc"};
+    local_end me{vq::qp_type::rc};
+    void SetUp() override
+    {
+        ASSERT_EQ(me.connect(peer.addr), 0);
+        ASSERT_EQ(peer.connect(vq::get_qp_addr(me.qp)), 0);
+    }
+};
+
+TEST_F(ShmRc, SendRandomSizesAndSgeListsArriveByteForByte)
+{
+    std::mt19937_64 rng(12345);
+    SCOPED_TRACE("seed 12345");
+    const int rounds = 40;
+    const std::uint64_t slot = 70000;
+    ASSERT_EQ(peer.post_recv(rounds, slot, 0, 3), 0);
+    // The peer consumes (polls) while we send: the ring holds only 64 KiB.
+    pp::request pr{};
+    pr.op = pp::poll;
+    pr.n = rounds;
+    pr.a = 20000;
+    peer.start(pr);
+    std::vector<std::vector<std::uint8_t>> sent;
+    for (int i = 0; i < rounds; i++) {
+        std::uint32_t len = static_cast<std::uint32_t>(rng() % (i % 4 == 0 ? 65000 : 300));
+        bool inl = len <= 256 && (rng() & 1);
+        std::uint64_t off = static_cast<std::uint64_t>(i) * slot;
+        for (std::uint32_t k = 0; k < len; k++)
+            me.buf[off + k] = static_cast<std::uint8_t>(rng());
+        sent.emplace_back(me.buf.begin() + static_cast<std::ptrdiff_t>(off),
+                          me.buf.begin() + static_cast<std::ptrdiff_t>(off + len));
+        vq::wr_start(me.qp);
+        me.qp->wr_id = static_cast<std::uint64_t>(i);
+        me.qp->wr_flags = vq::WR_SIGNALED;
+        vq::wr_send(me.qp);
+        if (inl) {
+            vq::data_buf parts[2] = {{me.buf.data() + off, len / 2}, {me.buf.data() + off + len / 2, len - len / 2}};
+            vq::wr_set_inline_data_list(me.qp, 2, parts);
+        } else {
+            std::uint32_t n = 1 + static_cast<std::uint32_t>(rng() % 8);
+            std::vector<vq::sge> sg;
+            std::uint32_t at = 0;
+            for (std::uint32_t k = 0; k < n; k++) {
+                std::uint32_t piece = k + 1 == n ? len - at : static_cast<std::uint32_t>(rng() % (len - at + 1));
+                sg.push_back({me.addr(off + at), piece, me.mr->lkey});
+                at += piece;
+            }
+            vq::wr_set_sge_list(me.qp, sg.size(), sg.data());
+        }
+        ASSERT_EQ(vq::wr_complete(me.qp), 0);
+        auto s = me.poll(1);
+        ASSERT_EQ(s.size(), 1u);
+        ASSERT_EQ(s[0].status, wc_status::success);
+    }
+    pp::response done = peer.finish();
+    ASSERT_EQ(done.n, static_cast<std::uint32_t>(rounds));
+    std::vector<vq::wc> r(rounds);
+    ASSERT_TRUE(pp::read_all(peer.fd(), r.data(), rounds * sizeof(vq::wc)));
+    for (int i = 0; i < rounds; i++) {
+        EXPECT_EQ(r[i].status, wc_status::success) << i;
+        EXPECT_EQ(r[i].wr_id, 1000u + i);
+        ASSERT_EQ(r[i].byte_len, sent[i].size()) << i;
+        EXPECT_EQ(peer.read(i * slot, sent[i].size()), sent[i]) << "message " << i;
+    }
+}
+
+TEST_F(ShmRc, PeerSendsAreReceivedWithSourceQp)
+{
+    std::vector<std::uint8_t> pattern(3000);
+    for (std::size_t i = 0; i < pattern.size(); i++)
+        pattern[i] = static_cast<std::uint8_t>(i ^ 0x5a);
+    peer.write(0, pattern);
+    ASSERT_EQ(vq::post_recv(me.qp, 5, me.addr(), 4096, me.mr->lkey), 0);
+    ASSERT_EQ(vq::post_recv(me.qp, 6, me.addr(4096), 4096, me.mr->lkey), 0);
+    ASSERT_EQ(peer.send(0, 3000, false), 0);
+    ASSERT_EQ(peer.send(0, 200, true), 0);
+    auto r = me.poll(2);
+    ASSERT_EQ(r.size(), 2u);
+    EXPECT_EQ(r[0].wr_id, 5u);
+    EXPECT_EQ(r[0].byte_len, 3000u);
+    EXPECT_EQ(r[0].src_qp, peer.addr.qpn);
+    EXPECT_EQ(r[1].wr_id, 6u);
+    EXPECT_EQ(r[1].byte_len, 200u);
+    EXPECT_EQ(std::memcmp(me.buf.data(), pattern.data(), 3000), 0);
+    EXPECT_EQ(std::memcmp(me.buf.data() + 4096, pattern.data(), 200), 0);
+}
+
+/** RDMA write then read back, to private memory (process_vm_*) and to
+ *  segment memory (direct), with random SGE lists. */
+void rdma_roundtrip(ShmRc &t, bool seg)
+{
+    std::mt19937_64 rng(seg ? 7 : 8);
+    std::uint64_t raddr = seg ? t.peer.seg_addr : t.peer.priv_addr;
+    std::uint32_t rkey = seg ? t.peer.seg_rkey : t.peer.priv_rkey;
+    for (int i = 0; i < 20; i++) {
+        std::uint32_t len = 1 + static_cast<std::uint32_t>(rng() % 100000);
+        std::uint64_t roff = rng() % ((1 << 20) - len);
+        for (std::uint32_t k = 0; k < len; k++)
+            t.me.buf[k] = static_cast<std::uint8_t>(rng());
+        std::vector<vq::sge> sg;
+        std::uint32_t at = 0, n = 1 + static_cast<std::uint32_t>(rng() % 8);
+        for (std::uint32_t k = 0; k < n; k++) {
+            std::uint32_t piece = k + 1 == n ? len - at : static_cast<std::uint32_t>(rng() % (len - at + 1));
+            sg.push_back({t.me.addr(at), piece, t.me.mr->lkey});
+            at += piece;
+        }
+        vq::wr_start(t.me.qp);
+        t.me.qp->wr_id = 1;
+        t.me.qp->wr_flags = vq::WR_SIGNALED;
+        vq::wr_rdma_write(t.me.qp, rkey, raddr + roff);
+        vq::wr_set_sge_list(t.me.qp, sg.size(), sg.data());
+        t.me.qp->wr_id = 2;
+        vq::wr_rdma_read(t.me.qp, rkey, raddr + roff);
+        vq::wr_set_sge(t.me.qp, t.me.mr->lkey, t.me.addr(2 << 20), len);
+        ASSERT_EQ(vq::wr_complete(t.me.qp), 0);
+        auto c = t.me.poll(2);
+        ASSERT_EQ(c.size(), 2u);
+        EXPECT_EQ(c[0].status, wc_status::success);
+        EXPECT_EQ(c[0].opcode, vq::wc_opcode::rdma_write);
+        EXPECT_EQ(c[1].status, wc_status::success);
+        EXPECT_EQ(c[1].opcode, vq::wc_opcode::rdma_read);
+        EXPECT_EQ(c[1].byte_len, len);
+        std::vector<std::uint8_t> want(t.me.buf.begin(), t.me.buf.begin() + len);
+        EXPECT_EQ(t.peer.read(roff, len, seg), want);
+        EXPECT_EQ(std::memcmp(t.me.buf.data() + (2 << 20), want.data(), len), 0);
+    }
+}
+
+TEST_F(ShmRc, RdmaWriteReadPrivateMemory) { rdma_roundtrip(*this, false); }
+TEST_F(ShmRc, RdmaWriteReadSegmentMemory) { rdma_roundtrip(*this, true); }
+
+TEST_F(ShmRc, WriteWithImmConsumesReceiveAtTarget)
+{
+    ASSERT_EQ(peer.post_recv(1, 16), 0);
+    std::memcpy(me.buf.data(), "imm-data", 8);
+    vq::wr_start(me.qp);
+    me.qp->wr_id = 3;
+    me.qp->wr_flags = 0;
+    vq::wr_rdma_write_imm(me.qp, peer.seg_rkey, peer.seg_addr + 64, 0xabcdef01);
+    vq::wr_set_inline_data(me.qp, me.buf.data(), 8);
+    ASSERT_EQ(vq::wr_complete(me.qp), 0);
+    auto r = peer.poll(1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].status, wc_status::success);
+    EXPECT_EQ(r[0].opcode, vq::wc_opcode::recv_rdma_with_imm);
+    EXPECT_EQ(r[0].imm_data, 0xabcdef01u);
+    EXPECT_EQ(r[0].byte_len, 8u);
+    EXPECT_TRUE(r[0].wc_flags & vq::WC_WITH_IMM);
+    auto m = peer.read(64, 8, true);
+    EXPECT_EQ(std::memcmp(m.data(), "imm-data", 8), 0);
+    EXPECT_TRUE(drain(me.cq, 20).empty()) << "unsignaled success must not complete";
+}
+
+/** A violation: error completion, QP to ERR, target memory untouched. */
+void expect_rem_access_err(ShmRc &t, std::uint32_t rkey, std::uint64_t raddr, std::uint32_t len, bool seg)
+{
+    std::uint64_t off = raddr >= (seg ? t.peer.seg_addr : t.peer.priv_addr) &&
+                                raddr < (seg ? t.peer.seg_addr : t.peer.priv_addr) + (1 << 20)
+                            ? raddr - (seg ? t.peer.seg_addr : t.peer.priv_addr)
+                            : 0;
+    auto before = t.peer.read(off, 64, seg);
+    std::memset(t.me.buf.data(), 0xee, len);
+    vq::wr_start(t.me.qp);
+    t.me.qp->wr_id = 99;
+    t.me.qp->wr_flags = 0; // unsignaled: errors still complete
+    vq::wr_rdma_write(t.me.qp, rkey, raddr);
+    vq::wr_set_sge(t.me.qp, t.me.mr->lkey, t.me.addr(), len);
+    ASSERT_EQ(vq::wr_complete(t.me.qp), 0);
+    auto c = t.me.poll(1);
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].wr_id, 99u);
+    EXPECT_EQ(c[0].status, wc_status::rem_access_err);
+    EXPECT_EQ(vq::get_qp_state(t.me.qp), vq::qp_state::err);
+    EXPECT_EQ(t.peer.read(off, 64, seg), before) << "target memory changed";
+}
+
+TEST_F(ShmRc, RdmaWithBadRkeyFailsAndLeavesTargetUntouched)
+{
+    expect_rem_access_err(*this, peer.priv_rkey ^ 0x5500, peer.priv_addr, 64, false);
+}
+
+TEST_F(ShmRc, RdmaPastTheRegionEndFailsAndLeavesTargetUntouched)
+{
+    expect_rem_access_err(*this, peer.seg_rkey, peer.seg_addr + (1 << 20) - 32, 64, true);
+}
+
+TEST_F(ShmRc, ReceiveBufferTooSmallIsALocalLengthErrorAtTheReceiver)
+{
+    ASSERT_EQ(peer.post_recv(1, 100), 0);
+    ASSERT_EQ(vq::post_send(me.qp, 1, me.buf.data(), 101, me.mr->lkey, vq::WR_SIGNALED), 0);
+    auto r = peer.poll(1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].status, wc_status::loc_len_err);
+    EXPECT_EQ(peer.state(), vq::qp_state::err);
+    // Our side learns that the peer QP is gone and moves to ERR too.
+    ASSERT_TRUE(wait_until_state(me.qp, vq::qp_state::err));
+}
+
+} // namespace
+} // namespace shunt::test
