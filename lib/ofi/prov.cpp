@@ -2,6 +2,8 @@
 // handle translation shared by every object of the shim.
 #include "ofi/shim.h"
 
+#include "env/tunable.h"
+
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -11,6 +13,31 @@
 namespace shunt::ofi {
 
 SHUNT_LOG_COMPONENT(ofi_log, "ofi");
+
+SHUNT_TUNABLE(ofi_layering_tunable, "SHUNT_OFI_LAYERING", boolean, "0",
+              "let libfabric's utility providers (ofi_rxm, ofi_rxd) stack on the shunt provider", "ofi");
+
+namespace {
+
+// libfabric's core sets this flag (its OFI_CORE_PROV_ONLY) when a utility
+// provider (ofi_rxm, ofi_rxd) looks for a core provider to stack on.
+constexpr std::uint64_t k_lf_core_prov_only = 1ULL << 59;
+// The getinfo flags of the API; everything else is libfabric-internal.
+constexpr std::uint64_t k_getinfo_flags = FI_SOURCE | FI_NUMERICHOST | FI_PROV_ATTR_ONLY;
+
+bool layering_allowed()
+{
+    static const bool allowed = [] {
+        bool b = false;
+        if (ofi_layering_tunable.as_bool(b))
+            SHUNT_LOG(ofi_log, warning, "SHUNT_OFI_LAYERING=%s is not a boolean; layering stays off",
+                      ofi_layering_tunable.value().c_str());
+        return b;
+    }();
+    return allowed;
+}
+
+} // namespace
 
 // ---- handle translation ----
 
@@ -126,6 +153,13 @@ int provider_getinfo(std::uint32_t version, const char *node, const char *servic
 {
     if (!info)
         return -FI_EINVAL;
+    // Shunt's RDM and DGRAM endpoints are native: ofi_rxm over Shunt MSG or
+    // ofi_rxd over Shunt DGRAM would only add a slower copy of them, and
+    // would come first in fi_getinfo's answer ("shunt;ofi_rxm"). Refused
+    // unless SHUNT_OFI_LAYERING asks for them.
+    if ((flags & k_lf_core_prov_only) && !layering_allowed())
+        return -FI_ENODATA;
+    flags &= k_getinfo_flags;
     sf::info *sh_hints = nullptr;
     if (hints) {
         int rc = info_to_shunt(hints, version, true, &sh_hints);
@@ -240,11 +274,24 @@ void provider_cleanup() {}
     k_prov_version, k_fi_version, {}, "shunt", provider_getinfo, fabric_open, provider_cleanup,
 };
 
+// fi_provider::context belongs to libfabric's core: its struct
+// ofi_prov_context {type; disable_logging; disable_layering} (ints, 1.17).
+// disable_layering makes the core itself skip "shunt;ofi_rxm" and
+// "shunt;ofi_rxd" quietly (provider_getinfo refuses them anyway, which the
+// core would log as a warning). Set before the core reads it.
+void mark_no_layering()
+{
+    static_assert(sizeof(::fi_context) >= 3 * sizeof(int));
+    int ctx[3] = {0 /* OFI_PROV_CORE */, 0, layering_allowed() ? 0 : 1};
+    std::memcpy(&g_provider.context, ctx, sizeof ctx);
+}
+
 } // namespace
 
 } // namespace shunt::ofi
 
 extern "C" FI_EXT_INI
 {
+    shunt::ofi::mark_no_layering();
     return &shunt::ofi::g_provider;
 }
