@@ -21,7 +21,9 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
 #define TIMEOUT_NS (10ULL * 1000 * 1000 * 1000)
@@ -179,7 +181,7 @@ int main(void)
     int rc;
     REQUIRE(hints, "fi_allocinfo");
     hints->ep_attr->type = FI_EP_RDM;
-    hints->caps = FI_MSG | FI_TAGGED;
+    hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
@@ -189,7 +191,7 @@ int main(void)
     fi_freeinfo(hints);
     /* run_if_shunt.sh asked Shunt first: it has an RDM provider, so the
      * shim must find it too. */
-    REQUIRE(rc == 0, "fi_getinfo(prov shunt, RDM, MSG|TAGGED): %d %s", rc, fi_strerror(-rc));
+    REQUIRE(rc == 0, "fi_getinfo(prov shunt, RDM, MSG|TAGGED|RMA|ATOMIC): %d %s", rc, fi_strerror(-rc));
     REQUIRE(!strcmp(info->fabric_attr->prov_name, "shunt"), "prov_name %s", info->fabric_attr->prov_name);
     REQUIRE(info->ep_attr->type == FI_EP_RDM, "type %d", info->ep_attr->type);
     REQUIRE((info->caps & (FI_MSG | FI_TAGGED)) == (FI_MSG | FI_TAGGED), "caps %#" PRIx64, info->caps);
@@ -215,7 +217,7 @@ int main(void)
     if (need_mr) {
         rc = fi_mr_reg(domain, rbuf, sizeof(rbuf), FI_RECV, 0, 1, 0, &rmr, NULL);
         REQUIRE(rc == 0, "fi_mr_reg: %d", rc);
-        rc = fi_mr_reg(domain, sbuf, sizeof(sbuf), FI_SEND, 0, 2, 0, &smr, NULL);
+        rc = fi_mr_reg(domain, sbuf, sizeof(sbuf), FI_SEND | FI_READ | FI_WRITE, 0, 2, 0, &smr, NULL);
         REQUIRE(rc == 0, "fi_mr_reg: %d", rc);
         rdesc = fi_mr_desc(rmr);
         sdesc = fi_mr_desc(smr);
@@ -347,7 +349,125 @@ int main(void)
         CHECK(s != NULL, "fi_cq_strerror returned null");
     }
 
-    /* 6. bad input comes back as an error, not a crash. */
+    /* 6. RMA write and read through the shim (rma_iov layout, MR key/desc). */
+    static uint64_t target[8];
+    struct fid_mr *tmr = NULL;
+    rc = fi_mr_reg(domain, target, sizeof(target), FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 3, 0, &tmr, NULL);
+    REQUIRE(rc == 0, "fi_mr_reg(target): %d", rc);
+    uint64_t raddr = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)target : 0;
+    uint64_t rkey = fi_mr_key(tmr);
+    {
+        memcpy(sbuf, "rma-write-data!", 16);
+        struct iovec liov = {.iov_base = sbuf, .iov_len = 16};
+        struct fi_rma_iov riov = {.addr = raddr, .len = 16, .key = rkey};
+        struct fi_msg_rma rm = {.msg_iov = &liov, .desc = &sdesc, .iov_count = 1, .addr = b.addr,
+                                .rma_iov = &riov, .rma_iov_count = 1, .context = &sctx[3]};
+        n = fi_writemsg(a.ep, &rm, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+        CHECK(n == 0, "fi_writemsg: %zd %s", n, fi_strerror((int)-n));
+        if (n == 0) {
+            n = wait_cq(a.txcq, &e);
+            CHECK(n == 1 && e.op_context == &sctx[3] && (e.flags & (FI_RMA | FI_WRITE)) == (FI_RMA | FI_WRITE),
+                  "RMA write completion: n=%zd flags %#" PRIx64, n, e.flags);
+            CHECK(!memcmp(target, "rma-write-data!", 16), "target after RMA write: '%.16s'", (char *)target);
+        }
+        memset(sbuf, 0, 16);
+        riov.len = 16;
+        n = fi_readmsg(a.ep, &rm, FI_COMPLETION);
+        CHECK(n == 0, "fi_readmsg: %zd %s", n, fi_strerror((int)-n));
+        if (n == 0) {
+            n = wait_cq(a.txcq, &e);
+            CHECK(n == 1 && (e.flags & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ), "RMA read completion n=%zd", n);
+            CHECK(!memcmp(sbuf, "rma-write-data!", 16), "RMA read brought '%.16s'", sbuf);
+        }
+    }
+
+    /* 7. atomics (fi_ioc layout, datatype/op pass-through), when the domain has FI_SUM on uint64. */
+    struct fi_atomic_attr aattr;
+    rc = fi_query_atomic(domain, FI_UINT64, FI_SUM, &aattr, FI_FETCH_ATOMIC);
+    if (rc == 0) {
+        target[4] = 40;
+        uint64_t operand = 2, result = 0;
+        struct fid_mr *omr = NULL;
+        void *odesc = NULL, *resdesc = NULL;
+        static uint64_t opbuf[2];
+        opbuf[0] = operand;
+        if (need_mr) {
+            rc = fi_mr_reg(domain, opbuf, sizeof(opbuf), FI_WRITE | FI_READ | FI_SEND | FI_RECV, 0, 4, 0, &omr, NULL);
+            REQUIRE(rc == 0, "fi_mr_reg(opbuf): %d", rc);
+            odesc = resdesc = fi_mr_desc(omr);
+        }
+        struct fi_ioc ioc = {.addr = &opbuf[0], .count = 1};
+        struct fi_ioc rioc = {.addr = &opbuf[1], .count = 1};
+        struct fi_rma_ioc rmioc = {.addr = raddr + 4 * sizeof(uint64_t), .count = 1, .key = rkey};
+        struct fi_msg_atomic am = {.msg_iov = &ioc, .desc = &odesc, .iov_count = 1, .addr = b.addr,
+                                   .rma_iov = &rmioc, .rma_iov_count = 1, .datatype = FI_UINT64,
+                                   .op = FI_SUM, .context = &sctx[3]};
+        n = fi_fetch_atomicmsg(a.ep, &am, &rioc, &resdesc, 1, FI_COMPLETION);
+        CHECK(n == 0, "fi_fetch_atomicmsg: %zd %s", n, fi_strerror((int)-n));
+        if (n == 0) {
+            n = wait_cq(a.txcq, &e);
+            CHECK(n == 1 && (e.flags & FI_ATOMIC), "atomic completion n=%zd flags %#" PRIx64, n, e.flags);
+            result = opbuf[1];
+            CHECK(result == 40 && target[4] == 42, "fetch-add: fetched %" PRIu64 " (40), target %" PRIu64 " (42)",
+                  result, target[4]);
+        }
+        size_t cnt = 0;
+        rc = fi_fetch_atomicvalid(a.ep, FI_UINT64, FI_SUM, &cnt);
+        CHECK(rc == 0 && cnt >= 1, "fi_fetch_atomicvalid: %d count %zu", rc, cnt);
+        close_fid(omr ? &omr->fid : NULL, "mr opbuf");
+    } else {
+        printf("note: domain has no fetching FI_SUM on FI_UINT64 (%d): atomics not exercised\n", rc);
+    }
+    close_fid(&tmr->fid, "mr target");
+
+    /* 8. an alias with FI_COMPLETION as default transmit flag reports its
+     *    sends on A's CQ despite selective completion. */
+    struct fid_ep *alias = NULL;
+    rc = fi_ep_alias(a.ep, &alias, FI_TRANSMIT | FI_COMPLETION);
+    CHECK(rc == 0, "fi_ep_alias: %d", rc);
+    if (rc == 0) {
+        n = fi_recv(b.ep, rbuf[7], sizeof(rbuf[7]), rdesc, FI_ADDR_UNSPEC, &rctx[7]);
+        REQUIRE(n == 0, "fi_recv: %zd", n);
+        memcpy(sbuf, "alias", 6);
+        n = fi_send(alias, sbuf, 6, sdesc, b.addr, &sctx[3]);
+        CHECK(n == 0, "fi_send on alias: %zd", n);
+        n = wait_cq(a.txcq, &e);
+        CHECK(n == 1 && e.op_context == &sctx[3], "alias send: no completion with FI_COMPLETION default (%zd)", n);
+        n = wait_cq(b.rxcq, &e);
+        CHECK(n == 1 && e.op_context == &rctx[7] && !memcmp(rbuf[7], "alias", 6), "alias message (n=%zd)", n);
+        rc = fi_close(&a.ep->fid);
+        CHECK(rc == -FI_EBUSY, "closing an endpoint with an open alias: %d, expected -FI_EBUSY", rc);
+        close_fid(&alias->fid, "alias");
+    }
+
+    /* 9. EQ entries written by the application come back with the same fid. */
+    struct fi_eq_attr eq_attr = {.size = 8, .flags = FI_WRITE, .wait_obj = FI_WAIT_NONE};
+    struct fid_eq *eq = NULL;
+    rc = fi_eq_open(fabric, &eq_attr, &eq, NULL);
+    CHECK(rc == 0, "fi_eq_open: %d", rc);
+    if (rc == 0) {
+        struct fi_eq_entry in = {.fid = &a.ep->fid, .context = (void *)0x1234, .data = 42}, out;
+        n = fi_eq_write(eq, FI_NOTIFY, &in, sizeof(in), 0);
+        CHECK(n == (ssize_t)sizeof(in), "fi_eq_write: %zd", n);
+        uint32_t event = 99;
+        memset(&out, 0, sizeof(out));
+        n = fi_eq_read(eq, &event, &out, sizeof(out), 0);
+        CHECK(n == (ssize_t)sizeof(out) && event == FI_NOTIFY, "fi_eq_read: %zd event %u", n, event);
+        CHECK(out.fid == &a.ep->fid && out.context == (void *)0x1234 && out.data == 42,
+              "EQ entry came back as fid %p ctx %p data %" PRIu64, (void *)out.fid, out.context, out.data);
+        n = fi_eq_read(eq, &event, &out, sizeof(out), 0);
+        CHECK(n == -FI_EAGAIN, "empty EQ read: %zd", n);
+        close_fid(&eq->fid, "eq");
+    }
+
+    /* 10. options and size queries reach Shunt. */
+    size_t minmr = 0, optlen = sizeof(minmr);
+    rc = fi_getopt(&b.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &minmr, &optlen);
+    CHECK(rc == 0 && optlen == sizeof(size_t), "fi_getopt(FI_OPT_MIN_MULTI_RECV): %d len %zu", rc, optlen);
+    rc = fi_setopt(&b.ep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &minmr, sizeof(minmr));
+    CHECK(rc == -FI_ENOPROTOOPT || rc == -FI_EOPBADSTATE, "setting read-only FI_OPT_CM_DATA_SIZE: %d", rc);
+
+    /* 11. bad input comes back as an error, not a crash. */
     n = fi_inject(a.ep, sbuf, inject_size + 1, b.addr);
     CHECK(n < 0, "inject above inject_size (%zu) accepted", inject_size + 1);
     rc = fi_ep_bind(a.ep, &av->fid, 0);
@@ -374,6 +494,6 @@ int main(void)
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;
     }
-    printf("ok: inject, selective completion, counters, tagged (exact/wildcard/unexpected), cancel\n");
+    printf("ok: inject, selective completion, counters, tagged (exact/wildcard/unexpected), cancel, RMA, atomics, alias, EQ, options\n");
     return 0;
 }
