@@ -71,7 +71,14 @@ sf::fid *to_shunt(const ::fid *f) noexcept
 
 namespace {
 std::mutex g_map_lock;
-std::unordered_map<sf::fid *, ::fid *> *g_map; // never freed: outlives every object
+std::unordered_map<sf::fid *, ::fid *> *g_map; // freed by provider_cleanup (fi_fini)
+
+void free_map()
+{
+    std::lock_guard<std::mutex> g(g_map_lock);
+    delete g_map;
+    g_map = nullptr;
+}
 } // namespace
 
 int reg_wrapper(sf::fid *sh, ::fid *lf) noexcept
@@ -268,7 +275,8 @@ int fabric_open(::fi_fabric_attr *attr, ::fid_fabric **fabric, void *context)
 
 namespace {
 
-void provider_cleanup() {}
+// libfabric's fi_fini, before it unloads the module: objects are gone by then.
+void provider_cleanup() { free_map(); }
 
 ::fi_provider g_provider = {
     k_prov_version, k_fi_version, {}, "shunt", provider_getinfo, fabric_open, provider_cleanup,
