@@ -4,7 +4,7 @@
 #include "shunt_config.h"
 
 namespace shunt::fabric {
-#ifdef SHUNT_PROV_SHM
+#ifdef SHUNT_PROVIDER_SHM
 const provider *shm_provider();
 #endif
 } // namespace shunt::fabric
@@ -14,7 +14,7 @@ namespace shunt::fabric::detail {
 std::vector<const provider *> builtin_providers()
 {
     std::vector<const provider *> v;
-#ifdef SHUNT_PROV_SHM
+#ifdef SHUNT_PROVIDER_SHM
     v.push_back(shm_provider());
 #endif
     return v;

@@ -26,6 +26,8 @@ int mr_close(fid *f)
         guard g(d->mr_lock);
         d->mrs.erase(m->key);
     }
+    if (d->hooks && d->hooks->mr_dereg)
+        d->hooks->mr_dereg(d, m);
     if (m->cntr)
         m->cntr->refs.fetch_sub(1);
     d->refs.fetch_sub(1);
@@ -104,14 +106,30 @@ int regattr(fid *f, const mr_attr *attr, std::uint64_t flags, fid_mr **out)
     m->mr.fid.ops = &mr_fid_ops;
     m->mr.mem_desc = m;
     m->mr.key = FI_KEY_NOTAVAIL;
+    m->key = 0;
+    if (d->hooks && d->hooks->mr_reg) {
+        if (int rc = d->hooks->mr_reg(d, m); rc) {
+            delete m;
+            return rc;
+        }
+    }
     {
         guard g(d->mr_lock);
-        if (d->mr_mode & FI_MR_PROV_KEY) {
+        if ((d->mr_mode & FI_MR_PROV_KEY) && m->key) {
+            if (d->mrs.count(m->key)) {
+                if (d->hooks && d->hooks->mr_dereg)
+                    d->hooks->mr_dereg(d, m);
+                delete m;
+                return -FI_ENOKEY;
+            }
+        } else if (d->mr_mode & FI_MR_PROV_KEY) {
             while (d->mrs.count(d->next_key))
                 d->next_key++;
             m->key = d->next_key++;
         } else {
             if (attr->requested_key == FI_KEY_NOTAVAIL || d->mrs.count(attr->requested_key)) {
+                if (d->hooks && d->hooks->mr_dereg)
+                    d->hooks->mr_dereg(d, m);
                 delete m;
                 return -FI_ENOKEY;
             }

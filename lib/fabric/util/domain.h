@@ -48,6 +48,11 @@ struct domain_hooks {
     void (*av_remove)(domain_obj *d, av_entry *e) = nullptr;
     /** query_atomic. */
     int (*query_atomic)(domain_obj *d, datatype dt, op o, atomic_attr *attr, std::uint64_t flags) = nullptr;
+    /** MR registration: attach provider state (m->prov) and optionally choose
+     *  the key (set m->key non-zero; used with FI_MR_PROV_KEY). 0 or -errno. */
+    int (*mr_reg)(domain_obj *d, mr_obj *m) = nullptr;
+    /** MR close: release it. */
+    void (*mr_dereg)(domain_obj *d, mr_obj *m) = nullptr;
     /** Domain close: release provider state (objects are closed already). */
     void (*close)(domain_obj *d) = nullptr;
 };
