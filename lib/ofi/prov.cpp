@@ -234,6 +234,11 @@ int fabric_open(::fi_fabric_attr *attr, ::fid_fabric **fabric, void *context)
     sf::info *hints = sf::allocinfo();
     if (!hints)
         return -FI_ENOMEM;
+    // Accept every mode and MR mode: only the fabric name selects here (the
+    // application's own requirements were applied by its fi_getinfo).
+    hints->mode = ~0ULL;
+    hints->domain_attr->mode = ~0ULL;
+    hints->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE);
     if (attr->name && !(hints->fabric_attr->name = ::strdup(attr->name))) {
         sf::freeinfo(hints);
         return -FI_ENOMEM;
@@ -282,24 +287,11 @@ void provider_cleanup() { free_map(); }
     k_prov_version, k_fi_version, {}, "shunt", provider_getinfo, fabric_open, provider_cleanup,
 };
 
-// fi_provider::context belongs to libfabric's core: its struct
-// ofi_prov_context {type; disable_logging; disable_layering} (ints, 1.17).
-// disable_layering makes the core itself skip "shunt;ofi_rxm" and
-// "shunt;ofi_rxd" quietly (provider_getinfo refuses them anyway, which the
-// core would log as a warning). Set before the core reads it.
-void mark_no_layering()
-{
-    static_assert(sizeof(::fi_context) >= 3 * sizeof(int));
-    int ctx[3] = {0 /* OFI_PROV_CORE */, 0, layering_allowed() ? 0 : 1};
-    std::memcpy(&g_provider.context, ctx, sizeof ctx);
-}
-
 } // namespace
 
 } // namespace shunt::ofi
 
 extern "C" FI_EXT_INI
 {
-    shunt::ofi::mark_no_layering();
     return &shunt::ofi::g_provider;
 }
