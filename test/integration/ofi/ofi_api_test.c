@@ -112,6 +112,19 @@ static int cq_stays_empty(struct fid_cq *cq, int spins)
     return 1;
 }
 
+/* Post with retry: -FI_EAGAIN means "progress and try again" (RDM peers
+ * may still be connecting). Bounded by the timeout. */
+#define POST(expr)                                                                        \
+    ({                                                                                    \
+        uint64_t end_ = now_ns() + TIMEOUT_NS;                                            \
+        ssize_t r_;                                                                       \
+        while ((r_ = (expr)) == -FI_EAGAIN && now_ns() < end_) {                          \
+            progress();                                                                   \
+            sched_yield();                                                                \
+        }                                                                                 \
+        r_;                                                                               \
+    })
+
 static int wait_cntr(struct fid_cntr *c, uint64_t value)
 {
     uint64_t end = now_ns() + TIMEOUT_NS;
@@ -230,7 +243,7 @@ int main(void)
     n = fi_recv(b.ep, rbuf[0], sizeof(rbuf[0]), rdesc, FI_ADDR_UNSPEC, &rctx[0]);
     REQUIRE(n == 0, "fi_recv: %zd", n);
     memcpy(sbuf, "inject-payload", 15);
-    n = fi_inject(a.ep, sbuf, 15, b.addr);
+    n = POST(fi_inject(a.ep, sbuf, 15, b.addr));
     REQUIRE(n == 0, "fi_inject: %zd %s", n, fi_strerror((int)-n));
     memset(sbuf, 'X', 15); /* reuse at once: the message must not change */
     n = wait_cq(b.rxcq, &e);
@@ -250,7 +263,7 @@ int main(void)
     REQUIRE(n == 0, "fi_recv: %zd", n);
     uint64_t tx_before = fi_cntr_read(a.txcntr);
     memcpy(sbuf, "silent", 7);
-    n = fi_send(a.ep, sbuf, 7, sdesc, b.addr, &sctx[0]);
+    n = POST(fi_send(a.ep, sbuf, 7, sdesc, b.addr, &sctx[0]));
     REQUIRE(n == 0, "fi_send: %zd", n);
     CHECK(wait_cntr(a.txcntr, tx_before + 1), "A's send counter did not count the silent send");
     n = wait_cq(b.rxcq, &e);
@@ -261,7 +274,7 @@ int main(void)
     struct iovec iov = {.iov_base = sbuf, .iov_len = 6};
     struct fi_msg msg = {.msg_iov = &iov, .desc = &sdesc, .iov_count = 1, .addr = b.addr, .context = &sctx[1]};
     memcpy(sbuf, "loud!", 6);
-    n = fi_sendmsg(a.ep, &msg, FI_COMPLETION);
+    n = POST(fi_sendmsg(a.ep, &msg, FI_COMPLETION));
     REQUIRE(n == 0, "fi_sendmsg(FI_COMPLETION): %zd", n);
     n = wait_cq(a.txcq, &e);
     CHECK(n == 1, "no completion for a send with FI_COMPLETION (%zd)", n);
@@ -285,7 +298,7 @@ int main(void)
 
     /* 4. tagged: an unexpected message first, then exact and wildcard matches. */
     memcpy(sbuf, "early", 6);
-    n = fi_tinject(a.ep, sbuf, 6, b.addr, 0x77);
+    n = POST(fi_tinject(a.ep, sbuf, 6, b.addr, 0x77));
     REQUIRE(n == 0, "fi_tinject: %zd", n);
     for (int i = 0; i < 50; i++) {
         progress();
@@ -308,9 +321,9 @@ int main(void)
     memcpy(sbuf, "wild", 5);
     int with_data = info->domain_attr->cq_data_size >= 4;
     if (with_data)
-        n = fi_tsenddata(a.ep, sbuf, 5, sdesc, 0xdeadbeef, b.addr, 0x50ab, &sctx[2]);
+        n = POST(fi_tsenddata(a.ep, sbuf, 5, sdesc, 0xdeadbeef, b.addr, 0x50ab, &sctx[2]));
     else
-        n = fi_tsend(a.ep, sbuf, 5, sdesc, b.addr, 0x50ab, &sctx[2]);
+        n = POST(fi_tsend(a.ep, sbuf, 5, sdesc, b.addr, 0x50ab, &sctx[2]));
     REQUIRE(n == 0, "fi_tsend%s: %zd", with_data ? "data" : "", n);
     n = wait_cq(b.rxcq, &e);
     CHECK(n == 1, "wildcard receive did not complete (%zd)", n);
@@ -323,7 +336,7 @@ int main(void)
               "remote CQ data: flags %#" PRIx64 " data %#" PRIx64, e.flags, e.data);
     }
     memcpy(sbuf, "exact", 6);
-    n = fi_tinject(a.ep, sbuf, 6, b.addr, 0x1234);
+    n = POST(fi_tinject(a.ep, sbuf, 6, b.addr, 0x1234));
     REQUIRE(n == 0, "fi_tinject: %zd", n);
     n = wait_cq(b.rxcq, &e);
     CHECK(n == 1 && e.op_context == &rctx[4] && e.tag == 0x1234 && !memcmp(rbuf[4], "exact", 6),
@@ -362,7 +375,7 @@ int main(void)
         struct fi_rma_iov riov = {.addr = raddr, .len = 16, .key = rkey};
         struct fi_msg_rma rm = {.msg_iov = &liov, .desc = &sdesc, .iov_count = 1, .addr = b.addr,
                                 .rma_iov = &riov, .rma_iov_count = 1, .context = &sctx[3]};
-        n = fi_writemsg(a.ep, &rm, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+        n = POST(fi_writemsg(a.ep, &rm, FI_COMPLETION | FI_DELIVERY_COMPLETE));
         CHECK(n == 0, "fi_writemsg: %zd %s", n, fi_strerror((int)-n));
         if (n == 0) {
             n = wait_cq(a.txcq, &e);
@@ -372,7 +385,7 @@ int main(void)
         }
         memset(sbuf, 0, 16);
         riov.len = 16;
-        n = fi_readmsg(a.ep, &rm, FI_COMPLETION);
+        n = POST(fi_readmsg(a.ep, &rm, FI_COMPLETION));
         CHECK(n == 0, "fi_readmsg: %zd %s", n, fi_strerror((int)-n));
         if (n == 0) {
             n = wait_cq(a.txcq, &e);
@@ -402,7 +415,7 @@ int main(void)
         struct fi_msg_atomic am = {.msg_iov = &ioc, .desc = &odesc, .iov_count = 1, .addr = b.addr,
                                    .rma_iov = &rmioc, .rma_iov_count = 1, .datatype = FI_UINT64,
                                    .op = FI_SUM, .context = &sctx[3]};
-        n = fi_fetch_atomicmsg(a.ep, &am, &rioc, &resdesc, 1, FI_COMPLETION);
+        n = POST(fi_fetch_atomicmsg(a.ep, &am, &rioc, &resdesc, 1, FI_COMPLETION));
         CHECK(n == 0, "fi_fetch_atomicmsg: %zd %s", n, fi_strerror((int)-n));
         if (n == 0) {
             n = wait_cq(a.txcq, &e);
@@ -429,7 +442,7 @@ int main(void)
         n = fi_recv(b.ep, rbuf[7], sizeof(rbuf[7]), rdesc, FI_ADDR_UNSPEC, &rctx[7]);
         REQUIRE(n == 0, "fi_recv: %zd", n);
         memcpy(sbuf, "alias", 6);
-        n = fi_send(alias, sbuf, 6, sdesc, b.addr, &sctx[3]);
+        n = POST(fi_send(alias, sbuf, 6, sdesc, b.addr, &sctx[3]));
         CHECK(n == 0, "fi_send on alias: %zd", n);
         n = wait_cq(a.txcq, &e);
         CHECK(n == 1 && e.op_context == &sctx[3], "alias send: no completion with FI_COMPLETION default (%zd)", n);
@@ -468,7 +481,7 @@ int main(void)
     CHECK(rc == -FI_ENOPROTOOPT || rc == -FI_EOPBADSTATE, "setting read-only FI_OPT_CM_DATA_SIZE: %d", rc);
 
     /* 11. bad input comes back as an error, not a crash. */
-    n = fi_inject(a.ep, sbuf, inject_size + 1, b.addr);
+    n = POST(fi_inject(a.ep, sbuf, inject_size + 1, b.addr));
     CHECK(n < 0, "inject above inject_size (%zu) accepted", inject_size + 1);
     rc = fi_ep_bind(a.ep, &av->fid, 0);
     CHECK(rc < 0, "binding an AV to an enabled endpoint again accepted");
