@@ -369,7 +369,7 @@ int info_to_shunt_for(const fabric_w *fab, const ::fi_info *in, std::uint32_t ap
         ok = ok && dup_str(&f->name, s->name);
         f->prov_name = nullptr; // libfabric's core sets "shunt"
         f->prov_version = k_prov_version;
-        f->api_version = k_fi_version;
+        f->api_version = api_version; // the application's (the core sets the same for getinfo)
     }
     if (!ok) {
         fi_freeinfo(o);
