@@ -170,7 +170,10 @@ int domain_close(fid *fid)
         d->eq->refs.fetch_sub(1);
     d->fabric->refs.fetch_sub(1);
     freeinfo(d->info);
-    delete d;
+    if (d->free_fn)
+        d->free_fn(d);
+    else
+        delete d;
     return 0;
 }
 

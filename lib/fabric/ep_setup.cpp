@@ -249,8 +249,10 @@ int ep_enable(ep_core *c)
         if (int rc = c->own_rx.init(depth); rc)
             return rc;
     }
-    c->rx->directed_msg = c->caps & FI_DIRECTED_RECV;
-    c->rx->directed_tagged = c->caps & (FI_DIRECTED_RECV | FI_TAGGED_DIRECTED_RECV);
+    // Connected endpoints have one peer: source addresses are ignored.
+    bool connless = connectionless(c->type);
+    c->rx->directed_msg = connless && (c->caps & FI_DIRECTED_RECV);
+    c->rx->directed_tagged = connless && (c->caps & (FI_DIRECTED_RECV | FI_TAGGED_DIRECTED_RECV));
     c->rx->lock.enable(c->domain->mt || c->srx);
     c->inc_send = cntr_inc_for(c->c_send);
     c->inc_recv = cntr_inc_for(c->c_recv);

@@ -79,6 +79,9 @@ struct domain_obj {
     std::unordered_map<std::uint64_t, mr_obj *> mrs;
     std::uint64_t next_key = 1;
     void *prov_data = nullptr;
+    /** Frees the object at close; a provider that derives from domain_obj
+     *  sets one that deletes its own type. */
+    void (*free_fn)(domain_obj *d) = nullptr;
 };
 
 /** Fill a fabric_obj; the provider's fabric() entry calls this.

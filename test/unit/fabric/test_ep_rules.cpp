@@ -495,3 +495,94 @@ TEST_F(ep_rules, CriticalErrorDisablesReportsOnEqAndEnableMayReEnable)
     e.close_all();
     EXPECT_EQ(close(&eq->fid), 0);
 }
+
+TEST_F(ep_rules, Endpoint2UnknownFlagsAreBadFlags)
+{
+    fid_ep *ep = nullptr;
+    EXPECT_EQ(endpoint2(env.domain, env.info, &ep, FI_PEER_TRANSFER, nullptr), -FI_EBADFLAGS)
+        << "no provider here implements peer transfers";
+    EXPECT_EQ(ep, nullptr);
+    ASSERT_EQ(endpoint2(env.domain, env.info, &ep, 0, nullptr), 0);
+    EXPECT_EQ(close(&ep->fid), 0);
+}
+
+TEST_F(ep_rules, TcDscpConvertsBothWays)
+{
+    for (std::uint8_t d : {std::uint8_t(0), std::uint8_t(10), std::uint8_t(46), std::uint8_t(63)}) {
+        std::uint32_t tc = tc_dscp_set(d);
+        EXPECT_TRUE(tc & FI_TC_DSCP);
+        EXPECT_EQ(tc_dscp_get(tc), d);
+    }
+    EXPECT_EQ(tc_dscp_get(FI_TC_LOW_LATENCY), 0) << "a label is not a DSCP value";
+}
+
+TEST_F(ep_rules, MaxMsgSizeOptionIsEnforcedOnSends)
+{
+    loop_ep a, b;
+    ASSERT_EQ(test::open_ep(env, a, FI_TRANSMIT | FI_RECV, false), 0);
+    ASSERT_EQ(test::open_ep(env, b), 0);
+    std::size_t v = 100;
+    ASSERT_EQ(setopt(&a.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_MSG_SIZE, &v, sizeof v), 0);
+    ASSERT_EQ(enable(a.ep), 0);
+    fi_addr_t to = test::add_peer(a, b);
+    std::vector<char> buf(101);
+    EXPECT_EQ(send(a.ep, buf.data(), 101, nullptr, to, nullptr), -FI_EMSGSIZE);
+    EXPECT_EQ(tsend(a.ep, buf.data(), 101, nullptr, to, 1, nullptr), 0) << "the tagged limit is separate";
+    EXPECT_EQ(send(a.ep, buf.data(), 100, nullptr, to, nullptr), 0);
+}
+
+TEST_F(ep_rules, SharedReceiveContextFeedsEveryBoundEndpoint)
+{
+    fid_ep *srx = nullptr;
+    ASSERT_EQ(srx_context(env.domain, nullptr, &srx, nullptr), 0);
+    info *i = dupinfo(env.info);
+    i->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+    loop_ep r1, r2, s;
+    for (loop_ep *e : {&r1, &r2}) {
+        ASSERT_EQ(endpoint(env.domain, i, &e->ep, nullptr), 0);
+        cq_attr ca;
+        ca.format = FI_CQ_FORMAT_TAGGED;
+        ASSERT_EQ(cq_open(env.domain, &ca, &e->cq, nullptr), 0);
+        av_attr aa;
+        ASSERT_EQ(av_open(env.domain, &aa, &e->av, nullptr), 0);
+        ASSERT_EQ(ep_bind(e->ep, &e->cq->fid, FI_TRANSMIT | FI_RECV), 0);
+        ASSERT_EQ(ep_bind(e->ep, &e->av->fid, 0), 0);
+        ASSERT_EQ(ep_bind(e->ep, &srx->fid, 0), 0);
+        ASSERT_EQ(enable(e->ep), 0);
+        std::size_t len = 8;
+        ASSERT_EQ(getname(&e->ep->fid, &e->name, &len), 0);
+    }
+    ASSERT_EQ(test::open_ep(env, s), 0);
+    char b1[8] = {}, b2[8] = {};
+    int c1, c2;
+    ASSERT_EQ(recv(srx, b1, sizeof b1, nullptr, FI_ADDR_UNSPEC, &c1), 0);
+    ASSERT_EQ(recv(srx, b2, sizeof b2, nullptr, FI_ADDR_UNSPEC, &c2), 0);
+    ASSERT_EQ(send(s.ep, "one", 4, nullptr, test::add_peer(s, r2), nullptr), 0);
+    ASSERT_EQ(send(s.ep, "two", 4, nullptr, test::add_peer(s, r1), nullptr), 0);
+    cq_tagged_entry e{};
+    ASSERT_EQ(test::read_one(r2.cq, e), 1) << "completion on the receiving endpoint's CQ";
+    EXPECT_EQ(e.op_context, &c1);
+    EXPECT_STREQ(b1, "one");
+    ASSERT_EQ(test::read_one(r1.cq, e), 1);
+    EXPECT_EQ(e.op_context, &c2);
+    EXPECT_STREQ(b2, "two");
+    r1.close_all();
+    r2.close_all();
+    EXPECT_EQ(close(&srx->fid), 0);
+    freeinfo(i);
+}
+
+TEST_F(ep_rules, ErrorsWithoutOperationContextReportTheEndpointContext)
+{
+    loop_ep a, b;
+    ASSERT_EQ(test::open_ep(env, a), 0);
+    ASSERT_EQ(test::open_ep(env, b), 0);
+    fi_addr_t to = test::add_peer(a, b);
+    b.close_all();
+    ASSERT_EQ(inject(a.ep, "x", 1, to), 0);
+    cq_tagged_entry e;
+    ASSERT_EQ(cq_read(a.cq, &e, 1), -FI_EAVAIL);
+    cq_err_entry err{};
+    ASSERT_EQ(cq_readerr(a.cq, &err, 0), 1);
+    EXPECT_EQ(err.op_context, &a) << "inject has no context: the endpoint's is used";
+}

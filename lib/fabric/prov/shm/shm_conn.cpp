@@ -108,6 +108,18 @@ void slot_close(shm_ep *e, int s)
     sl = rc_slot{};
 }
 
+void slot_retire(shm_ep *e, int s)
+{
+    // A failed QP is kept (in ERR) until the endpoint closes instead of being
+    // destroyed: destroying it makes drivers/shm write the peer's ring
+    // control without checking that the peer's QP is still the one it was
+    // connected to, which corrupts a newer connection reusing that memory.
+    // The slot stays taken; its completions are ignored.
+    rc_slot &sl = e->slots[s];
+    sl.c = nullptr;
+    sl.retired = true;
+}
+
 vq::ah *ah_for(shm_ep *e, const shm_addr &a)
 {
     vq::ah_attr at;
@@ -167,6 +179,10 @@ int conn_start(shm_ep *e, conn *c)
         if (now - c->req_sent_ns < 100'000'000)
             return -FI_EAGAIN;
     } else {
+        if (c->dead_slot >= 0) {
+            slot_retire(e, c->dead_slot);
+            c->dead_slot = -1;
+        }
         int s = -1;
         int rc = slot_open(e, c->peer, 0, false, s);
         if (rc)
@@ -225,8 +241,23 @@ void cm_handle(shm_ep *e, const cm_msg &m)
         }
         e->slots[s].c = c;
         e->slots[s].accepted_from = m.req_qpn;
+        if (c->state == conn::connected && c->slot >= 0) {
+            // A new REQ from a peer we are connected to: it lost its end of
+            // that connection (its QP failed), so ours is dead too. Send over
+            // the new one from now on.
+            if (c->active) {
+                util::tx_fail(e->core, c->active->context, c->active->cq_flags, FI_ECONNRESET, c->active->len);
+                c->active = nullptr; // its entry is reclaimed when the dead QP's completions flush
+            }
+            if (c->dead_slot < 0)
+                c->dead_slot = c->slot;
+            else
+                slot_retire(e, c->slot);
+            c->slot = -1;
+            c->state = conn::idle;
+        }
         if (c->state == conn::idle || c->state == conn::failed) {
-            // Nothing of ours yet: send over the accepted QP too.
+            // Nothing of ours: send over the accepted QP too.
             c->slot = s;
             c->state = conn::connected;
         }
@@ -244,6 +275,20 @@ void cm_handle(shm_ep *e, const cm_msg &m)
         else
             c->state = conn::failed;
     }
+}
+
+void conn_broken(shm_ep *e, conn *c)
+{
+    if (!c || c->slot < 0)
+        return;
+    if (e->msg_type) {
+        c->state = conn::failed;
+        return;
+    }
+    if (c->dead_slot < 0)
+        c->dead_slot = c->slot;
+    c->slot = -1;
+    c->state = conn::idle;
 }
 
 fi_addr_t conn_src(shm_ep *e, conn *c)

@@ -253,6 +253,7 @@ int domain_open_op(fid_fabric *fabric, info *in, fid_domain **out, void *context
     auto *d = new (std::nothrow) shm_domain;
     if (!d)
         return -FI_ENOMEM;
+    d->free_fn = [](util::domain_obj *x) { delete static_cast<shm_domain *>(x); };
     int rc = util::domain_init(d, util::to_fabric(fabric), in, context, &domain_ops, &hooks);
     if (rc) {
         delete d;

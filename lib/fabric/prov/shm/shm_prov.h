@@ -87,6 +87,7 @@ struct rc_slot {
     std::uint8_t *bounce = nullptr;   ///< rq_depth * bounce_size
     vq::mr *bounce_mr = nullptr;
     std::uint32_t accepted_from = 0;  ///< requester's QP when we accepted (REQ retries)
+    bool retired = false;             ///< failed QP kept until the endpoint closes
     // reassembly of a fragmented message
     std::uint8_t *stage = nullptr;
     std::uint32_t stage_total = 0, stage_got = 0;
@@ -107,6 +108,7 @@ struct conn {
     std::size_t src_av_count = 0; ///< AV size when src was last looked up
     std::uint64_t req_sent_ns = 0;
     std::uint32_t req_qpn = 0;    ///< our QP the REQ announced (connecting)
+    int dead_slot = -1;           ///< QP that failed, closed by progress
     // MSG endpoints
     bool shut = false;
 };
@@ -188,12 +190,16 @@ void tx_acked(shm_ep *e, std::uint64_t id);
 extern const ops_msg msg_ops;
 extern const ops_tagged tagged_ops;
 
+/** A connection's QP failed: RDM forgets it (the next send reconnects),
+ *  MSG marks the connection failed. Lock held. */
+void conn_broken(shm_ep *e, conn *c);
 /** Connections (shm_conn.cpp). Lock held. */
 conn *conn_for(shm_ep *e, util::av_entry *peer);
 int conn_start(shm_ep *e, conn *c);
 void cm_handle(shm_ep *e, const cm_msg &m);
 int slot_open(shm_ep *e, const shm_addr &peer, std::uint32_t peer_qpn, bool connect_now, int &slot_out);
 void slot_close(shm_ep *e, int slot);
+void slot_retire(shm_ep *e, int slot);
 int slot_connect(shm_ep *e, int slot, const shm_addr &peer, std::uint32_t peer_qpn);
 int ud_send(shm_ep *e, vq::ah *ah, std::uint32_t qpn, const void *buf, std::size_t len);
 vq::ah *ah_for(shm_ep *e, const shm_addr &a);

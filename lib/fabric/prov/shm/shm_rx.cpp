@@ -51,12 +51,16 @@ void rc_rx(shm_ep *e, const vq::wc &w)
     if (s < 0 || s >= int(max_qps))
         return;
     rc_slot &sl = e->slots[s];
-    if (!sl.qp || sl.qp->qp_num != w.qp_num)
+    if (!sl.qp || sl.qp->qp_num != w.qp_num || sl.retired)
         return;
     if (w.status != vq::wc_status::success) {
         // QP in error (peer gone, or being destroyed): its buffers come back flushed.
-        if (sl.c && sl.c->slot == s && sl.c->state == conn::connected)
-            sl.c->state = conn::failed;
+        if (sl.c && sl.c->slot == s)
+            conn_broken(e, sl.c);
+        else if (!e->msg_type && sl.c)
+            sl.c->dead_slot = sl.c->dead_slot < 0 ? s : sl.c->dead_slot; // an accepted, receive-only QP
+        if (!e->msg_type && !sl.c && sl.qp && !sl.retired)
+            slot_retire(e, s);
         if (e->msg_type && sl.c && !sl.c->shut) {
             sl.c->shut = true;
             msg_event(e, FI_SHUTDOWN);
@@ -194,6 +198,10 @@ void progress(util::ep_core *c)
     for (int k = 0; k < n; k++)
         tx_complete(e, w[k]);
     for (conn *cn : e->all) {
+        if (cn->dead_slot >= 0) {
+            slot_retire(e, cn->dead_slot);
+            cn->dead_slot = -1;
+        }
         if (cn->active)
             tx_resume(e, cn);
         else if (cn->state == conn::connecting && !e->msg_type)

@@ -383,22 +383,18 @@ void tx_resume(shm_ep *e, conn *c)
 
 void tx_complete(shm_ep *e, const vq::wc &w)
 {
-    if (w.wr_id == ~0ULL) {
-        if (w.status != vq::wc_status::success && w.status != vq::wc_status::wr_flush_err) {
-            for (conn *c : e->all)
-                if (c->slot >= 0 && e->slots[c->slot].qp && e->slots[c->slot].qp->qp_num == w.qp_num)
-                    c->state = conn::failed;
-        }
-        return;
+    if (w.status != vq::wc_status::success) {
+        // The QP is in error now (verbs semantics): drop it; RDM reconnects.
+        for (conn *c : e->all)
+            if (c->slot >= 0 && e->slots[c->slot].qp && e->slots[c->slot].qp->qp_num == w.qp_num)
+                conn_broken(e, c);
     }
+    if (w.wr_id == ~0ULL)
+        return;
     tx_entry *t = tx_from_id(e, w.wr_id);
     if (!t)
         return;
     if (w.status != vq::wc_status::success) {
-        if (t->c)
-            for (conn *c : e->all)
-                if (c == t->c && w.status != vq::wc_status::rem_access_err)
-                    c->state = conn::failed;
         util::tx_fail(e->core, t->context, t->cq_flags, wc_to_err(w.status), t->len);
         tx_put(e, t);
         return;
