@@ -480,7 +480,21 @@ int main(void)
     rc = fi_setopt(&b.ep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &minmr, sizeof(minmr));
     CHECK(rc == -FI_ENOPROTOOPT || rc == -FI_EOPBADSTATE, "setting read-only FI_OPT_CM_DATA_SIZE: %d", rc);
 
-    /* 11. bad input comes back as an error, not a crash. */
+    /* 11. AV lookup and straddr: the address B registered, printable. */
+    char raw[256], text[256];
+    size_t rawlen = sizeof(raw), textlen = sizeof(text);
+    rc = fi_av_lookup(av, b.addr, raw, &rawlen);
+    CHECK(rc == 0 && rawlen > 0 && rawlen <= sizeof(raw), "fi_av_lookup: %d len %zu", rc, rawlen);
+    char bname[256];
+    size_t bnamelen = sizeof(bname);
+    rc = fi_getname(&b.ep->fid, bname, &bnamelen);
+    CHECK(rc == 0 && bnamelen == rawlen && !memcmp(bname, raw, rawlen), "looked-up address differs from B's name");
+    const char *str = fi_av_straddr(av, raw, text, &textlen);
+    CHECK(str != NULL && memchr(text, 0, sizeof(text)) != NULL && strlen(text) > 0, "fi_av_straddr: %p", (void *)str);
+    n = fi_av_lookup(av, FI_ADDR_NOTAVAIL - 1, raw, &rawlen);
+    CHECK(n < 0, "fi_av_lookup of an address never inserted: %zd", n);
+
+    /* 12. bad input comes back as an error, not a crash. */
     n = POST(fi_inject(a.ep, sbuf, inject_size + 1, b.addr));
     CHECK(n < 0, "inject above inject_size (%zu) accepted", inject_size + 1);
     rc = fi_ep_bind(a.ep, &av->fid, 0);
