@@ -494,7 +494,38 @@ int main(void)
     n = fi_av_lookup(av, FI_ADDR_NOTAVAIL - 1, raw, &rawlen);
     CHECK(n < 0, "fi_av_lookup of an address never inserted: %zd", n);
 
-    /* 12. bad input comes back as an error, not a crash. */
+    /* 12. blocking reads with a wait object time out instead of hanging. */
+    {
+        struct fi_cq_attr wattr = {.format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_UNSPEC, .size = 8};
+        struct fid_cq *wcq = NULL;
+        rc = fi_cq_open(domain, &wattr, &wcq, NULL);
+        CHECK(rc == 0, "fi_cq_open(FI_WAIT_UNSPEC): %d", rc);
+        if (rc == 0) {
+            struct fi_cq_entry ce;
+            uint64_t t0 = now_ns();
+            n = fi_cq_sread(wcq, &ce, 1, NULL, 20);
+            CHECK(n == -FI_EAGAIN || n == -FI_ETIMEDOUT, "fi_cq_sread on an empty CQ: %zd", n);
+            CHECK(now_ns() - t0 < TIMEOUT_NS, "fi_cq_sread(20 ms) did not return in time");
+            rc = fi_cq_signal(wcq);
+            CHECK(rc == 0, "fi_cq_signal: %d", rc);
+            close_fid(&wcq->fid, "wait cq");
+        }
+        struct fi_cntr_attr wcattr = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC};
+        struct fid_cntr *wc = NULL;
+        rc = fi_cntr_open(domain, &wcattr, &wc, NULL);
+        CHECK(rc == 0, "fi_cntr_open(FI_WAIT_UNSPEC): %d", rc);
+        if (rc == 0) {
+            rc = fi_cntr_wait(wc, 1, 20);
+            CHECK(rc == -FI_ETIMEDOUT || rc == -FI_EAGAIN, "fi_cntr_wait below the threshold: %d", rc);
+            rc = fi_cntr_add(wc, 1);
+            CHECK(rc == 0, "fi_cntr_add: %d", rc);
+            rc = fi_cntr_wait(wc, 1, 1000);
+            CHECK(rc == 0, "fi_cntr_wait at the threshold: %d", rc);
+            close_fid(&wc->fid, "wait cntr");
+        }
+    }
+
+    /* 13. bad input comes back as an error, not a crash. */
     n = POST(fi_inject(a.ep, sbuf, inject_size + 1, b.addr));
     CHECK(n < 0, "inject above inject_size (%zu) accepted", inject_size + 1);
     rc = fi_ep_bind(a.ep, &av->fid, 0);
