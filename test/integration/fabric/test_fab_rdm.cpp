@@ -552,3 +552,39 @@ TEST(RdmOptions, SharedMemoryCannotBeForbiddenForTheShmProvider)
     EXPECT_EQ(stx_context(n.domain, nullptr, &stx, nullptr), -FI_EOPNOTSUPP);
     n.close();
 }
+
+TEST_F(rdm, MultiRecvPacksMessagesFromAnotherProcess)
+{
+    std::size_t min = 1100;
+    // MIN_MULTI_RECV may change after enable: it applies to later receives.
+    ASSERT_EQ(setopt(&n.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof min), 0);
+    std::vector<std::uint8_t> pool(4096, 0);
+    iovec v{pool.data(), pool.size()};
+    context mctx;
+    msg m;
+    m.msg_iov = &v;
+    m.iov_count = 1;
+    m.addr = FI_ADDR_UNSPEC;
+    m.context = &mctx;
+    ASSERT_EQ(recvmsg(n.ep, &m, FI_MULTI_RECV), 0);
+    std::vector<std::vector<std::uint8_t>> out(3, std::vector<std::uint8_t>(1000));
+    for (int i = 0; i < 3; i++) {
+        fill_pattern(out[std::size_t(i)].data(), 1000, std::uint64_t(100 + i));
+        ASSERT_EQ(retry(n.cq, [&] { return send(n.ep, out[std::size_t(i)].data(), 1000, nullptr, to, nullptr); }), 0);
+    }
+    int recvs = 0;
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (recvs < 3 && std::chrono::steady_clock::now() < end) {
+        cq_tagged_entry e{};
+        ASSERT_EQ(wait_cq(n.cq, e), 1);
+        if (!(e.flags & FI_RECV))
+            continue;
+        EXPECT_EQ(e.op_context, &mctx);
+        EXPECT_EQ(e.len, 1000u);
+        EXPECT_EQ(e.buf, pool.data() + 1000 * recvs) << "packed in arrival order";
+        EXPECT_EQ(std::memcmp(e.buf, out[std::size_t(recvs)].data(), 1000), 0);
+        EXPECT_EQ(bool(e.flags & FI_MULTI_RECV), recvs == 2) << "released when less than 1100 bytes remain";
+        recvs++;
+    }
+    EXPECT_EQ(recvs, 3);
+}

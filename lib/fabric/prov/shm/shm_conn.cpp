@@ -246,8 +246,10 @@ void cm_handle(shm_ep *e, const cm_msg &m)
             // that connection (its QP failed), so ours is dead too. Send over
             // the new one from now on.
             if (c->active) {
-                util::tx_fail(e->core, c->active->context, c->active->cq_flags, FI_ECONNRESET, c->active->len);
-                c->active = nullptr; // its entry is reclaimed when the dead QP's completions flush
+                // A fragmented send not fully posted: its last fragment (the
+                // one that would complete it) will never be sent.
+                tx_abort(e, c->active, FI_ECONNRESET);
+                c->active = nullptr;
             }
             if (c->dead_slot < 0)
                 c->dead_slot = c->slot;

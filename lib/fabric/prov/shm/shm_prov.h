@@ -182,6 +182,8 @@ void progress(util::ep_core *c);
 ssize_t transmit(util::ep_core *c, const util::tx_req &r);
 /** Resume fragmented sends (shm_tx.cpp). Lock held. */
 void tx_resume(shm_ep *e, conn *c);
+/** Fail a transmit that will never complete and free its entry. Lock held. */
+void tx_abort(shm_ep *e, tx_entry *t, int err);
 /** Transmit completion from a vq send CQ entry (shm_tx.cpp). Lock held. */
 void tx_complete(shm_ep *e, const vq::wc &w);
 /** An ack for a delivery-complete send arrived (shm_tx.cpp). Lock held. */

@@ -381,6 +381,12 @@ void tx_resume(shm_ep *e, conn *c)
     }
 }
 
+void tx_abort(shm_ep *e, tx_entry *t, int err)
+{
+    util::tx_fail(e->core, t->context, t->cq_flags, err, t->len);
+    tx_put(e, t);
+}
+
 void tx_complete(shm_ep *e, const vq::wc &w)
 {
     if (w.status != vq::wc_status::success) {
