@@ -63,6 +63,8 @@ TEST_F(dgram, TsoExtensionSegmentsHeaderAndPayload)
     context sctx;
     ASSERT_EQ(tso->send_tso(n.ep, hdr, sizeof hdr, &v, nullptr, 1, 300, to, FI_COMPLETION, &sctx), 0);
     EXPECT_EQ(tso->send_tso(n.ep, hdr, sizeof hdr, &v, nullptr, 1, 0, to, 0, nullptr), -FI_EINVAL) << "mss 0";
+    EXPECT_EQ(tso->send_tso(n.ep, hdr, sizeof hdr, nullptr, nullptr, 1, 64, to, 0, nullptr), -FI_EINVAL)
+        << "null payload with count > 0 is refused, not dereferenced";
     int got = 0;
     auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (got < 3 && std::chrono::steady_clock::now() < end) {

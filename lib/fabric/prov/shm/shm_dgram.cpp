@@ -128,11 +128,12 @@ ssize_t tso_send(fid_ep *ep, const void *hdr, std::size_t hdr_len, const iovec *
     shm_ep *e = ep_of(core);
     if (!util::ep_ready(core))
         return -FI_EOPBADSTATE;
+    if ((!hdr && hdr_len) || (!payload && count) || hdr_len > 256 || mss == 0 ||
+        mss > 4096 - sizeof(dgram_hdr) - 256 || count > 4)
+        return -FI_EINVAL;
     std::size_t total = 0;
     for (std::size_t i = 0; i < count; i++)
         total += payload[i].iov_len;
-    if ((!hdr && hdr_len) || hdr_len > 256 || mss == 0 || mss > 4096 - sizeof(dgram_hdr) - 256 || count > 4)
-        return -FI_EINVAL;
     if (total > max_inline || (total + mss - 1) / mss > 64)
         return -FI_EMSGSIZE;
     util::av_entry *pe = core->av ? util::av_get(core->av, dest) : nullptr;
