@@ -43,7 +43,8 @@ struct options {
  *  rejected call leaves the process able to call init() again.
  *  @return 0; -FI_EINVAL for a malformed or unknown option (message logged);
  *          -FI_ENOMEM when hugepages are required but not reserved, or the
- *          memory amount is impossible; -FI_EOPBADSTATE after fini();
+ *          memory amount is impossible; -FI_EOPBADSTATE after fini(), or
+ *          when the EAL reports it was already initialised by someone else;
  *          -FI_EIO when the EAL itself failed. */
 [[nodiscard]] int init(const options &opts);
 

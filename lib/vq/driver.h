@@ -137,7 +137,8 @@ struct qp_stubs {
     }
 };
 
-/** Per-CQ stubs for slots a driver leaves null (polls report nothing ready). */
+/** Per-CQ stubs for slots a driver leaves null: poll and start_poll return
+ *  -FI_EOPNOTSUPP, next_poll -FI_EAGAIN, the readers zero values. */
 inline void cq_fill_stubs(cq *c) noexcept
 {
     if (!c->poll_fn) c->poll_fn = [](cq *, int, wc *) { return -FI_EOPNOTSUPP; };

@@ -25,11 +25,16 @@
  *                      accepted and every request completes with wr_flush_err
  *     -FI_EOPNOTSUPP   operation not in the QP's send_ops_flags, or a setter
  *                      the operation does not take (e.g. set_ud_addr on RC,
- *                      inline data on rdma_read)
+ *                      inline data on rdma_read), WR_IP_CSUM on a QP that is
+ *                      not UD (or RAW_PACKET)
  *     -FI_EINVAL       bad argument (null list with n > 0, unaligned atomic
- *                      address, mss 0, flags outside WR_*, setter before any
- *                      builder, data setter called twice, missing mandatory
- *                      setter such as set_ud_addr on UD, unknown flush type)
+ *                      address, atomic data that is not 8 bytes, mss 0, a
+ *                      TSO header over 256 bytes or header + mss over the UD
+ *                      MTU, flags outside WR_*, setter before any builder,
+ *                      data setter called twice, missing mandatory setter
+ *                      such as set_ud_addr on UD, unknown flush type)
+ *     -FI_ENOSPC       set_ud_addr to a new destination when the QP already
+ *                      has the driver's maximum (shm: 1024)
  *     -FI_E2BIG        more SGEs than cap.max_send_sge
  *     -FI_EMSGSIZE     inline data over cap.max_inline_data, or a message
  *                      over the device's max_msg_sz (UD: the path MTU)

@@ -230,7 +230,9 @@ device *find_device(const char *name);
 
 [[nodiscard]] int alloc_td(context *ctx, td **out);
 [[nodiscard]] int dealloc_td(td *t);
-/** @return 0 and *out; -FI_EINVAL null or malformed address. */
+/** @return 0 and *out; -FI_EINVAL null or malformed address; the shm driver
+ *  also resolves the peer here: -FI_ENOENT no such peer device, -FI_EACCES
+ *  its segment belongs to another user, -FI_ENOMEM out of memory. */
 [[nodiscard]] int create_ah(pd *p, const ah_attr *attr, ah **out);
 [[nodiscard]] int destroy_ah(ah *a);
 
@@ -249,7 +251,8 @@ device *find_device(const char *name);
  *  actual values are in (*out)->cap.
  *  @return 0 and *out;
  *  -FI_EINVAL null pd/attr/out/CQ, CQ or SRQ or td of another context, an
- *  operation the spec does not allow for the type, an unknown OPS_ bit;
+ *  operation the spec does not allow for the type, an unknown OPS_ bit,
+ *  the XRC receive type (xrc_recv);
  *  -FI_EOPNOTSUPP QP type (RAW_PACKET on shm, XRC everywhere today) or an
  *  operation the driver does not implement;
  *  -FI_EMSGSIZE a capacity over the device limits;
