@@ -8,6 +8,10 @@
 #include <vector>
 
 #include "fabric/api.h"
+#include "fab_common.h"
+
+#include <cctype>
+#include <cstring>
 
 using namespace shunt;
 using namespace shunt::fabric;
@@ -69,3 +73,35 @@ TEST(ShmMatrix, FeatureMatrixMatchesGetinfo)
     }
     EXPECT_EQ(rows, int(bits.size())) << "every capability of the matrix was checked";
 }
+
+namespace {
+
+info *shm_only(ep_type t)
+{
+    info *h = allocinfo();
+    h->ep_attr->type = t;
+    h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
+    h->fabric_attr->prov_name = ::strdup("shm");
+    return h;
+}
+
+} // namespace
+
+// ep_attr::protocol carries libfabric's value of FI_PROTO_SHM (16 since
+// libfabric 1.x: PSMX2 and MRAIL keep their slots), and hints naming another
+// protocol do not select shm.
+TEST(ShmInfo, ProtocolIsLibfabricsShmValue)
+{
+    static_assert(FI_PROTO_PSMX2 == 15 && FI_PROTO_SHM == 16 && FI_PROTO_MRAIL == 17 && FI_PROTO_XNET == 25,
+                  "libfabric's protocol values (rdma/fabric.h) are stable");
+    info *h = shm_only(FI_EP_RDM);
+    info *out = nullptr;
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), 0);
+    EXPECT_EQ(out->ep_attr->protocol, 16u);
+    freeinfo(out);
+    out = nullptr;
+    h->ep_attr->protocol = FI_PROTO_MRAIL;
+    EXPECT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), -FI_ENODATA);
+    freeinfo(h);
+}
+
