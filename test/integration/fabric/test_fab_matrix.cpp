@@ -87,6 +87,25 @@ info *shm_only(ep_type t)
 
 } // namespace
 
+// fi_domain(3): getinfo reports the MR modes the provider requires, not every
+// mode the hints would accept (each one is work for the application).
+TEST(ShmInfo, MrModeIsWhatShmRequiresNotWhatTheHintsAccept)
+{
+    for (ep_type t : {FI_EP_RDM, FI_EP_MSG, FI_EP_DGRAM}) {
+        info *h = shm_only(t);
+        h->domain_attr->mr_mode =
+            FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_ENDPOINT | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_RAW;
+        info *out = nullptr;
+        ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), 0) << t;
+        EXPECT_EQ(out->domain_attr->mr_mode, FI_MR_VIRT_ADDR | FI_MR_PROV_KEY) << t;
+        freeinfo(out);
+        out = nullptr;
+        h->domain_attr->mr_mode = FI_MR_VIRT_ADDR; // without PROV_KEY shm cannot serve
+        EXPECT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), -FI_ENODATA) << t;
+        freeinfo(h);
+    }
+}
+
 // ep_attr::protocol carries libfabric's value of FI_PROTO_SHM (16 since
 // libfabric 1.x: PSMX2 and MRAIL keep their slots), and hints naming another
 // protocol do not select shm.

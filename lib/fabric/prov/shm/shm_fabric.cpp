@@ -83,7 +83,6 @@ util::info_limits limits()
     l.progress_mask = (1u << FI_PROGRESS_MANUAL) | (1u << FI_PROGRESS_AUTO);
     l.av_type_mask = (1u << FI_AV_TABLE) | (1u << FI_AV_MAP);
     l.mr_mode_required = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
-    l.mr_mode_optional = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_ENDPOINT;
     l.op_flags = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
     return l;
 }
