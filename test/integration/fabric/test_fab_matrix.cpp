@@ -124,3 +124,45 @@ TEST(ShmInfo, ProtocolIsLibfabricsShmValue)
     freeinfo(h);
 }
 
+// shm addresses are 64 binary bytes, so the address format is provider
+// specific (FI_FORMAT_UNSPEC), not FI_ADDR_STR (which promises a printable
+// string). av_straddr prints them, av_insertsvc takes the printed form back,
+// and av_lookup returns the bytes that were inserted.
+TEST(ShmInfo, AddressFormatIsProviderSpecificAndStraddrRoundTrips)
+{
+    info *h = shm_only(FI_EP_RDM);
+    info *out = nullptr;
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), 0);
+    EXPECT_EQ(out->addr_format, FI_FORMAT_UNSPEC);
+    freeinfo(out);
+    out = nullptr;
+    h->addr_format = FI_ADDR_STR;
+    EXPECT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), -FI_ENODATA)
+        << "shm addresses are not strings";
+    freeinfo(h);
+
+    shunt::test::fab::node n;
+    ASSERT_EQ(n.open(FI_EP_RDM, false), 0);
+    EXPECT_EQ(n.fi->addr_format, FI_FORMAT_UNSPEC);
+    std::uint8_t raw[64];
+    std::size_t len = sizeof raw;
+    ASSERT_EQ(getname(&n.ep->fid, raw, &len), 0);
+    EXPECT_EQ(len, 64u);
+    fi_addr_t a = FI_ADDR_NOTAVAIL, b = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(av_insert(n.av, raw, 1, &a, 0, nullptr), 1);
+    char text[128];
+    std::size_t tlen = sizeof text;
+    ASSERT_NE(av_straddr(n.av, raw, text, &tlen), nullptr);
+    ASSERT_LE(tlen, sizeof text);
+    EXPECT_EQ(std::strlen(text) + 1, tlen);
+    EXPECT_EQ(std::string(text).rfind("fi_shm://", 0), 0u) << text;
+    for (const char *c = text; *c; c++)
+        EXPECT_TRUE(std::isprint(static_cast<unsigned char>(*c))) << text;
+    ASSERT_EQ(av_insertsvc(n.av, text, nullptr, &b, 0, nullptr), 1) << text;
+    std::uint8_t back[64] = {};
+    std::size_t blen = sizeof back;
+    ASSERT_EQ(av_lookup(n.av, b, back, &blen), 0);
+    EXPECT_EQ(blen, 64u);
+    EXPECT_EQ(std::memcmp(back, raw, 64), 0) << "the printed address names the same endpoint";
+    n.close();
+}

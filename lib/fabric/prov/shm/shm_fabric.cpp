@@ -29,7 +29,10 @@ info *offer(ep_type t)
     i->caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM;
     if (t != FI_EP_DGRAM)
         i->caps |= FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-    i->addr_format = FI_ADDR_STR;
+    // Addresses are a binary shm_addr (fi_getinfo(3): FI_FORMAT_UNSPEC is a
+    // provider-specific format, opaque to the application); av_straddr prints
+    // them as "fi_shm://<segment>/<qpn>", which av_insertsvc accepts back.
+    i->addr_format = FI_FORMAT_UNSPEC;
     i->ep_attr->type = t;
     i->ep_attr->protocol = FI_PROTO_SHM;
     i->ep_attr->protocol_version = 1;

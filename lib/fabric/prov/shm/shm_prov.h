@@ -31,7 +31,7 @@ namespace shunt::fabric::shm {
 
 namespace vq = shunt::vq;
 
-/** Address of an shm endpoint (FI_ADDR_STR-like opaque bytes; 64 bytes). */
+/** Address of an shm endpoint (addr_format FI_FORMAT_UNSPEC: opaque binary, 64 bytes). */
 struct shm_addr {
     std::uint32_t qpn;    ///< the endpoint's UD QP
     std::uint8_t len;     ///< bytes of name
