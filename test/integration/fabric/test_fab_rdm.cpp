@@ -543,14 +543,129 @@ TEST(RdmOptions, SharedMemoryCannotBeForbiddenForTheShmProvider)
     bool no = false, yes = true;
     EXPECT_EQ(setopt(&n.ep->fid, FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &no, sizeof no), -FI_EOPNOTSUPP);
     EXPECT_EQ(setopt(&n.ep->fid, FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &yes, sizeof yes), 0);
-    fid_ep *ctx = nullptr;
-    info *i = dupinfo(n.fi);
-    i->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT;
-    EXPECT_EQ(endpoint(n.domain, i, &ctx, nullptr), -FI_EOPNOTSUPP) << "no shared contexts in shm";
-    freeinfo(i);
-    fid_stx *stx = nullptr;
-    EXPECT_EQ(stx_context(n.domain, nullptr, &stx, nullptr), -FI_EOPNOTSUPP);
     n.close();
+}
+
+// fi_endpoint(3) shared contexts on shm: two RDM endpoints share one
+// receive context (receives posted once, each message reported on the CQ of
+// the endpoint it arrived on) and one transmit context; a real peer process
+// sends to each endpoint; data checked byte for byte.
+TEST(RdmShared, SharedReceiveAndTransmitContextsAcrossProcesses)
+{
+    peer_proc p{"rdm"};
+    info *h = shm_hints(FI_EP_RDM, false);
+    h->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT;
+    h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+    info *fi = nullptr;
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi), 0) << "shm offers shared contexts";
+    freeinfo(h);
+    EXPECT_EQ(fi->ep_attr->tx_ctx_cnt, FI_SHARED_CONTEXT);
+    EXPECT_EQ(fi->ep_attr->rx_ctx_cnt, FI_SHARED_CONTEXT);
+    fid_fabric *fab = nullptr;
+    fid_domain *dom = nullptr;
+    ASSERT_EQ(fabric_open(fi->fabric_attr, &fab, nullptr), 0);
+    ASSERT_EQ(domain_open(fab, fi, &dom, nullptr), 0);
+    fid_stx *stx = nullptr;
+    fid_ep *srx = nullptr;
+    ASSERT_EQ(stx_context(dom, nullptr, &stx, nullptr), 0);
+    ASSERT_EQ(srx_context(dom, nullptr, &srx, nullptr), 0);
+    struct one {
+        fid_ep *ep = nullptr;
+        fid_cq *cq = nullptr;
+        fid_av *av = nullptr;
+        std::uint8_t addr[64] = {};
+        fi_addr_t peer = FI_ADDR_NOTAVAIL;
+    } e[2];
+    for (one &x : e) {
+        cq_attr ca;
+        ca.format = FI_CQ_FORMAT_TAGGED;
+        av_attr aa;
+        ASSERT_EQ(cq_open(dom, &ca, &x.cq, nullptr), 0);
+        ASSERT_EQ(av_open(dom, &aa, &x.av, nullptr), 0);
+        ASSERT_EQ(endpoint(dom, fi, &x.ep, nullptr), 0);
+        ASSERT_EQ(ep_bind(x.ep, &x.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+        ASSERT_EQ(ep_bind(x.ep, &x.av->fid, 0), 0);
+        EXPECT_EQ(enable(x.ep), -FI_EINVAL) << "configured for shared contexts: they must be bound";
+        ASSERT_EQ(ep_bind(x.ep, &stx->fid, 0), 0);
+        ASSERT_EQ(ep_bind(x.ep, &srx->fid, 0), 0);
+        ASSERT_EQ(enable(x.ep), 0);
+        std::size_t len = sizeof x.addr;
+        ASSERT_EQ(getname(&x.ep->fid, x.addr, &len), 0);
+        ASSERT_EQ(av_insert(x.av, p.addr, 1, &x.peer, 0, nullptr), 1);
+    }
+    EXPECT_EQ(close(&srx->fid), -FI_EBUSY) << "endpoints still use the shared receive context";
+    EXPECT_EQ(close(&stx->fid), -FI_EBUSY);
+    constexpr int nrecv = 5;
+    constexpr std::size_t len = 700;
+    std::vector<std::vector<std::uint8_t>> bufs(nrecv, std::vector<std::uint8_t>(len, 0xee));
+    context rctx[nrecv];
+    for (int i = 0; i < nrecv; i++)
+        ASSERT_EQ(trecv(srx, bufs[i].data(), len, nullptr, FI_ADDR_UNSPEC, 0, ~0ULL, &rctx[i]), 0);
+    // Wait for @p want receive completions on @p x (progress through its CQ).
+    auto take = [&](one &x, int want, std::vector<cq_tagged_entry> &got) {
+        for (int k = 0; k < want; k++) {
+            cq_tagged_entry c{};
+            ssize_t rc;
+            for (;;) {
+                rc = wait_cq(x.cq, c);
+                if (rc != 1 || (c.flags & FI_RECV))
+                    break;
+            }
+            ASSERT_EQ(rc, 1) << "receive " << k;
+            got.push_back(c);
+        }
+    };
+    // The peer sends two tagged messages to each endpoint in turn.
+    for (int k = 0; k < 2; k++) {
+        ASSERT_EQ(p.set_peer(e[k].addr), 0);
+        request r;
+        r.op = send_tagged;
+        r.n = 2;
+        r.a = 100 * (k + 1);
+        r.b = len;
+        ASSERT_EQ(p.call(r).rc, 0);
+        std::vector<cq_tagged_entry> got;
+        take(e[k], 2, got);
+        ASSERT_EQ(got.size(), 2u);
+        for (std::size_t j = 0; j < 2; j++) {
+            EXPECT_EQ(got[j].tag, 100 * (k + 1) + j) << "endpoint " << k;
+            EXPECT_EQ(got[j].len, len);
+            int b = int(static_cast<context *>(got[j].op_context) - rctx);
+            ASSERT_TRUE(b >= 0 && b < nrecv);
+            std::vector<std::uint8_t> want(len);
+            fill_pattern(want.data(), len, j);
+            EXPECT_EQ(bufs[std::size_t(b)], want) << "endpoint " << k << " message " << j;
+        }
+        cq_tagged_entry none{};
+        EXPECT_EQ(cq_read(e[1 - k].cq, &none, 1), -FI_EAGAIN) << "nothing reported on the other endpoint";
+    }
+    // Endpoint 0 sends through the shared transmit context; the peer echoes
+    // to endpoint 1 (its current peer): the echo lands in the shared receive
+    // context's last buffer and is reported on endpoint 1's CQ.
+    std::vector<std::uint8_t> out(len);
+    fill_pattern(out.data(), len, 42);
+    context sctx;
+    ASSERT_EQ(retry(e[0].cq, [&] { return tsend(e[0].ep, out.data(), len, nullptr, e[0].peer, 7, &sctx); }), 0);
+    cq_tagged_entry sc{};
+    ASSERT_EQ(wait_cq(e[0].cq, sc), 1);
+    EXPECT_EQ(sc.op_context, &sctx);
+    EXPECT_EQ(sc.flags, FI_SEND | FI_TAGGED);
+    std::vector<cq_tagged_entry> got;
+    take(e[1], 1, got);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].op_context, &rctx[nrecv - 1]);
+    EXPECT_EQ(got[0].tag, 8u);
+    EXPECT_EQ(bufs[nrecv - 1], out);
+    for (one &x : e) {
+        EXPECT_EQ(close(&x.ep->fid), 0);
+        EXPECT_EQ(close(&x.av->fid), 0);
+        EXPECT_EQ(close(&x.cq->fid), 0);
+    }
+    EXPECT_EQ(close(&srx->fid), 0);
+    EXPECT_EQ(close(&stx->fid), 0);
+    EXPECT_EQ(close(&dom->fid), 0);
+    EXPECT_EQ(close(&fab->fid), 0);
+    freeinfo(fi);
 }
 
 TEST_F(rdm, MultiRecvPacksMessagesFromAnotherProcess)

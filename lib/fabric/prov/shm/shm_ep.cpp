@@ -199,8 +199,6 @@ int ep_open(fid_domain *domain, info *in, fid_ep **out, void *context)
 {
     shm_domain *d = dom_of(util::to_domain(domain));
     ep_type type = in->ep_attr && in->ep_attr->type != FI_EP_UNSPEC ? in->ep_attr->type : FI_EP_RDM;
-    if (in->ep_attr && (in->ep_attr->tx_ctx_cnt == FI_SHARED_CONTEXT || in->ep_attr->rx_ctx_cnt == FI_SHARED_CONTEXT))
-        return -FI_EOPNOTSUPP;
     util::ep_tables t;
     t.msg = &msg_ops;
     t.tagged = &tagged_ops;

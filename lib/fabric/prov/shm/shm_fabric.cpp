@@ -87,6 +87,7 @@ util::info_limits limits()
     l.av_type_mask = (1u << FI_AV_TABLE) | (1u << FI_AV_MAP);
     l.mr_mode_required = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
     l.op_flags = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
+    l.shared_ctx = true;
     return l;
 }
 
@@ -243,8 +244,9 @@ const util::domain_hooks hooks = [] {
 const ops_domain domain_ops = [] {
     ops_domain o = util::default_domain_ops();
     o.endpoint = ep_open;
-    o.stx_ctx = stub::stx_ctx; // shared contexts: not offered by shm
-    o.srx_ctx = stub::srx_ctx;
+    // Shared contexts are the base's (default_domain_ops): a shared receive
+    // context's queue is matched by every endpoint bound to it; a shared
+    // transmit context is accepted, each endpoint still sends on its own QPs.
     return o;
 }();
 
