@@ -806,3 +806,148 @@ TEST(RdmDeadPeer, SendsToAPeerThatExitedFailCleanly)
     EXPECT_TRUE(failed) << "a dead peer must be noticed";
     n.close();
 }
+
+// fi_endpoint(3) scalable endpoints on shm RDM: transmit and receive
+// contexts share the endpoint's address; each context reports on its own CQ;
+// senders name a receive context with fi_rx_addr (FI_NAMED_RX_CTX, an AV with
+// rx_ctx_bits); without a name a message goes to receive context 0. A real
+// peer process echoes what a transmit context sends; data checked byte for
+// byte. Closing the scalable endpoint with open contexts is -FI_EBUSY.
+TEST(RdmScalable, ContextsTransmitAndReceiveWithNamedReceiveContexts)
+{
+    peer_proc p{"rdm"};
+    info *h = shm_hints(FI_EP_RDM, false);
+    h->caps |= FI_NAMED_RX_CTX;
+    h->ep_attr->tx_ctx_cnt = 2;
+    h->ep_attr->rx_ctx_cnt = 2;
+    info *fi = nullptr;
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi), 0) << "shm offers scalable RDM endpoints";
+    freeinfo(h);
+    EXPECT_GE(fi->domain_attr->max_ep_tx_ctx, 2u);
+    EXPECT_EQ(fi->ep_attr->tx_ctx_cnt, 2u);
+    EXPECT_EQ(fi->ep_attr->rx_ctx_cnt, 2u);
+    EXPECT_TRUE(fi->caps & FI_NAMED_RX_CTX);
+    fid_fabric *fab = nullptr;
+    fid_domain *dom = nullptr;
+    ASSERT_EQ(fabric_open(fi->fabric_attr, &fab, nullptr), 0);
+    ASSERT_EQ(domain_open(fab, fi, &dom, nullptr), 0);
+    av_attr aa;
+    aa.rx_ctx_bits = 1;
+    fid_av *av = nullptr;
+    ASSERT_EQ(av_open(dom, &aa, &av, nullptr), 0);
+    fid_ep *sep = nullptr;
+    ASSERT_EQ(scalable_ep(dom, fi, &sep, nullptr), 0);
+    ASSERT_EQ(scalable_ep_bind(sep, &av->fid, 0), 0);
+    ASSERT_EQ(enable(sep), 0);
+    std::uint8_t sep_addr[64];
+    std::size_t alen = sizeof sep_addr;
+    ASSERT_EQ(getname(&sep->fid, sep_addr, &alen), 0);
+    fid_ep *tx[2] = {}, *rx[2] = {};
+    fid_cq *txcq[2] = {}, *rxcq[2] = {};
+    for (int i = 0; i < 2; i++) {
+        cq_attr ca;
+        ca.format = FI_CQ_FORMAT_TAGGED;
+        ASSERT_EQ(cq_open(dom, &ca, &txcq[i], nullptr), 0);
+        ASSERT_EQ(cq_open(dom, &ca, &rxcq[i], nullptr), 0);
+        ASSERT_EQ(tx_context(sep, i, nullptr, &tx[i], nullptr), 0);
+        ASSERT_EQ(rx_context(sep, i, nullptr, &rx[i], nullptr), 0);
+        ASSERT_EQ(ep_bind(tx[i], &txcq[i]->fid, FI_TRANSMIT), 0);
+        ASSERT_EQ(ep_bind(rx[i], &rxcq[i]->fid, FI_RECV), 0);
+        ASSERT_EQ(enable(tx[i]), 0);
+        ASSERT_EQ(enable(rx[i]), 0);
+    }
+    fid_ep *dup = nullptr;
+    EXPECT_EQ(tx_context(sep, 2, nullptr, &dup, nullptr), -FI_EINVAL) << "only tx_ctx_cnt contexts";
+    fi_addr_t peer = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(av_insert(av, p.addr, 1, &peer, 0, nullptr), 1);
+    ASSERT_EQ(p.set_peer(sep_addr), 0);
+
+    constexpr std::size_t len = 300;
+    std::vector<std::uint8_t> in0(len, 0xee), in1(len, 0xee), out(len);
+    context r0, r1, s1;
+    ASSERT_EQ(trecv(rx[0], in0.data(), len, nullptr, FI_ADDR_UNSPEC, 0, ~0ULL, &r0), 0);
+    ASSERT_EQ(trecv(rx[1], in1.data(), len, nullptr, FI_ADDR_UNSPEC, 0, ~0ULL, &r1), 0);
+    // Transmit context 1 sends; the peer echoes to the scalable endpoint's
+    // address without a receive context name: receive context 0 gets it.
+    fill_pattern(out.data(), len, 9);
+    ASSERT_EQ(retry(txcq[1], [&] { return tsend(tx[1], out.data(), len, nullptr, peer, 40, &s1); }), 0);
+    cq_tagged_entry e{};
+    ASSERT_EQ(wait_cq(txcq[1], e), 1);
+    EXPECT_EQ(e.op_context, &s1) << "the send completes on its context's CQ";
+    EXPECT_EQ(cq_read(txcq[0], &e, 1), -FI_EAGAIN);
+    ASSERT_EQ(wait_cq(rxcq[0], e), 1);
+    EXPECT_EQ(e.op_context, &r0);
+    EXPECT_EQ(e.tag, 41u);
+    EXPECT_EQ(in0, out);
+    EXPECT_EQ(cq_read(rxcq[1], &e, 1), -FI_EAGAIN) << "receive context 1 was not named";
+
+    // A local RDM endpoint names receive context 1 with fi_rx_addr.
+    node x;
+    ASSERT_EQ(x.open(FI_EP_RDM, false), 0);
+    fid_av *xav = nullptr;
+    av_attr xa;
+    xa.rx_ctx_bits = 1;
+    ASSERT_EQ(av_open(x.domain, &xa, &xav, nullptr), 0);
+    // x's endpoint is already bound to its own AV: use a second endpoint.
+    fid_ep *xe = nullptr;
+    ASSERT_EQ(endpoint(x.domain, x.fi, &xe, nullptr), 0);
+    ASSERT_EQ(ep_bind(xe, &x.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(ep_bind(xe, &xav->fid, 0), 0);
+    ASSERT_EQ(enable(xe), 0);
+    fi_addr_t to_sep = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(av_insert(xav, sep_addr, 1, &to_sep, 0, nullptr), 1);
+    fill_pattern(out.data(), len, 11);
+    // Both sides make progress while the connection is set up: the sender
+    // through its CQ, the scalable endpoint through its contexts' CQs.
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    ssize_t sent = -FI_EAGAIN, got = -FI_EAGAIN;
+    while ((sent == -FI_EAGAIN || got == -FI_EAGAIN) && std::chrono::steady_clock::now() < end) {
+        if (sent == -FI_EAGAIN)
+            sent = tsend(xe, out.data(), len, nullptr, rx_addr(to_sep, 1, 1), 77, nullptr);
+        cq_tagged_entry xs;
+        (void)cq_read(x.cq, &xs, 1);
+        if (got == -FI_EAGAIN)
+            got = cq_read(rxcq[1], &e, 1);
+        sched_yield();
+    }
+    ASSERT_EQ(sent, 0);
+    ASSERT_EQ(got, 1) << "receive context 1 named by fi_rx_addr";
+    EXPECT_EQ(e.op_context, &r1);
+    EXPECT_EQ(e.tag, 77u);
+    EXPECT_EQ(in1, out);
+    EXPECT_EQ(cq_read(rxcq[0], &e, 1), -FI_EAGAIN);
+    EXPECT_EQ(close(&xe->fid), 0);
+    EXPECT_EQ(close(&xav->fid), 0);
+    x.close();
+
+    EXPECT_EQ(close(&sep->fid), -FI_EBUSY) << "contexts are still open";
+    for (int i = 0; i < 2; i++) {
+        EXPECT_EQ(close(&tx[i]->fid), 0);
+        EXPECT_EQ(close(&rx[i]->fid), 0);
+    }
+    EXPECT_EQ(close(&sep->fid), 0);
+    for (int i = 0; i < 2; i++) {
+        EXPECT_EQ(close(&txcq[i]->fid), 0);
+        EXPECT_EQ(close(&rxcq[i]->fid), 0);
+    }
+    EXPECT_EQ(close(&av->fid), 0);
+    EXPECT_EQ(close(&dom->fid), 0);
+    EXPECT_EQ(close(&fab->fid), 0);
+    freeinfo(fi);
+}
+
+TEST(RdmScalable, ScalableEndpointsAreRdmOnly)
+{
+    for (ep_type t : {FI_EP_MSG, FI_EP_DGRAM}) {
+        node n;
+        info *h = shm_hints(t, false);
+        ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &n.fi), 0);
+        freeinfo(h);
+        EXPECT_EQ(n.fi->domain_attr->max_ep_tx_ctx, 1u);
+        ASSERT_EQ(fabric_open(n.fi->fabric_attr, &n.fabric, nullptr), 0);
+        ASSERT_EQ(domain_open(n.fabric, n.fi, &n.domain, nullptr), 0);
+        fid_ep *sep = nullptr;
+        EXPECT_EQ(scalable_ep(n.domain, n.fi, &sep, nullptr), -FI_EOPNOTSUPP) << t;
+        n.close();
+    }
+}
