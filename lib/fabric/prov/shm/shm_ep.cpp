@@ -5,6 +5,7 @@
 #include "env/errors.h"
 #include "env/lcore.h"
 #include "env/log.h"
+#include "fabric/detail/live.h"
 #include "shm_prov.h"
 
 namespace shunt::fabric {
@@ -57,6 +58,8 @@ void destroy(shm_ep *e)
     e->all.clear();
     e->by_addr.clear();
     e->by_index.clear();
+    adopted_destroy(e->pep_ud);
+    e->pep_ud = nullptr;
     if (e->ud)
         (void)vq::destroy_qp(e->ud);
     if (e->ud_mr)
@@ -281,6 +284,15 @@ int open_ep(fid_domain *domain, info *in, std::size_t fclass, fid_ep **out, void
         SHUNT_LOG(fabric_log, warning, "shm: endpoint set-up failed: %s", shunt::strerror(rc));
         (void)util::ep_close_generic(&h->ep.fid);
         return rc;
+    }
+    if (in->handle && detail::live_is(in->handle, FI_CLASS_PEP)) {
+        // fi_endpoint(3): the active endpoint acquires the passive endpoint's
+        // address (MSG only; the passive endpoint must no longer be used).
+        rc = type == FI_EP_MSG && fclass == FI_CLASS_EP ? pep_adopt(in->handle, e) : -FI_EINVAL;
+        if (rc) {
+            (void)util::ep_close_generic(&h->ep.fid);
+            return rc;
+        }
     }
     *out = &h->ep;
     return 0;

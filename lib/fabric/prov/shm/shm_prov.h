@@ -75,6 +75,10 @@ struct cm_msg {
     std::uint32_t rep_qpn;   ///< responder's RC QP (REP)
     std::uint32_t pad;
     shm_addr from;           ///< sender's endpoint address
+    /** MSG REQ: the segment of the sender's RC QPs when it differs from
+     *  from's (an endpoint that took over a passive endpoint's address);
+     *  len 0 otherwise. */
+    shm_addr rc_at;
     std::uint8_t data[cm_data_max];
 };
 
@@ -146,6 +150,18 @@ struct shm_domain : util::domain_obj {
     vq::device_attr dattr{};
 };
 
+/** A passive endpoint's UD QP (its address) taken over by an active MSG
+ *  endpoint created with info->handle = the passive endpoint. */
+struct adopted_ud {
+    vq::context *ctx = nullptr;
+    vq::pd *pd = nullptr;
+    vq::cq *cq = nullptr;
+    vq::qp *ud = nullptr;
+    vq::mr *mr = nullptr;
+    std::vector<std::uint8_t> bufs;
+    shm_addr own{};               ///< the endpoint's own UD address (its RC QPs' segment)
+};
+
 /** The provider state of an endpoint (util::ep_core::prov). */
 struct shm_ep {
     util::ep_core *core = nullptr;
@@ -172,6 +188,7 @@ struct shm_ep {
     conn *msg_conn = nullptr;     ///< FI_EP_MSG: the connection
     bool dgram = false;
     bool scalable = false;        ///< core is a scalable endpoint: receives go to its rx contexts
+    adopted_ud *pep_ud = nullptr; ///< MSG: a passive endpoint's address taken over (its CM replies arrive there)
 };
 
 /** Receive context index a destination address names (fi_rx_addr with the
@@ -194,6 +211,15 @@ int sep_open(fid_domain *domain, info *info, fid_ep **sep, void *context);
 /** Passive endpoints (shm_cm.cpp). */
 int pep_open(fid_fabric *fabric, info *info, fid_pep **pep, void *context);
 extern const ops_cm msg_cm_ops;
+/** Take over passive endpoint @p handle's address for MSG endpoint @p e
+ *  (fi_endpoint(3): info->handle = a passive endpoint). The passive endpoint
+ *  is no longer usable (listen: -FI_EOPBADSTATE) and only needs closing.
+ *  @return 0; -FI_EINVAL not an shm passive endpoint of this fabric;
+ *  -FI_EOPBADSTATE already taken or listening; -FI_ENOMEM. */
+int pep_adopt(fid *handle, shm_ep *e);
+/** Poll the adopted UD QP (CM replies). Lock held. */
+void adopted_progress(shm_ep *e);
+void adopted_destroy(adopted_ud *a);
 
 /** Progress of one endpoint (shm_rx.cpp). */
 void progress(util::ep_core *c);

@@ -180,6 +180,8 @@ void progress(util::ep_core *c)
 {
     shm_ep *e = ep_of(c);
     util::guard g(e->lock);
+    if (e->pep_ud) [[unlikely]]
+        adopted_progress(e);
     vq::wc w[16];
     int n = vq::poll_cq(e->rcq, 16, w);
     for (int k = 0; k < n; k++) {
