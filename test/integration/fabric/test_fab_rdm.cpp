@@ -951,3 +951,104 @@ TEST(RdmScalable, ScalableEndpointsAreRdmOnly)
         n.close();
     }
 }
+
+// More than 16 peers reach one RDM endpoint (the old limit of 16 UD rings):
+// 20 endpoints of this process each connect to the peer process's endpoint
+// and send it a distinct tagged message; the peer echoes all of them to
+// endpoint 0. Every message comes back byte for byte.
+TEST(RdmFanIn, TwentyPeersReachOneEndpoint)
+{
+    constexpr int npeers = 20;
+    constexpr std::size_t len = 200;
+    peer_proc p{"rdm"};
+    info *h = shm_hints(FI_EP_RDM, false);
+    info *fi = nullptr;
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi), 0);
+    freeinfo(h);
+    fid_fabric *fab = nullptr;
+    fid_domain *dom = nullptr;
+    ASSERT_EQ(fabric_open(fi->fabric_attr, &fab, nullptr), 0);
+    ASSERT_EQ(domain_open(fab, fi, &dom, nullptr), 0);
+    struct one {
+        fid_ep *ep = nullptr;
+        fid_cq *cq = nullptr;
+        fid_av *av = nullptr;
+        fi_addr_t peer = FI_ADDR_NOTAVAIL;
+        std::vector<std::uint8_t> out;
+        bool sent = false, done = false;
+    };
+    std::vector<one> e(npeers);
+    for (one &x : e) {
+        cq_attr ca;
+        ca.format = FI_CQ_FORMAT_TAGGED;
+        av_attr aa;
+        ASSERT_EQ(cq_open(dom, &ca, &x.cq, nullptr), 0);
+        ASSERT_EQ(av_open(dom, &aa, &x.av, nullptr), 0);
+        ASSERT_EQ(endpoint(dom, fi, &x.ep, nullptr), 0);
+        ASSERT_EQ(ep_bind(x.ep, &x.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+        ASSERT_EQ(ep_bind(x.ep, &x.av->fid, 0), 0);
+        ASSERT_EQ(enable(x.ep), 0);
+        ASSERT_EQ(av_insert(x.av, p.addr, 1, &x.peer, 0, nullptr), 1);
+    }
+    std::uint8_t a0[64];
+    std::size_t alen = sizeof a0;
+    ASSERT_EQ(getname(&e[0].ep->fid, a0, &alen), 0);
+    ASSERT_EQ(p.set_peer(a0), 0);
+    std::vector<std::vector<std::uint8_t>> in(npeers, std::vector<std::uint8_t>(len, 0xee));
+    std::vector<context> rctx(npeers);
+    for (int i = 0; i < npeers; i++) {
+        e[std::size_t(i)].out.resize(len);
+        fill_pattern(e[std::size_t(i)].out.data(), len, std::uint64_t(100 + i));
+        // The echo of sender i carries tag 1000 + i + 1.
+        ASSERT_EQ(trecv(e[0].ep, in[std::size_t(i)].data(), len, nullptr, FI_ADDR_UNSPEC, 1000 + i + 1, 0,
+                        &rctx[std::size_t(i)]),
+                  0);
+    }
+    int received = 0, sends_done = 0;
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while ((received < npeers || sends_done < npeers) && std::chrono::steady_clock::now() < end) {
+        bool idle = true;
+        for (int i = 0; i < npeers; i++) {
+            one &x = e[std::size_t(i)];
+            if (!x.sent) {
+                ssize_t rc = tsend(x.ep, x.out.data(), len, nullptr, x.peer, std::uint64_t(1000 + i), &x);
+                if (rc == 0)
+                    x.sent = true;
+                else
+                    ASSERT_EQ(rc, -FI_EAGAIN) << "sender " << i;
+            }
+            cq_tagged_entry c{};
+            ssize_t n = cq_read(x.cq, &c, 1);
+            if (n == -FI_EAVAIL) {
+                cq_err_entry err{};
+                (void)cq_readerr(x.cq, &err, 0);
+                FAIL() << "endpoint " << i << ": completion error " << err.err;
+            }
+            if (n != 1)
+                continue;
+            idle = false;
+            if (c.flags & FI_SEND) {
+                EXPECT_EQ(c.op_context, &x);
+                sends_done++;
+            } else {
+                ASSERT_EQ(i, 0) << "only endpoint 0 receives";
+                received++;
+            }
+        }
+        if (idle)
+            sched_yield();
+    }
+    EXPECT_EQ(sends_done, npeers) << "every sender's message left";
+    ASSERT_EQ(received, npeers) << "every sender reached the peer and came back";
+    for (int i = 0; i < npeers; i++)
+        EXPECT_EQ(in[std::size_t(i)], e[std::size_t(i)].out) << "message of sender " << i;
+    EXPECT_EQ(p.stats().c, 0u) << "the peer saw no errors";
+    for (one &x : e) {
+        EXPECT_EQ(close(&x.ep->fid), 0);
+        EXPECT_EQ(close(&x.av->fid), 0);
+        EXPECT_EQ(close(&x.cq->fid), 0);
+    }
+    EXPECT_EQ(close(&dom->fid), 0);
+    EXPECT_EQ(close(&fab->fid), 0);
+    freeinfo(fi);
+}
