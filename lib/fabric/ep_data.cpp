@@ -261,6 +261,14 @@ bool place(ep_core *c, rx_entry *e, bool tagged, fi_addr_t src, std::uint64_t ta
     return true;
 }
 
+// The endpoint that reports a receive of an unexpected message: the one it
+// arrived on (a receive posted to a shared receive context has no CQ of its
+// own; fi_endpoint(3): completions go to the receiving endpoint's CQ).
+ep_core *receiver(ep_core *posted_on, const unexp_msg *u)
+{
+    return u->owner ? static_cast<ep_core *>(u->owner) : posted_on;
+}
+
 void release_unexp(unexp_msg *u)
 {
     std::free(u->payload);
@@ -309,7 +317,7 @@ ssize_t post_recv(fid_ep *ep, const iovec *iov, void **desc, std::size_t count, 
     // Unexpected messages first: they arrived before this receive.
     if (!(flags & FI_MULTI_RECV)) {
         if (unexp_msg *u = c->rx->match_unexp(tagged, src, tag, ignore, false)) [[unlikely]] {
-            place(c, e, tagged, u->src, u->tag, u->data, u->flags, u->payload, u->len);
+            place(receiver(c, u), e, tagged, u->src, u->tag, u->data, u->flags, u->payload, u->len);
             release_unexp(u);
             return 0;
         }
@@ -318,7 +326,7 @@ ssize_t post_recv(fid_ep *ep, const iovec *iov, void **desc, std::size_t count, 
     }
     (tagged ? c->rx->tagged : c->rx->msg).push(e);
     while (unexp_msg *u = c->rx->match_unexp(tagged, src, tag, ignore, false)) {
-        bool released = place(c, e, tagged, u->src, u->tag, u->data, u->flags, u->payload, u->len);
+        bool released = place(receiver(c, u), e, tagged, u->src, u->tag, u->data, u->flags, u->payload, u->len);
         release_unexp(u);
         if (released)
             break;
@@ -382,8 +390,8 @@ ssize_t peek_claim(fid_ep *ep, const msg_tagged *m, std::uint64_t flags)
             u->claim = ctx;
             ctx->internal[0] = u;
         }
-        if (c->rx_cq)
-            cq_write(c->rx_cq, m->context, FI_RECV | FI_TAGGED | (u->flags & FI_REMOTE_CQ_DATA), u->len, nullptr,
+        if (ep_core *r = receiver(c, u); r->rx_cq)
+            cq_write(r->rx_cq, m->context, FI_RECV | FI_TAGGED | (u->flags & FI_REMOTE_CQ_DATA), u->len, nullptr,
                      u->data, u->tag, u->src);
         if ((flags & FI_DISCARD) && !(flags & FI_CLAIM)) {
             unexp_msg *prev = nullptr;
@@ -406,8 +414,8 @@ ssize_t peek_claim(fid_ep *ep, const msg_tagged *m, std::uint64_t flags)
         return -FI_EINVAL;
     c->rx->utagged.unlink(prev, x);
     if (flags & FI_DISCARD) {
-        if (c->rx_cq)
-            cq_write(c->rx_cq, m->context, FI_RECV | FI_TAGGED, 0, nullptr, 0, x->tag, x->src);
+        if (ep_core *r = receiver(c, x); r->rx_cq)
+            cq_write(r->rx_cq, m->context, FI_RECV | FI_TAGGED, 0, nullptr, 0, x->tag, x->src);
         release_unexp(x);
         return 0;
     }
@@ -424,7 +432,7 @@ ssize_t peek_claim(fid_ep *ep, const msg_tagged *m, std::uint64_t flags)
         e->iov[i] = m->msg_iov[i];
     e->total = iov_len(m->msg_iov, m->iov_count, bad);
     e->used = 0;
-    place(c, e, true, x->src, x->tag, x->data, x->flags, x->payload, x->len);
+    place(receiver(c, x), e, true, x->src, x->tag, x->data, x->flags, x->payload, x->len);
     release_unexp(x);
     return 0;
 }
@@ -469,6 +477,7 @@ int rx_deliver(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::u
     u->data = data;
     u->flags = msg_flags;
     u->len = len;
+    u->owner = c;
     (tagged ? c->rx->utagged : c->rx->umsg).push(u);
     return 0;
 }

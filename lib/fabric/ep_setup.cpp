@@ -110,6 +110,18 @@ void unbind_all(ep_core *c)
         c->srx->bound_to_srx.fetch_sub(1);
 }
 
+// Messages @p c received into a shared receive context that no receive took
+// yet go with it (close and critical errors discard without completions).
+void drop_received(ep_core *c)
+{
+    if (!c->srx) {
+        c->rx->clear();
+        return;
+    }
+    guard g(c->rx->lock);
+    c->rx->drop_owned(c);
+}
+
 
 } // namespace
 
@@ -271,7 +283,7 @@ int ep_enable(ep_core *c)
 void ep_fail(ep_core *c, int err)
 {
     c->state.store(ep_state::failed);
-    c->rx->clear();
+    drop_received(c);
     if (c->eq) {
         eq_err_entry e{};
         e.fid = &c->main->ep.fid;
@@ -304,6 +316,8 @@ int ep_close_generic(fid *f)
     mr_unbind_ep(c->domain, c);
     if (c->hooks && c->hooks->close)
         c->hooks->close(c);
+    if (c->srx)
+        drop_received(c); // after the provider stopped delivering
     if (c->sep) {
         auto &v = c->fclass == FI_CLASS_TX_CTX ? c->sep->tx_ctx : c->sep->rx_ctx;
         for (auto &p : v)

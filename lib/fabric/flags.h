@@ -179,13 +179,15 @@ enum addr_format : std::uint32_t {
     FI_ADDR_PSMX3, FI_ADDR_OPX, FI_ADDR_CXI, FI_ADDR_UCX,
 };
 
-/** Protocols (ep_attr::protocol). Provider-specific ones have the top bit set. */
+/** Protocols (ep_attr::protocol), with libfabric's values: libfabric keeps them
+ *  stable, so names it no longer documents (FI_PROTO_PSMX2, FI_PROTO_MRAIL)
+ *  keep their slots. Provider-specific ones have the top bit set. */
 enum protocol : std::uint32_t {
     FI_PROTO_UNSPEC, FI_PROTO_RDMA_CM_IB_RC, FI_PROTO_IWARP, FI_PROTO_IB_UD, FI_PROTO_PSMX,
     FI_PROTO_UDP, FI_PROTO_SOCK_TCP, FI_PROTO_MXM, FI_PROTO_IWARP_RDM, FI_PROTO_IB_RDM, FI_PROTO_GNI,
-    FI_PROTO_RXM, FI_PROTO_RXD, FI_PROTO_MLX, FI_PROTO_NETWORKDIRECT, FI_PROTO_SHM, FI_PROTO_RSTREAM,
-    FI_PROTO_RDMA_CM_IB_XRC, FI_PROTO_EFA, FI_PROTO_PSMX3, FI_PROTO_RXM_TCP, FI_PROTO_OPX, FI_PROTO_CXI,
-    FI_PROTO_XNET, FI_PROTO_COLL, FI_PROTO_UCX, FI_PROTO_SM2, FI_PROTO_CXI_RNR,
+    FI_PROTO_RXM, FI_PROTO_RXD, FI_PROTO_MLX, FI_PROTO_NETWORKDIRECT, FI_PROTO_PSMX2, FI_PROTO_SHM,
+    FI_PROTO_MRAIL, FI_PROTO_RSTREAM, FI_PROTO_RDMA_CM_IB_XRC, FI_PROTO_EFA, FI_PROTO_PSMX3, FI_PROTO_RXM_TCP,
+    FI_PROTO_OPX, FI_PROTO_CXI, FI_PROTO_XNET, FI_PROTO_COLL, FI_PROTO_UCX, FI_PROTO_SM2, FI_PROTO_CXI_RNR,
 };
 inline constexpr std::uint32_t FI_PROV_SPECIFIC = 1U << 31;
 

@@ -177,7 +177,10 @@ int match(std::uint32_t version, const info *o, const info_limits &lim, const in
         int asked = mr_mode_normalize(d->mr_mode);
         if (lim.mr_mode_required & ~asked)
             return bad("mr_mode bits the application does not accept");
-        rd->mr_mode = lim.mr_mode_required | (asked & lim.mr_mode_optional);
+        // fi_domain(3): the hints list the modes the application supports; the
+        // answer lists the modes the provider requires (a subset). Bits it could
+        // merely honour are not reported: each one is work for the application.
+        rd->mr_mode = lim.mr_mode_required;
         if (d->mr_key_size > p->mr_key_size || d->cq_data_size > p->cq_data_size)
             return bad("key or cq data size");
         if (d->cq_cnt > p->cq_cnt || d->ep_cnt > p->ep_cnt || d->cntr_cnt > p->cntr_cnt ||

@@ -69,6 +69,24 @@ rx_entry *rxq::remove_ctx(void *context)
     return nullptr;
 }
 
+void rxq::drop_owned(const void *owner)
+{
+    for (fifo<unexp_msg> *l : {&umsg, &utagged}) {
+        unexp_msg *prev = nullptr;
+        for (unexp_msg *u = l->head; u;) {
+            unexp_msg *next = u->next;
+            if (u->owner == owner) {
+                l->unlink(prev, u);
+                std::free(u->payload);
+                delete u;
+            } else {
+                prev = u;
+            }
+            u = next;
+        }
+    }
+}
+
 void rxq::clear()
 {
     for (fifo<unexp_msg> *l : {&umsg, &utagged}) {

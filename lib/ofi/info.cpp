@@ -3,9 +3,8 @@
 // What does not pass through unchanged, and why:
 //  - rx_attr: libfabric 1.17 has total_buffered_recv (removed in 2.x): 0 out, ignored in.
 //  - domain_attr: 1.17 lacks max_ep_auth_key and max_group_id (2.x): dropped.
-//  - protocol: the enumerations differ (1.17 keeps FI_PROTO_PSMX2 and
-//    FI_PROTO_MRAIL): mapped by name; protocols 1.17 cannot name are
-//    reported as FI_PROTO_UNSPEC.
+//  - protocol: passed through (the values are libfabric's; abi.cpp checks
+//    every one 1.17 names; later ones keep their libfabric values).
 //  - mem_tag_format: 2.x's FI_TAG_BITS / FI_TAG_MPI / FI_TAG_CCL are not
 //    1.17 bit formats: reported as 0xaaaa... (64 tag bits, FI_TAG_GENERIC);
 //    a 1.17 bit format in the hints is not forwarded (Shunt gives 64 bits).
@@ -27,42 +26,6 @@ namespace {
 
 constexpr std::uint64_t k_tag_generic = 0xaaaaaaaaaaaaaaaaULL;
 constexpr int k_mr_basic_map = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-
-struct proto_pair {
-    std::uint32_t sh;
-    std::uint32_t lf;
-};
-#define PROTO(n) {std::uint32_t(sf::n), std::uint32_t(::n)}
-constexpr proto_pair k_protos[] = {
-    PROTO(FI_PROTO_UNSPEC),   PROTO(FI_PROTO_RDMA_CM_IB_RC), PROTO(FI_PROTO_IWARP),    PROTO(FI_PROTO_IB_UD),
-    PROTO(FI_PROTO_PSMX),     PROTO(FI_PROTO_UDP),           PROTO(FI_PROTO_SOCK_TCP), PROTO(FI_PROTO_MXM),
-    PROTO(FI_PROTO_IWARP_RDM), PROTO(FI_PROTO_IB_RDM),       PROTO(FI_PROTO_GNI),      PROTO(FI_PROTO_RXM),
-    PROTO(FI_PROTO_RXD),      PROTO(FI_PROTO_MLX),           PROTO(FI_PROTO_NETWORKDIRECT), PROTO(FI_PROTO_SHM),
-    PROTO(FI_PROTO_RSTREAM),  PROTO(FI_PROTO_RDMA_CM_IB_XRC), PROTO(FI_PROTO_EFA),     PROTO(FI_PROTO_PSMX3),
-    PROTO(FI_PROTO_RXM_TCP),  PROTO(FI_PROTO_OPX),           PROTO(FI_PROTO_CXI),      PROTO(FI_PROTO_XNET),
-};
-#undef PROTO
-
-std::uint32_t proto_to_lf(std::uint32_t p)
-{
-    if (p & FI_PROV_SPECIFIC)
-        return p;
-    for (const auto &e : k_protos)
-        if (e.sh == p)
-            return e.lf;
-    return FI_PROTO_UNSPEC;
-}
-
-std::uint32_t proto_to_shunt(std::uint32_t p)
-{
-    if (p & FI_PROV_SPECIFIC)
-        return p;
-    for (const auto &e : k_protos)
-        if (e.lf == p)
-            return e.sh;
-    // A 1.17 protocol Shunt cannot name (PSMX2, MRAIL): no Shunt provider speaks it.
-    return p | FI_PROV_SPECIFIC;
-}
 
 bool dup_str(char **dst, const char *src)
 {
@@ -181,7 +144,7 @@ int info_to_shunt(const ::fi_info *in, std::uint32_t api_version, bool for_hints
         const ::fi_ep_attr *e = in->ep_attr;
         sf::ep_attr *s = o->ep_attr;
         s->type = static_cast<sf::ep_type>(e->type);
-        s->protocol = proto_to_shunt(e->protocol);
+        s->protocol = e->protocol;
         s->protocol_version = e->protocol_version;
         s->max_msg_size = e->max_msg_size;
         s->msg_prefix_size = e->msg_prefix_size;
@@ -308,7 +271,7 @@ int info_to_shunt_for(const fabric_w *fab, const ::fi_info *in, std::uint32_t ap
         const sf::ep_attr *s = in->ep_attr;
         ::fi_ep_attr *e = o->ep_attr;
         e->type = static_cast<::fi_ep_type>(s->type);
-        e->protocol = proto_to_lf(s->protocol);
+        e->protocol = s->protocol;
         e->protocol_version = s->protocol_version;
         e->max_msg_size = s->max_msg_size;
         e->msg_prefix_size = s->msg_prefix_size;

@@ -16,8 +16,7 @@ struct info_limits {
     unsigned threading_mask = 0;  ///< bit (1u << FI_THREAD_*) per supported level
     unsigned progress_mask = 0;   ///< bit (1u << FI_PROGRESS_*) per supported data progress model
     unsigned av_type_mask = 0;    ///< bit (1u << FI_AV_*) per supported AV type
-    int mr_mode_required = 0;     ///< FI_MR_* bits the application must accept
-    int mr_mode_optional = 0;     ///< FI_MR_* bits the provider can honour when asked
+    int mr_mode_required = 0;     ///< FI_MR_* bits the application must accept (the only ones getinfo reports)
     std::uint64_t op_flags = 0;   ///< operation flags it supports (FI_INJECT_COMPLETE ...)
     bool tag_formats = true;      ///< accepts FI_TAG_MPI and FI_TAG_CCL
     bool shared_ctx = false;      ///< FI_SHARED_CONTEXT supported

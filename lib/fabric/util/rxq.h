@@ -42,6 +42,9 @@ struct unexp_msg {
     std::size_t len = 0;
     std::uint8_t *payload = nullptr;
     void *claim = nullptr;        ///< FI_CLAIM context that owns it
+    /** The endpoint (its ep_core) that received it: with a shared receive
+     *  context, the one whose CQ and counter report the receive. */
+    void *owner = nullptr;
 };
 
 template <class T>
@@ -116,6 +119,9 @@ struct rxq {
     rx_entry *remove_ctx(void *context);
     /** Drop everything (endpoint close): no completions. */
     void clear();
+    /** Drop the unexpected messages @p owner received (an endpoint leaving a
+     *  shared receive context): no completions. Caller holds the lock. */
+    void drop_owned(const void *owner);
 };
 
 } // namespace shunt::fabric::util

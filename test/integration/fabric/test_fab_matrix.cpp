@@ -8,6 +8,10 @@
 #include <vector>
 
 #include "fabric/api.h"
+#include "fab_common.h"
+
+#include <cctype>
+#include <cstring>
 
 using namespace shunt;
 using namespace shunt::fabric;
@@ -68,4 +72,97 @@ TEST(ShmMatrix, FeatureMatrixMatchesGetinfo)
         rows++;
     }
     EXPECT_EQ(rows, int(bits.size())) << "every capability of the matrix was checked";
+}
+
+namespace {
+
+info *shm_only(ep_type t)
+{
+    info *h = allocinfo();
+    h->ep_attr->type = t;
+    h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
+    h->fabric_attr->prov_name = ::strdup("shm");
+    return h;
+}
+
+} // namespace
+
+// fi_domain(3): getinfo reports the MR modes the provider requires, not every
+// mode the hints would accept (each one is work for the application).
+TEST(ShmInfo, MrModeIsWhatShmRequiresNotWhatTheHintsAccept)
+{
+    for (ep_type t : {FI_EP_RDM, FI_EP_MSG, FI_EP_DGRAM}) {
+        info *h = shm_only(t);
+        h->domain_attr->mr_mode =
+            FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_ENDPOINT | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_RAW;
+        info *out = nullptr;
+        ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), 0) << t;
+        EXPECT_EQ(out->domain_attr->mr_mode, FI_MR_VIRT_ADDR | FI_MR_PROV_KEY) << t;
+        freeinfo(out);
+        out = nullptr;
+        h->domain_attr->mr_mode = FI_MR_VIRT_ADDR; // without PROV_KEY shm cannot serve
+        EXPECT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), -FI_ENODATA) << t;
+        freeinfo(h);
+    }
+}
+
+// ep_attr::protocol carries libfabric's value of FI_PROTO_SHM (16 since
+// libfabric 1.x: PSMX2 and MRAIL keep their slots), and hints naming another
+// protocol do not select shm.
+TEST(ShmInfo, ProtocolIsLibfabricsShmValue)
+{
+    static_assert(FI_PROTO_PSMX2 == 15 && FI_PROTO_SHM == 16 && FI_PROTO_MRAIL == 17 && FI_PROTO_XNET == 25,
+                  "libfabric's protocol values (rdma/fabric.h) are stable");
+    info *h = shm_only(FI_EP_RDM);
+    info *out = nullptr;
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), 0);
+    EXPECT_EQ(out->ep_attr->protocol, 16u);
+    freeinfo(out);
+    out = nullptr;
+    h->ep_attr->protocol = FI_PROTO_MRAIL;
+    EXPECT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), -FI_ENODATA);
+    freeinfo(h);
+}
+
+// shm addresses are 64 binary bytes, so the address format is provider
+// specific (FI_FORMAT_UNSPEC), not FI_ADDR_STR (which promises a printable
+// string). av_straddr prints them, av_insertsvc takes the printed form back,
+// and av_lookup returns the bytes that were inserted.
+TEST(ShmInfo, AddressFormatIsProviderSpecificAndStraddrRoundTrips)
+{
+    info *h = shm_only(FI_EP_RDM);
+    info *out = nullptr;
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), 0);
+    EXPECT_EQ(out->addr_format, FI_FORMAT_UNSPEC);
+    freeinfo(out);
+    out = nullptr;
+    h->addr_format = FI_ADDR_STR;
+    EXPECT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), -FI_ENODATA)
+        << "shm addresses are not strings";
+    freeinfo(h);
+
+    shunt::test::fab::node n;
+    ASSERT_EQ(n.open(FI_EP_RDM, false), 0);
+    EXPECT_EQ(n.fi->addr_format, FI_FORMAT_UNSPEC);
+    std::uint8_t raw[64];
+    std::size_t len = sizeof raw;
+    ASSERT_EQ(getname(&n.ep->fid, raw, &len), 0);
+    EXPECT_EQ(len, 64u);
+    fi_addr_t a = FI_ADDR_NOTAVAIL, b = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(av_insert(n.av, raw, 1, &a, 0, nullptr), 1);
+    char text[128];
+    std::size_t tlen = sizeof text;
+    ASSERT_NE(av_straddr(n.av, raw, text, &tlen), nullptr);
+    ASSERT_LE(tlen, sizeof text);
+    EXPECT_EQ(std::strlen(text) + 1, tlen);
+    EXPECT_EQ(std::string(text).rfind("fi_shm://", 0), 0u) << text;
+    for (const char *c = text; *c; c++)
+        EXPECT_TRUE(std::isprint(static_cast<unsigned char>(*c))) << text;
+    ASSERT_EQ(av_insertsvc(n.av, text, nullptr, &b, 0, nullptr), 1) << text;
+    std::uint8_t back[64] = {};
+    std::size_t blen = sizeof back;
+    ASSERT_EQ(av_lookup(n.av, b, back, &blen), 0);
+    EXPECT_EQ(blen, 64u);
+    EXPECT_EQ(std::memcmp(back, raw, 64), 0) << "the printed address names the same endpoint";
+    n.close();
 }

@@ -159,3 +159,81 @@ TEST_F(msg_ep, TaggedRmaAndAtomicsOverTheConnection)
         EXPECT_EQ(old, std::uint64_t(3 * i));
     }
 }
+
+// fi_endpoint(3): an active endpoint created with info->handle set to a
+// passive endpoint acquires its address; the passive endpoint can no longer
+// be used and is closed afterwards. The connection to a real peer process
+// works from that address (the peer's accept reply goes to it), and data
+// flows byte for byte.
+TEST(MsgHandle, ActiveEndpointTakesOverAPassiveEndpointsAddress)
+{
+    peer_proc p{"msg"};
+    node n;
+    ASSERT_EQ(n.open(FI_EP_MSG, false), 0);
+    fid_pep *pep = nullptr;
+    ASSERT_EQ(passive_ep(n.fabric, n.fi, &pep, nullptr), 0);
+    std::uint8_t pep_addr[64], ep_addr[64];
+    std::size_t len = sizeof pep_addr;
+    ASSERT_EQ(getname(&pep->fid, pep_addr, &len), 0);
+    info *i = dupinfo(n.fi);
+    i->handle = &pep->fid;
+    ASSERT_EQ(endpoint(n.domain, i, &n.ep, nullptr), 0);
+    fid_ep *second = nullptr;
+    EXPECT_EQ(endpoint(n.domain, i, &second, nullptr), -FI_EOPBADSTATE) << "the address was taken already";
+    freeinfo(i);
+    len = sizeof ep_addr;
+    ASSERT_EQ(getname(&n.ep->fid, ep_addr, &len), 0);
+    EXPECT_EQ(std::memcmp(ep_addr, pep_addr, sizeof ep_addr), 0) << "the active endpoint has the passive one's address";
+    ASSERT_EQ(pep_bind(pep, &n.eq->fid, 0), 0);
+    EXPECT_EQ(listen(pep), -FI_EOPBADSTATE) << "the passive endpoint must no longer be used";
+    EXPECT_EQ(close(&pep->fid), 0);
+
+    ASSERT_EQ(ep_bind(n.ep, &n.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(ep_bind(n.ep, &n.eq->fid, 0), 0);
+    ASSERT_EQ(connect(n.ep, p.addr, nullptr, 0), 0);
+    std::uint32_t ev = 0;
+    std::uint8_t buf[256] = {};
+    ssize_t rc = wait_eq(n.eq, ev, buf, sizeof buf);
+    ASSERT_GT(rc, 0) << shunt::strerror(int(rc));
+    ASSERT_EQ(ev, FI_CONNECTED) << "the reply reached the adopted address";
+    std::vector<std::uint8_t> out(2000), in(2000);
+    fill_pattern(out.data(), out.size(), 8);
+    context rctx, sctx;
+    ASSERT_EQ(recv(n.ep, in.data(), in.size(), nullptr, 0, &rctx), 0);
+    ASSERT_EQ(retry(n.cq, [&] { return send(n.ep, out.data(), out.size(), nullptr, 0, &sctx); }), 0);
+    for (int k = 0; k < 2; k++) {
+        cq_tagged_entry e{};
+        ASSERT_EQ(wait_cq(n.cq, e), 1);
+    }
+    EXPECT_EQ(in, out);
+    n.close();
+}
+
+TEST(MsgHandle, OnlyMsgEndpointsTakeAPassiveEndpointsAddress)
+{
+    node m;
+    ASSERT_EQ(m.open(FI_EP_MSG, false), 0);
+    fid_pep *pep = nullptr;
+    ASSERT_EQ(passive_ep(m.fabric, m.fi, &pep, nullptr), 0);
+    node r;
+    info *h = shm_hints(FI_EP_RDM, false);
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &r.fi), 0);
+    freeinfo(h);
+    ASSERT_EQ(fabric_open(r.fi->fabric_attr, &r.fabric, nullptr), 0);
+    ASSERT_EQ(domain_open(r.fabric, r.fi, &r.domain, nullptr), 0);
+    info *i = dupinfo(r.fi);
+    i->handle = &pep->fid;
+    fid_ep *ep = nullptr;
+    EXPECT_EQ(endpoint(r.domain, i, &ep, nullptr), -FI_EINVAL) << "RDM endpoints have no passive side";
+    freeinfo(i);
+    // A listening passive endpoint keeps its address.
+    ASSERT_EQ(pep_bind(pep, &m.eq->fid, 0), 0);
+    ASSERT_EQ(listen(pep), 0);
+    i = dupinfo(m.fi);
+    i->handle = &pep->fid;
+    EXPECT_EQ(endpoint(m.domain, i, &ep, nullptr), -FI_EOPBADSTATE);
+    freeinfo(i);
+    EXPECT_EQ(close(&pep->fid), 0);
+    r.close();
+    m.close();
+}

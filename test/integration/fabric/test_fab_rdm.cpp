@@ -543,14 +543,129 @@ TEST(RdmOptions, SharedMemoryCannotBeForbiddenForTheShmProvider)
     bool no = false, yes = true;
     EXPECT_EQ(setopt(&n.ep->fid, FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &no, sizeof no), -FI_EOPNOTSUPP);
     EXPECT_EQ(setopt(&n.ep->fid, FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &yes, sizeof yes), 0);
-    fid_ep *ctx = nullptr;
-    info *i = dupinfo(n.fi);
-    i->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT;
-    EXPECT_EQ(endpoint(n.domain, i, &ctx, nullptr), -FI_EOPNOTSUPP) << "no shared contexts in shm";
-    freeinfo(i);
-    fid_stx *stx = nullptr;
-    EXPECT_EQ(stx_context(n.domain, nullptr, &stx, nullptr), -FI_EOPNOTSUPP);
     n.close();
+}
+
+// fi_endpoint(3) shared contexts on shm: two RDM endpoints share one
+// receive context (receives posted once, each message reported on the CQ of
+// the endpoint it arrived on) and one transmit context; a real peer process
+// sends to each endpoint; data checked byte for byte.
+TEST(RdmShared, SharedReceiveAndTransmitContextsAcrossProcesses)
+{
+    peer_proc p{"rdm"};
+    info *h = shm_hints(FI_EP_RDM, false);
+    h->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT;
+    h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+    info *fi = nullptr;
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi), 0) << "shm offers shared contexts";
+    freeinfo(h);
+    EXPECT_EQ(fi->ep_attr->tx_ctx_cnt, FI_SHARED_CONTEXT);
+    EXPECT_EQ(fi->ep_attr->rx_ctx_cnt, FI_SHARED_CONTEXT);
+    fid_fabric *fab = nullptr;
+    fid_domain *dom = nullptr;
+    ASSERT_EQ(fabric_open(fi->fabric_attr, &fab, nullptr), 0);
+    ASSERT_EQ(domain_open(fab, fi, &dom, nullptr), 0);
+    fid_stx *stx = nullptr;
+    fid_ep *srx = nullptr;
+    ASSERT_EQ(stx_context(dom, nullptr, &stx, nullptr), 0);
+    ASSERT_EQ(srx_context(dom, nullptr, &srx, nullptr), 0);
+    struct one {
+        fid_ep *ep = nullptr;
+        fid_cq *cq = nullptr;
+        fid_av *av = nullptr;
+        std::uint8_t addr[64] = {};
+        fi_addr_t peer = FI_ADDR_NOTAVAIL;
+    } e[2];
+    for (one &x : e) {
+        cq_attr ca;
+        ca.format = FI_CQ_FORMAT_TAGGED;
+        av_attr aa;
+        ASSERT_EQ(cq_open(dom, &ca, &x.cq, nullptr), 0);
+        ASSERT_EQ(av_open(dom, &aa, &x.av, nullptr), 0);
+        ASSERT_EQ(endpoint(dom, fi, &x.ep, nullptr), 0);
+        ASSERT_EQ(ep_bind(x.ep, &x.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+        ASSERT_EQ(ep_bind(x.ep, &x.av->fid, 0), 0);
+        EXPECT_EQ(enable(x.ep), -FI_EINVAL) << "configured for shared contexts: they must be bound";
+        ASSERT_EQ(ep_bind(x.ep, &stx->fid, 0), 0);
+        ASSERT_EQ(ep_bind(x.ep, &srx->fid, 0), 0);
+        ASSERT_EQ(enable(x.ep), 0);
+        std::size_t len = sizeof x.addr;
+        ASSERT_EQ(getname(&x.ep->fid, x.addr, &len), 0);
+        ASSERT_EQ(av_insert(x.av, p.addr, 1, &x.peer, 0, nullptr), 1);
+    }
+    EXPECT_EQ(close(&srx->fid), -FI_EBUSY) << "endpoints still use the shared receive context";
+    EXPECT_EQ(close(&stx->fid), -FI_EBUSY);
+    constexpr int nrecv = 5;
+    constexpr std::size_t len = 700;
+    std::vector<std::vector<std::uint8_t>> bufs(nrecv, std::vector<std::uint8_t>(len, 0xee));
+    context rctx[nrecv];
+    for (int i = 0; i < nrecv; i++)
+        ASSERT_EQ(trecv(srx, bufs[i].data(), len, nullptr, FI_ADDR_UNSPEC, 0, ~0ULL, &rctx[i]), 0);
+    // Wait for @p want receive completions on @p x (progress through its CQ).
+    auto take = [&](one &x, int want, std::vector<cq_tagged_entry> &got) {
+        for (int k = 0; k < want; k++) {
+            cq_tagged_entry c{};
+            ssize_t rc;
+            for (;;) {
+                rc = wait_cq(x.cq, c);
+                if (rc != 1 || (c.flags & FI_RECV))
+                    break;
+            }
+            ASSERT_EQ(rc, 1) << "receive " << k;
+            got.push_back(c);
+        }
+    };
+    // The peer sends two tagged messages to each endpoint in turn.
+    for (int k = 0; k < 2; k++) {
+        ASSERT_EQ(p.set_peer(e[k].addr), 0);
+        request r;
+        r.op = send_tagged;
+        r.n = 2;
+        r.a = 100 * (k + 1);
+        r.b = len;
+        ASSERT_EQ(p.call(r).rc, 0);
+        std::vector<cq_tagged_entry> got;
+        take(e[k], 2, got);
+        ASSERT_EQ(got.size(), 2u);
+        for (std::size_t j = 0; j < 2; j++) {
+            EXPECT_EQ(got[j].tag, 100 * (k + 1) + j) << "endpoint " << k;
+            EXPECT_EQ(got[j].len, len);
+            int b = int(static_cast<context *>(got[j].op_context) - rctx);
+            ASSERT_TRUE(b >= 0 && b < nrecv);
+            std::vector<std::uint8_t> want(len);
+            fill_pattern(want.data(), len, j);
+            EXPECT_EQ(bufs[std::size_t(b)], want) << "endpoint " << k << " message " << j;
+        }
+        cq_tagged_entry none{};
+        EXPECT_EQ(cq_read(e[1 - k].cq, &none, 1), -FI_EAGAIN) << "nothing reported on the other endpoint";
+    }
+    // Endpoint 0 sends through the shared transmit context; the peer echoes
+    // to endpoint 1 (its current peer): the echo lands in the shared receive
+    // context's last buffer and is reported on endpoint 1's CQ.
+    std::vector<std::uint8_t> out(len);
+    fill_pattern(out.data(), len, 42);
+    context sctx;
+    ASSERT_EQ(retry(e[0].cq, [&] { return tsend(e[0].ep, out.data(), len, nullptr, e[0].peer, 7, &sctx); }), 0);
+    cq_tagged_entry sc{};
+    ASSERT_EQ(wait_cq(e[0].cq, sc), 1);
+    EXPECT_EQ(sc.op_context, &sctx);
+    EXPECT_EQ(sc.flags, FI_SEND | FI_TAGGED);
+    std::vector<cq_tagged_entry> got;
+    take(e[1], 1, got);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].op_context, &rctx[nrecv - 1]);
+    EXPECT_EQ(got[0].tag, 8u);
+    EXPECT_EQ(bufs[nrecv - 1], out);
+    for (one &x : e) {
+        EXPECT_EQ(close(&x.ep->fid), 0);
+        EXPECT_EQ(close(&x.av->fid), 0);
+        EXPECT_EQ(close(&x.cq->fid), 0);
+    }
+    EXPECT_EQ(close(&srx->fid), 0);
+    EXPECT_EQ(close(&stx->fid), 0);
+    EXPECT_EQ(close(&dom->fid), 0);
+    EXPECT_EQ(close(&fab->fid), 0);
+    freeinfo(fi);
 }
 
 TEST_F(rdm, MultiRecvPacksMessagesFromAnotherProcess)
@@ -690,4 +805,250 @@ TEST(RdmDeadPeer, SendsToAPeerThatExitedFailCleanly)
     }
     EXPECT_TRUE(failed) << "a dead peer must be noticed";
     n.close();
+}
+
+// fi_endpoint(3) scalable endpoints on shm RDM: transmit and receive
+// contexts share the endpoint's address; each context reports on its own CQ;
+// senders name a receive context with fi_rx_addr (FI_NAMED_RX_CTX, an AV with
+// rx_ctx_bits); without a name a message goes to receive context 0. A real
+// peer process echoes what a transmit context sends; data checked byte for
+// byte. Closing the scalable endpoint with open contexts is -FI_EBUSY.
+TEST(RdmScalable, ContextsTransmitAndReceiveWithNamedReceiveContexts)
+{
+    peer_proc p{"rdm"};
+    info *h = shm_hints(FI_EP_RDM, false);
+    h->caps |= FI_NAMED_RX_CTX;
+    h->ep_attr->tx_ctx_cnt = 2;
+    h->ep_attr->rx_ctx_cnt = 2;
+    info *fi = nullptr;
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi), 0) << "shm offers scalable RDM endpoints";
+    freeinfo(h);
+    EXPECT_GE(fi->domain_attr->max_ep_tx_ctx, 2u);
+    EXPECT_EQ(fi->ep_attr->tx_ctx_cnt, 2u);
+    EXPECT_EQ(fi->ep_attr->rx_ctx_cnt, 2u);
+    EXPECT_TRUE(fi->caps & FI_NAMED_RX_CTX);
+    fid_fabric *fab = nullptr;
+    fid_domain *dom = nullptr;
+    ASSERT_EQ(fabric_open(fi->fabric_attr, &fab, nullptr), 0);
+    ASSERT_EQ(domain_open(fab, fi, &dom, nullptr), 0);
+    av_attr aa;
+    aa.rx_ctx_bits = 1;
+    fid_av *av = nullptr;
+    ASSERT_EQ(av_open(dom, &aa, &av, nullptr), 0);
+    fid_ep *sep = nullptr;
+    ASSERT_EQ(scalable_ep(dom, fi, &sep, nullptr), 0);
+    ASSERT_EQ(scalable_ep_bind(sep, &av->fid, 0), 0);
+    ASSERT_EQ(enable(sep), 0);
+    std::uint8_t sep_addr[64];
+    std::size_t alen = sizeof sep_addr;
+    ASSERT_EQ(getname(&sep->fid, sep_addr, &alen), 0);
+    fid_ep *tx[2] = {}, *rx[2] = {};
+    fid_cq *txcq[2] = {}, *rxcq[2] = {};
+    for (int i = 0; i < 2; i++) {
+        cq_attr ca;
+        ca.format = FI_CQ_FORMAT_TAGGED;
+        ASSERT_EQ(cq_open(dom, &ca, &txcq[i], nullptr), 0);
+        ASSERT_EQ(cq_open(dom, &ca, &rxcq[i], nullptr), 0);
+        ASSERT_EQ(tx_context(sep, i, nullptr, &tx[i], nullptr), 0);
+        ASSERT_EQ(rx_context(sep, i, nullptr, &rx[i], nullptr), 0);
+        ASSERT_EQ(ep_bind(tx[i], &txcq[i]->fid, FI_TRANSMIT), 0);
+        ASSERT_EQ(ep_bind(rx[i], &rxcq[i]->fid, FI_RECV), 0);
+        ASSERT_EQ(enable(tx[i]), 0);
+        ASSERT_EQ(enable(rx[i]), 0);
+    }
+    fid_ep *dup = nullptr;
+    EXPECT_EQ(tx_context(sep, 2, nullptr, &dup, nullptr), -FI_EINVAL) << "only tx_ctx_cnt contexts";
+    fi_addr_t peer = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(av_insert(av, p.addr, 1, &peer, 0, nullptr), 1);
+    ASSERT_EQ(p.set_peer(sep_addr), 0);
+
+    constexpr std::size_t len = 300;
+    std::vector<std::uint8_t> in0(len, 0xee), in1(len, 0xee), out(len);
+    context r0, r1, s1;
+    ASSERT_EQ(trecv(rx[0], in0.data(), len, nullptr, FI_ADDR_UNSPEC, 0, ~0ULL, &r0), 0);
+    ASSERT_EQ(trecv(rx[1], in1.data(), len, nullptr, FI_ADDR_UNSPEC, 0, ~0ULL, &r1), 0);
+    // Transmit context 1 sends; the peer echoes to the scalable endpoint's
+    // address without a receive context name: receive context 0 gets it.
+    fill_pattern(out.data(), len, 9);
+    ASSERT_EQ(retry(txcq[1], [&] { return tsend(tx[1], out.data(), len, nullptr, peer, 40, &s1); }), 0);
+    cq_tagged_entry e{};
+    ASSERT_EQ(wait_cq(txcq[1], e), 1);
+    EXPECT_EQ(e.op_context, &s1) << "the send completes on its context's CQ";
+    EXPECT_EQ(cq_read(txcq[0], &e, 1), -FI_EAGAIN);
+    ASSERT_EQ(wait_cq(rxcq[0], e), 1);
+    EXPECT_EQ(e.op_context, &r0);
+    EXPECT_EQ(e.tag, 41u);
+    EXPECT_EQ(in0, out);
+    EXPECT_EQ(cq_read(rxcq[1], &e, 1), -FI_EAGAIN) << "receive context 1 was not named";
+
+    // A local RDM endpoint names receive context 1 with fi_rx_addr.
+    node x;
+    ASSERT_EQ(x.open(FI_EP_RDM, false), 0);
+    fid_av *xav = nullptr;
+    av_attr xa;
+    xa.rx_ctx_bits = 1;
+    ASSERT_EQ(av_open(x.domain, &xa, &xav, nullptr), 0);
+    // x's endpoint is already bound to its own AV: use a second endpoint.
+    fid_ep *xe = nullptr;
+    ASSERT_EQ(endpoint(x.domain, x.fi, &xe, nullptr), 0);
+    ASSERT_EQ(ep_bind(xe, &x.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(ep_bind(xe, &xav->fid, 0), 0);
+    ASSERT_EQ(enable(xe), 0);
+    fi_addr_t to_sep = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(av_insert(xav, sep_addr, 1, &to_sep, 0, nullptr), 1);
+    fill_pattern(out.data(), len, 11);
+    // Both sides make progress while the connection is set up: the sender
+    // through its CQ, the scalable endpoint through its contexts' CQs.
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    ssize_t sent = -FI_EAGAIN, got = -FI_EAGAIN;
+    while ((sent == -FI_EAGAIN || got == -FI_EAGAIN) && std::chrono::steady_clock::now() < end) {
+        if (sent == -FI_EAGAIN)
+            sent = tsend(xe, out.data(), len, nullptr, rx_addr(to_sep, 1, 1), 77, nullptr);
+        cq_tagged_entry xs;
+        (void)cq_read(x.cq, &xs, 1);
+        if (got == -FI_EAGAIN)
+            got = cq_read(rxcq[1], &e, 1);
+        sched_yield();
+    }
+    ASSERT_EQ(sent, 0);
+    ASSERT_EQ(got, 1) << "receive context 1 named by fi_rx_addr";
+    EXPECT_EQ(e.op_context, &r1);
+    EXPECT_EQ(e.tag, 77u);
+    EXPECT_EQ(in1, out);
+    EXPECT_EQ(cq_read(rxcq[0], &e, 1), -FI_EAGAIN);
+    EXPECT_EQ(close(&xe->fid), 0);
+    EXPECT_EQ(close(&xav->fid), 0);
+    x.close();
+
+    EXPECT_EQ(close(&sep->fid), -FI_EBUSY) << "contexts are still open";
+    for (int i = 0; i < 2; i++) {
+        EXPECT_EQ(close(&tx[i]->fid), 0);
+        EXPECT_EQ(close(&rx[i]->fid), 0);
+    }
+    EXPECT_EQ(close(&sep->fid), 0);
+    for (int i = 0; i < 2; i++) {
+        EXPECT_EQ(close(&txcq[i]->fid), 0);
+        EXPECT_EQ(close(&rxcq[i]->fid), 0);
+    }
+    EXPECT_EQ(close(&av->fid), 0);
+    EXPECT_EQ(close(&dom->fid), 0);
+    EXPECT_EQ(close(&fab->fid), 0);
+    freeinfo(fi);
+}
+
+TEST(RdmScalable, ScalableEndpointsAreRdmOnly)
+{
+    for (ep_type t : {FI_EP_MSG, FI_EP_DGRAM}) {
+        node n;
+        info *h = shm_hints(t, false);
+        ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &n.fi), 0);
+        freeinfo(h);
+        EXPECT_EQ(n.fi->domain_attr->max_ep_tx_ctx, 1u);
+        ASSERT_EQ(fabric_open(n.fi->fabric_attr, &n.fabric, nullptr), 0);
+        ASSERT_EQ(domain_open(n.fabric, n.fi, &n.domain, nullptr), 0);
+        fid_ep *sep = nullptr;
+        EXPECT_EQ(scalable_ep(n.domain, n.fi, &sep, nullptr), -FI_EOPNOTSUPP) << t;
+        n.close();
+    }
+}
+
+// More than 16 peers reach one RDM endpoint (the old limit of 16 UD rings):
+// 20 endpoints of this process each connect to the peer process's endpoint
+// and send it a distinct tagged message; the peer echoes all of them to
+// endpoint 0. Every message comes back byte for byte.
+TEST(RdmFanIn, TwentyPeersReachOneEndpoint)
+{
+    constexpr int npeers = 20;
+    constexpr std::size_t len = 200;
+    peer_proc p{"rdm"};
+    info *h = shm_hints(FI_EP_RDM, false);
+    info *fi = nullptr;
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi), 0);
+    freeinfo(h);
+    fid_fabric *fab = nullptr;
+    fid_domain *dom = nullptr;
+    ASSERT_EQ(fabric_open(fi->fabric_attr, &fab, nullptr), 0);
+    ASSERT_EQ(domain_open(fab, fi, &dom, nullptr), 0);
+    struct one {
+        fid_ep *ep = nullptr;
+        fid_cq *cq = nullptr;
+        fid_av *av = nullptr;
+        fi_addr_t peer = FI_ADDR_NOTAVAIL;
+        std::vector<std::uint8_t> out;
+        bool sent = false, done = false;
+    };
+    std::vector<one> e(npeers);
+    for (one &x : e) {
+        cq_attr ca;
+        ca.format = FI_CQ_FORMAT_TAGGED;
+        av_attr aa;
+        ASSERT_EQ(cq_open(dom, &ca, &x.cq, nullptr), 0);
+        ASSERT_EQ(av_open(dom, &aa, &x.av, nullptr), 0);
+        ASSERT_EQ(endpoint(dom, fi, &x.ep, nullptr), 0);
+        ASSERT_EQ(ep_bind(x.ep, &x.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+        ASSERT_EQ(ep_bind(x.ep, &x.av->fid, 0), 0);
+        ASSERT_EQ(enable(x.ep), 0);
+        ASSERT_EQ(av_insert(x.av, p.addr, 1, &x.peer, 0, nullptr), 1);
+    }
+    std::uint8_t a0[64];
+    std::size_t alen = sizeof a0;
+    ASSERT_EQ(getname(&e[0].ep->fid, a0, &alen), 0);
+    ASSERT_EQ(p.set_peer(a0), 0);
+    std::vector<std::vector<std::uint8_t>> in(npeers, std::vector<std::uint8_t>(len, 0xee));
+    std::vector<context> rctx(npeers);
+    for (int i = 0; i < npeers; i++) {
+        e[std::size_t(i)].out.resize(len);
+        fill_pattern(e[std::size_t(i)].out.data(), len, std::uint64_t(100 + i));
+        // The echo of sender i carries tag 1000 + i + 1.
+        ASSERT_EQ(trecv(e[0].ep, in[std::size_t(i)].data(), len, nullptr, FI_ADDR_UNSPEC, 1000 + i + 1, 0,
+                        &rctx[std::size_t(i)]),
+                  0);
+    }
+    int received = 0, sends_done = 0;
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while ((received < npeers || sends_done < npeers) && std::chrono::steady_clock::now() < end) {
+        bool idle = true;
+        for (int i = 0; i < npeers; i++) {
+            one &x = e[std::size_t(i)];
+            if (!x.sent) {
+                ssize_t rc = tsend(x.ep, x.out.data(), len, nullptr, x.peer, std::uint64_t(1000 + i), &x);
+                if (rc == 0)
+                    x.sent = true;
+                else
+                    ASSERT_EQ(rc, -FI_EAGAIN) << "sender " << i;
+            }
+            cq_tagged_entry c{};
+            ssize_t n = cq_read(x.cq, &c, 1);
+            if (n == -FI_EAVAIL) {
+                cq_err_entry err{};
+                (void)cq_readerr(x.cq, &err, 0);
+                FAIL() << "endpoint " << i << ": completion error " << err.err;
+            }
+            if (n != 1)
+                continue;
+            idle = false;
+            if (c.flags & FI_SEND) {
+                EXPECT_EQ(c.op_context, &x);
+                sends_done++;
+            } else {
+                ASSERT_EQ(i, 0) << "only endpoint 0 receives";
+                received++;
+            }
+        }
+        if (idle)
+            sched_yield();
+    }
+    EXPECT_EQ(sends_done, npeers) << "every sender's message left";
+    ASSERT_EQ(received, npeers) << "every sender reached the peer and came back";
+    for (int i = 0; i < npeers; i++)
+        EXPECT_EQ(in[std::size_t(i)], e[std::size_t(i)].out) << "message of sender " << i;
+    EXPECT_EQ(p.stats().c, 0u) << "the peer saw no errors";
+    for (one &x : e) {
+        EXPECT_EQ(close(&x.ep->fid), 0);
+        EXPECT_EQ(close(&x.av->fid), 0);
+        EXPECT_EQ(close(&x.cq->fid), 0);
+    }
+    EXPECT_EQ(close(&dom->fid), 0);
+    EXPECT_EQ(close(&fab->fid), 0);
+    freeinfo(fi);
 }

@@ -573,6 +573,55 @@ TEST_F(ep_rules, SharedReceiveContextFeedsEveryBoundEndpoint)
     freeinfo(i);
 }
 
+// A message that reaches a shared receive context before any receive is
+// posted waits there; the receive posted later (on the shared context, which
+// has no CQ) is reported on the CQ of the endpoint the message arrived on.
+// Closing that endpoint discards what it received and nobody took.
+TEST_F(ep_rules, SharedReceiveContextUnexpectedMessagesReportOnTheReceivingEndpoint)
+{
+    fid_ep *srx = nullptr;
+    ASSERT_EQ(srx_context(env.domain, nullptr, &srx, nullptr), 0);
+    info *i = dupinfo(env.info);
+    i->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+    loop_ep r1, r2, s;
+    for (loop_ep *e : {&r1, &r2}) {
+        ASSERT_EQ(endpoint(env.domain, i, &e->ep, nullptr), 0);
+        cq_attr ca;
+        ca.format = FI_CQ_FORMAT_TAGGED;
+        ASSERT_EQ(cq_open(env.domain, &ca, &e->cq, nullptr), 0);
+        av_attr aa;
+        ASSERT_EQ(av_open(env.domain, &aa, &e->av, nullptr), 0);
+        ASSERT_EQ(ep_bind(e->ep, &e->cq->fid, FI_TRANSMIT | FI_RECV), 0);
+        ASSERT_EQ(ep_bind(e->ep, &e->av->fid, 0), 0);
+        ASSERT_EQ(ep_bind(e->ep, &srx->fid, 0), 0);
+        ASSERT_EQ(enable(e->ep), 0);
+        std::size_t len = 8;
+        ASSERT_EQ(getname(&e->ep->fid, &e->name, &len), 0);
+    }
+    ASSERT_EQ(test::open_ep(env, s), 0);
+    ASSERT_EQ(send(s.ep, "early", 6, nullptr, test::add_peer(s, r2), nullptr), 0);
+    ASSERT_EQ(send(s.ep, "gone", 5, nullptr, test::add_peer(s, r1), nullptr), 0);
+    cq_tagged_entry e{};
+    EXPECT_EQ(cq_read(r1.cq, &e, 1), -FI_EAGAIN);
+    EXPECT_EQ(cq_read(r2.cq, &e, 1), -FI_EAGAIN);
+    // r1 leaves with its unexpected message: it is discarded with it.
+    r1.close_all();
+    char b[8] = {};
+    int c1;
+    ASSERT_EQ(recv(srx, b, sizeof b, nullptr, FI_ADDR_UNSPEC, &c1), 0);
+    ASSERT_EQ(test::read_one(r2.cq, e), 1) << "the unexpected message completes on the endpoint it arrived on";
+    EXPECT_EQ(e.op_context, &c1);
+    EXPECT_EQ(e.len, 6u);
+    EXPECT_STREQ(b, "early");
+    char b2[8] = {};
+    int c2;
+    ASSERT_EQ(recv(srx, b2, sizeof b2, nullptr, FI_ADDR_UNSPEC, &c2), 0);
+    EXPECT_EQ(cq_read(r2.cq, &e, 1), -FI_EAGAIN) << "the closed endpoint's message was discarded";
+    r2.close_all();
+    EXPECT_EQ(close(&srx->fid), 0);
+    freeinfo(i);
+}
+
 TEST_F(ep_rules, ErrorsWithoutOperationContextReportTheEndpointContext)
 {
     loop_ep a, b;

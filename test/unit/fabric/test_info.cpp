@@ -139,7 +139,7 @@ TEST(FabricInfo, GetinfoNarrowsChoicesToTheHints)
     ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), 0);
     EXPECT_EQ(out->domain_attr->threading, FI_THREAD_DOMAIN);
     EXPECT_EQ(out->domain_attr->av_type, FI_AV_MAP);
-    EXPECT_EQ(out->domain_attr->mr_mode, FI_MR_PROV_KEY | FI_MR_VIRT_ADDR); // RAW not offered
+    EXPECT_EQ(out->domain_attr->mr_mode, 0) << "loop requires no MR mode: accepted bits are not echoed";
     EXPECT_EQ(out->ep_attr->mem_tag_format, FI_TAG_MPI);
     EXPECT_EQ(out->tx_attr->size, 16u);
     freeinfo(out);
@@ -176,6 +176,36 @@ TEST(FabricInfo, MatchRequiresModeAndMrModeBitsToBeAccepted)
     // no hints at all: the offer as is
     ASSERT_EQ(util::match(FI_API_VERSION, offer, lim, nullptr, &out), 0);
     EXPECT_EQ(out->ep_attr->max_msg_size, 100u);
+    freeinfo(out);
+    freeinfo(h);
+    freeinfo(offer);
+}
+
+// fi_domain(3) mr_mode: on input the modes the application supports, on
+// output the modes the provider requires -- never more.
+TEST(FabricInfo, GetinfoReportsOnlyTheMrModesTheProviderRequires)
+{
+    info *offer = test::loop_hints(FI_EP_RDM, FI_MSG);
+    offer->caps = FI_MSG | FI_SEND | FI_RECV;
+    util::info_limits lim;
+    lim.threading_mask = 1u << FI_THREAD_SAFE;
+    lim.progress_mask = 1u << FI_PROGRESS_MANUAL;
+    lim.av_type_mask = 1u << FI_AV_TABLE;
+    lim.mr_mode_required = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
+    info *h = allocinfo();
+    h->caps = FI_MSG;
+    h->mode = offer->mode;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_ENDPOINT | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY |
+                              FI_MR_RAW | FI_MR_HMEM;
+    info *out = nullptr;
+    ASSERT_EQ(util::match(FI_API_VERSION, offer, lim, h, &out), 0);
+    EXPECT_EQ(out->domain_attr->mr_mode, FI_MR_VIRT_ADDR | FI_MR_PROV_KEY)
+        << "bits the application merely accepts must not come back as requirements";
+    freeinfo(out);
+    out = nullptr;
+    h->domain_attr->mr_mode = FI_MR_BASIC; // legacy: VIRT_ADDR | ALLOCATED | PROV_KEY
+    ASSERT_EQ(util::match(FI_API_VERSION, offer, lim, h, &out), 0);
+    EXPECT_EQ(out->domain_attr->mr_mode, FI_MR_VIRT_ADDR | FI_MR_PROV_KEY);
     freeinfo(out);
     freeinfo(h);
     freeinfo(offer);

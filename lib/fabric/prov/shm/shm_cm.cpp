@@ -16,6 +16,7 @@ namespace {
 struct connreq {
     struct fid fid;
     shm_addr from{};
+    shm_addr rc_at{};             ///< where the requester's RC QP lives
     std::uint32_t req_qpn = 0;
     struct pep_obj *pep = nullptr;
 };
@@ -34,6 +35,7 @@ struct pep_obj {
     shm_addr addr{};
     util::eq_obj *eq = nullptr;
     bool listening = false;
+    bool taken = false;           ///< an active endpoint took its address (info->handle)
     int backlog = 128;
     std::vector<connreq *> pending;
     std::mutex mu;
@@ -63,6 +65,8 @@ void pep_progress(void *arg)
 {
     auto *p = static_cast<pep_obj *>(arg);
     std::lock_guard g(p->mu);
+    if (p->taken)
+        return;
     vq::wc w[8];
     int n = vq::poll_cq(p->cq, 8, w);
     for (int k = 0; k < n; k++) {
@@ -78,6 +82,7 @@ void pep_progress(void *arg)
                 if (cr && ci && int(p->pending.size()) < p->backlog) {
                     cr->fid.fclass = FI_CLASS_CONNREQ;
                     cr->from = m.from;
+                    cr->rc_at = m.rc_at.len && m.rc_at.len <= 59 ? m.rc_at : m.from;
                     cr->req_qpn = m.req_qpn;
                     cr->pep = p;
                     ci->handle = &cr->fid;
@@ -178,6 +183,8 @@ int pep_getname(fid *f, void *addr, std::size_t *len)
 int pep_listen(fid_pep *pe)
 {
     auto *p = reinterpret_cast<pep_obj *>(pe);
+    if (p->taken)
+        return -FI_EOPBADSTATE; // its address belongs to an active endpoint now
     if (!p->eq)
         return -FI_ENOEQ;
     if (p->listening)
@@ -301,6 +308,8 @@ int ep_connect(fid_ep *ep, const void *addr, const void *param, std::size_t len)
     m.ep_type = FI_EP_MSG;
     m.req_qpn = cn->req_qpn;
     m.from = e->addr;
+    if (e->pep_ud)
+        m.rc_at = e->pep_ud->own; // our RC QP is not in the adopted address's segment
     m.datalen = std::uint16_t(len);
     if (len)
         std::memcpy(m.data, param, len);
@@ -351,7 +360,7 @@ int ep_accept(fid_ep *ep, const void *param, std::size_t len)
     }
     cn->peer = cr->from;
     int s = -1;
-    int rc = slot_open(e, cr->from, cr->req_qpn, true, s);
+    int rc = slot_open(e, cr->rc_at, cr->req_qpn, true, s);
     if (rc) {
         delete cn;
         delete cr;
@@ -446,6 +455,73 @@ void pep_cm(shm_ep *e, const cm_msg &m)
         err.err = FI_ECONNREFUSED;
         (void)util::eq_post_err(c->eq, err, m.data, m.datalen);
     }
+}
+
+int pep_adopt(fid *handle, shm_ep *e)
+{
+    auto *p = reinterpret_cast<pep_obj *>(handle);
+    if (!detail::live_is(handle, FI_CLASS_PEP) || p->pep.fid.ops != &pep_fid_ops)
+        return -FI_EINVAL; // not an shm passive endpoint
+    if (p->fabric != e->dom->fabric)
+        return -FI_EINVAL;
+    std::lock_guard g(p->mu);
+    if (p->taken || p->listening)
+        return -FI_EOPBADSTATE; // a listening passive endpoint keeps its address
+    auto *a = new (std::nothrow) adopted_ud;
+    if (!a)
+        return -FI_ENOMEM;
+    a->ctx = p->ctx;
+    a->pd = p->pd;
+    a->cq = p->cq;
+    a->ud = p->ud;
+    a->mr = p->mr;
+    a->bufs = std::move(p->bufs);
+    p->ctx = nullptr;
+    p->pd = nullptr;
+    p->cq = nullptr;
+    p->ud = nullptr;
+    p->mr = nullptr;
+    p->taken = true;
+    a->own = e->addr;
+    e->pep_ud = a;
+    e->addr = p->addr;
+    return 0;
+}
+
+void adopted_progress(shm_ep *e)
+{
+    adopted_ud *a = e->pep_ud;
+    vq::wc w[8];
+    int n = vq::poll_cq(a->cq, 8, w);
+    for (int k = 0; k < n; k++) {
+        if (w[k].qp_num != a->ud->qp_num || w[k].wr_id == ~0ULL)
+            continue;
+        const std::uint8_t *b = a->bufs.data() + w[k].wr_id * ud_buf;
+        if (w[k].status == vq::wc_status::success && w[k].byte_len >= offsetof(cm_msg, data)) {
+            cm_msg m{};
+            std::memcpy(&m, b, std::min<std::size_t>(w[k].byte_len, sizeof m));
+            pep_cm(e, m); // REP / REJ for a connect from the adopted address
+        }
+        (void)vq::post_recv(a->ud, w[k].wr_id, reinterpret_cast<std::uint64_t>(a->bufs.data()) + w[k].wr_id * ud_buf,
+                            ud_buf, a->mr->lkey);
+    }
+}
+
+void adopted_destroy(adopted_ud *a)
+{
+    if (!a)
+        return;
+    if (a->ud)
+        (void)vq::destroy_qp(a->ud);
+    if (a->mr)
+        (void)vq::dereg_mr(a->mr);
+    if (a->cq)
+        (void)vq::destroy_cq(a->cq);
+    if (a->pd)
+        (void)vq::dealloc_pd(a->pd);
+    if (a->ctx)
+        (void)vq::close_device(a->ctx);
+    delete a;
 }
 
 int pep_open(fid_fabric *fabric, info *in, fid_pep **out, void *context)

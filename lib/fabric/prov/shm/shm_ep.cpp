@@ -5,6 +5,7 @@
 #include "env/errors.h"
 #include "env/lcore.h"
 #include "env/log.h"
+#include "fabric/detail/live.h"
 #include "shm_prov.h"
 
 namespace shunt::fabric {
@@ -24,8 +25,12 @@ int poller(void *arg) noexcept
     return 0;
 }
 
+bool is_ctx(const util::ep_core *c) { return c->fclass == FI_CLASS_TX_CTX || c->fclass == FI_CLASS_RX_CTX; }
+
 int enable_hook(util::ep_core *c)
 {
+    if (is_ctx(c))
+        return 0; // a context of a scalable endpoint: the endpoint's transport (and poller) serve it
     shm_ep *e = ep_of(c);
     if (e->dom->data_progress == FI_PROGRESS_AUTO && !e->progress_handle) {
         int h = env::progress::add(poller, c);
@@ -53,6 +58,8 @@ void destroy(shm_ep *e)
     e->all.clear();
     e->by_addr.clear();
     e->by_index.clear();
+    adopted_destroy(e->pep_ud);
+    e->pep_ud = nullptr;
     if (e->ud)
         (void)vq::destroy_qp(e->ud);
     if (e->ud_mr)
@@ -67,8 +74,31 @@ void destroy(shm_ep *e)
     delete e;
 }
 
+// A context of a scalable endpoint closes: its outstanding transmits
+// complete silently (close discards them) and progress stops reaching it
+// (progress reads the context lists under the lock).
+void ctx_close(util::ep_core *c)
+{
+    shm_ep *e = ep_of(c);
+    c->prov = nullptr;
+    if (!e)
+        return;
+    util::guard g(e->lock);
+    for (tx_entry &t : e->tx)
+        if (t.owner == c)
+            t.owner = nullptr;
+    for (auto *v : {&e->core->tx_ctx, &e->core->rx_ctx})
+        for (util::ep_handle *&h : *v)
+            if (h && h->core == c)
+                h = nullptr;
+}
+
 void close_hook(util::ep_core *c)
 {
+    if (is_ctx(c)) {
+        ctx_close(c);
+        return;
+    }
     shm_ep *e = ep_of(c);
     if (!e)
         return;
@@ -127,6 +157,31 @@ int getname_op(fid *f, void *addr, std::size_t *len)
 }
 
 const ops_cm rdm_cm_ops{.getname = getname_op};
+
+// Contexts of a scalable endpoint share its transport (shm_ep): the base
+// creates them, the provider points them at it.
+int sep_tx_ctx(fid_ep *sep, int index, tx_attr *attr, fid_ep **out, void *context)
+{
+    int rc = util::ep_ops.tx_ctx(sep, index, attr, out, context);
+    if (rc == 0)
+        util::core_of(*out)->prov = util::core_of(sep)->prov;
+    return rc;
+}
+
+int sep_rx_ctx(fid_ep *sep, int index, rx_attr *attr, fid_ep **out, void *context)
+{
+    int rc = util::ep_ops.rx_ctx(sep, index, attr, out, context);
+    if (rc == 0)
+        util::core_of(*out)->prov = util::core_of(sep)->prov;
+    return rc;
+}
+
+const ops_ep sep_ops = [] {
+    ops_ep o = util::ep_ops;
+    o.tx_ctx = sep_tx_ctx;
+    o.rx_ctx = sep_rx_ctx;
+    return o;
+}();
 
 int setup(shm_ep *e, ep_type type)
 {
@@ -195,18 +250,20 @@ int setup(shm_ep *e, ep_type type)
 
 } // namespace
 
-int ep_open(fid_domain *domain, info *in, fid_ep **out, void *context)
+namespace {
+
+int open_ep(fid_domain *domain, info *in, std::size_t fclass, fid_ep **out, void *context)
 {
     shm_domain *d = dom_of(util::to_domain(domain));
     ep_type type = in->ep_attr && in->ep_attr->type != FI_EP_UNSPEC ? in->ep_attr->type : FI_EP_RDM;
-    if (in->ep_attr && (in->ep_attr->tx_ctx_cnt == FI_SHARED_CONTEXT || in->ep_attr->rx_ctx_cnt == FI_SHARED_CONTEXT))
-        return -FI_EOPNOTSUPP;
     util::ep_tables t;
     t.msg = &msg_ops;
     t.tagged = &tagged_ops;
     t.cm = type == FI_EP_MSG ? &msg_cm_ops : &rdm_cm_ops;
+    if (fclass == FI_CLASS_SEP)
+        t.ep = &sep_ops;
     util::ep_handle *h = nullptr;
-    int rc = util::ep_create(d, in, FI_CLASS_EP, &hooks, t, context, &h);
+    int rc = util::ep_create(d, in, fclass, &hooks, t, context, &h);
     if (rc)
         return rc;
     util::ep_core *c = h->core;
@@ -221,14 +278,47 @@ int ep_open(fid_domain *domain, info *in, fid_ep **out, void *context)
     e->dom = d;
     e->lock.enable(d->mt);
     e->msg_type = type == FI_EP_MSG;
+    e->scalable = fclass == FI_CLASS_SEP;
     c->prov = e;
     if ((rc = setup(e, type))) {
         SHUNT_LOG(fabric_log, warning, "shm: endpoint set-up failed: %s", shunt::strerror(rc));
         (void)util::ep_close_generic(&h->ep.fid);
         return rc;
     }
+    if (in->handle && detail::live_is(in->handle, FI_CLASS_PEP)) {
+        // fi_endpoint(3): the active endpoint acquires the passive endpoint's
+        // address (MSG only; the passive endpoint must no longer be used).
+        rc = type == FI_EP_MSG && fclass == FI_CLASS_EP ? pep_adopt(in->handle, e) : -FI_EINVAL;
+        if (rc) {
+            (void)util::ep_close_generic(&h->ep.fid);
+            return rc;
+        }
+    }
     *out = &h->ep;
     return 0;
+}
+
+} // namespace
+
+int ep_open(fid_domain *domain, info *in, fid_ep **out, void *context)
+{
+    if (!in || !out)
+        return -FI_EINVAL;
+    return open_ep(domain, in, FI_CLASS_EP, out, context);
+}
+
+int sep_open(fid_domain *domain, info *in, fid_ep **out, void *context)
+{
+    if (!in || !out)
+        return -FI_EINVAL;
+    ep_type type = in->ep_attr && in->ep_attr->type != FI_EP_UNSPEC ? in->ep_attr->type : FI_EP_RDM;
+    if (type != FI_EP_RDM)
+        return -FI_EOPNOTSUPP; // scalable endpoints: RDM only
+    if (in->ep_attr && ((in->ep_attr->tx_ctx_cnt != FI_SHARED_CONTEXT && in->ep_attr->tx_ctx_cnt > max_ctx) ||
+                        (in->ep_attr->rx_ctx_cnt != FI_SHARED_CONTEXT && in->ep_attr->rx_ctx_cnt > max_ctx) ||
+                        in->ep_attr->tx_ctx_cnt == FI_SHARED_CONTEXT || in->ep_attr->rx_ctx_cnt == FI_SHARED_CONTEXT))
+        return -FI_EINVAL;
+    return open_ep(domain, in, FI_CLASS_SEP, out, context);
 }
 
 } // namespace shunt::fabric::shm

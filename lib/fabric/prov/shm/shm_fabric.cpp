@@ -29,7 +29,12 @@ info *offer(ep_type t)
     i->caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM;
     if (t != FI_EP_DGRAM)
         i->caps |= FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-    i->addr_format = FI_ADDR_STR;
+    if (t == FI_EP_RDM)
+        i->caps |= FI_NAMED_RX_CTX; // receive contexts of scalable endpoints by fi_rx_addr
+    // Addresses are a binary shm_addr (fi_getinfo(3): FI_FORMAT_UNSPEC is a
+    // provider-specific format, opaque to the application); av_straddr prints
+    // them as "fi_shm://<segment>/<qpn>", which av_insertsvc accepts back.
+    i->addr_format = FI_FORMAT_UNSPEC;
     i->ep_attr->type = t;
     i->ep_attr->protocol = FI_PROTO_SHM;
     i->ep_attr->protocol_version = 1;
@@ -54,8 +59,8 @@ info *offer(ep_type t)
     d->ep_cnt = 256;
     d->cntr_cnt = 1024;
     d->mr_iov_limit = 1;
-    d->max_ep_tx_ctx = 1;
-    d->max_ep_rx_ctx = 1;
+    d->max_ep_tx_ctx = t == FI_EP_RDM ? max_ctx : 1; // scalable endpoints: RDM
+    d->max_ep_rx_ctx = t == FI_EP_RDM ? max_ctx : 1;
     d->max_err_data = 0;
     d->mr_cnt = 4096;
     i->fabric_attr->name = ::strdup("shm");
@@ -83,8 +88,8 @@ util::info_limits limits()
     l.progress_mask = (1u << FI_PROGRESS_MANUAL) | (1u << FI_PROGRESS_AUTO);
     l.av_type_mask = (1u << FI_AV_TABLE) | (1u << FI_AV_MAP);
     l.mr_mode_required = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
-    l.mr_mode_optional = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_ENDPOINT;
     l.op_flags = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
+    l.shared_ctx = true;
     return l;
 }
 
@@ -241,8 +246,10 @@ const util::domain_hooks hooks = [] {
 const ops_domain domain_ops = [] {
     ops_domain o = util::default_domain_ops();
     o.endpoint = ep_open;
-    o.stx_ctx = stub::stx_ctx; // shared contexts: not offered by shm
-    o.srx_ctx = stub::srx_ctx;
+    o.scalable_ep = sep_open;
+    // Shared contexts are the base's (default_domain_ops): a shared receive
+    // context's queue is matched by every endpoint bound to it; a shared
+    // transmit context is accepted, each endpoint still sends on its own QPs.
     return o;
 }();
 

@@ -31,7 +31,7 @@ namespace shunt::fabric::shm {
 
 namespace vq = shunt::vq;
 
-/** Address of an shm endpoint (FI_ADDR_STR-like opaque bytes; 64 bytes). */
+/** Address of an shm endpoint (addr_format FI_FORMAT_UNSPEC: opaque binary, 64 bytes). */
 struct shm_addr {
     std::uint32_t qpn;    ///< the endpoint's UD QP
     std::uint8_t len;     ///< bytes of name
@@ -48,6 +48,7 @@ inline constexpr std::uint32_t max_qps = 63;                 ///< RC QPs per end
 inline constexpr std::uint32_t ud_depth = 64;
 inline constexpr std::uint32_t ud_buf = 512;
 inline constexpr std::uint32_t cm_data_max = 128;
+inline constexpr std::size_t max_ctx = 16;                   ///< tx / rx contexts per scalable endpoint
 inline constexpr std::uint32_t qkey = 0x5348;                ///< "SH"
 inline constexpr std::size_t max_msg = std::size_t(64) << 20;
 /** DGRAM: one inline UD message (header carries the sender's address). */
@@ -59,7 +60,7 @@ enum : std::uint8_t { wf_data = 1, wf_more = 2, wf_ack = 4 };
 struct wire_hdr {
     std::uint8_t op;
     std::uint8_t flags;
-    std::uint16_t pad;
+    std::uint16_t pad;    ///< w_msg / w_tagged: receive context of a scalable target (FI_NAMED_RX_CTX)
     std::uint32_t total;  ///< message bytes (all fragments)
 };
 static_assert(sizeof(wire_hdr) == 8);
@@ -74,6 +75,10 @@ struct cm_msg {
     std::uint32_t rep_qpn;   ///< responder's RC QP (REP)
     std::uint32_t pad;
     shm_addr from;           ///< sender's endpoint address
+    /** MSG REQ: the segment of the sender's RC QPs when it differs from
+     *  from's (an endpoint that took over a passive endpoint's address);
+     *  len 0 otherwise. */
+    shm_addr rc_at;
     std::uint8_t data[cm_data_max];
 };
 
@@ -93,6 +98,7 @@ struct rc_slot {
     std::uint32_t stage_total = 0, stage_got = 0;
     std::uint8_t stage_op = 0, stage_flags = 0;
     std::uint64_t stage_tag = 0, stage_data = 0, stage_ack = 0;
+    std::uint16_t stage_rx = 0;       ///< receive context index of the staged message
 };
 
 struct tx_entry;
@@ -116,6 +122,7 @@ struct conn {
 /** An outstanding transmit. */
 struct tx_entry {
     tx_entry *next = nullptr;
+    util::ep_core *owner = nullptr; ///< endpoint or transmit context that posted it (its CQ, counters)
     void *context = nullptr;
     std::uint64_t flags = 0;      ///< op flags (FI_COMPLETION...)
     std::uint64_t cq_flags = 0;   ///< FI_SEND|FI_MSG, FI_RMA|FI_WRITE...
@@ -143,6 +150,18 @@ struct shm_domain : util::domain_obj {
     vq::device_attr dattr{};
 };
 
+/** A passive endpoint's UD QP (its address) taken over by an active MSG
+ *  endpoint created with info->handle = the passive endpoint. */
+struct adopted_ud {
+    vq::context *ctx = nullptr;
+    vq::pd *pd = nullptr;
+    vq::cq *cq = nullptr;
+    vq::qp *ud = nullptr;
+    vq::mr *mr = nullptr;
+    std::vector<std::uint8_t> bufs;
+    shm_addr own{};               ///< the endpoint's own UD address (its RC QPs' segment)
+};
+
 /** The provider state of an endpoint (util::ep_core::prov). */
 struct shm_ep {
     util::ep_core *core = nullptr;
@@ -168,13 +187,39 @@ struct shm_ep {
     bool msg_type = false;        ///< FI_EP_MSG
     conn *msg_conn = nullptr;     ///< FI_EP_MSG: the connection
     bool dgram = false;
+    bool scalable = false;        ///< core is a scalable endpoint: receives go to its rx contexts
+    adopted_ud *pep_ud = nullptr; ///< MSG: a passive endpoint's address taken over (its CM replies arrive there)
 };
+
+/** Receive context index a destination address names (fi_rx_addr with the
+ *  AV's rx_ctx_bits), 0 without named receive contexts. Fast path. */
+inline std::uint16_t rx_index_of(const util::ep_core *c, fi_addr_t dest)
+{
+    int bits = c->av ? c->av->rx_ctx_bits : 0;
+    return bits ? std::uint16_t(dest >> (64 - bits)) : 0;
+}
+
+/** The endpoint core a message for receive context @p index is reported on:
+ *  the endpoint itself, or for a scalable endpoint that receive context if it
+ *  is open and enabled (else the first enabled one; null if none). */
+util::ep_core *rx_target(shm_ep *e, std::uint16_t index);
 
 /** Endpoint hooks and tables (shm_ep.cpp). */
 int ep_open(fid_domain *domain, info *info, fid_ep **ep, void *context);
+/** Scalable endpoints (RDM): tx/rx contexts share the endpoint's transport. */
+int sep_open(fid_domain *domain, info *info, fid_ep **sep, void *context);
 /** Passive endpoints (shm_cm.cpp). */
 int pep_open(fid_fabric *fabric, info *info, fid_pep **pep, void *context);
 extern const ops_cm msg_cm_ops;
+/** Take over passive endpoint @p handle's address for MSG endpoint @p e
+ *  (fi_endpoint(3): info->handle = a passive endpoint). The passive endpoint
+ *  is no longer usable (listen: -FI_EOPBADSTATE) and only needs closing.
+ *  @return 0; -FI_EINVAL not an shm passive endpoint of this fabric;
+ *  -FI_EOPBADSTATE already taken or listening; -FI_ENOMEM. */
+int pep_adopt(fid *handle, shm_ep *e);
+/** Poll the adopted UD QP (CM replies). Lock held. */
+void adopted_progress(shm_ep *e);
+void adopted_destroy(adopted_ud *a);
 
 /** Progress of one endpoint (shm_rx.cpp). */
 void progress(util::ep_core *c);

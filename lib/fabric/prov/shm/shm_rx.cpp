@@ -69,7 +69,10 @@ void rc_rx(shm_ep *e, const vq::wc &w)
     }
     util::ep_core *c = e->core;
     if (w.opcode == vq::wc_opcode::recv_rdma_with_imm) {
-        util::rx_remote_data(c, w.imm_data, FI_RMA | FI_REMOTE_WRITE, w.byte_len);
+        if (e->scalable)
+            c = rx_target(e, 0);
+        if (c)
+            util::rx_remote_data(c, w.imm_data, FI_RMA | FI_REMOTE_WRITE, w.byte_len);
         repost(e, s, i);
         return;
     }
@@ -111,14 +114,18 @@ void rc_rx(shm_ep *e, const vq::wc &w)
             sl.stage_tag = tag;
             sl.stage_data = data;
             sl.stage_ack = ack;
+            sl.stage_rx = h.pad;
             std::size_t n = std::min<std::size_t>(len - off, h.total);
             if (sl.stage && n)
                 std::memcpy(sl.stage, b + off, n);
             sl.stage_got = std::uint32_t(n);
             break;
         }
-        (void)util::rx_deliver(c, h.op == w_tagged, src, tag, data, (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0,
-                               b + off, len - off, true);
+        if (e->scalable)
+            c = rx_target(e, h.pad);
+        if (c) // a scalable endpoint without an enabled receive context drops it
+            (void)util::rx_deliver(c, h.op == w_tagged, src, tag, data, (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0,
+                                   b + off, len - off, true);
         if (h.flags & wf_ack)
             send_ack(e, sl, ack);
         break;
@@ -132,7 +139,9 @@ void rc_rx(shm_ep *e, const vq::wc &w)
             sl.stage_got += std::uint32_t(n);
         }
         if (!(h.flags & wf_more)) {
-            if (sl.stage && sl.stage_got == sl.stage_total)
+            if (e->scalable)
+                c = rx_target(e, sl.stage_rx);
+            if (c && sl.stage && sl.stage_got == sl.stage_total)
                 (void)util::rx_deliver(c, sl.stage_op == w_tagged, src, sl.stage_tag, sl.stage_data,
                                        (sl.stage_flags & wf_data) ? FI_REMOTE_CQ_DATA : 0, sl.stage, sl.stage_total,
                                        true);
@@ -171,6 +180,8 @@ void progress(util::ep_core *c)
 {
     shm_ep *e = ep_of(c);
     util::guard g(e->lock);
+    if (e->pep_ud) [[unlikely]]
+        adopted_progress(e);
     vq::wc w[16];
     int n = vq::poll_cq(e->rcq, 16, w);
     for (int k = 0; k < n; k++) {
@@ -207,6 +218,20 @@ void progress(util::ep_core *c)
         else if (cn->state == conn::connecting && !e->msg_type)
             (void)conn_start(e, cn); // resend a lost REQ after a while
     }
+}
+
+util::ep_core *rx_target(shm_ep *e, std::uint16_t index)
+{
+    auto usable = [](util::ep_handle *h) {
+        return h && h->core->state.load(std::memory_order_acquire) == util::ep_state::enabled;
+    };
+    const auto &v = e->core->rx_ctx;
+    if (index < v.size() && usable(v[index]))
+        return v[index]->core;
+    for (util::ep_handle *h : v)
+        if (usable(h))
+            return h->core;
+    return nullptr;
 }
 
 } // namespace shunt::fabric::shm

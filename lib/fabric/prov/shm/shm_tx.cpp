@@ -9,6 +9,19 @@ namespace shunt::fabric::shm {
 
 namespace {
 
+// Completions of an entry, reported on the endpoint or context that posted
+// it; none once that context closed (close discards outstanding operations).
+void tx_done_of(tx_entry *t, std::uint64_t flags, void *ctx, std::uint64_t cq_flags, std::size_t len)
+{
+    if (t->owner) [[likely]]
+        util::tx_done(t->owner, flags, ctx, cq_flags, len);
+}
+void tx_fail_of(tx_entry *t, void *ctx, std::uint64_t cq_flags, int err, std::size_t len)
+{
+    if (t->owner) [[likely]]
+        util::tx_fail(t->owner, ctx, cq_flags, err, len);
+}
+
 tx_entry *tx_get(shm_ep *e)
 {
     tx_entry *t = e->tx_free;
@@ -48,9 +61,9 @@ tx_entry *tx_from_id(shm_ep *e, std::uint64_t id)
 
 // Header of the first (or only) piece of a message. @return its size.
 std::size_t build_hdr(std::uint8_t *h, bool tagged, std::uint8_t flags, std::uint32_t total, std::uint64_t tag,
-                      std::uint64_t data, std::uint64_t ack)
+                      std::uint64_t data, std::uint64_t ack, std::uint16_t rx_index)
 {
-    wire_hdr w{tagged ? w_tagged : w_msg, flags, 0, total};
+    wire_hdr w{tagged ? w_tagged : w_msg, flags, rx_index, total};
     std::memcpy(h, &w, sizeof w);
     std::size_t n = sizeof w;
     if (tagged) {
@@ -117,9 +130,8 @@ int ready(shm_ep *e, conn *c)
     return 0;
 }
 
-ssize_t send_msg(shm_ep *e, const util::tx_req &r)
+ssize_t send_msg(shm_ep *e, util::ep_core *core, const util::tx_req &r)
 {
-    util::ep_core *core = e->core;
     conn *c = conn_of(e, r);
     if (int rc = ready(e, c); rc)
         return rc;
@@ -134,6 +146,7 @@ ssize_t send_msg(shm_ep *e, const util::tx_req &r)
         if (!t)
             return -FI_EAGAIN;
         t->context = r.context;
+        t->owner = core;
         t->flags = r.flags;
         t->cq_flags = cqf;
         t->len = r.len;
@@ -141,7 +154,7 @@ ssize_t send_msg(shm_ep *e, const util::tx_req &r)
         t->iov_count = r.count;
         for (std::size_t i = 0; i < r.count; i++)
             t->iov[i] = r.iov[i];
-        t->hdr = wire_hdr{tagged ? w_tagged : w_msg, fl, 0, std::uint32_t(r.len)};
+        t->hdr = wire_hdr{tagged ? w_tagged : w_msg, fl, rx_index_of(core, r.dest), std::uint32_t(r.len)};
         t->tag = r.tag;
         t->data = data;
         t->want_ack = delivery;
@@ -155,6 +168,7 @@ ssize_t send_msg(shm_ep *e, const util::tx_req &r)
         if (!t) [[unlikely]]
             return -FI_EAGAIN;
         t->context = r.context;
+        t->owner = core;
         t->flags = r.flags;
         t->cq_flags = cqf;
         t->len = r.len;
@@ -163,7 +177,7 @@ ssize_t send_msg(shm_ep *e, const util::tx_req &r)
     }
     std::uint8_t h[hdr_max];
     std::size_t hl = build_hdr(h, tagged, std::uint8_t(fl | (delivery ? wf_ack : 0)), std::uint32_t(r.len), r.tag,
-                               data, t ? tx_id(e, t) : 0);
+                               data, t ? tx_id(e, t) : 0, rx_index_of(core, r.dest));
     vq::data_buf bufs[1 + 4];
     bufs[0] = vq::data_buf{h, hl};
     std::size_t nb = 1 + gather(r.iov, r.count, 0, r.len, bufs + 1);
@@ -196,9 +210,8 @@ int lkey_of(void *desc, std::uint32_t &lkey)
     return 0;
 }
 
-ssize_t rma(shm_ep *e, const util::tx_req &r)
+ssize_t rma(shm_ep *e, util::ep_core *core, const util::tx_req &r)
 {
-    util::ep_core *core = e->core;
     conn *c = conn_of(e, r);
     if (int rc = ready(e, c); rc)
         return rc;
@@ -208,6 +221,7 @@ ssize_t rma(shm_ep *e, const util::tx_req &r)
     if (!t)
         return -FI_EAGAIN;
     t->context = r.context;
+    t->owner = core;
     t->flags = r.flags;
     t->cq_flags = cqf;
     t->len = r.len;
@@ -270,7 +284,7 @@ ssize_t rma(shm_ep *e, const util::tx_req &r)
     return 0;
 }
 
-ssize_t atomic_op(shm_ep *e, const util::tx_req &r)
+ssize_t atomic_op(shm_ep *e, util::ep_core *core, const util::tx_req &r)
 {
     conn *c = conn_of(e, r);
     if (int rc = ready(e, c); rc)
@@ -281,6 +295,7 @@ ssize_t atomic_op(shm_ep *e, const util::tx_req &r)
     if (!t)
         return -FI_EAGAIN;
     t->context = r.context;
+    t->owner = core;
     t->flags = r.flags;
     t->cq_flags = cqf;
     t->len = 8;
@@ -319,12 +334,12 @@ ssize_t transmit(util::ep_core *core, const util::tx_req &r)
     switch (r.kind) {
     case util::tx_req::send:
     case util::tx_req::tsend:
-        return send_msg(e, r);
+        return send_msg(e, core, r);
     case util::tx_req::read:
     case util::tx_req::write:
-        return rma(e, r);
+        return rma(e, core, r);
     default:
-        return atomic_op(e, r);
+        return atomic_op(e, core, r);
     }
 }
 
@@ -334,7 +349,7 @@ void tx_resume(shm_ep *e, conn *c)
     if (!t)
         return;
     if (c->state == conn::failed) {
-        util::tx_fail(e->core, t->context, t->cq_flags, FI_EHOSTUNREACH, t->len);
+        tx_fail_of(t, t->context, t->cq_flags, FI_EHOSTUNREACH, t->len);
         c->active = nullptr;
         tx_put(e, t);
         return;
@@ -348,7 +363,7 @@ void tx_resume(shm_ep *e, conn *c)
         std::size_t hl;
         if (t->off == 0) {
             hl = build_hdr(h, t->hdr.op == w_tagged, std::uint8_t(t->hdr.flags | wf_more | (t->want_ack ? wf_ack : 0)),
-                           t->hdr.total, t->tag, t->data, tx_id(e, t));
+                           t->hdr.total, t->tag, t->data, tx_id(e, t), t->hdr.pad);
         } else {
             wire_hdr w{w_frag, std::uint8_t(last ? 0 : wf_more), 0, std::uint32_t(t->off)};
             std::memcpy(h, &w, sizeof w);
@@ -367,7 +382,7 @@ void tx_resume(shm_ep *e, conn *c)
         if (rc == -FI_EAGAIN)
             return; // resumed by progress
         if (rc) {
-            util::tx_fail(e->core, t->context, t->cq_flags, -rc, t->len);
+            tx_fail_of(t, t->context, t->cq_flags, -rc, t->len);
             c->active = nullptr;
             tx_put(e, t);
             return;
@@ -376,14 +391,14 @@ void tx_resume(shm_ep *e, conn *c)
     }
     c->active = nullptr;
     if (at_post) {
-        util::tx_done(e->core, t->flags, t->context, t->cq_flags, t->len);
+        tx_done_of(t, t->flags, t->context, t->cq_flags, t->len);
         tx_put(e, t);
     }
 }
 
 void tx_abort(shm_ep *e, tx_entry *t, int err)
 {
-    util::tx_fail(e->core, t->context, t->cq_flags, err, t->len);
+    tx_fail_of(t, t->context, t->cq_flags, err, t->len);
     tx_put(e, t);
 }
 
@@ -401,7 +416,7 @@ void tx_complete(shm_ep *e, const vq::wc &w)
     if (!t)
         return;
     if (w.status != vq::wc_status::success) {
-        util::tx_fail(e->core, t->context, t->cq_flags, wc_to_err(w.status), t->len);
+        tx_fail_of(t, t->context, t->cq_flags, wc_to_err(w.status), t->len);
         tx_put(e, t);
         return;
     }
@@ -409,7 +424,7 @@ void tx_complete(shm_ep *e, const vq::wc &w)
         return; // completes on the peer's ack
     if (t->result)
         std::memcpy(t->result, &e->scratch[t - e->tx.data()], 8);
-    util::tx_done(e->core, t->flags, t->context, t->cq_flags, t->len);
+    tx_done_of(t, t->flags, t->context, t->cq_flags, t->len);
     tx_put(e, t);
 }
 
@@ -418,7 +433,7 @@ void tx_acked(shm_ep *e, std::uint64_t id)
     tx_entry *t = tx_from_id(e, id);
     if (!t || !t->want_ack)
         return;
-    util::tx_done(e->core, t->flags, t->context, t->cq_flags, t->len);
+    tx_done_of(t, t->flags, t->context, t->cq_flags, t->len);
     tx_put(e, t);
 }
 
@@ -445,7 +460,7 @@ template <bool Tagged>
             conn *cn = e->by_index[pe->index];
             if (cn && cn->state == conn::connected && !cn->active) [[likely]] {
                 alignas(8) std::uint8_t m[8 + 8 + 64];
-                wire_hdr w{Tagged ? w_tagged : w_msg, 0, 0, std::uint32_t(len)};
+                wire_hdr w{Tagged ? w_tagged : w_msg, 0, rx_index_of(c, dest), std::uint32_t(len)};
                 std::memcpy(m, &w, 8);
                 std::size_t hl = 8;
                 if constexpr (Tagged) {
