@@ -27,6 +27,7 @@ enum op : std::uint32_t {
     send_tagged, ///< n messages, tags a + i, b bytes each, pattern seed i
     stats,       ///< → a: messages echoed, b: remote CQ data events, c: errors, n: last data; d: shutdowns
     reject_next, ///< MSG: reject the next connection request with data "no-room"
+    pause_peer,  ///< stop polling for a ms (answers first)
     quit,
 };
 

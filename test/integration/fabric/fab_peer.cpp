@@ -218,6 +218,10 @@ int control(peer &p, int fd)
     case reject_next:
         p.reject = true;
         break;
+    case pause_peer:
+        write_all(fd, &s, sizeof s);
+        ::usleep(useconds_t(r.a * 1000));
+        return 0;
     case quit:
         write_all(fd, &s, sizeof s);
         return 1;

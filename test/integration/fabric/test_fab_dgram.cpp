@@ -86,3 +86,25 @@ TEST_F(dgram, TsoExtensionSegmentsHeaderAndPayload)
     EXPECT_EQ(open_ops(&r.ep->fid, FI_SHUNT_TSO_OPS_1, 0, &ops, nullptr), -FI_ENOSYS);
     r.close();
 }
+
+TEST_F(dgram, TaggedDatagramsAndCancel)
+{
+    std::uint8_t out[64], in[64] = {};
+    fill_pattern(out, sizeof out, 12);
+    context rc, stale;
+    ASSERT_EQ(trecv(n.ep, in, sizeof in, nullptr, FI_ADDR_UNSPEC, 0x41, 0, &rc), 0);
+    ASSERT_EQ(trecv(n.ep, in, sizeof in, nullptr, FI_ADDR_UNSPEC, 0x9999, 0, &stale), 0);
+    ASSERT_EQ(retry(n.cq, [&] { return tsend(n.ep, out, sizeof out, nullptr, to, 0x40, nullptr); }), 0);
+    cq_tagged_entry e{};
+    do
+        ASSERT_EQ(wait_cq(n.cq, e), 1);
+    while (e.op_context != &rc);
+    EXPECT_EQ(e.tag, 0x41u);
+    EXPECT_EQ(std::memcmp(in, out, sizeof out), 0);
+    ASSERT_EQ(cancel(n.ep, &stale), 0);
+    ASSERT_EQ(wait_cq(n.cq, e), -FI_EAVAIL);
+    cq_err_entry err{};
+    ASSERT_EQ(cq_readerr(n.cq, &err, 0), 1);
+    EXPECT_EQ(err.op_context, &stale);
+    EXPECT_EQ(err.err, FI_ECANCELED);
+}

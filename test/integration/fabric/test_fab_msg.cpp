@@ -107,3 +107,55 @@ TEST(MsgPassive, ListenNeedsAnEqAndCmDataSizeIsReadOnly)
     EXPECT_EQ(close(&pep->fid), 0);
     n.close();
 }
+
+TEST_F(msg_ep, TaggedRmaAndAtomicsOverTheConnection)
+{
+    ASSERT_EQ(connect(n.ep, p.addr, nullptr, 0), 0);
+    std::uint32_t ev = 0;
+    std::uint8_t buf[256];
+    ASSERT_GT(wait_eq(n.eq, ev, buf, sizeof buf), 0);
+    ASSERT_EQ(ev, FI_CONNECTED);
+    // tagged echo with ignore bits
+    std::uint8_t out[200], in[200] = {};
+    fill_pattern(out, sizeof out, 8);
+    context rc;
+    ASSERT_EQ(trecv(n.ep, in, sizeof in, nullptr, 0, 0x700, 0xff, &rc), 0);
+    ASSERT_EQ(retry(n.cq, [&] { return tsend(n.ep, out, sizeof out, nullptr, 0, 0x710, nullptr); }), 0);
+    cq_tagged_entry e{};
+    do
+        ASSERT_EQ(wait_cq(n.cq, e), 1);
+    while (e.op_context != &rc);
+    EXPECT_EQ(e.tag, 0x711u);
+    EXPECT_EQ(std::memcmp(in, out, sizeof out), 0);
+    // RMA write then read back
+    std::vector<std::uint8_t> w(5000), r(5000);
+    fill_pattern(w.data(), w.size(), 9);
+    context c;
+    ASSERT_EQ(retry(n.cq, [&] { return write(n.ep, w.data(), w.size(), nullptr, 0, p.mem + 64, p.key, &c); }), 0);
+    do
+        ASSERT_EQ(wait_cq(n.cq, e), 1);
+    while (e.op_context != &c);
+    ASSERT_EQ(retry(n.cq, [&] { return read(n.ep, r.data(), r.size(), nullptr, 0, p.mem + 64, p.key, &c); }), 0);
+    do
+        ASSERT_EQ(wait_cq(n.cq, e), 1);
+    while (e.op_context != &c);
+    EXPECT_EQ(r, w);
+    EXPECT_EQ(p.checksum(64, 5000), fnv(w.data(), w.size()));
+    // atomic fetch-add on the first word
+    std::uint64_t zero = 0, add = 3, old = 1;
+    ASSERT_EQ(retry(n.cq, [&] { return write(n.ep, &zero, 8, nullptr, 0, p.mem, p.key, &c); }), 0);
+    do
+        ASSERT_EQ(wait_cq(n.cq, e), 1);
+    while (e.op_context != &c);
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(retry(n.cq, [&] {
+                      return fetch_atomic(n.ep, &add, 1, nullptr, &old, nullptr, 0, p.mem, p.key, FI_UINT64, FI_SUM,
+                                          &c);
+                  }),
+                  0);
+        do
+            ASSERT_EQ(wait_cq(n.cq, e), 1);
+        while (e.op_context != &c);
+        EXPECT_EQ(old, std::uint64_t(3 * i));
+    }
+}

@@ -588,3 +588,61 @@ TEST_F(rdm, MultiRecvPacksMessagesFromAnotherProcess)
     }
     EXPECT_EQ(recvs, 3);
 }
+
+TEST_F(rdm, DeliveryCompleteWaitsForTheTargetTransmitCompleteDoesNot)
+{
+    echo(8, 1); // connected
+    std::uint8_t out[32];
+    fill_pattern(out, sizeof out, 1);
+    context dc, tc;
+    request r;
+    r.op = pause_peer;
+    r.a = 400; // the peer stops polling for 400 ms
+    ASSERT_EQ(p.call(r).rc, 0);
+    iovec v{out, sizeof out};
+    msg m;
+    m.msg_iov = &v;
+    m.iov_count = 1;
+    m.addr = to;
+    m.context = &tc;
+    ASSERT_EQ(sendmsg(n.ep, &m, FI_TRANSMIT_COMPLETE | FI_COMPLETION), 0);
+    m.context = &dc;
+    ASSERT_EQ(sendmsg(n.ep, &m, FI_DELIVERY_COMPLETE | FI_COMPLETION), 0);
+    // While the peer sleeps: the transmit-complete send completes (its data
+    // is in the peer's ring), the delivery-complete one cannot.
+    bool got_tc = false, got_dc = false;
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(150);
+    while (std::chrono::steady_clock::now() < until) {
+        cq_tagged_entry e{};
+        if (cq_read(n.cq, &e, 1) == 1) {
+            got_tc |= e.op_context == &tc;
+            got_dc |= e.op_context == &dc;
+        }
+        sched_yield();
+    }
+    EXPECT_TRUE(got_tc) << "transmit complete does not need the target";
+    EXPECT_FALSE(got_dc) << "delivery complete before the target processed the message";
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!got_dc && std::chrono::steady_clock::now() < end) {
+        cq_tagged_entry e{};
+        if (cq_read(n.cq, &e, 1) == 1)
+            got_dc |= e.op_context == &dc;
+        sched_yield();
+    }
+    EXPECT_TRUE(got_dc);
+    // drain the two echoes
+    std::uint8_t in[2][32];
+    context rc[2];
+    for (int i = 0; i < 2; i++)
+        ASSERT_EQ(recv(n.ep, in[i], 32, nullptr, FI_ADDR_UNSPEC, &rc[i]), 0);
+    int echoes = 0;
+    while (echoes < 2 && std::chrono::steady_clock::now() < end) {
+        cq_tagged_entry e{};
+        if (cq_read(n.cq, &e, 1) == 1 && (e.flags & FI_RECV)) {
+            EXPECT_EQ(std::memcmp(e.buf, out, sizeof out), 0);
+            echoes++;
+        }
+        sched_yield();
+    }
+    EXPECT_EQ(echoes, 2);
+}
