@@ -448,6 +448,29 @@ int parse_command_line(int argc, char **argv, options &o)
     std::string why;
     if (t->validate(o.cfg, why) != 0)
         return usage_error("%s", why);
+    // Sizes the configuration can carry: a list must fit, a sweep is cut.
+    const std::size_t hi = t->max_msg && t->max_msg(o.cfg) ? t->max_msg(o.cfg) : max_size;
+    const std::size_t lo = t->min_msg && t->min_msg(o.cfg) ? t->min_msg(o.cfg) : 1;
+    if (o.sweep) {
+        std::vector<std::size_t> keep;
+        for (std::size_t s : o.sizes)
+            if (s >= lo && s <= hi)
+                keep.push_back(s);
+        o.sizes = keep;
+        if (o.sizes.empty())
+            return usage_error("no size of the sweep fits this transport%s", "");
+    } else {
+        for (std::size_t s : o.sizes) {
+            if (s > hi)
+                return usage_error(("size %s is over the largest message of this configuration (" +
+                                    std::to_string(hi) + " bytes)").c_str(),
+                                   std::to_string(s));
+            if (s < lo)
+                return usage_error(("size %s is under the smallest message of this configuration (" +
+                                    std::to_string(lo) + " bytes)").c_str(),
+                                   std::to_string(s));
+        }
+    }
     return -1;
 }
 
