@@ -241,7 +241,8 @@ std::string to_wire(const test_config &c)
 {
     std::ostringstream s;
     s << "test=" << name(c.test) << " provider=" << c.provider << " vq=" << (c.vq ? 1 : 0)
-      << " ep_type=" << c.ep_type << " qp_type=" << c.qp_type << " op=" << c.op << " window=" << c.window;
+      << " ep_type=" << c.ep_type << " qp_type=" << c.qp_type << " op=" << c.op << " window=" << c.window
+      << " verify=" << (c.verify ? 1 : 0);
     return s.str();
 }
 
@@ -274,12 +275,16 @@ int from_wire(const std::string &line, test_config &c)
             if (!parse_u64(v.c_str(), n, false) || n == 0 || n > max_window)
                 return -FI_EINVAL;
             r.window = static_cast<unsigned>(n);
+        } else if (k == "verify") {
+            if (v != "0" && v != "1")
+                return -FI_EINVAL;
+            r.verify = v == "1";
         } else {
             return -FI_EINVAL;
         }
         seen++;
     }
-    if (seen != 7)
+    if (seen != 8)
         return -FI_EINVAL;
     c = r;
     return 0;
@@ -427,6 +432,7 @@ int parse_command_line(int argc, char **argv, options &o)
     if (!o.cfg.vq && !driver.empty())
         return usage_error("--driver '%s' needs --vq", driver);
     o.cfg.provider = o.cfg.vq ? driver : provider;
+    o.cfg.verify = o.verify;
     if (o.cfg.provider.empty()) {
         for (const transport_ops *t : transports())
             if (t->vq == o.cfg.vq) {

@@ -115,6 +115,7 @@ TEST(Wire, RoundTrip)
     c.qp_type = "uc";
     c.op = "tagged";
     c.window = 17;
+    c.verify = true;
     test_config d;
     ASSERT_EQ(from_wire(to_wire(c), d), 0);
     EXPECT_EQ(d.test, c.test);
@@ -124,6 +125,7 @@ TEST(Wire, RoundTrip)
     EXPECT_EQ(d.qp_type, c.qp_type);
     EXPECT_EQ(d.op, c.op);
     EXPECT_EQ(d.window, c.window);
+    EXPECT_EQ(d.verify, c.verify);
 }
 
 TEST(Wire, MalformedIsRejectedAndLeavesTheOutputAlone)
