@@ -296,10 +296,14 @@ int ep_close_generic(fid *f)
         return -FI_EBUSY; // scalable endpoint with open contexts
     if (c->bound_to_srx.load())
         return -FI_EBUSY;
-    if (c->hooks && c->hooks->close)
-        c->hooks->close(c);
+    // Stop progress first: once the hooks are off the CQs, counters and EQ
+    // (their removal waits for a running pass), nothing calls into the
+    // provider's state that close frees.
+    c->state.store(ep_state::disabled);
     unbind_all(c);
     mr_unbind_ep(c->domain, c);
+    if (c->hooks && c->hooks->close)
+        c->hooks->close(c);
     if (c->sep) {
         auto &v = c->fclass == FI_CLASS_TX_CTX ? c->sep->tx_ctx : c->sep->rx_ctx;
         for (auto &p : v)
