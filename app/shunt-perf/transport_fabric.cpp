@@ -229,7 +229,12 @@ public:
                 if (n == -FI_EAGAIN) {
                     if (owed_) [[unlikely]]
                         return repost() ? -FI_EIO : -FI_EAGAIN;
-                    if (stream_ && posted_ != done_) {
+                    // Streams drive their sends; a pingpong waiting here
+                    // still looks at the transmit side now and then, where a
+                    // failed send (the peer gone, a broken connection) is
+                    // reported: the wait then ends with that error instead
+                    // of the stall timeout.
+                    if ((stream_ && posted_ != done_) || (++idle_ & 4095) == 0) {
                         int rc = progress();
                         if (rc)
                             return rc;

@@ -158,7 +158,10 @@ public:
             // that wait for ring space (shm progresses them on a poll).
             if (owed_) [[unlikely]]
                 return repost() ? -FI_EIO : -FI_EAGAIN;
-            if (stream_ && posted_ != completed_) {
+            // Streams drive their sends; a pingpong waiting here still
+            // polls the send CQ now and then, where a failed send (peer
+            // gone: retry_exc_err) is reported, so the wait ends with it.
+            if ((stream_ && posted_ != completed_) || (++idle_ & 4095) == 0) {
                 int rc = progress();
                 if (rc)
                     return rc;
@@ -333,6 +336,7 @@ private:
     std::uint64_t rd_tail_ = 0, credit_sent_ = 0;    // receiver
     std::uint64_t credit_val_ = 0;
     std::uint32_t owed_ = 0;                         // receives to repost
+    std::uint32_t idle_ = 0;                         // empty receive polls
 };
 
 vq::qp_type qp_type_of(const std::string &s)
