@@ -188,6 +188,8 @@ public:
             slots_ = 65536;
         credit_batch_ = slots_ / 4 ? slots_ / 4 : 1;
         wr_head_ = credit_cache_ = rd_tail_ = credit_sent_ = 0;
+        // Reset between sizes: no peer write is in flight (the previous size
+        // ended with an acknowledgement).
         credit_word_->store(0, std::memory_order_relaxed);
     }
 
@@ -204,6 +206,8 @@ public:
     {
         if constexpr (K == op_kind::atomic) {
             // The peer's fetch-free FI_SUM lands in our word: one message per increment.
+            // Observe the peer's atomic add (executed by its provider into our
+            // registered word); nothing else is read after it.
             if (atomic_word_->load(std::memory_order_acquire) == seen_) {
                 // Progress now and then even with nothing of ours pending:
                 // an RDM peer's first operation needs us to accept its
@@ -351,6 +355,9 @@ private:
             std::uint64_t raddr = peer_ring_;
             if (stream_) {
                 if (wr_head_ - credit_cache_ >= slots_) {
+                    // Observe credit: the peer's RDMA write of its consumed
+                    // count lands after it read those slots; our next writes
+                    // into them are ordered after this load.
                     credit_cache_ = credit_word_->load(std::memory_order_acquire);
                     if (wr_head_ - credit_cache_ >= slots_) {
                         if (int p = progress(); p)

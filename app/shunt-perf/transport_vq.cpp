@@ -136,6 +136,8 @@ public:
         credit_cache_ = 0;
         rd_tail_ = 0;
         credit_sent_ = 0;
+        // Reset between sizes: no peer write is in flight (the previous size
+        // ended with an acknowledgement).
         credit_word_->store(0, std::memory_order_relaxed);
     }
 
@@ -253,6 +255,9 @@ private:
             }
             if constexpr (Write) {
                 if (wr_head_ - credit_cache_ >= slots_) {
+                    // Observe credit: the peer's RDMA write of its consumed
+                    // count lands after it read those slots; our next writes
+                    // into them are ordered after this load.
                     credit_cache_ = credit_word_->load(std::memory_order_acquire);
                     if (wr_head_ - credit_cache_ >= slots_)
                         return -FI_EAGAIN;
