@@ -540,7 +540,8 @@ int open_fabric(const test_config &c, bool initiator, oob_channel &oob, double t
     fab::cntr_attr na;
     if ((rc = fab::cntr_open(r->domain, &na, &r->txcntr, nullptr)))
         return fail("cntr_open", rc);
-    r->buf = static_cast<std::byte *>(std::aligned_alloc(4096, buf_bytes));
+    // aligned_alloc wants a size that is a multiple of the alignment.
+    r->buf = static_cast<std::byte *>(std::aligned_alloc(4096, (buf_bytes + 4095) & ~std::size_t{4095}));
     if (!r->buf)
         return fail("buffer", -FI_ENOMEM);
     std::memset(r->buf, 0, buf_bytes); // fault the pages in now
