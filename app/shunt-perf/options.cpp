@@ -241,7 +241,8 @@ std::string to_wire(const test_config &c)
 {
     std::ostringstream s;
     s << "test=" << name(c.test) << " provider=" << c.provider << " vq=" << (c.vq ? 1 : 0)
-      << " ep_type=" << c.ep_type << " qp_type=" << c.qp_type << " op=" << c.op << " window=" << c.window;
+      << " ep_type=" << c.ep_type << " qp_type=" << c.qp_type << " op=" << c.op << " window=" << c.window
+      << " verify=" << (c.verify ? 1 : 0);
     return s.str();
 }
 
@@ -274,12 +275,16 @@ int from_wire(const std::string &line, test_config &c)
             if (!parse_u64(v.c_str(), n, false) || n == 0 || n > max_window)
                 return -FI_EINVAL;
             r.window = static_cast<unsigned>(n);
+        } else if (k == "verify") {
+            if (v != "0" && v != "1")
+                return -FI_EINVAL;
+            r.verify = v == "1";
         } else {
             return -FI_EINVAL;
         }
         seen++;
     }
-    if (seen != 7)
+    if (seen != 8)
         return -FI_EINVAL;
     c = r;
     return 0;
@@ -427,6 +432,7 @@ int parse_command_line(int argc, char **argv, options &o)
     if (!o.cfg.vq && !driver.empty())
         return usage_error("--driver '%s' needs --vq", driver);
     o.cfg.provider = o.cfg.vq ? driver : provider;
+    o.cfg.verify = o.verify;
     if (o.cfg.provider.empty()) {
         for (const transport_ops *t : transports())
             if (t->vq == o.cfg.vq) {
@@ -448,6 +454,29 @@ int parse_command_line(int argc, char **argv, options &o)
     std::string why;
     if (t->validate(o.cfg, why) != 0)
         return usage_error("%s", why);
+    // Sizes the configuration can carry: a list must fit, a sweep is cut.
+    const std::size_t hi = t->max_msg && t->max_msg(o.cfg) ? t->max_msg(o.cfg) : max_size;
+    const std::size_t lo = t->min_msg && t->min_msg(o.cfg) ? t->min_msg(o.cfg) : 1;
+    if (o.sweep) {
+        std::vector<std::size_t> keep;
+        for (std::size_t s : o.sizes)
+            if (s >= lo && s <= hi)
+                keep.push_back(s);
+        o.sizes = keep;
+        if (o.sizes.empty())
+            return usage_error("no size of the sweep fits this transport%s", "");
+    } else {
+        for (std::size_t s : o.sizes) {
+            if (s > hi)
+                return usage_error(("size %s is over the largest message of this configuration (" +
+                                    std::to_string(hi) + " bytes)").c_str(),
+                                   std::to_string(s));
+            if (s < lo)
+                return usage_error(("size %s is under the smallest message of this configuration (" +
+                                    std::to_string(lo) + " bytes)").c_str(),
+                                   std::to_string(s));
+        }
+    }
     return -1;
 }
 

@@ -28,6 +28,7 @@ struct test_config {
     std::string qp_type = "rc";    ///< rc | uc | ud (vq level)
     std::string op = "msg";        ///< msg | tagged | write | atomic
     unsigned window = 64;          ///< bw / rate: outstanding operations
+    bool verify = false;           ///< --verify (transports may lay out receives for it)
 };
 
 /** Everything the command line says. */

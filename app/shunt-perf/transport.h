@@ -86,6 +86,13 @@ struct transport_ops {
      *  @p out, or a negative code with @p why set. */
     int (*open)(const test_config &c, bool initiator, oob_channel &oob, double timeout_s,
                 std::unique_ptr<transport_session> &out, std::string &why);
+    /** Largest message of this configuration (UD MTU, datagram size, one
+     *  atomic element...), or 0 for max_size. Sizes above it are a usage
+     *  error; a sweep (-S all) is cut there. May be null. */
+    std::size_t (*max_msg)(const test_config &c) = nullptr;
+    /** Smallest message of this configuration (an atomic element), or 0 for
+     *  1. May be null. */
+    std::size_t (*min_msg)(const test_config &c) = nullptr;
 };
 
 /** Transports built into this shunt-perf, in order of preference (the first

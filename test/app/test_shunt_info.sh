@@ -29,6 +29,48 @@ for v in SHUNT_LCORES SHUNT_HUGEPAGES SHUNT_LOG_LEVEL SHUNT_MEMORY_MB SHUNT_EAL_
 done
 set_out=$(SHUNT_LCORES=0 "$info" --env)
 check "--env shows a set value" grep -q 'SHUNT_LCORES.*\[set: 0\]' <<<"$set_out"
+# fi_info counterpart: list, filters, verbose dump, exit codes.
+for opt in --list --provider --ep-type --caps --verbose --devices --getenv; do
+  check "--help documents $opt" grep -q -- "$opt" <<<"$out"
+done
+lst=$("$info" -l); rc=$?
+check "-l exits 0" test $rc -eq 0
+check "-l lists the shm provider as usable" grep -Eq '^  shm +[0-9]+\.[0-9]+ +builtin +usable' <<<"$lst"
+check "--providers is the same list" bash -c "diff <('$info' --providers) <(echo \"\$1\")" _ "$lst"
+rdm=$("$info" -p shm -e rdm); rc=$?
+check "-p shm -e rdm exits 0" test $rc -eq 0
+check "-p shm -e rdm prints exactly one offer" test "$(grep -c '^provider: shm' <<<"$rdm")" -eq 1
+check "-p shm -e rdm is FI_EP_RDM over FI_PROTO_SHM" bash -c "grep -q 'type: FI_EP_RDM' <<<\"\$1\" && grep -q 'protocol: FI_PROTO_SHM' <<<\"\$1\"" _ "$rdm"
+allofs=$("$info" -p shm)
+check "-p shm offers rdm, msg and dgram" test "$(grep -c 'type: FI_EP_' <<<"$allofs")" -eq 3
+check "-e FI_EP_DGRAM spelled as fi_info" bash -c "'$info' -e FI_EP_DGRAM | grep -q 'type: FI_EP_DGRAM'"
+rma=$("$info" -c 'FI_MSG|FI_RMA')
+check "-c FI_MSG|FI_RMA excludes dgram (no RMA)" bash -c "! grep -q FI_EP_DGRAM <<<\"\$1\" && grep -q FI_EP_RDM <<<\"\$1\"" _ "$rma"
+check "-c accepts lower case and commas" bash -c "diff <('$info' -c 'msg,rma') <(echo \"\$1\")" _ "$rma"
+"$info" -c 'FI_RMA' -e dgram >/dev/null 2>&1; rc=$?
+check "no match exits 61 like fi_info (FI_ENODATA)" test $rc -eq 61
+"$info" -p no-such-provider >/dev/null 2>&1; rc=$?
+check "unknown provider exits 61" test $rc -eq 61
+"$info" -c FI_BOGUS >/dev/null 2>&1; rc=$?
+check "unknown capability exits 2" test $rc -eq 2
+"$info" -e stream >/dev/null 2>&1; rc=$?
+check "unknown endpoint type exits 2" test $rc -eq 2
+"$info" -p >/dev/null 2>&1; rc=$?
+check "-p without an argument exits 2" test $rc -eq 2
+verb=$("$info" -p shm -e rdm -v)
+for f in caps: threading: mr_mode: max_msg_size: inject_size; do
+  check "-v dumps $f" grep -q "$f" <<<"$verb"
+done
+dev=$("$info" -D); rc=$?
+check "-D exits 0" test $rc -eq 0
+check "-D lists shm0 with its limits" bash -c "grep -q '^  shm0:' <<<\"\$1\" && grep -q 'max_inline_data' <<<\"\$1\" && grep -Eq 'ud_mtu [1-9][0-9]*' <<<\"\$1\"" _ "$dev"
+check "-D lists the operations per QP type" grep -Eq '^    ud +send' <<<"$dev"
+check "default shows vq devices" grep -q '^vq devices:' <<<"$all"
+g=$("$info" -g SHM_RING)
+check "-g filters the environment by name" bash -c "grep -q '^SHUNT_SHM_RING_SLOTS ' <<<\"\$1\" && ! grep -q '^SHUNT_LCORES' <<<\"\$1\"" _ "$g"
+for v in SHUNT_PROVIDER SHUNT_PROVIDER_PATH SHUNT_SHM_SEGMENT_MB; do
+  check "--env lists $v (every layer)" grep -q "^$v " <<<"$envs"
+done
 "$info" --no-such-option >/dev/null 2>&1; rc=$?
 check "unknown option exits 2" test $rc -eq 2
 "$info" extra >/dev/null 2>&1; rc=$?

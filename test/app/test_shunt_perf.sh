@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# shunt-perf: command line and bad input (exit 2 + message), JSON and CSV
+# shunt-perf: command line and bad input (exit 2 + message) for every
+# transport (floor, shm provider, vq shm driver), JSON and CSV
 # shapes, short real runs of pingpong / bw / rate on the floor transport with
 # both processes spawned locally, server/client on loopback, --plot, and a
-# peer killed mid-run. Busy-polling sides always go to two distinct CPUs.
+# peer killed mid-run; verified short runs of pingpong/bw/rate on -p shm and
+# --vq shm, and server/client over both. Busy-polling sides always go to two
+# distinct CPUs.
 set -uo pipefail
 perf=$1
 fails=0
@@ -45,8 +48,8 @@ bad() { # description, expected message regex, args...
   check "$d: nothing on stdout" test ! -s "$work/out"
 }
 bad "unknown provider" "unknown provider 'nosuch'" pingpong -p nosuch $cores
-bad "provider not built yet" "provider 'shm' is not available" pingpong -p shm $cores
-bad "vq driver not built yet" "driver 'shm' is not available" pingpong --vq --driver shm $cores
+bad "vq driver not built yet" "driver 'mlx5' is not available" pingpong --vq --driver mlx5 $cores
+bad "unknown vq driver" "unknown driver 'nosuch'" pingpong --vq --driver nosuch $cores
 bad "size 0" "at least 1 byte" pingpong -S 0 $cores
 bad "size 0 in a list" "at least 1 byte" pingpong -S 8,0 $cores
 bad "size over 4 MiB" "over the maximum" pingpong -S 4194305 $cores
@@ -71,12 +74,31 @@ bad "unknown option" "unknown option '--frobnicate'" pingpong --frobnicate
 bad "missing argument" "needs an argument" pingpong -S
 bad "bad endpoint type" "bad endpoint type 'xyz'" pingpong -e xyz $cores
 bad "bad operation" "bad operation 'read'" pingpong --op read $cores
-bad "operation the floor lacks" "supports --op msg only" pingpong --op atomic $cores
+bad "operation the floor lacks" "supports --op msg only" pingpong -p line --op atomic $cores
 bad "bad QP type" "bad QP type 'xrc'" pingpong --vq --qp-type xrc $cores
 bad "json with csv" "exclude each other" pingpong --json --csv $cores
 bad "driver without --vq" "needs --vq" pingpong --driver raw-line $cores
 bad "one core for two local sides" "needs two CPUs" pingpong --cores "$A"
 bad "stray argument" "unexpected argument" pingpong 127.0.0.1 extra $cores
+# the Shunt transports: provider shm (endpoint level) and driver shm (vq level)
+bad "shm: size 0" "at least 1 byte" pingpong -p shm -S 0 $cores
+bad "shm: size over 4 MiB" "over the maximum" pingpong -p shm -S 4194305 $cores
+bad "shm: core that does not exist" "core $ncpu does not exist" pingpong -p shm --cores "$A,$ncpu"
+bad "shm dgram: size over the datagram limit" "over the largest message of this configuration \\([0-9]+ bytes\\)" \
+  pingpong -p shm -e dgram -S 64K $cores
+bad "shm dgram: bw is refused (unreliable)" "dgram is unreliable" bw -p shm -e dgram $cores
+bad "shm atomic: size is one 8-byte element" "over the largest message of this configuration \\(8 bytes\\)" \
+  pingpong -p shm --op atomic -S 16 $cores
+bad "shm atomic: under one element" "under the smallest message" pingpong -p shm --op atomic -S 4 $cores
+bad "shm atomic: --verify has no payload to check" "carries none" pingpong -p shm --op atomic --verify $cores
+bad "vq shm: size 0" "at least 1 byte" pingpong --vq --driver shm -S 0 $cores
+bad "vq shm: size over 4 MiB" "over the maximum" pingpong --vq --driver shm -S 5M $cores
+bad "vq shm: core that does not exist" "core $ncpu does not exist" pingpong --vq --driver shm --cores "$A,$ncpu"
+bad "vq shm ud: size over the UD MTU" "over the largest message of this configuration" \
+  pingpong --vq --driver shm --qp-type ud -S 8K $cores
+bad "vq shm ud: no RDMA write" "has no RDMA write" pingpong --vq --driver shm --qp-type ud --op write $cores
+bad "vq shm: no tagged operation" "vq level supports --op msg" pingpong --vq --driver shm --op tagged $cores
+bad "vq shm: -e is not a vq option" "use --qp-type" pingpong --vq --driver shm -e msg $cores
 
 # ---- JSON: one object per size and line, documented fields, sane values ----
 "$perf" pingpong -p line -e rdm -S 8 -I 20000 $cores $T --json >"$work/pp.json" 2>"$work/err"; rc=$?
@@ -108,7 +130,7 @@ assert abs(o["msg_rate_Mmps"] - 2 * iters / o["elapsed_ns"] * 1e3) <= 1e-3 * o["
 assert abs(o["bandwidth_MBps"] - o["msg_rate_Mmps"] * size) <= 1e-3 * o["bandwidth_MBps"] + 1e-3
 EOF
 
-"$perf" pingpong -S 1,64,1K -I 2000 -w 100 $cores $T --json >"$work/list.json" 2>"$work/err"; rc=$?
+"$perf" pingpong -p line -S 1,64,1K -I 2000 -w 100 $cores $T --json >"$work/list.json" 2>"$work/err"; rc=$?
 check "size list --json exits 0" test $rc -eq 0
 check "size list: one object per size, in order" python3 -c "
 import json, sys
@@ -117,7 +139,7 @@ assert [x['size'] for x in o] == [1, 64, 1024], o
 assert all(x['iterations'] == 2000 and x['warmup'] == 100 for x in o)"
 check "size list: progress line on stderr" grep -q 'pingpong size 1024 (3/3)' "$work/err"
 
-"$perf" pingpong -S all -I 100 -w 10 $cores $T --json >"$work/all.json" 2>/dev/null; rc=$?
+"$perf" pingpong -p line -S all -I 100 -w 10 $cores $T --json >"$work/all.json" 2>/dev/null; rc=$?
 check "-S all exits 0" test $rc -eq 0
 check "-S all: powers of two from 1 B to 4 MiB" python3 -c "
 import json
@@ -126,7 +148,7 @@ assert [x['size'] for x in o] == [1 << i for i in range(23)], [x['size'] for x i
 
 # ---- bw and rate: real runs, the throughput figures agree with each other ----
 for t in bw rate; do
-  "$perf" $t -S 8,4K -I 20000 -W 32 $cores $T --json >"$work/$t.json" 2>"$work/err"; rc=$?
+  "$perf" $t -p line -S 8,4K -I 20000 -W 32 $cores $T --json >"$work/$t.json" 2>"$work/err"; rc=$?
   check "$t --json exits 0" test $rc -eq 0
   check "$t --json: shape and figures" python3 -c "
 import json
@@ -139,7 +161,7 @@ for x in o:
     assert abs(x['msg_rate_Mmps'] - 20000 / x['elapsed_ns'] * 1e3) <= 1e-3 * x['msg_rate_Mmps'] + 1e-6
     assert abs(x['bandwidth_MBps'] - x['msg_rate_Mmps'] * x['size']) <= 1e-3 * x['bandwidth_MBps'] + 1e-3"
 done
-"$perf" rate --duration 0.2 -S 8 $cores $T --json >"$work/dur.json" 2>"$work/err"; rc=$?
+"$perf" rate -p line --duration 0.2 -S 8 $cores $T --json >"$work/dur.json" 2>"$work/err"; rc=$?
 check "rate --duration exits 0" test $rc -eq 0
 # Loose on purpose: the machine is shared, so only "estimated, and bounded"
 # is asserted, not how close to 0.2 s the run came.
@@ -152,8 +174,8 @@ assert x['iterations'] >= 1 and 0 < x['elapsed_ns'] < 60e9, x"
 for t in pingpong bw rate; do
   # small sizes around the 48-byte inline limit with many messages (ring
   # wrap-around), large ones up to 4 MiB with a few (the data area)
-  "$perf" $t -S 1,7,8,9,47,48,49,64,1000,4K -I 600 -w 50 -W 16 --verify $cores $T --json >"$work/v-$t.json" 2>"$work/err" &&
-  "$perf" $t -S 64K,1M,4M -I 12 -w 3 -W 16 --verify $cores $T --json >>"$work/v-$t.json" 2>"$work/err"; rc=$?
+  "$perf" $t -p line -S 1,7,8,9,47,48,49,64,1000,4K -I 600 -w 50 -W 16 --verify $cores $T --json >"$work/v-$t.json" 2>"$work/err" &&
+  "$perf" $t -p line -S 64K,1M,4M -I 12 -w 3 -W 16 --verify $cores $T --json >>"$work/v-$t.json" 2>"$work/err"; rc=$?
   check "$t --verify across the inline limit and up to 4 MiB: exit 0" test $rc -eq 0
   check "$t --verify: every size reported as verified" python3 -c "
 import json
@@ -162,7 +184,7 @@ assert len(o) == 13 and all(x['verified'] is True for x in o), o"
 done
 
 # ---- CSV and the human table ----
-"$perf" pingpong -S 8,16 -I 1000 $cores $T --csv >"$work/pp.csv" 2>/dev/null; rc=$?
+"$perf" pingpong -p line -S 8,16 -I 1000 $cores $T --csv >"$work/pp.csv" 2>/dev/null; rc=$?
 check "--csv exits 0" test $rc -eq 0
 check "--csv header" test "$(head -1 "$work/pp.csv")" = \
   "test,level,provider,ep_type,qp_type,op,size,iterations,warmup,window,elapsed_ns,min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,bandwidth_MBps,msg_rate_Mmps,verified"
@@ -170,7 +192,7 @@ check "--csv rows" python3 -c "
 import csv
 r = list(csv.DictReader(open('$work/pp.csv')))
 assert [x['size'] for x in r] == ['8', '16'] and all(float(x['p50_ns']) > 0 for x in r), r"
-"$perf" bw -S 64 -I 1000 $cores $T --csv >"$work/bw.csv" 2>/dev/null
+"$perf" bw -p line -S 64 -I 1000 $cores $T --csv >"$work/bw.csv" 2>/dev/null
 check "--csv for bw leaves the latency columns empty" python3 -c "
 import csv
 r = list(csv.DictReader(open('$work/bw.csv')))
@@ -182,7 +204,7 @@ check "table has the percentile header" grep -Eq 'size +iters +window +p50 +p90 
 check "table has one row for size 8" grep -Eq '^ +8 +1000 +1 ' <<<"$out"
 
 # ---- default cores come from the topology helper ----
-"$perf" pingpong -S 8 -I 1000 $T --json >"$work/def.json" 2>"$work/err"; rc=$?
+"$perf" pingpong -p line -S 8 -I 1000 $T --json >"$work/def.json" 2>"$work/err"; rc=$?
 check "default cores: exits 0" test $rc -eq 0
 check "default cores: two distinct CPUs" python3 -c "
 import json, os
@@ -191,9 +213,9 @@ assert len(c) == 2 and c[0] != c[1] and set(c) <= os.sched_getaffinity(0), c"
 
 # ---- server / client on loopback ----
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$perf" pingpong -s 127.0.0.1 -P "$port" --cores "$B" $T >"$work/srv.out" 2>"$work/srv.err" &
+"$perf" pingpong -p line -s 127.0.0.1 -P "$port" --cores "$B" $T >"$work/srv.out" 2>"$work/srv.err" &
 srv=$!; bg+=("$srv")
-"$perf" pingpong 127.0.0.1 -P "$port" --cores "$A" -S 8,256 -I 5000 $T --json >"$work/cli.json" 2>"$work/cli.err"; rc=$?
+"$perf" pingpong -p line 127.0.0.1 -P "$port" --cores "$A" -S 8,256 -I 5000 $T --json >"$work/cli.json" 2>"$work/cli.err"; rc=$?
 check "client exits 0" test $rc -eq 0
 wait "$srv"; src=$?
 check "server exits 0 after one client" test $src -eq 0
@@ -201,27 +223,27 @@ check "client: results with both CPUs" python3 -c "
 import json
 o = [json.loads(l) for l in open('$work/cli.json')]
 assert [x['size'] for x in o] == [8, 256] and o[0]['cores'] == [$A, $B], o"
-"$perf" bw -s 127.0.0.1 -P "$port" --cores "$B" $T >/dev/null 2>&1 &
+"$perf" bw -p line -s 127.0.0.1 -P "$port" --cores "$B" $T >/dev/null 2>&1 &
 srv=$!; bg+=("$srv")
-"$perf" rate 127.0.0.1 -P "$port" --cores "$A" -S 8 -I 5000 $T --json >"$work/cli2.json" 2>/dev/null; rc=$?
+"$perf" rate -p line 127.0.0.1 -P "$port" --cores "$A" -S 8 -I 5000 $T --json >"$work/cli2.json" 2>/dev/null; rc=$?
 wait "$srv"; src=$?
 check "server takes the client's test (rate)" python3 -c "
 import json
 x = json.loads(open('$work/cli2.json').read())
 assert x['test'] == 'rate' and x['iterations'] == 5000" 
 check "second client/server pair exits 0" test $rc -eq 0 -a $src -eq 0
-"$perf" pingpong 127.0.0.1 -P "$port" --cores "$A" -S 8 -I 10 --timeout 0.5 >/dev/null 2>"$work/err"; rc=$?
+"$perf" pingpong -p line 127.0.0.1 -P "$port" --cores "$A" -S 8 -I 10 --timeout 0.5 >/dev/null 2>"$work/err"; rc=$?
 check "client without a server: exit 1" test $rc -eq 1
 check "client without a server: message" grep -q "cannot connect" "$work/err"
 
-"$perf" pingpong -s 127.0.0.1 -P "$port" --cores "$B" --timeout 0.5 >/dev/null 2>"$work/err"; rc=$?
+"$perf" pingpong -p line -s 127.0.0.1 -P "$port" --cores "$B" --timeout 0.5 >/dev/null 2>"$work/err"; rc=$?
 check "server without a client: exit 1 after the timeout" test $rc -eq 1
 check "server without a client: message" grep -q "no client connected" "$work/err"
-"$perf" pingpong no-such-host.invalid -P "$port" --cores "$A" --timeout 0.5 >/dev/null 2>"$work/err"; rc=$?
+"$perf" pingpong -p line no-such-host.invalid -P "$port" --cores "$A" --timeout 0.5 >/dev/null 2>"$work/err"; rc=$?
 check "client with an unknown host: exit 1 with a message" bash -c "test $rc -eq 1 && grep -q 'cannot resolve' '$work/err'"
 
 # ---- a peer killed mid-run: clear failure, nothing hangs ----
-"$perf" pingpong -S 8 -I 20000000 $cores --timeout 20 >/dev/null 2>"$work/kill.err" &
+"$perf" pingpong -p line -S 8 -I 20000000 $cores --timeout 20 >/dev/null 2>"$work/kill.err" &
 launcher=$!; bg+=("$launcher")
 child=""
 for _ in $(seq 100); do
@@ -238,7 +260,7 @@ check "killed responder: detected within 5 s" test $(( $(date +%s) - start )) -l
 check "killed responder: message" grep -Eq "responder (died|gone)" "$work/kill.err"
 
 # ---- the initiator killed mid-run: the spawned responder notices and exits ----
-"$perf" pingpong -S 8 -I 20000000 $cores --timeout 20 >/dev/null 2>"$work/kill2.err" &
+"$perf" pingpong -p line -S 8 -I 20000000 $cores --timeout 20 >/dev/null 2>"$work/kill2.err" &
 launcher=$!; bg+=("$launcher")
 child=""
 for _ in $(seq 100); do
@@ -264,7 +286,7 @@ sh -c 'exit 0' & deadpid=$!; wait $deadpid
 stale=/dev/shm/shunt-perf.$deadpid.0
 if [ -d /dev/shm ] && ! kill -0 "$deadpid" 2>/dev/null; then
   : >"$stale"
-  "$perf" pingpong -S 8 -I 100 $cores $T >/dev/null 2>&1
+  "$perf" pingpong -p line -S 8 -I 100 $cores $T >/dev/null 2>&1
   check "stale segment of a dead responder removed" test ! -e "$stale"
   rm -f "$stale"
 fi
@@ -281,7 +303,7 @@ wellformed() {
   if command -v xmllint >/dev/null; then xmllint --noout "$1"
   else python3 -c "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])" "$1"; fi
 }
-"$perf" pingpong -S 8 -I 20000 $cores $T --plot "$work/one.svg" >"$work/out" 2>/dev/null; rc=$?
+"$perf" pingpong -p line -S 8 -I 20000 $cores $T --plot "$work/one.svg" >"$work/out" 2>/dev/null; rc=$?
 check "--plot (one size) exits 0" test $rc -eq 0
 check "--plot (one size) is well-formed SVG" wellformed "$work/one.svg"
 check "--plot (one size) is a histogram with markers and labels" python3 -c "
@@ -293,7 +315,7 @@ bars = list(r.iter('{http://www.w3.org/2000/svg}rect'))
 assert 'one-way latency' in texts and 'p50' in texts and 'p99.9' in texts and 'cumulative' in texts, texts
 assert len(bars) > 5, len(bars)"
 check "the table names the plot file" grep -q "# plot: $work/one.svg" "$work/out"
-"$perf" pingpong -S 1,8,64,512 -I 1000 $cores $T --plot "$work/sweep.svg" --json >/dev/null 2>&1; rc=$?
+"$perf" pingpong -p line -S 1,8,64,512 -I 1000 $cores $T --plot "$work/sweep.svg" --json >/dev/null 2>&1; rc=$?
 check "--plot (sweep) exits 0" test $rc -eq 0
 check "--plot (sweep) is well-formed SVG" wellformed "$work/sweep.svg"
 check "--plot (sweep) draws latency against size" python3 -c "
@@ -303,8 +325,70 @@ ns = '{http://www.w3.org/2000/svg}'
 texts = [t.text for t in r.iter(ns + 'text')]
 assert 'message size, bytes (log2 scale)' in texts and 'p99' in texts, texts
 assert len(list(r.iter(ns + 'polyline'))) >= 3 and len(list(r.iter(ns + 'circle'))) == 4 * 4"
-"$perf" pingpong -S 8 -I 10 $cores $T --plot /nonexistent-dir/x.svg >/dev/null 2>"$work/err"; rc=$?
+"$perf" pingpong -p line -S 8 -I 10 $cores $T --plot /nonexistent-dir/x.svg >/dev/null 2>"$work/err"; rc=$?
 check "--plot into a missing directory: exit 1 with a message" bash -c "test $rc -eq 1 && grep -q 'cannot write' '$work/err'"
+
+# ---- the shm provider and the vq shm driver: real runs ----
+# JSON of the endpoint level: the fields the issue names.
+"$perf" pingpong -p shm -e rdm -S 8 -I 20000 $cores $T --json >"$work/shm.json" 2>"$work/err"; rc=$?
+check "-p shm pingpong --json exits 0" test $rc -eq 0
+check "-p shm pingpong --json: schema" python3 - "$work/shm.json" "$A,$B" <<'EOF2'
+import json, sys
+o = [json.loads(l) for l in open(sys.argv[1])]
+assert len(o) == 1, o
+o = o[0]
+assert o["schema"] == 1 and o["provider"] == "shm" and o["ep_type"] == "rdm" and o["level"] == "endpoint", o
+assert o["size"] == 8 and o["iterations"] == 20000 and o["cores"] == [int(c) for c in sys.argv[2].split(",")]
+ow = o["one_way_ns"]
+seq = [ow[k] for k in ("min", "p50", "p90", "p99", "p999", "p9999", "max")]
+assert all(isinstance(v, float) and v > 0 for v in seq) and seq == sorted(seq), ow
+assert abs(ow["mean"] * 2 * 20000 - o["elapsed_ns"]) <= 0.01 * o["elapsed_ns"]
+EOF2
+"$perf" pingpong --vq --driver shm --qp-type uc -S 8 -I 20000 $cores $T --json >"$work/vq.json" 2>"$work/err"; rc=$?
+check "--vq shm pingpong --json exits 0" test $rc -eq 0
+check "--vq shm pingpong --json: level vq, driver shm, qp_type uc" python3 -c "
+import json
+o = json.loads(open('$work/vq.json').read())
+assert o['level'] == 'vq' and o['provider'] == 'shm' and o['qp_type'] == 'uc' and o['one_way_ns']['p50'] > 0, o"
+
+# Every test on both levels, payload checked byte for byte (--verify), sizes
+# across the inline and fragment limits.
+run_verified() { # description, expected sizes (comma list), args...
+  local d=$1 want=$2; shift 2
+  "$perf" "$@" $cores $T --verify --json >"$work/rv.json" 2>"$work/rv.err"; local rc=$?
+  check "$d: exit 0" test $rc -eq 0
+  check "$d: every size verified" python3 -c "
+import json
+o = [json.loads(l) for l in open('$work/rv.json')]
+assert [x['size'] for x in o] == [$want] and all(x['verified'] for x in o), o" || sed 's/^/    /' "$work/rv.err"
+}
+for t in pingpong bw rate; do
+  run_verified "-p shm rdm $t" "8,1000,65536" $t -p shm -e rdm -S 8,1000,64K -I 300 -w 20 -W 16
+  run_verified "--vq shm rc $t" "8,1000,65536" $t --vq --driver shm -S 8,1000,64K -I 300 -w 20 -W 16
+done
+run_verified "-p shm msg tagged pingpong" "8,4096" pingpong -p shm -e msg --op tagged -S 8,4K -I 300 -w 20
+run_verified "-p shm rdm write bw" "8,4096" bw -p shm --op write -S 8,4K -I 300 -w 20 -W 16
+run_verified "-p shm dgram pingpong" "8,900" pingpong -p shm -e dgram -S 8,900 -I 300 -w 20
+run_verified "--vq shm ud pingpong" "8,4096" pingpong --vq --driver shm --qp-type ud -S 8,4K -I 300 -w 20
+run_verified "--vq shm uc write rate" "8,4096" rate --vq --driver shm --qp-type uc --op write -S 8,4K -I 300 -w 20 -W 16
+"$perf" rate -p shm --op atomic -S 8 -I 300 -w 20 $cores $T --json >"$work/at.json" 2>"$work/err"; rc=$?
+check "-p shm atomic rate: exit 0, every increment seen" python3 -c "
+import json
+o = json.loads(open('$work/at.json').read())
+assert $rc == 0 and o['op'] == 'atomic' and o['iterations'] == 300 and o['msg_rate_Mmps'] > 0, o"
+
+# server / client on loopback, both levels
+for lvl in "-p shm -e rdm" "--vq --driver shm"; do
+  "$perf" pingpong -s 127.0.0.1 -P "$port" --cores "$B" $T >/dev/null 2>"$work/srv.err" &
+  srv=$!; bg+=("$srv")
+  "$perf" bw 127.0.0.1 -P "$port" --cores "$A" $lvl -S 8,4K -I 2000 --verify $T --json >"$work/cs.json" 2>"$work/cli.err"; rc=$?
+  wait "$srv"; src=$?
+  check "server/client ($lvl): both exit 0" test $rc -eq 0 -a $src -eq 0
+  check "server/client ($lvl): the client's test, verified" python3 -c "
+import json
+o = [json.loads(l) for l in open('$work/cs.json')]
+assert [x['size'] for x in o] == [8, 4096] and all(x['test'] == 'bw' and x['verified'] for x in o), o"
+done
 
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

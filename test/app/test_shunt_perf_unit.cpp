@@ -115,6 +115,7 @@ TEST(Wire, RoundTrip)
     c.qp_type = "uc";
     c.op = "tagged";
     c.window = 17;
+    c.verify = true;
     test_config d;
     ASSERT_EQ(from_wire(to_wire(c), d), 0);
     EXPECT_EQ(d.test, c.test);
@@ -124,6 +125,7 @@ TEST(Wire, RoundTrip)
     EXPECT_EQ(d.qp_type, c.qp_type);
     EXPECT_EQ(d.op, c.op);
     EXPECT_EQ(d.window, c.window);
+    EXPECT_EQ(d.verify, c.verify);
 }
 
 TEST(Wire, MalformedIsRejectedAndLeavesTheOutputAlone)
@@ -157,8 +159,44 @@ TEST(CommandLine, SizesAllListAndSuffixes)
     EXPECT_EQ(p.sizes, (std::vector<std::size_t>{8, 4096, 1u << 20, 4u << 20}));
     EXPECT_EQ(p.cfg.test, test_kind::bw);
     EXPECT_EQ(p.cfg.window, 16u);
-    EXPECT_EQ(p.cfg.provider, "line"); // the only transport of this build so far
+    // No -p: the first endpoint-level transport of this build (shm when
+    // lib/fabric is built, else the floor).
+    const transport_ops *first = nullptr;
+    for (const transport_ops *t : transports())
+        if (!t->vq && !first)
+            first = t;
+    ASSERT_NE(first, nullptr);
+    EXPECT_EQ(p.cfg.provider, first->name);
     EXPECT_EQ(p.who, role::launcher);
+}
+
+TEST(CommandLine, SweepIsCutToWhatTheTransportCarries)
+{
+    const test_config ud{test_kind::pingpong, "shm", true, "rdm", "ud", "msg"};
+    const transport_ops *t = find_transport(ud);
+    if (!t || !t->max_msg)
+        GTEST_SKIP() << "vq shm driver not in this build";
+    const std::size_t mtu = t->max_msg(ud);
+    ASSERT_GT(mtu, 0u);
+    options o;
+    ASSERT_EQ(parse({"pingpong", "--vq", "--driver", "shm", "--qp-type", "ud", "-S", "all", "--cores", "0,1"}, o), -1);
+    ASSERT_FALSE(o.sizes.empty());
+    EXPECT_EQ(o.sizes.front(), 1u);
+    EXPECT_LE(o.sizes.back(), mtu);
+    EXPECT_GT(o.sizes.back() * 2, mtu); // every power of two up to the MTU, no further
+    options a;
+    testing::internal::CaptureStderr();
+    int rc = parse({"pingpong", "-p", "shm", "--op", "atomic", "-S", "all", "--cores", "0,1"}, a);
+    std::string err = testing::internal::GetCapturedStderr();
+    if (rc == 2 && err.find("offers no") != std::string::npos)
+        GTEST_SKIP() << "shm provider not in this build";
+    ASSERT_EQ(rc, -1) << err;
+    EXPECT_EQ(a.sizes, std::vector<std::size_t>{8}); // one FI_UINT64 element
+    options b;
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(parse({"pingpong", "--vq", "--driver", "shm", "--qp-type", "ud", "-S", std::to_string(mtu + 1),
+                     "--cores", "0,1"}, b), 2);
+    EXPECT_NE(testing::internal::GetCapturedStderr().find("over the largest message"), std::string::npos);
 }
 
 TEST(CommandLine, RolesFromServerFlagAndAddress)
