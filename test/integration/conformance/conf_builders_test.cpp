@@ -151,8 +151,9 @@ protected:
         unsigned want_flags = (op == OP_SEND_IMM ? vq::WC_WITH_IMM : 0) |
                               (flags & vq::WR_SOLICITED ? vq::WC_SOLICITED : 0);
         EXPECT_EQ(r[0].wc_flags & ~(vq::WC_GRH | vq::WC_IP_CSUM_OK), want_flags) << wc_str(r[0]);
-        if (op == OP_SEND_IMM)
+        if (op == OP_SEND_IMM) {
             EXPECT_EQ(r[0].imm_data, imm);
+        }
         // Model: the payload (after a GRH, if any) scattered over the receive pieces.
         std::vector<std::uint8_t> landed(grh, 0);
         landed.insert(landed.end(), payload.begin(), payload.end());
