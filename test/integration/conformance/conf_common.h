@@ -10,6 +10,7 @@
 #pragma once
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -341,7 +342,7 @@ inline bool write_all(int fd, const void *p, std::size_t n)
 {
     const auto *b = static_cast<const std::uint8_t *>(p);
     while (n) {
-        ssize_t k = ::write(fd, b, n);
+        ssize_t k = ::send(fd, b, n, MSG_NOSIGNAL); // no SIGPIPE when the other side died
         if (k < 0 && errno == EINTR)
             continue;
         if (k < 0 && errno == EAGAIN) {
