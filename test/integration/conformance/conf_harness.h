@@ -176,12 +176,12 @@ std::string wc_str(const vq::wc &w);
 std::vector<std::string> segment_files(const std::string &needle);
 
 /** Skip (visibly) unless the device claims every op of @p ops for @p type. */
-#define CONF_REQUIRE_OPS(attr, type, ops)                                                          \
+#define CONF_REQUIRE_OPS(attr_, type_, ops_)                                                       \
     do {                                                                                           \
-        std::uint64_t need_ = (ops), have_ = (attr).ops[static_cast<unsigned>(type)];              \
+        std::uint64_t need_ = (ops_), have_ = (attr_).ops[static_cast<unsigned>(type_)];           \
         if ((have_ & need_) != need_)                                                              \
             GTEST_SKIP() << "device does not claim ops 0x" << std::hex << (need_ & ~have_)          \
-                         << " on QP type " << std::dec << static_cast<unsigned>(type)              \
+                         << " on QP type " << std::dec << static_cast<unsigned>(type_)             \
                          << " (device_attr::ops = 0x" << std::hex << have_ << ")";                 \
     } while (0)
 

@@ -1,0 +1,602 @@
+// The remaining builders and features across two processes: send_inv,
+// bind_mw / local_inv (type-2 windows), flush, TSO and IP_CSUM on UD, Q_Keys,
+// shared receive queues, receive-queue limits.
+#include "conf_harness.h"
+
+namespace shunt::conf {
+namespace {
+
+using vq::qp_type;
+using vq::wc_opcode;
+using vq::wc_status;
+
+class Features : public conf_test {};
+
+constexpr unsigned acc_mw = ACC_ALL_REMOTE | vq::ACCESS_MW_BIND;
+
+/** Bind a peer window over [off, off+len) of peer region @p r with @p access;
+ *  @return the window's new rkey (0 on failure). */
+std::uint32_t peer_bind(conn &c, const reg_rep &r, std::uint32_t mw_idx, std::uint64_t off, std::uint64_t len,
+                        unsigned access)
+{
+    wr_desc d;
+    d.op = OP_BIND_MW;
+    d.wr_id = 4242;
+    d.flags = vq::WR_SIGNALED;
+    d.imm = mw_idx;
+    d.a2 = r.index;
+    d.a0 = r.addr + off;
+    d.a1 = len;
+    d.a3 = access;
+    EXPECT_EQ(c.P.post(c.pq.index, {d}), 0);
+    auto w = c.P.wait_wcs(c.pq.index, 1);
+    EXPECT_EQ(w.size(), 1u);
+    if (w.size() != 1)
+        return 0;
+    EXPECT_EQ(w[0].status, wc_status::success) << wc_str(w[0]);
+    EXPECT_EQ(w[0].wr_id, 4242u);
+    EXPECT_EQ(w[0].opcode, wc_opcode::bind_mw);
+    mw_rep m{};
+    EXPECT_EQ(c.P.query_mw(mw_idx, &m), 0);
+    return m.rkey;
+}
+
+/** One RDMA write of @p len bytes from local region @p src to (rkey, raddr). */
+vq::wc write_once(conn &c, int src, std::uint32_t rkey, std::uint64_t raddr, std::uint32_t len, std::uint64_t id)
+{
+    vq::wr_start(c.qp());
+    c.qp()->wr_id = id;
+    c.qp()->wr_flags = vq::WR_SIGNALED;
+    vq::wr_rdma_write(c.qp(), rkey, raddr);
+    vq::wr_set_sge(c.qp(), c.L.mr(src)->lkey, c.L.addr(src), len);
+    EXPECT_EQ(vq::wr_complete(c.qp()), 0);
+    auto w = c.L.wait_wcs(c.lq, 1);
+    return w.empty() ? vq::wc{} : w[0];
+}
+
+TEST_F(Features, SendInvInvalidatesThePeersWindowBeforeTheReceiveCompletes)
+{
+    conn c;
+    CONF_REQUIRE_OPS(c.L.attr, qp_type::rc, vq::OPS_SEND_WITH_INV | vq::OPS_RDMA_WRITE | vq::OPS_BIND_MW);
+    ASSERT_EQ(c.setup(qp_type::rc, vq::OPS_SEND_WITH_INV | vq::OPS_RDMA_WRITE | vq::OPS_SEND), 0);
+    reg_rep r{};
+    ASSERT_EQ(c.P.reg(16384, acc_mw, false, 21, &r), 0);
+    mw_rep mw{};
+    ASSERT_EQ(c.P.alloc_mw(&mw), 0);
+    std::uint32_t k = peer_bind(c, r, mw.index, 4096, 4096, vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ);
+    ASSERT_NE(k, 0u);
+    EXPECT_EQ(k, vq::inc_rkey(mw.rkey)) << "the window takes the key given to bind_mw";
+    int src = c.L.reg(4096, vq::ACCESS_LOCAL_WRITE, false, 22);
+    // Through the window: lands.
+    vq::wc w = write_once(c, src, k, r.addr + 4096, 4096, 1);
+    EXPECT_EQ(w.status, wc_status::success) << wc_str(w);
+    auto got = c.P.read_mem(r.index, 4096, 4096);
+    EXPECT_EQ(std::memcmp(got.data(), c.L.mem(src), 4096), 0);
+    // send_inv names the window; the receive reports it.
+    ASSERT_EQ(c.P.post_recv(c.pq.index, 8, {{r.index, 64, 0}}), 0);
+    vq::wr_start(c.qp());
+    c.qp()->wr_id = 2;
+    c.qp()->wr_flags = vq::WR_SIGNALED;
+    vq::wr_send_inv(c.qp(), k);
+    vq::wr_set_inline_data(c.qp(), "inv", 3);
+    ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+    auto s = c.L.wait_wcs(c.lq, 1);
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_EQ(s[0].status, wc_status::success) << wc_str(s[0]);
+    EXPECT_EQ(s[0].opcode, wc_opcode::send);
+    auto rv = c.P.wait_wcs(c.pq.index, 1);
+    ASSERT_EQ(rv.size(), 1u);
+    EXPECT_EQ(rv[0].status, wc_status::success) << wc_str(rv[0]);
+    EXPECT_EQ(rv[0].opcode, wc_opcode::recv);
+    EXPECT_TRUE(rv[0].wc_flags & vq::WC_WITH_INV) << wc_str(rv[0]);
+    EXPECT_EQ(rv[0].invalidated_rkey, k);
+    EXPECT_EQ(rv[0].byte_len, 3u);
+    // The window is dead: a write through it fails and changes nothing.
+    auto before = c.P.read_mem(r.index, 0, 16384);
+    w = write_once(c, src, k, r.addr + 4096, 64, 3);
+    EXPECT_EQ(w.status, wc_status::rem_access_err) << "write through an invalidated window: " << wc_str(w);
+    EXPECT_EQ(c.P.read_mem(r.index, 0, 16384), before);
+}
+
+TEST_F(Features, SendInvNamingNothingIsRemoteInvalidRequest)
+{
+    conn c;
+    CONF_REQUIRE_OPS(c.L.attr, qp_type::rc, vq::OPS_SEND_WITH_INV);
+    ASSERT_EQ(c.setup(qp_type::rc, vq::OPS_SEND_WITH_INV), 0);
+    reg_rep r{};
+    ASSERT_EQ(c.P.reg(4096, ACC_ALL_REMOTE, false, 21, &r), 0);
+    ASSERT_EQ(c.P.post_recv(c.pq.index, 8, {{r.index, 64, 0}}), 0);
+    vq::wr_start(c.qp());
+    c.qp()->wr_id = 2;
+    c.qp()->wr_flags = vq::WR_SIGNALED;
+    vq::wr_send_inv(c.qp(), 0x00fff0ee);
+    vq::wr_set_inline_data(c.qp(), "inv", 3);
+    ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+    auto rv = c.P.wait_wcs(c.pq.index, 1);
+    ASSERT_EQ(rv.size(), 1u);
+    EXPECT_EQ(rv[0].status, wc_status::rem_inv_req_err) << wc_str(rv[0]);
+    (void)c.L.wait_wcs(c.lq, 1);
+}
+
+TEST_F(Features, SendInvOnUcReportsTheInvalidatedKey)
+{
+    conn c;
+    CONF_REQUIRE_OPS(c.L.attr, qp_type::uc, vq::OPS_SEND_WITH_INV | vq::OPS_BIND_MW);
+    ASSERT_EQ(c.setup(qp_type::uc, vq::OPS_SEND_WITH_INV), 0);
+    reg_rep r{};
+    ASSERT_EQ(c.P.reg(16384, acc_mw, true, 21, &r), 0);
+    mw_rep mw{};
+    ASSERT_EQ(c.P.alloc_mw(&mw), 0);
+    std::uint32_t k = peer_bind(c, r, mw.index, 0, 4096, vq::ACCESS_REMOTE_WRITE);
+    ASSERT_NE(k, 0u);
+    ASSERT_EQ(c.P.post_recv(c.pq.index, 8, {{r.index, 64, 8192}}), 0);
+    vq::wr_start(c.qp());
+    c.qp()->wr_id = 2;
+    c.qp()->wr_flags = vq::WR_SIGNALED;
+    vq::wr_send_inv(c.qp(), k);
+    vq::wr_set_inline_data(c.qp(), "uc-inv", 6);
+    ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+    auto rv = c.P.wait_wcs(c.pq.index, 1);
+    ASSERT_EQ(rv.size(), 1u);
+    EXPECT_EQ(rv[0].status, wc_status::success) << wc_str(rv[0]);
+    EXPECT_TRUE(rv[0].wc_flags & vq::WC_WITH_INV);
+    EXPECT_EQ(rv[0].invalidated_rkey, k);
+    auto got = c.P.read_mem(r.index, 8192, 6);
+    EXPECT_EQ(std::memcmp(got.data(), "uc-inv", 6), 0);
+}
+
+/** The test binds a window on its own region; the peer reads through it. */
+TEST_F(Features, BoundWindowAllowsExactlyItsRangeAndAccessAndLocalInvRevokesIt)
+{
+    conn c;
+    constexpr std::uint64_t ops = vq::OPS_BIND_MW | vq::OPS_LOCAL_INV | vq::OPS_SEND;
+    CONF_REQUIRE_OPS(c.L.attr, qp_type::rc, ops | vq::OPS_RDMA_READ | vq::OPS_RDMA_WRITE);
+    ASSERT_EQ(c.setup(qp_type::rc, ops), 0);
+    int reg = c.L.reg(16384, acc_mw, false, 31);
+    ASSERT_GE(reg, 0);
+    vq::mw *w = nullptr;
+    ASSERT_EQ(vq::alloc_mw(c.L.pd, vq::mw_type::type2, &w), 0);
+    c.L.o.mws.push_back(w);
+    std::uint32_t old = w->rkey, key = vq::inc_rkey(old);
+    vq::mw_bind_info bi{c.L.o.mrs[static_cast<std::size_t>(reg)].mr, c.L.addr(reg, 4096), 2048,
+                        vq::ACCESS_REMOTE_READ};
+    vq::wr_start(c.qp());
+    c.qp()->wr_id = 1;
+    c.qp()->wr_flags = vq::WR_SIGNALED;
+    vq::wr_bind_mw(c.qp(), w, key, &bi);
+    ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+    auto b = c.L.wait_wcs(c.lq, 1);
+    ASSERT_EQ(b.size(), 1u);
+    EXPECT_EQ(b[0].status, wc_status::success) << wc_str(b[0]);
+    EXPECT_EQ(b[0].opcode, wc_opcode::bind_mw);
+    EXPECT_EQ(w->rkey, key) << "window key updated when the bind completed";
+
+    auto peer_op = [&](std::uint8_t op, std::uint64_t raddr, std::uint32_t len, std::uint32_t rkey) {
+        wr_desc d;
+        d.op = op;
+        d.wr_id = 7;
+        d.flags = vq::WR_SIGNALED;
+        d.rkey = rkey;
+        d.raddr = raddr;
+        d.data = DATA_SGE;
+        d.npieces = 1;
+        d.pieces[0] = {0, len, 0}; // the peer's scratch region
+        EXPECT_EQ(c.P.post(c.pq.index, {d}), 0);
+        auto r = c.P.wait_wcs(c.pq.index, 1);
+        return r.empty() ? vq::wc{} : r[0];
+    };
+    // Read inside the window: the bytes of this process's region.
+    vq::wc r = peer_op(OP_READ, c.L.addr(reg, 4096 + 100), 1000, key);
+    EXPECT_EQ(r.status, wc_status::success) << wc_str(r);
+    EXPECT_EQ(r.byte_len, 1000u);
+    std::vector<std::uint8_t> snap(c.L.mem(reg), c.L.mem(reg) + 16384);
+    // A read crossing the window's end fails (the region itself continues).
+    r = peer_op(OP_READ, c.L.addr(reg, 4096 + 2000), 100, key);
+    EXPECT_EQ(r.status, wc_status::rem_access_err) << "read past the window end: " << wc_str(r);
+    // The peer's QP is now in ERR: reconnect a fresh pair for the next checks.
+    unsigned q2;
+    ASSERT_EQ(c.L.create_qp(qp_type::rc, ops, {}, &q2), 0);
+    qp_rep p2{};
+    ASSERT_EQ(c.P.create_qp(qp_type::rc, vq::OPS_RDMA_READ | vq::OPS_RDMA_WRITE, {}, &p2), 0);
+    ASSERT_EQ(c.L.connect(q2, {c.P.addr(), p2.qpn}), 0);
+    ASSERT_EQ(c.P.connect(p2.index, vq::get_qp_addr(c.L.qp(q2))), 0);
+    c.lq = q2;
+    c.pq = p2;
+    r = peer_op(OP_WRITE, c.L.addr(reg, 4096), 64, key);
+    EXPECT_EQ(r.status, wc_status::rem_access_err) << "write through a read-only window: " << wc_str(r);
+    EXPECT_EQ(std::memcmp(snap.data(), c.L.mem(reg), 16384), 0) << "memory changed through a read-only window";
+    // New pair again; invalidate locally; reads fail.
+    unsigned q3;
+    ASSERT_EQ(c.L.create_qp(qp_type::rc, ops, {}, &q3), 0);
+    qp_rep p3{};
+    ASSERT_EQ(c.P.create_qp(qp_type::rc, vq::OPS_RDMA_READ, {}, &p3), 0);
+    ASSERT_EQ(c.L.connect(q3, {c.P.addr(), p3.qpn}), 0);
+    ASSERT_EQ(c.P.connect(p3.index, vq::get_qp_addr(c.L.qp(q3))), 0);
+    c.lq = q3;
+    c.pq = p3;
+    vq::wr_start(c.qp());
+    c.qp()->wr_id = 9;
+    c.qp()->wr_flags = vq::WR_SIGNALED;
+    vq::wr_local_inv(c.qp(), key);
+    ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+    auto li = c.L.wait_wcs(c.lq, 1);
+    ASSERT_EQ(li.size(), 1u);
+    EXPECT_EQ(li[0].status, wc_status::success) << wc_str(li[0]);
+    EXPECT_EQ(li[0].opcode, wc_opcode::local_inv);
+    r = peer_op(OP_READ, c.L.addr(reg, 4096), 64, key);
+    EXPECT_EQ(r.status, wc_status::rem_access_err) << "read through an invalidated window: " << wc_str(r);
+}
+
+TEST_F(Features, FlushCompletesAfterTheWritesBeforeIt)
+{
+    conn c;
+    constexpr std::uint64_t ops = vq::OPS_RDMA_WRITE | vq::OPS_FLUSH;
+    CONF_REQUIRE_OPS(c.L.attr, qp_type::rc, ops);
+    ASSERT_EQ(c.setup(qp_type::rc, ops), 0);
+    reg_rep r{};
+    ASSERT_EQ(c.P.reg(65536, ACC_ALL_REMOTE | vq::ACCESS_FLUSH_GLOBAL, true, 41, &r), 0);
+    int src = c.L.reg(65536, vq::ACCESS_LOCAL_WRITE, false, 42);
+    vq::wr_start(c.qp());
+    for (int i = 0; i < 4; i++) {
+        c.qp()->wr_id = static_cast<std::uint64_t>(i);
+        c.qp()->wr_flags = 0;
+        vq::wr_rdma_write(c.qp(), r.rkey, r.addr + static_cast<std::uint64_t>(i) * 16384);
+        vq::wr_set_sge(c.qp(), c.L.mr(src)->lkey, c.L.addr(src, static_cast<std::size_t>(i) * 16384), 16384);
+    }
+    c.qp()->wr_id = 10;
+    c.qp()->wr_flags = vq::WR_SIGNALED;
+    vq::wr_flush(c.qp(), r.rkey, r.addr, 65536, vq::FLUSH_GLOBAL, vq::FLUSH_RANGE);
+    c.qp()->wr_id = 11;
+    vq::wr_flush(c.qp(), r.rkey, r.addr, 0, vq::FLUSH_GLOBAL, vq::FLUSH_MR);
+    ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+    auto w = c.L.wait_wcs(c.lq, 2);
+    ASSERT_EQ(w.size(), 2u);
+    for (auto &x : w) {
+        EXPECT_EQ(x.status, wc_status::success) << wc_str(x);
+        EXPECT_EQ(x.opcode, wc_opcode::flush);
+    }
+    EXPECT_EQ(w[0].wr_id, 10u);
+    EXPECT_EQ(w[1].wr_id, 11u);
+    auto got = c.P.read_mem(r.index, 0, 65536);
+    EXPECT_EQ(std::memcmp(got.data(), c.L.mem(src), 65536), 0);
+}
+
+TEST_F(Features, FlushWithoutFlushAccessIsRemoteAccessError)
+{
+    conn c;
+    CONF_REQUIRE_OPS(c.L.attr, qp_type::rc, vq::OPS_FLUSH);
+    ASSERT_EQ(c.setup(qp_type::rc, vq::OPS_FLUSH), 0);
+    reg_rep r{};
+    ASSERT_EQ(c.P.reg(4096, ACC_ALL_REMOTE, false, 41, &r), 0);
+    vq::wr_start(c.qp());
+    c.qp()->wr_id = 10;
+    c.qp()->wr_flags = vq::WR_SIGNALED;
+    vq::wr_flush(c.qp(), r.rkey, r.addr, 64, vq::FLUSH_GLOBAL, vq::FLUSH_RANGE);
+    ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+    auto w = c.L.wait_wcs(c.lq, 1);
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(w[0].status, wc_status::rem_access_err) << wc_str(w[0]);
+}
+
+/* ---- UD: Q_Key, TSO, IP checksums ---- */
+
+TEST_F(Features, UdSendWithAWrongQkeyIsDroppedAtTheReceiver)
+{
+    conn c;
+    ASSERT_EQ(c.setup(qp_type::ud, vq::OPS_SEND), 0);
+    reg_rep r{};
+    ASSERT_EQ(c.P.reg(8192, vq::ACCESS_LOCAL_WRITE, false, 5, &r), 0);
+    int src = c.L.reg(4096, vq::ACCESS_LOCAL_WRITE, false, 6);
+    ASSERT_EQ(c.P.post_recv(c.pq.index, 1, {{r.index, 4096, 0}}), 0);
+    for (std::uint32_t qk : {c.qkey + 1, c.qkey}) {
+        vq::wr_start(c.qp());
+        c.qp()->wr_id = qk;
+        c.qp()->wr_flags = vq::WR_SIGNALED;
+        vq::wr_send(c.qp());
+        vq::wr_set_sge(c.qp(), c.L.mr(src)->lkey, c.L.addr(src, qk == c.qkey ? 100 : 0), 500);
+        vq::wr_set_ud_addr(c.qp(), c.L.o.ahs[c.ah], c.pq.qpn, qk);
+        ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+        auto s = c.L.wait_wcs(c.lq, 1);
+        ASSERT_EQ(s.size(), 1u);
+    }
+    auto rv = c.P.wait_wcs(c.pq.index, 1);
+    ASSERT_EQ(rv.size(), 1u);
+    EXPECT_EQ(rv[0].byte_len, 500u);
+    auto got = c.P.read_mem(r.index, 0, 500);
+    EXPECT_EQ(std::memcmp(got.data(), c.L.mem(src) + 100, 500), 0) << "the wrong-Q_Key message was delivered";
+    EXPECT_TRUE(c.P.wait_wcs(c.pq.index, 0, 50).empty());
+}
+
+std::uint16_t be16(const std::uint8_t *p) { return static_cast<std::uint16_t>((p[0] << 8) | p[1]); }
+std::uint32_t be32(const std::uint8_t *p)
+{
+    return (static_cast<std::uint32_t>(p[0]) << 24) | (p[1] << 16) | (p[2] << 8) | p[3];
+}
+/** One's-complement sum over @p n bytes (independent of the driver's). */
+std::uint32_t ocsum(const std::uint8_t *p, std::size_t n, std::uint32_t s = 0)
+{
+    for (std::size_t i = 0; i + 1 < n; i += 2)
+        s += be16(p + i);
+    if (n & 1)
+        s += static_cast<std::uint32_t>(p[n - 1]) << 8;
+    return s;
+}
+std::uint16_t ocfold(std::uint32_t s)
+{
+    while (s >> 16)
+        s = (s & 0xffff) + (s >> 16);
+    return static_cast<std::uint16_t>(s);
+}
+/** IPv4 header checksum and TCP/UDP checksum of a frame (Ethernet at 0) verify. */
+void expect_checksums_valid(const std::uint8_t *f, std::size_t len, const char *what)
+{
+    const std::uint8_t *ip = f + 14;
+    std::size_t ihl = (ip[0] & 0xf) * 4u;
+    EXPECT_EQ(ocfold(ocsum(ip, ihl)), 0xffff) << what << ": IPv4 header checksum";
+    std::size_t tot = be16(ip + 2);
+    ASSERT_LE(14 + tot, len) << what;
+    std::uint32_t ps = ocsum(ip + 12, 8) + ip[9] + static_cast<std::uint32_t>(tot - ihl);
+    EXPECT_EQ(ocfold(ocsum(ip + ihl, tot - ihl, ps)), 0xffff) << what << ": L4 checksum (proto " << unsigned(ip[9]) << ")";
+}
+/** Ethernet + IPv4 + TCP (or UDP) header with zero checksums. */
+std::vector<std::uint8_t> make_header(bool tcp, std::uint16_t ip_id, std::uint32_t seq, std::size_t payload)
+{
+    std::vector<std::uint8_t> h(14 + 20 + (tcp ? 20 : 8), 0);
+    for (int i = 0; i < 12; i++)
+        h[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(0x10 + i);
+    h[12] = 0x08;
+    std::uint8_t *ip = h.data() + 14;
+    ip[0] = 0x45;
+    std::size_t tot = 20 + (tcp ? 20 : 8) + payload;
+    ip[2] = static_cast<std::uint8_t>(tot >> 8);
+    ip[3] = static_cast<std::uint8_t>(tot);
+    ip[4] = static_cast<std::uint8_t>(ip_id >> 8);
+    ip[5] = static_cast<std::uint8_t>(ip_id);
+    ip[6] = 0x40;
+    ip[8] = 64;
+    ip[9] = tcp ? 6 : 17;
+    const std::uint8_t addrs[8] = {10, 0, 0, 1, 10, 0, 0, 2};
+    std::memcpy(ip + 12, addrs, 8);
+    std::uint8_t *l4 = ip + 20;
+    l4[0] = 0x30, l4[1] = 0x39, l4[2] = 0x01, l4[3] = 0xbb;
+    if (tcp) {
+        l4[4] = static_cast<std::uint8_t>(seq >> 24), l4[5] = static_cast<std::uint8_t>(seq >> 16);
+        l4[6] = static_cast<std::uint8_t>(seq >> 8), l4[7] = static_cast<std::uint8_t>(seq);
+        l4[12] = 0x50;
+        l4[13] = 0x19; // ACK | PSH | FIN
+        l4[14] = 0xff, l4[15] = 0xff;
+    } else {
+        std::size_t ul = 8 + payload;
+        l4[4] = static_cast<std::uint8_t>(ul >> 8), l4[5] = static_cast<std::uint8_t>(ul);
+    }
+    return h;
+}
+
+TEST_F(Features, TsoCutsThePayloadIntoMssSegmentsEachWithAFixedUpHeader)
+{
+    conn c;
+    CONF_REQUIRE_OPS(c.L.attr, qp_type::ud, vq::OPS_TSO);
+    ASSERT_EQ(c.setup(qp_type::ud, vq::OPS_SEND | vq::OPS_TSO, {0, 0, 4, 1, 0}, 0, {0, 512, 1, 1, 0}), 0);
+    const std::uint32_t mtu = c.L.attr.ud_mtu;
+    reg_rep r{};
+    ASSERT_EQ(c.P.reg(static_cast<std::size_t>(mtu) * 512, vq::ACCESS_LOCAL_WRITE, true, 0, &r), 0);
+    int src = c.L.reg(1 << 20, vq::ACCESS_LOCAL_WRITE, false, rnd(1, 1u << 30));
+    for (int it = 0; it < 6 && !HasFailure(); it++) {
+        std::uint32_t payload = static_cast<std::uint32_t>(rnd(1, 200000));
+        auto h0 = make_header(true, 0, 0, 0);
+        std::uint16_t mss = static_cast<std::uint16_t>(rnd(64, mtu - h0.size()));
+        std::uint32_t nseg = (payload + mss - 1) / mss;
+        if (nseg > 512) {
+            mss = static_cast<std::uint16_t>(mtu - h0.size());
+            nseg = (payload + mss - 1) / mss;
+        }
+        std::uint16_t id = static_cast<std::uint16_t>(rnd(0, 0xffff));
+        std::uint32_t seq = static_cast<std::uint32_t>(rnd(0, 0xffffffffu));
+        auto hdr = make_header(true, id, seq, payload);
+        SCOPED_TRACE("payload " + std::to_string(payload) + " mss " + std::to_string(mss));
+        for (std::uint32_t i = 0; i < nseg; i++)
+            ASSERT_EQ(c.P.post_recv(c.pq.index, i, {{r.index, mtu, static_cast<std::uint64_t>(i) * mtu}}), 0);
+        auto sp = random_pieces(rng, static_cast<std::uint32_t>(src), 1 << 20, payload,
+                                static_cast<unsigned>(rnd(1, c.qp()->cap.max_send_sge)));
+        auto bytes = gather(c.L.mem(src), sp);
+        std::vector<vq::sge> sg;
+        for (auto &p : sp)
+            sg.push_back({c.L.addr(src, p.off), p.len, c.L.mr(src)->lkey});
+        vq::wr_start(c.qp());
+        c.qp()->wr_id = 99;
+        c.qp()->wr_flags = vq::WR_SIGNALED;
+        vq::wr_send_tso(c.qp(), hdr.data(), static_cast<std::uint16_t>(hdr.size()), mss);
+        vq::wr_set_sge_list(c.qp(), sg.size(), sg.data());
+        vq::wr_set_ud_addr(c.qp(), c.L.o.ahs[c.ah], c.pq.qpn, c.qkey);
+        std::memset(hdr.data(), 0xee, hdr.size()); // copied during the call
+        ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+        auto s = c.L.wait_wcs(c.lq, 1);
+        ASSERT_EQ(s.size(), 1u);
+        EXPECT_EQ(s[0].status, wc_status::success) << wc_str(s[0]);
+        EXPECT_EQ(s[0].opcode, wc_opcode::tso);
+        auto rv = c.P.wait_wcs(c.pq.index, nseg);
+        ASSERT_EQ(rv.size(), nseg) << "one receive completion per segment";
+        auto mem = c.P.read_mem(r.index, 0, static_cast<std::uint64_t>(nseg) * mtu);
+        for (std::uint32_t i = 0; i < nseg && !HasFailure(); i++) {
+            std::uint32_t seg = std::min<std::uint32_t>(mss, payload - i * mss);
+            EXPECT_EQ(rv[i].wr_id, i);
+            EXPECT_EQ(rv[i].status, wc_status::success) << wc_str(rv[i]);
+            EXPECT_EQ(rv[i].byte_len, h0.size() + seg);
+            const std::uint8_t *f = mem.data() + static_cast<std::size_t>(i) * mtu;
+            EXPECT_EQ(std::memcmp(f, make_header(true, 0, 0, 0).data(), 14), 0) << "Ethernet header copied";
+            const std::uint8_t *ip = f + 14, *tcp = ip + 20;
+            EXPECT_EQ(be16(ip + 2), 40 + seg) << "segment " << i << ": IPv4 total length";
+            EXPECT_EQ(be16(ip + 4), static_cast<std::uint16_t>(id + i)) << "segment " << i << ": IPv4 id";
+            EXPECT_EQ(be32(tcp + 4), seq + i * mss) << "segment " << i << ": TCP sequence";
+            EXPECT_EQ(tcp[13], i + 1 == nseg ? 0x19 : 0x10) << "segment " << i << ": FIN/PSH only on the last";
+            expect_checksums_valid(f, h0.size() + seg, "TSO segment");
+            EXPECT_EQ(std::memcmp(f + h0.size(), bytes.data() + static_cast<std::size_t>(i) * mss, seg), 0)
+                << "segment " << i << " payload";
+        }
+    }
+}
+
+TEST_F(Features, IpCsumFillsIpv4AndUdpTcpChecksumsOfUdSends)
+{
+    conn c;
+    ASSERT_EQ(c.setup(qp_type::ud, vq::OPS_SEND | vq::OPS_SEND_WITH_IMM, {0, 0, 4, 1, 512}), 0);
+    reg_rep r{};
+    ASSERT_EQ(c.P.reg(4 * 4096, vq::ACCESS_LOCAL_WRITE, false, 0, &r), 0);
+    int src = c.L.reg(8192, vq::ACCESS_LOCAL_WRITE, false, 61);
+    for (int it = 0; it < 8 && !HasFailure(); it++) {
+        bool tcp = it % 2;
+        std::uint32_t payload = static_cast<std::uint32_t>(rnd(0, 1400));
+        auto hdr = make_header(tcp, static_cast<std::uint16_t>(it), 1000, payload);
+        std::vector<std::uint8_t> frame(hdr);
+        frame.insert(frame.end(), c.L.mem(src), c.L.mem(src) + payload);
+        ASSERT_EQ(c.P.post_recv(c.pq.index, static_cast<std::uint64_t>(it), {{r.index, 4096, 0}}), 0);
+        vq::wr_start(c.qp());
+        c.qp()->wr_id = static_cast<std::uint64_t>(it);
+        c.qp()->wr_flags = vq::WR_SIGNALED | vq::WR_IP_CSUM;
+        vq::wr_send(c.qp());
+        if (it < 4) {
+            vq::data_buf b[2] = {{hdr.data(), hdr.size()}, {c.L.mem(src), payload}};
+            vq::wr_set_inline_data_list(c.qp(), frame.size() <= c.qp()->cap.max_inline_data ? 2 : 0, b);
+            if (frame.size() > c.qp()->cap.max_inline_data) {
+                vq::wr_abort(c.qp());
+                continue;
+            }
+        } else {
+            int h = c.L.reg(hdr.size(), vq::ACCESS_LOCAL_WRITE);
+            std::memcpy(c.L.mem(h), hdr.data(), hdr.size());
+            vq::sge sg[2] = {{c.L.addr(h), static_cast<std::uint32_t>(hdr.size()), c.L.mr(h)->lkey},
+                             {c.L.addr(src), payload, c.L.mr(src)->lkey}};
+            vq::wr_set_sge_list(c.qp(), payload ? 2 : 1, sg);
+        }
+        vq::wr_set_ud_addr(c.qp(), c.L.o.ahs[c.ah], c.pq.qpn, c.qkey);
+        ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+        auto s = c.L.wait_wcs(c.lq, 1);
+        ASSERT_EQ(s.size(), 1u);
+        EXPECT_EQ(s[0].status, wc_status::success) << wc_str(s[0]);
+        auto rv = c.P.wait_wcs(c.pq.index, 1);
+        ASSERT_EQ(rv.size(), 1u);
+        EXPECT_EQ(rv[0].byte_len, frame.size());
+        auto got = c.P.read_mem(r.index, 0, frame.size());
+        expect_checksums_valid(got.data(), got.size(), tcp ? "TCP" : "UDP");
+        // Everything but the checksum fields is as sent.
+        std::vector<std::uint8_t> a(got), b(frame);
+        for (auto *v : {&a, &b}) {
+            (*v)[14 + 10] = (*v)[14 + 11] = 0;
+            std::size_t cs = 14 + 20 + (tcp ? 16 : 6);
+            (*v)[cs] = (*v)[cs + 1] = 0;
+        }
+        EXPECT_EQ(a, b) << "bytes other than checksums changed";
+    }
+}
+
+TEST_F(Features, IpCsumLeavesANonIpMessageAlone)
+{
+    conn c;
+    ASSERT_EQ(c.setup(qp_type::ud, vq::OPS_SEND), 0);
+    reg_rep r{};
+    ASSERT_EQ(c.P.reg(4096, vq::ACCESS_LOCAL_WRITE, false, 0, &r), 0);
+    int src = c.L.reg(4096, vq::ACCESS_LOCAL_WRITE, false, 62);
+    c.L.mem(src)[12] = 0x86; // EtherType IPv6: not ours to touch
+    c.L.mem(src)[13] = 0xdd;
+    c.L.mem(src)[0] = 0x60;
+    ASSERT_EQ(c.P.post_recv(c.pq.index, 1, {{r.index, 4096, 0}}), 0);
+    vq::wr_start(c.qp());
+    c.qp()->wr_id = 1;
+    c.qp()->wr_flags = vq::WR_SIGNALED | vq::WR_IP_CSUM;
+    vq::wr_send(c.qp());
+    vq::wr_set_sge(c.qp(), c.L.mr(src)->lkey, c.L.addr(src), 300);
+    vq::wr_set_ud_addr(c.qp(), c.L.o.ahs[c.ah], c.pq.qpn, c.qkey);
+    ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+    ASSERT_EQ(c.L.wait_wcs(c.lq, 1).size(), 1u);
+    ASSERT_EQ(c.P.wait_wcs(c.pq.index, 1).size(), 1u);
+    auto got = c.P.read_mem(r.index, 0, 300);
+    EXPECT_EQ(std::memcmp(got.data(), c.L.mem(src), 300), 0);
+}
+
+/* ---- Shared receive queue ---- */
+
+TEST_F(Features, TwoQpsOnOneSrqConsumeItsReceivesInArrivalOrder)
+{
+    local_side L;
+    peer_proc P(&L);
+    ASSERT_TRUE(L.ok && P.ok());
+    std::uint32_t srq = 0;
+    ASSERT_EQ(P.create_srq(64, 4, &srq), 0);
+    qp_rep pa{}, pb{};
+    ASSERT_EQ(P.create_qp(qp_type::rc, vq::OPS_SEND, {}, &pa, static_cast<int>(srq)), 0);
+    ASSERT_EQ(P.create_qp(qp_type::rc, vq::OPS_SEND, {}, &pb, static_cast<int>(srq)), 0);
+    unsigned qa, qb;
+    ASSERT_EQ(L.create_qp(qp_type::rc, vq::OPS_SEND, {0, 0, 1, 1, 64}, &qa), 0);
+    ASSERT_EQ(L.create_qp(qp_type::rc, vq::OPS_SEND, {0, 0, 1, 1, 64}, &qb), 0);
+    ASSERT_EQ(L.connect(qa, {P.addr(), pa.qpn}), 0);
+    ASSERT_EQ(L.connect(qb, {P.addr(), pb.qpn}), 0);
+    ASSERT_EQ(P.connect(pa.index, vq::get_qp_addr(L.qp(qa))), 0);
+    ASSERT_EQ(P.connect(pb.index, vq::get_qp_addr(L.qp(qb))), 0);
+    reg_rep r{};
+    ASSERT_EQ(P.reg(64 * 1024, vq::ACCESS_LOCAL_WRITE, false, 0, &r), 0);
+    int src = L.reg(64 * 1024, vq::ACCESS_LOCAL_WRITE, false, 71);
+    const int n = 40;
+    std::vector<std::vector<piece>> rps;
+    for (int i = 0; i < n; i++) {
+        auto rp = random_pieces(rng, r.index, 1024, 1000, static_cast<unsigned>(rnd(1, 4)));
+        for (auto &p : rp)
+            p.off += static_cast<std::uint64_t>(i) * 1024;
+        rps.push_back(rp);
+        ASSERT_EQ(P.post_recv(srq, 1000 + static_cast<std::uint64_t>(i), rp, true), 0);
+    }
+    // Alternate senders; each message is received before the next is sent, so the
+    // order in which the SRQ's receives are consumed is known.
+    std::vector<vq::wc> all;
+    for (int i = 0; i < n; i++) {
+        bool b = i % 3 == 0;
+        unsigned q = b ? qb : qa;
+        ASSERT_EQ(vq::post_send(L.qp(q), static_cast<std::uint64_t>(i), L.mem(src) + i * 1000, 1000,
+                                L.mr(src)->lkey, vq::WR_SIGNALED),
+                  0);
+        ASSERT_EQ(L.wait_wcs(q, 1).size(), 1u);
+        auto w = P.wait_wcs(b ? pb.index : pa.index, 1);
+        ASSERT_EQ(w.size(), 1u) << "message " << i << " not received on the QP it was sent to";
+        all.push_back(w[0]);
+    }
+    EXPECT_TRUE(P.wait_wcs(pa.index, 0, 20).empty());
+    EXPECT_TRUE(P.wait_wcs(pb.index, 0, 20).empty());
+    auto mem = P.read_mem(r.index, 0, 64 * 1024);
+    for (int i = 0; i < n; i++) {
+        const vq::wc &w = all[static_cast<std::size_t>(i)];
+        EXPECT_EQ(w.wr_id, 1000u + static_cast<unsigned>(i)) << "SRQ receives not consumed in arrival order";
+        EXPECT_EQ(w.status, wc_status::success) << wc_str(w);
+        EXPECT_EQ(w.byte_len, 1000u);
+        std::uint32_t want_qp = i % 3 == 0 ? pb.qpn : pa.qpn;
+        EXPECT_EQ(w.qp_num, want_qp) << "receive " << i << " reports the wrong QP";
+        EXPECT_EQ(w.src_qp, L.qp(i % 3 == 0 ? qb : qa)->qp_num);
+    }
+    // Data: receive i (random pieces in its own 1 KiB slot) holds message i.
+    for (int i = 0; i < n; i++) {
+        auto got = gather(mem.data(), rps[static_cast<std::size_t>(i)]);
+        EXPECT_EQ(std::memcmp(got.data(), L.mem(src) + i * 1000, 1000), 0) << "receive " << i << " data";
+    }
+}
+
+TEST_F(Features, ReceiveQueueLimitsAreEnforcedAtPostRecv)
+{
+    local_side L;
+    ASSERT_TRUE(L.ok);
+    unsigned q;
+    ASSERT_EQ(L.create_qp(qp_type::rc, vq::OPS_SEND, {0, 8, 1, 2, 0}, &q), 0);
+    vq::qp_attr a;
+    a.state = vq::qp_state::init;
+    ASSERT_EQ(vq::modify_qp(L.qp(q), &a, vq::QP_ATTR_STATE), 0);
+    int m = L.reg(4096, vq::ACCESS_LOCAL_WRITE);
+    std::uint32_t depth = L.qp(q)->cap.max_recv_wr, sges = L.qp(q)->cap.max_recv_sge;
+    ASSERT_GE(depth, 8u);
+    ASSERT_GE(sges, 2u);
+    std::vector<vq::sge> s(sges + 1, vq::sge{L.addr(m), 8, L.mr(m)->lkey});
+    EXPECT_EQ(vq::post_recv(L.qp(q), 1, s.data(), sges + 1), -FI_E2BIG);
+    EXPECT_EQ(vq::post_recv(L.qp(q), 1, nullptr, 2), -FI_EINVAL);
+    for (std::uint32_t i = 0; i < depth; i++)
+        ASSERT_EQ(vq::post_recv(L.qp(q), i, s.data(), sges), 0) << i;
+    EXPECT_EQ(vq::post_recv(L.qp(q), 99, s.data(), 1), -FI_EAGAIN) << "receive queue of " << depth << " overfilled";
+}
+
+} // namespace
+} // namespace shunt::conf
