@@ -1,6 +1,9 @@
 // The remaining builders and features across two processes: send_inv,
 // bind_mw / local_inv (type-2 windows), flush, TSO and IP_CSUM on UD, Q_Keys,
 // shared receive queues, receive-queue limits.
+#include <atomic>
+#include <thread>
+
 #include "conf_harness.h"
 
 namespace shunt::conf {
@@ -596,6 +599,120 @@ TEST_F(Features, ReceiveQueueLimitsAreEnforcedAtPostRecv)
     for (std::uint32_t i = 0; i < depth; i++)
         ASSERT_EQ(vq::post_recv(L.qp(q), i, s.data(), sges), 0) << i;
     EXPECT_EQ(vq::post_recv(L.qp(q), 99, s.data(), 1), -FI_EAGAIN) << "receive queue of " << depth << " overfilled";
+}
+
+/* ---- Threading ---- */
+
+TEST_F(Features, ThreadDomainQpAndSingleThreadedCqWork)
+{
+    local_side L;
+    peer_proc P(&L);
+    ASSERT_TRUE(L.ok && P.ok());
+    vq::td *td = nullptr;
+    ASSERT_EQ(vq::alloc_td(L.ctx, &td), 0);
+    vq::cq_init_attr ca;
+    ca.cqe = 256;
+    ca.single_threaded = true;
+    vq::cq *cq = nullptr;
+    ASSERT_EQ(vq::create_cq(L.ctx, &ca, &cq), 0);
+    vq::qp_init_attr ia;
+    ia.type = qp_type::rc;
+    ia.send_cq = ia.recv_cq = cq;
+    ia.send_ops_flags = vq::OPS_RDMA_WRITE | vq::OPS_SEND;
+    ia.td = td;
+    vq::qp *q = nullptr;
+    ASSERT_EQ(vq::create_qp(L.pd, &ia, &q), 0);
+    EXPECT_TRUE(q->has_td);
+    L.qps.push_back({q, cq, {}});
+    unsigned lq = static_cast<unsigned>(L.qps.size() - 1);
+    qp_rep pq{};
+    ASSERT_EQ(P.create_qp(qp_type::rc, vq::OPS_SEND, {}, &pq), 0);
+    ASSERT_EQ(L.connect(lq, {P.addr(), pq.qpn}), 0);
+    ASSERT_EQ(P.connect(pq.index, vq::get_qp_addr(q)), 0);
+    reg_rep r{};
+    ASSERT_EQ(P.reg(65536, ACC_ALL_REMOTE, true, 0, &r), 0);
+    int src = L.reg(65536, vq::ACCESS_LOCAL_WRITE, false, 81);
+    for (int i = 0; i < 64; i++) {
+        ASSERT_EQ(vq::post_write(q, static_cast<std::uint64_t>(i), L.mem(src) + i * 1024, 1024, L.mr(src)->lkey,
+                                 r.rkey, r.addr + static_cast<std::uint64_t>(i) * 1024, vq::WR_SIGNALED),
+                  0);
+    }
+    auto w = L.wait_wcs(lq, 64);
+    ASSERT_EQ(w.size(), 64u);
+    for (int i = 0; i < 64; i++)
+        EXPECT_EQ(w[static_cast<std::size_t>(i)].wr_id, static_cast<std::uint64_t>(i));
+    auto got = P.read_mem(r.index, 0, 65536);
+    EXPECT_EQ(std::memcmp(got.data(), L.mem(src), 65536), 0);
+    int rc = vq::dealloc_td(td);
+    EXPECT_EQ(rc, -FI_EBUSY) << "dealloc_td while a QP still uses the thread domain";
+    EXPECT_EQ(vq::destroy_qp(q), 0);
+    L.qps[lq].qp = nullptr;
+    if (rc != 0) { // (when it wrongly succeeded, td is gone: do not free it twice)
+        EXPECT_EQ(vq::dealloc_td(td), 0);
+    }
+}
+
+TEST_F(Features, TwoThreadsPostingOnOneQpNeverInterleaveTheirBatches)
+{
+    conn c;
+    ASSERT_EQ(c.setup(qp_type::rc, vq::OPS_RDMA_WRITE, {512, 0, 1, 1, 64}), 0);
+    reg_rep r{};
+    ASSERT_EQ(c.P.reg(1 << 20, ACC_ALL_REMOTE, true, 0, &r), 0);
+    int src = c.L.reg(1 << 20, vq::ACCESS_LOCAL_WRITE, false, 91);
+    constexpr int batches = 200, per = 4;
+    std::atomic<int> bad{0};
+    auto poster = [&](int t) {
+        for (int b = 0; b < batches; b++) {
+            for (;;) {
+                vq::wr_start(c.qp());
+                for (int k = 0; k < per; k++) {
+                    std::uint64_t slot = static_cast<std::uint64_t>((t * batches + b) * per + k);
+                    c.qp()->wr_id = slot;
+                    c.qp()->wr_flags = vq::WR_SIGNALED;
+                    vq::wr_rdma_write(c.qp(), r.rkey, r.addr + slot * 512);
+                    vq::wr_set_sge(c.qp(), c.L.mr(src)->lkey, c.L.addr(src, slot * 512), 512);
+                }
+                int rc = vq::wr_complete(c.qp());
+                if (rc == 0)
+                    break;
+                if (rc != -FI_EAGAIN) {
+                    bad++;
+                    return;
+                }
+                std::this_thread::yield();
+            }
+        }
+    };
+    // This thread polls the CQ (locked) while two others post (QP lock).
+    std::vector<vq::wc> all;
+    std::thread t0(poster, 0), t1(poster, 1);
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    vq::cq *cq = c.L.qps[c.lq].cq;
+    while (all.size() < 2u * batches * per && std::chrono::steady_clock::now() < end) {
+        vq::wc w[32];
+        int k = vq::poll_cq(cq, 32, w);
+        for (int i = 0; i < k; i++)
+            all.push_back(w[i]);
+        if (k == 0)
+            std::this_thread::yield();
+    }
+    t0.join();
+    t1.join();
+    EXPECT_EQ(bad.load(), 0) << "wr_complete failed with something other than -FI_EAGAIN";
+    ASSERT_EQ(all.size(), 2u * batches * per) << "completions missing after 20 s";
+    // Each batch's requests complete contiguously and in order.
+    for (std::size_t i = 0; i < all.size(); i += per) {
+        EXPECT_EQ(all[i].wr_id % per, 0u) << "a batch was split at completion " << i;
+        for (int k = 1; k < per; k++)
+            EXPECT_EQ(all[i + static_cast<std::size_t>(k)].wr_id, all[i].wr_id + static_cast<unsigned>(k))
+                << "batches interleaved at completion " << i;
+        if (HasFailure())
+            break;
+    }
+    for (auto &w : all)
+        EXPECT_EQ(w.status, wc_status::success);
+    auto got = c.P.read_mem(r.index, 0, 2u * batches * per * 512);
+    EXPECT_EQ(std::memcmp(got.data(), c.L.mem(src), got.size()), 0);
 }
 
 } // namespace
