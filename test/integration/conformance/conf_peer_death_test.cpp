@@ -240,5 +240,26 @@ TEST_F(PeerDeath, UdSendsToAKilledPeerNeverHang)
     EXPECT_EQ(vq::get_qp_state(c.qp()), vq::qp_state::rts) << "a UD QP does not fail because one destination died";
 }
 
+TEST_F(PeerDeath, OrderlyShutdownLeavesNoSegmentBehind)
+{
+    int peer_pid = -1;
+    std::string own;
+    {
+        auto *c = new conn;
+        ASSERT_EQ(c->setup(qp_type::rc, vq::OPS_SEND | vq::OPS_RDMA_WRITE), 0);
+        peer_pid = c->P.pid();
+        reg_rep r{};
+        ASSERT_EQ(c->P.reg(4096, ACC_ALL_REMOTE, true, 1, &r), 0);
+        own = std::string(reinterpret_cast<const char *>(c->L.ctx->addr.raw), c->L.ctx->addr.len);
+        EXPECT_FALSE(segment_files(own).empty()) << "own segment not found by name " << own;
+        EXPECT_FALSE(segment_files(peer_needle(peer_pid)).empty());
+        delete c; // the peer quits (destroying everything), then this side closes
+    }
+    auto left = segment_files(peer_needle(peer_pid));
+    EXPECT_TRUE(left.empty()) << "peer segment left after an orderly shutdown: " << left.front();
+    auto mine = segment_files(own);
+    EXPECT_TRUE(mine.empty()) << "own segment left after close_device: " << mine.front();
+}
+
 } // namespace
 } // namespace shunt::conf
