@@ -40,7 +40,10 @@ struct src_cursor {
     {
         auto *d = static_cast<std::uint8_t *>(dst);
         if (flat) {
-            std::memcpy(d, flat, n);
+            if (n <= 64)
+                small_copy(d, flat, n);
+            else
+                std::memcpy(d, flat, n);
             flat += n;
             return;
         }

@@ -88,11 +88,31 @@ struct alignas(64) qp_desc {
     std::uint64_t ud_rings_off;
     std::uint32_t ud_ring_slots;
     std::atomic<std::uint64_t> ud_active; ///< UD: bit i set once ring i is claimed
+    /** Large sends of this QP whose data the receiver has copied (written by
+     *  the peer's receive side; own line). */
+    alignas(64) std::atomic<std::uint32_t> rndv_acked;
+    std::atomic<std::uint32_t> rndv_nak; ///< the receiver refused a large send (status + 1)
 };
 inline constexpr std::uint32_t desc_free = 0xff;
 
 /** Message opcodes in a slot. */
-enum : std::uint8_t { msg_send = 1, msg_send_imm = 2, msg_send_inv = 3, msg_write_imm = 4 };
+enum : std::uint8_t { msg_send = 1, msg_send_imm = 2, msg_send_inv = 3, msg_write_imm = 4, msg_rndv = 5 };
+
+/** Payload of a msg_rndv message: where the receiver copies a large send
+ *  from (the sender's registered memory), followed by nsge rndv_piece. */
+struct rndv_hdr {
+    std::uint8_t op;       ///< the send's msg_* opcode
+    std::uint8_t pad[3];
+    std::uint32_t total;   ///< message length
+    std::uint32_t nsge;
+    std::uint32_t pad2;
+};
+struct rndv_piece {
+    std::uint64_t where;   ///< offset in the sender's segment, or its virtual address
+    std::uint32_t len;
+    std::uint32_t in_seg;  ///< 1: where is a segment offset (memcpy); 0: process_vm_readv
+};
+static_assert(sizeof(rndv_hdr) == 16 && sizeof(rndv_piece) == 16);
 /** Slot flags. */
 enum : std::uint8_t { sf_first = 1, sf_last = 2, sf_solicited = 4 };
 
@@ -166,6 +186,7 @@ struct shm_td : vq::td {};
 
 struct shm_qp;
 inline constexpr std::uint32_t max_sge_rx = 32;
+inline constexpr std::uint32_t max_cq_qps = 1024; ///< QPs per CQ and direction
 
 /** Completion queue: a local ring of vq::wc. */
 struct shm_cq : vq::cq {
@@ -177,12 +198,25 @@ struct shm_cq : vq::cq {
     spinlock lock;
     std::uint32_t idle = 0;          ///< empty polls since the last peer check
     std::uint64_t next_check = 0;    ///< TSC of the next peer check
-    shm_qp *rx[64] = {};             ///< QPs whose recv CQ this is
-    shm_qp *tx[64] = {};             ///< QPs whose send CQ this is
+    shm_qp *rx[max_cq_qps] = {};     ///< QPs whose recv CQ this is
+    shm_qp *tx[max_cq_qps] = {};     ///< QPs whose send CQ this is
     std::uint32_t nrx = 0, ntx = 0;
     shm_ctx *sctx = nullptr;
+    /* poll_cq's output array while it progresses an empty CQ: completions go
+     * straight to the caller (no copy through the ring). */
+    vq::wc *direct = nullptr;
+    std::uint32_t direct_cap = 0, direct_n = 0;
 
-    std::uint32_t space() const noexcept { return mask + 1 - (tail - head); }
+    std::uint32_t space() const noexcept { return (direct_cap - direct_n) + (mask + 1 - (tail - head)); }
+    /** Where the next completion goes; commit() makes it visible. */
+    vq::wc *next_entry() noexcept { return direct_n < direct_cap ? &direct[direct_n] : &ring[tail & mask]; }
+    void commit() noexcept
+    {
+        if (direct_n < direct_cap)
+            direct_n++;
+        else
+            tail++;
+    }
 };
 
 /** A posted receive. */
@@ -251,7 +285,8 @@ struct shm_qp : vq::qp {
     int err = 0;                  ///< first latched error of the batch
     std::uint32_t sq_start = 0;   ///< sq_tail at wr_start
     std::uint32_t sq_tail = 0;    ///< producer
-    std::uint32_t sq_head = 0;    ///< oldest not executed
+    std::uint32_t sq_head = 0;    ///< oldest not completed
+    std::uint32_t sq_exec = 0;    ///< oldest not executed (sq_head <= sq_exec <= sq_tail)
     std::uint32_t sq_mask = 0;
     wqe *cur = nullptr;           ///< WR being built
     wqe *sq = nullptr;
@@ -265,6 +300,7 @@ struct shm_qp : vq::qp {
     std::uint32_t tx_mask = 0;
     std::uint32_t tx_tail = 0;
     std::uint32_t tx_credit_head = 0;
+    std::uint32_t rndv_posted = 0;    ///< rendezvous messages sent (ticket of the last)
     std::uint64_t blocked_since = 0;  ///< TSC when the head WR first waited for ring space
     std::atomic<std::uint32_t> state{static_cast<std::uint32_t>(vq::qp_state::reset)};
     spinlock lock;
@@ -296,15 +332,22 @@ struct shm_qp : vq::qp {
     vq::qp_attr attr{};
     std::uint8_t *stage = nullptr; ///< staging for TSO / IP_CSUM messages (ud_mtu bytes)
     ud_dest *dests = nullptr;    ///< UD destinations
+    std::uint16_t *dest_hash = nullptr; ///< (peer, qpn) → index + 1 into dests, 0 = empty
     std::uint32_t ndests = 0;
     std::uint32_t last_dest = 0;
     bool notified = false;       ///< peer told we are gone
-    bool peer_died = false;      ///< ERR because the peer died: first flushed WR gets retry_exc_err
+    std::atomic<bool> peer_died{false}; ///< ERR because the peer died: first flushed WR gets retry_exc_err
+    /** sq_head != sq_tail, published for pollers of the send CQ (written under
+     *  the QP lock, or by the td thread), so they never read the indices. */
+    std::atomic<bool> sq_busy{false};
     std::uint64_t ud_id = 0;     ///< UD: our sender id in claimed rings
     std::uint32_t *ud_rx_head = nullptr; ///< UD: per ring consumer positions
     std::uint32_t *ud_rx_pub = nullptr;
     vq::sge rx_sges[max_sge_rx]; ///< receive in progress: its SGEs
     std::uint32_t rx_nsge = 0;
+    /* Last receive SGE validated (fast path): valid while key_gen is unchanged. */
+    std::uint32_t ck_lkey = 0, ck_gen = 0;
+    std::uint64_t ck_lo = 0, ck_hi = 0;
 };
 
 struct shm_ctx : vq::context {
@@ -321,6 +364,9 @@ struct shm_ctx : vq::context {
     std::vector<block> free_blocks; ///< heap free list (owner only)
     std::vector<block> used_bufs;   ///< alloc_buf allocations
     int npd = 0, ncq = 0, nqp = 0, nsrq = 0, nmr = 0, nmw = 0, nah = 0, ntd = 0;
+    /** Bumped whenever a key of ours stops being valid (dereg, invalidate,
+     *  unbind, rebind): receive-side lkey caches compare it. */
+    std::atomic<std::uint32_t> key_gen{1};
 };
 
 /* ---------------- Limits and tunables ---------------- */
@@ -330,6 +376,7 @@ struct limits {
     std::uint32_t ring_slots;    ///< RC/UC ring per QP
     std::uint32_t ud_rings;
     std::uint32_t ud_ring_slots;
+    std::uint32_t rndv_bytes;    ///< sends of at least this many bytes (SGE data) use rendezvous
     std::uint32_t max_qp, max_mr;
     std::uint32_t peer_check_ms;
 };
@@ -344,7 +391,8 @@ inline constexpr std::uint32_t max_msg = 1u << 30;
 inline constexpr std::uint32_t ud_mtu = 4096;
 inline constexpr std::uint32_t max_tso_hdr = 256;
 inline constexpr std::uint32_t max_cqe = 1u << 20;
-inline constexpr std::uint32_t max_ud_dests = 64;
+inline constexpr std::uint32_t max_ud_dests = 1024;
+inline constexpr std::uint32_t ud_dest_hash = 2048; ///< open-addressing index over dests (power of two)
 
 /* ---------------- Shared helpers (shm_ctx.cpp) ---------------- */
 
@@ -391,11 +439,13 @@ int destroy_srq(vq::srq *s);
 /** Push a completion (CQ lock held by the caller or single-threaded). */
 inline void cq_push(shm_cq *c, const vq::wc &w) noexcept
 {
-    c->ring[c->tail & c->mask] = w;
-    c->tail++;
+    *c->next_entry() = w;
+    c->commit();
 }
 /** Send-side progress: execute queued WRs while possible (QP lock held). */
 void sq_progress(shm_qp *q, bool cq_locked) noexcept;
+/** sq_progress without publishing sq_busy. */
+void sq_run(shm_qp *q, bool cq_locked) noexcept;
 /** Receive-side progress for one QP (recv CQ lock held). @return completions added. */
 unsigned rx_progress(shm_qp *q, unsigned budget) noexcept;
 /** Move a QP to ERR and tell its peer (any thread). */
@@ -416,7 +466,68 @@ void rq_free(recvq *rq) noexcept;
 /** Cycles between peer checks. */
 std::uint64_t peer_check_cycles() noexcept;
 
+/** Copy @p n <= 64 bytes without a library call (overlapping word moves). */
+inline void small_copy(void *dst, const void *src, std::uint32_t n) noexcept
+{
+    auto *d = static_cast<std::uint8_t *>(dst);
+    auto *s = static_cast<const std::uint8_t *>(src);
+    if (n >= 16) {
+        if (n > 32) {
+            __builtin_memcpy(d, s, 32);
+            __builtin_memcpy(d + n - 32, s + n - 32, 32);
+        } else {
+            __builtin_memcpy(d, s, 16);
+            __builtin_memcpy(d + n - 16, s + n - 16, 16);
+        }
+    } else if (n >= 8) {
+        __builtin_memcpy(d, s, 8);
+        __builtin_memcpy(d + n - 8, s + n - 8, 8);
+    } else if (n >= 4) {
+        __builtin_memcpy(d, s, 4);
+        __builtin_memcpy(d + n - 4, s + n - 4, 4);
+    } else if (n) {
+        d[0] = s[0];
+        d[n / 2] = s[n / 2];
+        d[n - 1] = s[n - 1];
+    }
+}
+
 /** Receive-queue helper shared by QPs and SRQs: post one receive. */
-int rq_post(recvq *rq, bool locked, std::uint64_t wr_id, const vq::sge *sg, std::uint32_t n) noexcept;
+inline int rq_post(recvq *rq, bool locked, std::uint64_t wr_id, const vq::sge *sg, std::uint32_t n) noexcept
+{
+    if (n > 0 && !sg) [[unlikely]]
+        return -FI_EINVAL;
+    if (locked)
+        rq->plock.lock();
+    std::uint32_t t = rq->tail.load(std::memory_order_relaxed);
+    if (t - rq->head.load(std::memory_order_acquire) > rq->mask) [[unlikely]] {
+        if (locked)
+            rq->plock.unlock();
+        return -FI_EAGAIN;
+    }
+    std::uint32_t i = t & rq->mask;
+    rwqe &r = rq->wqe[i];
+    r.wr_id = wr_id;
+    r.num_sge = n;
+    vq::sge *d = &rq->sges[static_cast<std::size_t>(i) * rq->max_sge];
+    if (n == 1) [[likely]] {
+        // Field by field: the caller usually built *sg just now with three
+        // narrower stores, and one 16-byte load of it would miss forwarding.
+        std::uint64_t a = sg[0].addr;
+        std::uint32_t len = sg[0].length;
+        asm volatile("" ::: "memory"); // keep the two 4-byte loads apart
+        std::uint32_t key = sg[0].lkey;
+        d[0].addr = a;
+        d[0].length = len;
+        d[0].lkey = key;
+    } else
+        for (std::uint32_t k = 0; k < n; k++)
+            d[k] = sg[k];
+    // Publish the receive to the consumer (polling thread): entry before tail.
+    rq->tail.store(t + 1, std::memory_order_release);
+    if (locked)
+        rq->plock.unlock();
+    return 0;
+}
 
 } // namespace shunt::drv::shm

@@ -1,5 +1,8 @@
 /* drivers/shm: completion queues (polling drives progress), SRQs, and the
  * periodic dead-peer check. */
+#include <signal.h>
+
+#include <cerrno>
 #include <new>
 
 #include "env/tsc.h"
@@ -22,7 +25,7 @@ void progress(shm_cq *c, unsigned want) noexcept
 {
     for (std::uint32_t i = 0; i < c->ntx; i++) {
         shm_qp *q = c->tx[i];
-        if (q->sq_head == q->sq_tail)
+        if (!q->sq_busy.load(std::memory_order_relaxed))
             continue;
         if (q->has_td) {
             sq_progress(q, true);
@@ -59,8 +62,21 @@ int poll(vq::cq *vc, int n, vq::wc *out) noexcept
         return n < 0 || (n > 0 && !out) ? -FI_EINVAL : 0;
     if constexpr (Locked)
         c->lock.lock();
-    if (c->tail == c->head)
+    if (c->tail == c->head) {
+        // Nothing queued: progress with the caller's array as the output.
+        c->direct = out;
+        c->direct_cap = static_cast<std::uint32_t>(n);
+        c->direct_n = 0;
         progress(c, static_cast<unsigned>(n));
+        std::uint32_t got = c->direct_n;
+        c->direct_cap = c->direct_n = 0;
+        c->direct = nullptr;
+        if (got) {
+            if constexpr (Locked)
+                c->lock.unlock();
+            return static_cast<int>(got);
+        }
+    }
     std::uint32_t avail = c->tail - c->head;
     std::uint32_t k = avail < static_cast<std::uint32_t>(n) ? avail : static_cast<std::uint32_t>(n);
     for (std::uint32_t i = 0; i < k; i++)
@@ -153,12 +169,28 @@ void cq_check_peers(shm_cq *c) noexcept
 {
     auto check = [](shm_qp *q) {
         std::uint32_t st = q->state.load(std::memory_order_relaxed);
-        if (q->type == vq::qp_type::ud || !q->rpeer ||
+        if (q->type == vq::qp_type::ud && q->desc) {
+            // Senders that died without saying so: mark their rings gone;
+            // the receive scan frees them once drained.
+            std::uint64_t act = q->desc->ud_active.load(std::memory_order_acquire);
+            std::size_t stride = sizeof(ring_ctrl) + static_cast<std::size_t>(q->desc->ud_ring_slots) * sizeof(slot);
+            char *base = q->sctx->self.base + q->desc->ud_rings_off;
+            for (std::uint32_t i = 0; act && i < 64; i++, act >>= 1) {
+                if (!(act & 1))
+                    continue;
+                auto *ctrl = reinterpret_cast<ring_ctrl *>(base + i * stride);
+                auto pid = static_cast<pid_t>(ctrl->owner.load(std::memory_order_relaxed) >> 32);
+                if (pid > 0 && ::kill(pid, 0) < 0 && errno == ESRCH)
+                    ctrl->sender_gone.store(1, std::memory_order_release);
+            }
+            return;
+        }
+        if (!q->rpeer ||
             (st != static_cast<std::uint32_t>(vq::qp_state::rtr) &&
              st != static_cast<std::uint32_t>(vq::qp_state::rts)))
             return;
         if (peer_dead(q->rpeer)) {
-            q->peer_died = true;
+            q->peer_died.store(true, std::memory_order_relaxed);
             qp_to_err(q);
         }
     };

@@ -2,6 +2,7 @@
  * address handles, peers and the segment heap. */
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -23,8 +24,12 @@ SHUNT_TUNABLE(t_segment_mb, "SHUNT_SHM_SEGMENT_MB", integer, "32",
               "shm");
 SHUNT_TUNABLE(t_ring_slots, "SHUNT_SHM_RING_SLOTS", integer, "1024",
               "shm driver: 64-byte slots in each RC/UC receive ring (power of two, 64..65536)", "shm");
-SHUNT_TUNABLE(t_ud_rings, "SHUNT_SHM_UD_RINGS", integer, "16",
+SHUNT_TUNABLE(t_ud_rings, "SHUNT_SHM_UD_RINGS", integer, "32",
               "shm driver: senders one UD QP can receive from (1..64)", "shm");
+SHUNT_TUNABLE(t_rndv_bytes, "SHUNT_SHM_RNDV_BYTES", integer, "32768",
+              "shm driver: RC/UC sends of at least this many bytes from registered memory are copied once, "
+              "by the receiver, straight from the sender's buffer (0: never)",
+              "shm");
 SHUNT_TUNABLE(t_peer_check_ms, "SHUNT_SHM_PEER_CHECK_MS", integer, "100",
               "shm driver: how often an idle or blocked QP checks that its peer is alive, ms", "shm");
 
@@ -48,9 +53,10 @@ limits make_limits()
     l.ring_slots = tunable_u32(t_ring_slots, 64, 65536, 1024);
     if (l.ring_slots & (l.ring_slots - 1))
         l.ring_slots = 1024;
-    l.ud_rings = tunable_u32(t_ud_rings, 1, 64, 16);
+    l.ud_rings = tunable_u32(t_ud_rings, 1, 64, 32);
     l.ud_ring_slots = 256;
-    l.max_qp = 128;
+    l.rndv_bytes = tunable_u32(t_rndv_bytes, 0, 1u << 30, 32768);
+    l.max_qp = 1024;
     l.max_mr = 4096;
     l.peer_check_ms = tunable_u32(t_peer_check_ms, 1, 60000, 100);
     return l;
@@ -179,6 +185,7 @@ int dereg_mr(vq::mr *vm)
     if (m->windows > 0)
         return -FI_EBUSY;
     c->self.mrs()[m->index].key.store(0, std::memory_order_release);
+    c->key_gen.fetch_add(1, std::memory_order_release);
     c->mr_obj[m->index] = nullptr;
     c->nmr--;
     static_cast<shm_pd *>(m->pd)->refs--;
@@ -219,6 +226,7 @@ int dealloc_mw(vq::mw *vw)
     auto *c = to_ctx(w->ctx);
     std::lock_guard<std::mutex> g(c->lock);
     c->self.mrs()[w->index].key.store(0, std::memory_order_release);
+    c->key_gen.fetch_add(1, std::memory_order_release);
     if (w->bound)
         w->bound->windows--;
     c->mw_obj[w->index] = nullptr;
@@ -385,8 +393,6 @@ int shm_open(vq::device *dev, vq::context **out)
         return -FI_ENOMEM;
     static std::atomic<unsigned> counter{0};
     char name[48];
-    std::snprintf(name, sizeof name, "shunt-shm-%d-%u", static_cast<int>(getpid()),
-                  counter.fetch_add(1));
     std::uint64_t off = align_up(sizeof(ctx_hdr), 4096);
     std::uint64_t locks_off = off;
     off += num_lock_stripes * sizeof(lock_line);
@@ -399,7 +405,15 @@ int shm_open(vq::device *dev, vq::context **out)
         delete c;
         return -FI_EINVAL;
     }
-    int rc = c->seg.create(name, total);
+    int rc;
+    // A live segment of the same name can only be left over from an earlier
+    // process with our pid (still held by a peer): take the next name.
+    for (int attempt = 0;; attempt++) {
+        std::snprintf(name, sizeof name, "shunt-shm-%d-%u", static_cast<int>(getpid()), counter.fetch_add(1));
+        rc = c->seg.create(name, total);
+        if (rc != -FI_EEXIST || attempt == 64)
+            break;
+    }
     if (rc < 0) {
         SHUNT_LOG(shm_log, error, "cannot create segment %s: %s", name, shunt::strerror(rc));
         delete c;
@@ -446,6 +460,10 @@ int shm_open(vq::device *dev, vq::context **out)
     }
     c->ops = &shm_ops;
     c->dev = dev;
+    // RDMA and large sends into and out of memory outside segments use
+    // process_vm_readv/writev from peers of the same user; under Yama's
+    // ptrace_scope=1 that needs this process to allow it.
+    (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
     *out = c;
     return 0;
 }

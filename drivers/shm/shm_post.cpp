@@ -297,7 +297,10 @@ void s_inline(vq::qp *vq_, const void *addr, std::size_t len) noexcept
     }
     if (!check_len(q, w, len))
         return;
-    std::memcpy(inline_area(q, w), addr, len);
+    if (len <= 64)
+        small_copy(inline_area(q, w), addr, static_cast<std::uint32_t>(len));
+    else
+        std::memcpy(inline_area(q, w), addr, len);
     w->is_inline = 1;
     w->len = static_cast<std::uint32_t>(len);
 }
@@ -346,32 +349,63 @@ void s_ud_addr(vq::qp *vq_, vq::ah *ah, std::uint32_t qpn, std::uint32_t qkey) n
         return;
     }
     peer *p = static_cast<shm_ah *>(ah)->p;
-    ud_dest *d = nullptr;
-    ud_dest &last = q->dests[q->last_dest];
-    if (q->ndests && last.p == p && last.qpn == qpn) {
-        d = &last;
-    } else {
-        for (std::uint32_t i = 0; i < q->ndests; i++)
-            if (q->dests[i].p == p && q->dests[i].qpn == qpn) {
-                d = &q->dests[i];
-                q->last_dest = i;
+    ud_dest *d = &q->dests[q->last_dest];
+    if (!q->ndests || d->p != p || d->qpn != qpn) [[unlikely]] {
+        // Hash lookup of (peer, QP number); new destinations are added.
+        std::uint32_t h = static_cast<std::uint32_t>((reinterpret_cast<std::uintptr_t>(p) >> 6) * 0x9e3779b1u ^ qpn);
+        d = nullptr;
+        for (std::uint32_t k = 0; k < ud_dest_hash; k++) {
+            std::uint16_t &slot = q->dest_hash[(h + k) & (ud_dest_hash - 1)];
+            if (slot == 0) {
+                if (q->ndests == max_ud_dests) {
+                    latch(q, -FI_ENOSPC);
+                    return;
+                }
+                d = &q->dests[q->ndests];
+                *d = ud_dest{};
+                d->p = p;
+                d->qpn = qpn;
+                {
+                    // First use of this destination (slow path): keep its
+                    // context attached as long as the entry exists.
+                    std::lock_guard<std::mutex> g(q->sctx->lock);
+                    p->refs++;
+                }
+                slot = static_cast<std::uint16_t>(++q->ndests);
                 break;
             }
-        if (!d) {
-            if (q->ndests == max_ud_dests) {
-                latch(q, -FI_ENOSPC);
-                return;
+            ud_dest &e = q->dests[slot - 1];
+            if (e.p == p && e.qpn == qpn) {
+                d = &e;
+                break;
             }
-            d = &q->dests[q->ndests];
-            *d = ud_dest{};
-            d->p = p;
-            d->qpn = qpn;
-            q->last_dest = q->ndests++;
         }
+        q->last_dest = static_cast<std::uint32_t>(d - q->dests);
     }
     w->p0 = d;
     w->qkey = qkey;
     w->need &= ~need_ud;
+}
+
+/** A batch of one small unsignaled inline send on an idle RC/UC queue:
+ *  write it into the ring now, as sq_progress would, and retire it.
+ *  @return false to take the general path. */
+inline bool single_slot_send(shm_qp *q) noexcept
+{
+    wqe *w = &q->sq[q->sq_start & q->sq_mask];
+    if ((w->op != op_send && w->op != op_send_imm) || !w->is_inline || w->len > slot_payload ||
+        (w->flags & vq::WR_SIGNALED) || q->type == vq::qp_type::ud ||
+        q->state.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(vq::qp_state::rts))
+        return false;
+    txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
+    if (!ring_reserve(r, 1))
+        return false;
+    src_cursor c;
+    c.flat = q->sq_inl + static_cast<std::size_t>(w - q->sq) * q->inl_stride;
+    std::uint8_t fl = sf_first | sf_last | ((w->flags & vq::WR_SOLICITED) ? sf_solicited : 0);
+    ring_put(r, w->op == op_send ? msg_send : msg_send_imm, fl, w->imm, c, w->len, w->len);
+    q->sq_head = q->sq_exec = q->sq_tail;
+    return true;
 }
 
 /* ---- session ---- */
@@ -402,6 +436,8 @@ int wr_complete(vq::qp *vq_) noexcept
     if (rc) [[unlikely]] {
         q->sq_tail = q->sq_start; // discard the whole batch
         q->err = 0;
+    } else if (q->sq_tail == q->sq_start + 1 && q->sq_head == q->sq_start && single_slot_send(q)) {
+        // done: the one small unsignaled send went straight into the ring
     } else if (q->sq_head != q->sq_tail) {
         sq_progress(q, false);
     }
@@ -431,7 +467,7 @@ int post_send(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t l
         return -FI_EINVAL;
     // Fast path: a small unsignaled inline send on an idle send queue goes
     // straight into the ring (what the session would do, minus the queue).
-    if ((flags & ~(vq::WR_INLINE | vq::WR_SOLICITED | vq::WR_FENCE)) == vq::WR_INLINE && !q->sq_sig_all &&
+    if ((flags & ~(vq::WR_SOLICITED | vq::WR_FENCE)) == vq::WR_INLINE && !q->sq_sig_all &&
         len <= slot_payload && len <= q->cap.max_inline_data && (buf || len == 0)) [[likely]] {
         if constexpr (Locked)
             q->lock.lock();
@@ -500,39 +536,13 @@ void install_session(shm_qp *q) noexcept
     q->wr_abort_fn = wr_abort<Locked>;
     q->post_recv_fn = post_recv<Locked>;
     std::uint64_t ops = q->send_ops_flags;
-    if (q->type != vq::qp_type::ud && (ops & vq::OPS_SEND))
+    if (ops & vq::OPS_SEND)
         q->post_send_fn = post_send<Locked>;
     if (ops & vq::OPS_RDMA_WRITE)
         q->post_write_fn = post_write<Locked>;
 }
 
 } // namespace
-
-int rq_post(recvq *rq, bool locked, std::uint64_t wr_id, const vq::sge *sg, std::uint32_t n) noexcept
-{
-    if (n > 0 && !sg) [[unlikely]]
-        return -FI_EINVAL;
-    if (locked)
-        rq->plock.lock();
-    std::uint32_t t = rq->tail.load(std::memory_order_relaxed);
-    if (t - rq->head.load(std::memory_order_acquire) > rq->mask) {
-        if (locked)
-            rq->plock.unlock();
-        return -FI_EAGAIN;
-    }
-    std::uint32_t i = t & rq->mask;
-    rwqe &r = rq->wqe[i];
-    r.wr_id = wr_id;
-    r.num_sge = n;
-    vq::sge *d = &rq->sges[static_cast<std::size_t>(i) * rq->max_sge];
-    for (std::uint32_t k = 0; k < n; k++)
-        d[k] = sg[k];
-    // Publish the receive to the consumer (polling thread): entry before tail.
-    rq->tail.store(t + 1, std::memory_order_release);
-    if (locked)
-        rq->plock.unlock();
-    return 0;
-}
 
 void install_fast_path(shm_qp *q) noexcept
 {

@@ -34,6 +34,7 @@ void free_qp_memory(shm_qp *q)
     delete[] q->sq_inl;
     delete[] q->stage;
     delete[] q->dests;
+    delete[] q->dest_hash;
     delete[] q->ud_rx_head;
     delete[] q->ud_rx_pub;
     rq_free(&q->own_rq);
@@ -55,6 +56,17 @@ void reset_rings(shm_qp *q)
 /** Cut the link to the peer (context lock held). */
 void disconnect(shm_qp *q)
 {
+    // UD: give back the rings we claimed at our destinations, and our
+    // references to their contexts (taken when each destination was added).
+    for (std::uint32_t i = 0; i < q->ndests; i++) {
+        if (q->dests[i].ctrl && !q->dests[i].failed)
+            q->dests[i].ctrl->sender_gone.store(1, std::memory_order_release);
+        peer_put(q->sctx, q->dests[i].p);
+    }
+    q->ndests = 0;
+    q->last_dest = 0;
+    if (q->dest_hash)
+        std::memset(q->dest_hash, 0, ud_dest_hash * sizeof(std::uint16_t));
     if (q->tx_ctrl)
         q->tx_ctrl->sender_gone.store(1, std::memory_order_release);
     q->tx_ctrl = nullptr;
@@ -139,9 +151,10 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
     if (ok && ud) {
         q->stage = new (std::nothrow) std::uint8_t[ud_mtu + max_tso_hdr];
         q->dests = new (std::nothrow) ud_dest[max_ud_dests];
+        q->dest_hash = new (std::nothrow) std::uint16_t[ud_dest_hash]();
         q->ud_rx_head = new (std::nothrow) std::uint32_t[64]();
         q->ud_rx_pub = new (std::nothrow) std::uint32_t[64]();
-        ok = q->stage && q->dests && q->ud_rx_head && q->ud_rx_pub;
+        ok = q->stage && q->dests && q->dest_hash && q->ud_rx_head && q->ud_rx_pub;
     }
     if (ok && !a->srq)
         ok = rq_init(&q->own_rq, cap.max_recv_wr, cap.max_recv_sge) == 0;
@@ -157,7 +170,7 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
     }
 
     std::lock_guard<std::mutex> g(c->lock);
-    if ((!sc->single_threaded || true) && (sc->ntx >= 64 || rc->nrx >= 64)) {
+    if (sc->ntx >= max_cq_qps || rc->nrx >= max_cq_qps) {
         free_qp_memory(q);
         delete q;
         return -FI_ENOSPC;
@@ -208,6 +221,8 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
         q->rx_mask = slots - 1;
     }
     reset_rings(q);
+    d->rndv_acked.store(0, std::memory_order_relaxed);
+    d->rndv_nak.store(0, std::memory_order_relaxed);
     // Publish the descriptor to peers: fields above first.
     d->state.store(st(qp_state::reset), std::memory_order_release);
     q->attr.state = qp_state::reset;
@@ -291,12 +306,18 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
         if (cur != qp_state::reset) {
             qp_to_err(q);
             disconnect(q);
-            q->sq_head = q->sq_tail = q->sq_start = 0;
+            q->sq_head = q->sq_tail = q->sq_start = q->sq_exec = 0;
             q->own_rq.head.store(0);
             q->own_rq.tail.store(0);
             reset_rings(q);
+            q->desc->rndv_acked.store(0, std::memory_order_relaxed);
+            q->desc->rndv_nak.store(0, std::memory_order_relaxed);
+            q->rndv_posted = 0;
             q->ndests = 0;
-            q->peer_died = false;
+            if (q->dest_hash)
+                std::memset(q->dest_hash, 0, ud_dest_hash * sizeof(std::uint16_t));
+            q->peer_died.store(false, std::memory_order_relaxed);
+            q->sq_busy.store(false, std::memory_order_relaxed);
             q->blocked_since = 0;
             q->desc->state.store(st(qp_state::reset), std::memory_order_release);
             q->state.store(st(qp_state::reset));

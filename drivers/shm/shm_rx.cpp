@@ -2,6 +2,8 @@
  * single polling thread): consumes messages from the QP's ring(s), matches
  * each with a posted receive (the QP's or its SRQ's), scatters the payload
  * and produces the completion. */
+#include <sys/uio.h>
+
 #include "shm.h"
 
 namespace shunt::drv::shm {
@@ -91,6 +93,77 @@ wc_status scatter(shm_qp *q, slot *slots, std::uint32_t mask, std::uint32_t pos,
     return wc_status::success;
 }
 
+/** Rendezvous: copy a large send straight from the sender's registered
+ *  memory into the receive's SGEs. */
+wc_status rndv_copy(shm_qp *q, const rndv_hdr &h, const rndv_piece *pc) noexcept
+{
+    std::uint64_t cap = 0;
+    for (std::uint32_t i = 0; i < q->rx_nsge; i++)
+        cap += q->rx_sges[i].length;
+    if (h.total > cap)
+        return wc_status::loc_len_err;
+    region_ref r;
+    for (std::uint32_t i = 0; i < q->rx_nsge; i++) {
+        const vq::sge &s = q->rx_sges[i];
+        if (s.length && !check_key(&q->sctx->self, s.lkey, s.addr, s.length, vq::ACCESS_LOCAL_WRITE, &r, true))
+            return wc_status::loc_prot_err;
+    }
+    peer *p = q->rpeer;
+    std::uint32_t sgi = 0, sgoff = 0;
+    std::uint64_t done = 0;
+    for (std::uint32_t k = 0; k < h.nsge; k++) {
+        std::uint32_t left = pc[k].len;
+        std::uint64_t from = pc[k].where;
+        if (done + left > h.total)
+            return wc_status::rem_inv_req_err; // malformed descriptor
+        if (pc[k].in_seg && (p->self ? false : from + left > p->seg.size()))
+            return wc_status::rem_access_err;
+        while (left) {
+            // Local destination pieces for this source range (at most the SGE count).
+            iovec lio[max_sge_rx];
+            std::uint32_t nl = 0, take = 0;
+            std::uint32_t i = sgi, o = sgoff;
+            while (take < left && i < q->rx_nsge && nl < max_sge_rx) {
+                std::uint32_t room = q->rx_sges[i].length - o;
+                std::uint32_t k2 = room < left - take ? room : left - take;
+                if (k2) {
+                    lio[nl].iov_base = reinterpret_cast<std::uint8_t *>(q->rx_sges[i].addr) + o;
+                    lio[nl].iov_len = k2;
+                    nl++;
+                }
+                take += k2;
+                o += k2;
+                if (o == q->rx_sges[i].length) {
+                    i++;
+                    o = 0;
+                }
+            }
+            if (pc[k].in_seg || p->self) {
+                const std::uint8_t *src = pc[k].in_seg ? reinterpret_cast<const std::uint8_t *>(p->base + from)
+                                                       : reinterpret_cast<const std::uint8_t *>(from);
+                if (pc[k].in_seg && p->self)
+                    src = reinterpret_cast<const std::uint8_t *>(q->sctx->self.base + from);
+                for (std::uint32_t j = 0; j < nl; j++) {
+                    std::memcpy(lio[j].iov_base, src, lio[j].iov_len);
+                    src += lio[j].iov_len;
+                }
+            } else {
+                iovec rio{reinterpret_cast<void *>(from), take};
+                ssize_t got = process_vm_readv(p->pid, lio, nl, &rio, 1, 0);
+                if (got != static_cast<ssize_t>(take))
+                    return wc_status::rem_access_err;
+            }
+            from += take;
+            left -= take;
+            done += take;
+            sgi = i;
+            sgoff = o;
+        }
+    }
+    q->rx_off = static_cast<std::uint32_t>(done);
+    return wc_status::success;
+}
+
 /** Consume messages of one ring. @return completions produced. */
 unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask, std::uint32_t &head,
                  std::uint32_t &pub, std::uint32_t src_qp, unsigned budget) noexcept
@@ -122,11 +195,26 @@ unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask, st
             const rwqe &r = rq->wqe[h & rq->mask];
             const vq::sge &sg = rq->sges[static_cast<std::size_t>(h & rq->mask) * rq->max_sge];
             const std::uint32_t len = s->len;
-            region_ref ref;
-            if (r.num_sge == 1 && len <= sg.length &&
-                (len == 0 || check_key(&q->sctx->self, sg.lkey, sg.addr, len, vq::ACCESS_LOCAL_WRITE, &ref, true))) {
-                std::memcpy(reinterpret_cast<void *>(sg.addr), s->data, len);
-                vq::wc &w = c->ring[c->tail & c->mask];
+            bool ok = r.num_sge == 1 && len <= sg.length;
+            if (ok && len) {
+                // The receive SGE must lie in a region with local write; the
+                // last one validated is cached until a key of ours changes.
+                std::uint32_t gen = q->sctx->key_gen.load(std::memory_order_relaxed);
+                if (sg.lkey != q->ck_lkey || gen != q->ck_gen || sg.addr < q->ck_lo ||
+                    sg.addr + sg.length > q->ck_hi) {
+                    region_ref ref;
+                    ok = check_key(&q->sctx->self, sg.lkey, sg.addr, sg.length, vq::ACCESS_LOCAL_WRITE, &ref, true);
+                    if (ok) {
+                        q->ck_lkey = sg.lkey;
+                        q->ck_gen = gen;
+                        q->ck_lo = sg.addr;
+                        q->ck_hi = sg.addr + sg.length;
+                    }
+                }
+            }
+            if (ok) {
+                small_copy(reinterpret_cast<void *>(sg.addr), s->data, len);
+                vq::wc &w = *c->next_entry();
                 w.wr_id = r.wr_id;
                 w.status = wc_status::success;
                 w.opcode = vq::wc_opcode::recv;
@@ -139,7 +227,7 @@ unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask, st
                 w.wc_flags = (op == msg_send_imm ? vq::WC_WITH_IMM : 0) |
                              ((flags & sf_solicited) ? vq::WC_SOLICITED : 0);
                 w.reserved = 0;
-                c->tail++;
+                c->commit();
                 rq->head.store(h + 1, std::memory_order_release); // entry read: free it
                 n++;
                 head++;
@@ -150,12 +238,26 @@ unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask, st
                 continue;
             }
         }
+        // A rendezvous message carries the send's own opcode in its descriptor.
+        alignas(16) std::uint8_t desc[sizeof(rndv_hdr) + max_sge * sizeof(rndv_piece)];
+        std::uint8_t eop = op;
+        if (op == msg_rndv) {
+            std::uint32_t dl = s->len < sizeof desc ? s->len : static_cast<std::uint32_t>(sizeof desc);
+            std::uint32_t first = dl < slot_payload ? dl : slot_payload;
+            std::memcpy(desc, s->data, first);
+            for (std::uint32_t at = first, i = (head + 1) & mask; at < dl; i = (i + 1) & mask) {
+                std::uint32_t k = dl - at < 64 ? dl - at : 64;
+                std::memcpy(desc + at, &slots[i], k);
+                at += k;
+            }
+            eop = reinterpret_cast<const rndv_hdr *>(desc)->op;
+        }
         if (!q->rx_busy) {
             if (!take_recv(q))
                 break; // no receive posted: the message waits (infinite RNR retry)
             vq::wc &w = q->rx_wc;
             w.status = wc_status::success;
-            w.opcode = op == msg_write_imm ? vq::wc_opcode::recv_rdma_with_imm : vq::wc_opcode::recv;
+            w.opcode = eop == msg_write_imm ? vq::wc_opcode::recv_rdma_with_imm : vq::wc_opcode::recv;
             w.vendor_err = 0;
             w.byte_len = 0;
             w.imm_data = 0;
@@ -164,10 +266,10 @@ unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask, st
             w.src_qp = src_qp;
             w.wc_flags = (flags & sf_solicited) ? vq::WC_SOLICITED : 0;
             w.reserved = 0;
-            if (op == msg_send_imm || op == msg_write_imm) {
+            if (eop == msg_send_imm || eop == msg_write_imm) {
                 w.imm_data = s->imm;
                 w.wc_flags |= vq::WC_WITH_IMM;
-            } else if (op == msg_send_inv) {
+            } else if (eop == msg_send_inv) {
                 if (invalidate_key(q->sctx, s->imm)) {
                     w.invalidated_rkey = s->imm;
                     w.wc_flags |= vq::WC_WITH_INV;
@@ -179,7 +281,21 @@ unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask, st
             q->rx_busy = true;
         }
         const std::uint32_t len = s->len;
-        if (op == msg_write_imm) {
+        if (op == msg_rndv) {
+            auto *h = reinterpret_cast<const rndv_hdr *>(desc);
+            bool sane = h->nsge <= max_sge && sizeof(rndv_hdr) + h->nsge * sizeof(rndv_piece) <= len;
+            if (q->rx_wc.status == wc_status::success)
+                q->rx_wc.status = sane ? rndv_copy(q, *h, reinterpret_cast<const rndv_piece *>(desc + sizeof(rndv_hdr)))
+                                       : wc_status::rem_inv_req_err;
+            // Tell the sender its buffer is free; on an error it learns from
+            // our QP going to ERR instead (its request then does not succeed).
+            if (q->rdesc) {
+                if (q->rx_wc.status == wc_status::success)
+                    q->rdesc->rndv_acked.fetch_add(1, std::memory_order_release);
+                else // the sender's request fails as a remote invalid request
+                    q->rdesc->rndv_nak.store(1, std::memory_order_release);
+            }
+        } else if (op == msg_write_imm) {
             q->rx_off = len;
         } else if (q->rx_wc.status == wc_status::success) {
             q->rx_wc.status = scatter(q, slots, mask, head, len);
@@ -235,6 +351,20 @@ unsigned rx_flush(shm_qp *q, unsigned budget) noexcept
     return n;
 }
 
+/** Free ring @p i of a UD QP whose sender is gone, once it is drained, for
+ *  another sender. The next claimer starts at our exact position. */
+SHUNT_COLD void ud_reclaim(shm_qp *q, std::uint32_t i, ring_ctrl *ctrl, slot *slots) noexcept
+{
+    std::uint32_t head = q->ud_rx_head[i];
+    std::uint32_t mask = q->desc->ud_ring_slots - 1;
+    if (std::atomic_ref<std::uint32_t>(slots[head & mask].seq).load(std::memory_order_acquire) == head + 1)
+        return; // still holds a message (no receive posted yet)
+    ctrl->consumed.store(head, std::memory_order_release);
+    q->ud_rx_pub[i] = head;
+    q->desc->ud_active.fetch_and(~(1ull << i), std::memory_order_acq_rel);
+    ctrl->owner.store(0, std::memory_order_release); // claimable again
+}
+
 } // namespace
 
 unsigned rx_progress(shm_qp *q, unsigned budget) noexcept
@@ -265,6 +395,8 @@ unsigned rx_progress(shm_qp *q, unsigned budget) noexcept
                                ctrl->src_qpn, budget - n);
         if (got)
             q->rx_ud_next = static_cast<int>((i + 1) % nr);
+        else if (ctrl->sender_gone.load(std::memory_order_acquire))
+            ud_reclaim(q, i, ctrl, slots);
         n += got;
     }
     return n;

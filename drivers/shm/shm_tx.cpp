@@ -16,7 +16,10 @@ namespace shunt::drv::shm {
 
 namespace {
 
-enum exec_rc { ex_done, ex_blocked };
+/** What executing a request did: finished (status set), could not start or
+ *  continue for lack of ring space, or handed off (a rendezvous send waits
+ *  for the receiver's copy; later requests may execute meanwhile). */
+enum exec_rc { ex_done, ex_blocked, ex_pending };
 
 constexpr std::uint32_t executed_flag = 0x80;
 
@@ -63,9 +66,9 @@ SHUNT_COLD bool rc_peer_gone(shm_qp *q) noexcept
            st == static_cast<std::uint32_t>(vq::qp_state::reset);
 }
 
-/** Called when the ring has no room: arm or run the dead-peer check.
- *  @return true when the peer is gone. */
-SHUNT_COLD bool blocked(shm_qp *q, bool rc) noexcept
+/** Called when the ring has no room: arms the dead-peer check on the first
+ *  call, and @return true (re-arming) once every peer-check interval. */
+SHUNT_COLD bool check_due(shm_qp *q) noexcept
 {
     std::uint64_t now = env::tsc::now();
     if (q->blocked_since == 0) {
@@ -75,7 +78,7 @@ SHUNT_COLD bool blocked(shm_qp *q, bool rc) noexcept
     if (now - q->blocked_since < peer_check_cycles())
         return false;
     q->blocked_since = now;
-    return rc ? rc_peer_gone(q) : false;
+    return true;
 }
 
 /** Push a send-side completion. */
@@ -87,7 +90,7 @@ inline bool push_wc(shm_qp *q, const wqe *w, vq::wc_status st, bool cq_locked) n
         c->lock.lock();
     bool ok = c->space() > 0;
     if (ok) {
-        vq::wc &e = c->ring[c->tail & c->mask];
+        vq::wc &e = *c->next_entry();
         e.wr_id = w->wr_id;
         e.status = st;
         static constexpr vq::wc_opcode opc[] = {
@@ -105,7 +108,7 @@ inline bool push_wc(shm_qp *q, const wqe *w, vq::wc_status st, bool cq_locked) n
         e.src_qp = 0;
         e.wc_flags = 0;
         e.reserved = 0;
-        c->tail++;
+        c->commit();
     }
     if (lk)
         c->lock.unlock();
@@ -113,6 +116,70 @@ inline bool push_wc(shm_qp *q, const wqe *w, vq::wc_status st, bool cq_locked) n
 }
 
 /* ---- sends ---- */
+
+/** Wait for the receiver to copy a rendezvous send (ticket in w->a0). */
+exec_rc rndv_wait(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
+{
+    // Observe the receiver's ack (acquire): it copied our buffer before it.
+    std::uint32_t acked = q->desc->rndv_acked.load(std::memory_order_acquire);
+    if (static_cast<std::int32_t>(acked - static_cast<std::uint32_t>(w->a0)) >= 0) {
+        q->blocked_since = 0;
+        *st = vq::wc_status::success;
+        return ex_done;
+    }
+    if (q->desc->rndv_nak.load(std::memory_order_acquire)) {
+        *st = vq::wc_status::rem_inv_req_err;
+        return ex_done;
+    }
+    if (check_due(q) && rc_peer_gone(q)) {
+        *st = vq::wc_status::retry_exc_err;
+        return ex_done;
+    }
+    return ex_blocked;
+}
+
+/** Publish a rendezvous message: the receiver copies the data itself,
+ *  straight from our registered memory (memcpy from our segment, or
+ *  process_vm_readv), and acknowledges. */
+exec_rc rndv_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
+{
+    txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
+    alignas(16) std::uint8_t buf[sizeof(rndv_hdr) + max_sge * sizeof(rndv_piece)];
+    auto *h = reinterpret_cast<rndv_hdr *>(buf);
+    auto *pc = reinterpret_cast<rndv_piece *>(buf + sizeof(rndv_hdr));
+    const vq::sge *sg = wqe_sges(q, w);
+    std::uint32_t n = 0;
+    for (std::uint32_t i = 0; i < w->num_sge; i++) {
+        if (!sg[i].length)
+            continue;
+        region_ref ref;
+        if (!check_key(&q->sctx->self, sg[i].lkey, sg[i].addr, sg[i].length, 0, &ref, true)) {
+            *st = vq::wc_status::loc_prot_err;
+            return ex_done;
+        }
+        pc[n].in_seg = ref.seg_off != no_seg_off;
+        pc[n].where = pc[n].in_seg ? ref.seg_off : sg[i].addr;
+        pc[n].len = sg[i].length;
+        n++;
+    }
+    *h = rndv_hdr{mop, {}, w->len, n, 0};
+    std::uint32_t bytes = static_cast<std::uint32_t>(sizeof(rndv_hdr) + n * sizeof(rndv_piece));
+    if (!ring_reserve(r, slots_for(bytes))) {
+        if (check_due(q) && rc_peer_gone(q)) {
+            *st = vq::wc_status::retry_exc_err;
+            return ex_done;
+        }
+        return ex_blocked;
+    }
+    src_cursor c;
+    c.flat = buf;
+    std::uint8_t fl = sf_first | sf_last | ((w->flags & vq::WR_SOLICITED) ? sf_solicited : 0);
+    ring_put(r, msg_rndv, fl, w->imm, c, bytes, bytes);
+    w->a0 = ++q->rndv_posted;
+    w->pad8 = 3;
+    q->blocked_since = 0;
+    return ex_pending;
+}
 
 /** Send @p len bytes from @p src as one message (chunked) on RC/UC. */
 exec_rc rc_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
@@ -123,8 +190,7 @@ exec_rc rc_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
     if (mop == msg_write_imm) {
         // Data already written; one header-only message carries imm and the length.
         if (!ring_reserve(r, 1)) [[unlikely]] {
-            if (blocked(q, true)) {
-                q->peer_died = true;
+            if (check_due(q) && rc_peer_gone(q)) {
                 *st = vq::wc_status::retry_exc_err;
                 return ex_done;
             }
@@ -137,6 +203,8 @@ exec_rc rc_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
         *st = vq::wc_status::success;
         return ex_done;
     }
+    if (!w->is_inline && lim().rndv_bytes && w->len >= lim().rndv_bytes)
+        return rndv_send(q, w, mop, st);
     std::uint32_t len = w->len;
     std::uint32_t imm = w->imm;
     src_cursor src = cursor_of(q, w);
@@ -145,8 +213,7 @@ exec_rc rc_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
     do {
         std::uint32_t chunk = len - w->done < max_chunk ? len - w->done : max_chunk;
         if (!ring_reserve(r, slots_for(chunk))) [[unlikely]] {
-            if (blocked(q, true)) {
-                q->peer_died = true;
+            if (check_due(q) && rc_peer_gone(q)) {
                 *st = vq::wc_status::retry_exc_err;
                 return ex_done;
             }
@@ -185,13 +252,17 @@ SHUNT_COLD bool ud_claim(shm_qp *q, ud_dest *d) noexcept
         if (!ctrl->owner.compare_exchange_strong(expect, q->ud_id, std::memory_order_acq_rel))
             continue;
         ctrl->src_qpn = q->qp_num;
+        ctrl->sender_gone.store(0, std::memory_order_relaxed);
+        // A reclaimed ring continues where its receiver stands: it published
+        // its exact position in consumed before freeing the ring.
+        std::uint32_t start = ctrl->consumed.load(std::memory_order_acquire);
         // Make the ring visible to the receiver's scan (after src_qpn).
         rd->ud_active.fetch_or(1ull << i, std::memory_order_release);
         d->ctrl = ctrl;
         d->slots = reinterpret_cast<slot *>(base + sizeof(ring_ctrl));
         d->mask = rd->ud_ring_slots - 1;
-        d->tail = 0;
-        d->credit_head = 0;
+        d->tail = start;
+        d->credit_head = start;
         return true;
     }
     return false;
@@ -223,8 +294,10 @@ exec_rc ud_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
         do {
             std::uint32_t part = w->len - w->done < mss ? w->len - w->done : mss;
             if (!ring_reserve(r, slots_for(hdr + part))) {
-                if (blocked(q, false) && peer_dead(d->p))
-                    return ex_done; // dead receiver: dropped
+                if (check_due(q) && peer_dead(d->p)) {
+                    d->failed = true; // dead receiver: this and every later datagram dropped
+                    return ex_done;
+                }
                 return ex_blocked;
             }
             if (hdr)
@@ -244,8 +317,10 @@ exec_rc ud_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
         return ex_done;
     }
     if (!ring_reserve(r, slots_for(w->len))) [[unlikely]] {
-        if (blocked(q, false) && peer_dead(d->p))
+        if (check_due(q) && peer_dead(d->p)) {
+            d->failed = true;
             return ex_done;
+        }
         return ex_blocked;
     }
     src_cursor src = cursor_of(q, w);
@@ -267,10 +342,8 @@ inline bool remote_ok(shm_qp *q, std::uint32_t rkey, std::uint64_t raddr, std::u
 
 inline vq::wc_status remote_failure(shm_qp *q) noexcept
 {
-    if (peer_dead(q->rpeer)) {
-        q->peer_died = true;
-        return vq::wc_status::retry_exc_err;
-    }
+    if (peer_dead(q->rpeer))
+        return vq::wc_status::retry_exc_err; // this WR reports it; the rest flush
     return vq::wc_status::rem_access_err;
 }
 
@@ -397,6 +470,7 @@ vq::wc_status do_bind(shm_qp *q, wqe *w) noexcept
     mr_entry &e = c->self.mrs()[mw->index];
     if (w->a1 == 0) { // unbind
         e.key.store(0, std::memory_order_release);
+        c->key_gen.fetch_add(1, std::memory_order_release);
         if (mw->bound)
             mw->bound->windows--;
         mw->bound = nullptr;
@@ -411,6 +485,7 @@ vq::wc_status do_bind(shm_qp *q, wqe *w) noexcept
         return vq::wc_status::mw_bind_err;
     std::uint64_t moff = c->self.mrs()[mr->index].seg_off;
     e.key.store(0, std::memory_order_relaxed);
+    c->key_gen.fetch_add(1, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_release);
     e.access = (w->imm & ~vq::ACCESS_LOCAL_WRITE) | entry_mw;
     e.addr = w->a0;
@@ -440,6 +515,7 @@ bool invalidate_key(shm_ctx *c, std::uint32_t k) noexcept
     if (e.key.load(std::memory_order_relaxed) != k)
         return false;
     e.key.store(0, std::memory_order_release);
+    c->key_gen.fetch_add(1, std::memory_order_release);
     if (shm_mw *w = c->mw_obj[idx]) {
         if (w->bound)
             w->bound->windows--;
@@ -511,24 +587,55 @@ exec_rc exec(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
 
 void sq_progress(shm_qp *q, bool cq_locked) noexcept
 {
+    sq_run(q, cq_locked);
+    q->sq_busy.store(q->sq_head != q->sq_tail, std::memory_order_relaxed);
+}
+
+void sq_run(shm_qp *q, bool cq_locked) noexcept
+{
+    auto in_err = [q] {
+        return q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::err);
+    };
+    // Execute in order from sq_exec while the rings have room. A request
+    // that fails stops execution: the QP goes to ERR and the rest flush.
+    while (q->sq_exec != q->sq_tail && !in_err()) {
+        wqe *w = &q->sq[q->sq_exec & q->sq_mask];
+        vq::wc_status st = vq::wc_status::success;
+        exec_rc r = exec(q, w, &st);
+        if (r == ex_blocked)
+            break;
+        q->sq_exec++;
+        if (r == ex_done) {
+            w->flags |= executed_flag;
+            w->mss = static_cast<std::uint16_t>(st);
+            if (st != vq::wc_status::success)
+                qp_to_err(q);
+        }
+    }
+    // Complete in order from sq_head.
     while (q->sq_head != q->sq_tail) {
         wqe *w = &q->sq[q->sq_head & q->sq_mask];
         vq::wc_status st;
         if (w->flags & executed_flag) {
             st = static_cast<vq::wc_status>(w->mss);
-        } else if (q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::err)) {
-            st = q->peer_died ? vq::wc_status::retry_exc_err : vq::wc_status::wr_flush_err;
-            q->peer_died = false; // only the first outstanding request reports it
-        } else if (exec(q, w, &st) == ex_blocked) {
-            return;
+        } else if (w->pad8 == 3 && rndv_wait(q, w, &st) == ex_done) {
+            // the receiver copied it (or the peer is gone: retry_exc_err)
+        } else if (in_err()) {
+            // Only the first outstanding request reports the dead peer.
+            st = q->peer_died.exchange(false, std::memory_order_relaxed) ? vq::wc_status::retry_exc_err
+                                                                        : vq::wc_status::wr_flush_err;
+        } else {
+            break; // not executed yet, or a rendezvous still being copied
         }
         if (((w->flags & vq::WR_SIGNALED) || st != vq::wc_status::success) &&
             !push_wc(q, w, st, cq_locked)) [[unlikely]] {
             w->flags |= executed_flag; // completion owed: retried on the next progress
             w->mss = static_cast<std::uint16_t>(st);
-            return;
+            break;
         }
         q->sq_head++;
+        if (q->sq_exec - q->sq_head > q->sq_tail - q->sq_head)
+            q->sq_exec = q->sq_head; // flushed requests were never executed
         if (st != vq::wc_status::success && st != vq::wc_status::wr_flush_err)
             qp_to_err(q);
     }

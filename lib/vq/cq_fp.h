@@ -30,20 +30,20 @@ struct alignas(64) cq {
     std::uint64_t wr_id = 0;               ///< current completion (start/next_poll form)
     wc_status status = wc_status::success; ///< current completion
     std::uint32_t reserved0 = 0;
-    int (*poll_fn)(cq *, int num_entries, wc *out);
-    int (*start_poll_fn)(cq *);
-    int (*next_poll_fn)(cq *);
-    void (*end_poll_fn)(cq *);
-    wc_opcode (*read_opcode_fn)(cq *);
-    std::uint32_t (*read_byte_len_fn)(cq *);
+    int (*poll_fn)(cq *, int num_entries, wc *out) = nullptr;
+    int (*start_poll_fn)(cq *) = nullptr;
+    int (*next_poll_fn)(cq *) = nullptr;
+    void (*end_poll_fn)(cq *) = nullptr;
+    wc_opcode (*read_opcode_fn)(cq *) = nullptr;
+    std::uint32_t (*read_byte_len_fn)(cq *) = nullptr;
 
     /* Cache line 1: the other field readers. */
-    std::uint32_t (*read_imm_data_fn)(cq *);
-    std::uint32_t (*read_invalidated_rkey_fn)(cq *);
-    std::uint32_t (*read_qp_num_fn)(cq *);
-    std::uint32_t (*read_src_qp_fn)(cq *);
-    unsigned (*read_wc_flags_fn)(cq *);
-    std::uint32_t (*read_vendor_err_fn)(cq *);
+    std::uint32_t (*read_imm_data_fn)(cq *) = nullptr;
+    std::uint32_t (*read_invalidated_rkey_fn)(cq *) = nullptr;
+    std::uint32_t (*read_qp_num_fn)(cq *) = nullptr;
+    std::uint32_t (*read_src_qp_fn)(cq *) = nullptr;
+    unsigned (*read_wc_flags_fn)(cq *) = nullptr;
+    std::uint32_t (*read_vendor_err_fn)(cq *) = nullptr;
 
     /* Cold. */
     context *ctx = nullptr;

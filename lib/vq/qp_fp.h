@@ -74,44 +74,44 @@ struct alignas(64) qp {
     std::uint64_t wr_id = 0;   ///< id reported by the completion of the next builder's WR
     unsigned wr_flags = 0;     ///< WR_* flags for the next builder
     std::uint32_t qp_num = 0;  ///< this QP's number (immutable)
-    void (*wr_start_fn)(qp *);
-    int (*wr_complete_fn)(qp *);
-    void (*send_fn)(qp *);
-    void (*rdma_write_fn)(qp *, std::uint32_t rkey, std::uint64_t remote_addr);
-    void (*set_sge_fn)(qp *, std::uint32_t lkey, std::uint64_t addr, std::uint32_t length);
-    void (*set_inline_data_fn)(qp *, const void *addr, std::size_t length);
+    void (*wr_start_fn)(qp *) = nullptr;
+    int (*wr_complete_fn)(qp *) = nullptr;
+    void (*send_fn)(qp *) = nullptr;
+    void (*rdma_write_fn)(qp *, std::uint32_t rkey, std::uint64_t remote_addr) = nullptr;
+    void (*set_sge_fn)(qp *, std::uint32_t lkey, std::uint64_t addr, std::uint32_t length) = nullptr;
+    void (*set_inline_data_fn)(qp *, const void *addr, std::size_t length) = nullptr;
 
     /* Cache line 1: the other builders. */
-    void (*wr_abort_fn)(qp *);
-    void (*send_imm_fn)(qp *, std::uint32_t imm_data);
-    void (*send_inv_fn)(qp *, std::uint32_t invalidate_rkey);
-    void (*send_tso_fn)(qp *, const void *hdr, std::uint16_t hdr_sz, std::uint16_t mss);
+    void (*wr_abort_fn)(qp *) = nullptr;
+    void (*send_imm_fn)(qp *, std::uint32_t imm_data) = nullptr;
+    void (*send_inv_fn)(qp *, std::uint32_t invalidate_rkey) = nullptr;
+    void (*send_tso_fn)(qp *, const void *hdr, std::uint16_t hdr_sz, std::uint16_t mss) = nullptr;
     void (*rdma_write_imm_fn)(qp *, std::uint32_t rkey, std::uint64_t remote_addr,
-                              std::uint32_t imm_data);
-    void (*rdma_read_fn)(qp *, std::uint32_t rkey, std::uint64_t remote_addr);
+                              std::uint32_t imm_data) = nullptr;
+    void (*rdma_read_fn)(qp *, std::uint32_t rkey, std::uint64_t remote_addr) = nullptr;
     void (*atomic_cmp_swp_fn)(qp *, std::uint32_t rkey, std::uint64_t remote_addr,
-                              std::uint64_t compare, std::uint64_t swap);
+                              std::uint64_t compare, std::uint64_t swap) = nullptr;
     void (*atomic_fetch_add_fn)(qp *, std::uint32_t rkey, std::uint64_t remote_addr,
-                                std::uint64_t add);
+                                std::uint64_t add) = nullptr;
 
     /* Cache line 2: window/flush builders, the other setters, single-call posts. */
-    void (*bind_mw_fn)(qp *, mw *window, std::uint32_t rkey, const mw_bind_info *info);
-    void (*local_inv_fn)(qp *, std::uint32_t invalidate_rkey);
+    void (*bind_mw_fn)(qp *, mw *window, std::uint32_t rkey, const mw_bind_info *info) = nullptr;
+    void (*local_inv_fn)(qp *, std::uint32_t invalidate_rkey) = nullptr;
     void (*flush_fn)(qp *, std::uint32_t rkey, std::uint64_t remote_addr, std::size_t len,
-                     std::uint8_t type, std::uint8_t level);
-    void (*set_sge_list_fn)(qp *, std::size_t num_sge, const sge *sg_list);
-    void (*set_inline_data_list_fn)(qp *, std::size_t num_buf, const data_buf *buf_list);
+                     std::uint8_t type, std::uint8_t level) = nullptr;
+    void (*set_sge_list_fn)(qp *, std::size_t num_sge, const sge *sg_list) = nullptr;
+    void (*set_inline_data_list_fn)(qp *, std::size_t num_buf, const data_buf *buf_list) = nullptr;
     void (*set_ud_addr_fn)(qp *, ah *address, std::uint32_t remote_qpn,
-                           std::uint32_t remote_qkey);
-    void (*set_xrc_srqn_fn)(qp *, std::uint32_t remote_srqn);
+                           std::uint32_t remote_qkey) = nullptr;
+    void (*set_xrc_srqn_fn)(qp *, std::uint32_t remote_srqn) = nullptr;
     int (*post_send_fn)(qp *, std::uint64_t wr_id, const void *buf, std::uint32_t length,
-                        std::uint32_t lkey, unsigned flags);
+                        std::uint32_t lkey, unsigned flags) = nullptr;
 
     /* Cache line 3: the other single-call posts and receive. */
     int (*post_write_fn)(qp *, std::uint64_t wr_id, const void *buf, std::uint32_t length,
                          std::uint32_t lkey, std::uint32_t rkey, std::uint64_t remote_addr,
-                         unsigned flags);
-    int (*post_recv_fn)(qp *, std::uint64_t wr_id, const sge *sg_list, std::uint32_t num_sge);
+                         unsigned flags) = nullptr;
+    int (*post_recv_fn)(qp *, std::uint64_t wr_id, const sge *sg_list, std::uint32_t num_sge) = nullptr;
 
     /* Cold: read-only description, set at creation. */
     context *ctx = nullptr;

@@ -217,6 +217,8 @@ int modify_qp(qp *q, const qp_attr *attr, unsigned attr_mask)
 {
     if (!q || !attr)
         return -FI_EINVAL;
+    if ((attr_mask & QP_ATTR_AV) && (attr->dest.len == 0 || attr->dest.len > sizeof(attr->dest.raw)))
+        return -FI_EINVAL;
     return q->ctx->ops->modify_qp(q, attr, attr_mask);
 }
 

@@ -72,7 +72,7 @@ struct mr {
     void *addr = nullptr;
     std::size_t length = 0;
     std::uint32_t lkey = 0;  ///< for local SGEs
-    std::uint32_t rkey = 0;  ///< for peers' RDMA and atomics (0 when no remote access)
+    std::uint32_t rkey = 0;  ///< for peers' RDMA and atomics (checked against the access flags)
     unsigned access = 0;     ///< ACCESS_* flags
 };
 
@@ -108,7 +108,9 @@ struct ah_attr {
 /** Completion-queue creation attributes. */
 struct cq_init_attr {
     int cqe = 0;                  ///< minimum capacity (> 0)
-    bool single_threaded = false; ///< polled by one thread at a time: no lock
+    /** No lock: one thread at a time polls it AND posts to the QPs whose send
+     *  CQ it is (a software driver writes send completions while posting). */
+    bool single_threaded = false;
 };
 
 /** Shared receive queue. */

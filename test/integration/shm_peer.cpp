@@ -155,7 +155,17 @@ int main(int argc, char **argv)
             break;
         case pp::atomic_loop: {
             std::uint64_t done = 0;
-            auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+            auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+            auto reap = [&] {
+                vq::wc w[64];
+                int k = vq::poll_cq(s.cq, 64, w);
+                for (int j = 0; j < k; j++) {
+                    if (w[j].status != vq::wc_status::success)
+                        rs.rc = -FI_EIO;
+                    done++;
+                }
+                return k;
+            };
             for (std::uint32_t i = 0; i < rq.n && !rs.rc;) {
                 vq::wr_start(s.qp);
                 s.qp->wr_id = i;
@@ -163,24 +173,20 @@ int main(int argc, char **argv)
                 vq::wr_atomic_fetch_add(s.qp, static_cast<std::uint32_t>(rq.c), rq.d, rq.a);
                 vq::wr_set_sge(s.qp, s.priv_mr->lkey, reinterpret_cast<std::uint64_t>(s.priv.data()), 8);
                 int rc = vq::wr_complete(s.qp);
-                if (rc == -FI_EAGAIN) {
-                    poll_some(s, 1, 10);
-                } else if (rc) {
+                if (rc == -FI_EAGAIN)
+                    reap();
+                else if (rc)
                     rs.rc = rc;
-                } else {
+                else
                     i++;
-                }
+                if ((i & 255) == 0)
+                    reap();
                 if (std::chrono::steady_clock::now() > end)
                     rs.rc = -FI_ETIMEDOUT;
             }
             while (!rs.rc && done < rq.n) {
-                poll_some(s, 1, 1000);
-                for (auto &w : s.pending) {
-                    if (w.status != vq::wc_status::success)
-                        rs.rc = -FI_EIO;
-                    done++;
-                }
-                s.pending.clear();
+                if (reap() == 0)
+                    sched_yield();
                 if (std::chrono::steady_clock::now() > end)
                     rs.rc = -FI_ETIMEDOUT;
             }
@@ -201,6 +207,93 @@ int main(int argc, char **argv)
                 s.pending.clear();
                 rs.rc = vq::post_send(s.qp, i, s.priv.data(), len, s.priv_mr->lkey, 0);
             }
+            break;
+        }
+        case pp::rdma: {
+            auto rkey = static_cast<std::uint32_t>(rq.c);
+            std::uint64_t lbuf = reinterpret_cast<std::uint64_t>(s.priv.data());
+            vq::wr_start(s.qp);
+            s.qp->wr_id = 555;
+            s.qp->wr_flags = vq::WR_SIGNALED;
+            switch (rq.n) {
+            case 0:
+                vq::wr_rdma_write(s.qp, rkey, rq.d);
+                vq::wr_set_sge(s.qp, s.priv_mr->lkey, lbuf, static_cast<std::uint32_t>(rq.a));
+                break;
+            case 1:
+                vq::wr_rdma_read(s.qp, rkey, rq.d);
+                vq::wr_set_sge(s.qp, s.priv_mr->lkey, lbuf, static_cast<std::uint32_t>(rq.a));
+                break;
+            case 2:
+                vq::wr_atomic_cmp_swp(s.qp, rkey, rq.d, rq.a, rq.b);
+                vq::wr_set_sge(s.qp, s.priv_mr->lkey, lbuf, 8);
+                break;
+            default:
+                vq::wr_atomic_fetch_add(s.qp, rkey, rq.d, rq.b);
+                vq::wr_set_sge(s.qp, s.priv_mr->lkey, lbuf, 8);
+                break;
+            }
+            rs.rc = vq::wr_complete(s.qp);
+            if (!rs.rc) {
+                poll_some(s, 1, 10000);
+                if (s.pending.empty()) {
+                    rs.rc = -FI_ETIMEDOUT;
+                } else {
+                    rs.a = static_cast<std::uint64_t>(s.pending[0].status);
+                    s.pending.erase(s.pending.begin());
+                    std::memcpy(&rs.b, s.priv.data(), 8);
+                }
+            }
+            break;
+        }
+        case pp::ud_send: {
+            vq::ah *ah = nullptr;
+            vq::ah_attr aa;
+            aa.dest = rq.addr.dev;
+            rs.rc = vq::create_ah(s.pd, &aa, &ah);
+            auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+            for (std::uint32_t i = 0; i < rq.n && !rs.rc;) {
+                std::uint8_t *m = s.priv.data() + (i % 1024) * 4096; // reused only after its WR left the 1024-entry queue
+                std::memset(m, static_cast<int>(rq.c), rq.a);
+                std::memcpy(m + 1, &i, 4);
+                vq::wr_start(s.qp);
+                s.qp->wr_id = i;
+                s.qp->wr_flags = 0;
+                vq::wr_send(s.qp);
+                vq::wr_set_sge(s.qp, s.priv_mr->lkey, reinterpret_cast<std::uint64_t>(m), static_cast<std::uint32_t>(rq.a));
+                vq::wr_set_ud_addr(s.qp, ah, rq.addr.qpn, static_cast<std::uint32_t>(rq.b));
+                int rc = vq::wr_complete(s.qp);
+                if (rc == -FI_EAGAIN)
+                    poll_some(s, 1, 1);
+                else if (rc)
+                    rs.rc = rc;
+                else
+                    i++;
+                if (std::chrono::steady_clock::now() > end)
+                    rs.rc = -FI_ETIMEDOUT;
+            }
+            // Wait until everything left the send queue (errors would complete).
+            while (!rs.rc && std::chrono::steady_clock::now() < end) {
+                poll_some(s, 1, 1);
+                for (auto &w : s.pending)
+                    if (w.status != vq::wc_status::success)
+                        rs.rc = -FI_EIO;
+                s.pending.clear();
+                vq::wr_start(s.qp);
+                s.qp->wr_id = ~0ull;
+                s.qp->wr_flags = vq::WR_SIGNALED;
+                vq::wr_send(s.qp);
+                vq::wr_set_ud_addr(s.qp, ah, rq.addr.qpn, static_cast<std::uint32_t>(rq.b) + 1); // dropped: wrong Q_Key
+                if (vq::wr_complete(s.qp) == 0) {
+                    poll_some(s, 1, 20000);
+                    bool done = !s.pending.empty();
+                    s.pending.clear();
+                    if (done)
+                        break;
+                }
+            }
+            if (ah && vq::destroy_ah(ah))
+                rs.rc = -FI_EIO;
             break;
         }
         case pp::state:

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <grp.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -24,19 +25,32 @@ namespace pp = peer_proto;
 /** A peer process (test/integration/shm_peer) with one QP of a given type. */
 class shm_peer {
 public:
-    explicit shm_peer(const char *type = "rc")
+    /** Spawn a peer with a QP of @p type; with @p uid != 0 the peer runs as that user. */
+    explicit shm_peer(const char *type = "rc", uid_t uid = 0)
     {
         int sv[2];
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
             ADD_FAILURE() << "socketpair";
             return;
         }
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
         char *args[] = {const_cast<char *>(SHM_PEER_PATH), const_cast<char *>(type), nullptr};
-        int rc = posix_spawn(&pid_, SHM_PEER_PATH, &fa, nullptr, args, environ);
-        posix_spawn_file_actions_destroy(&fa);
+        int rc = 0;
+        if (uid == 0) {
+            posix_spawn_file_actions_t fa;
+            posix_spawn_file_actions_init(&fa);
+            posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+            rc = posix_spawn(&pid_, SHM_PEER_PATH, &fa, nullptr, args, environ);
+            posix_spawn_file_actions_destroy(&fa);
+        } else {
+            pid_ = fork();
+            if (pid_ == 0) { // only async-signal-safe calls until exec
+                if (setgroups(0, nullptr) || setgid(uid) || setuid(uid) || dup2(sv[1], 3) < 0)
+                    _exit(120);
+                execve(SHM_PEER_PATH, args, environ);
+                _exit(121);
+            }
+            rc = pid_ < 0 ? -1 : 0;
+        }
         ::close(sv[1]);
         fd_ = sv[0];
         if (rc != 0) {

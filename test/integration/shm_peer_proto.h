@@ -23,6 +23,9 @@ enum op : std::uint32_t {
     atomic_loop,     ///< n fetch_add(+a) on rkey c, remote addr d; waits for all completions
     echo,            ///< n round trips: receive b bytes, send them back (inline if b small)
     state,           ///< → a: QP state
+    rdma,            ///< one signaled op n (0 write, 1 read, 2 cas, 3 faa) of a bytes / compare a,
+                     ///< swap-or-add b, on rkey c at d, with the private buffer at 0; → a: status, b: old value
+    ud_send,         ///< n UD sends of a bytes (byte 0: c, bytes 1..4: index) to addr with Q_Key b
     quit,
 };
 

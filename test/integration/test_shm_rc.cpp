@@ -208,5 +208,61 @@ TEST_F(ShmRc, ReceiveBufferTooSmallIsALocalLengthErrorAtTheReceiver)
     ASSERT_TRUE(wait_until_state(me.qp, vq::qp_state::err));
 }
 
+/** Large sends (>= SHUNT_SHM_RNDV_BYTES, default 32 KiB) are copied once,
+ *  by the receiver, straight from our registered memory: the completion
+ *  comes only after that copy, and smaller sends behind it are not held up. */
+void large_send_roundtrip(ShmRc &t, std::uint8_t *src, vq::mr *mr)
+{
+    const std::uint32_t big = 100000;
+    for (std::uint32_t i = 0; i < big; i++)
+        src[i] = static_cast<std::uint8_t>(i * 17 + 1);
+    ASSERT_EQ(vq::post_send(t.me.qp, 1, src, big, mr->lkey, vq::WR_SIGNALED), 0);
+    std::uint64_t small = 0x5151;
+    ASSERT_EQ(vq::post_send(t.me.qp, 2, &small, 8, 0, vq::WR_INLINE | vq::WR_SIGNALED), 0);
+    EXPECT_TRUE(drain(t.me.cq, 200).empty()) << "completed before the receiver copied the data";
+    ASSERT_EQ(t.peer.post_recv(2, 200000), 0);
+    auto r = t.peer.poll(2);
+    ASSERT_EQ(r.size(), 2u);
+    EXPECT_EQ(r[0].status, wc_status::success);
+    EXPECT_EQ(r[0].byte_len, big);
+    EXPECT_EQ(r[1].byte_len, 8u);
+    auto got = t.peer.read(0, big);
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), src)) << "large send corrupted";
+    auto s = t.me.poll(2);
+    ASSERT_EQ(s.size(), 2u);
+    EXPECT_EQ(s[0].wr_id, 1u);
+    EXPECT_EQ(s[0].status, wc_status::success);
+    EXPECT_EQ(s[1].wr_id, 2u);
+}
+
+TEST_F(ShmRc, LargeSendFromPrivateMemoryIsCopiedByTheReceiver)
+{
+    large_send_roundtrip(*this, me.buf.data(), me.mr);
+}
+
+TEST_F(ShmRc, LargeSendFromSegmentMemoryIsCopiedByTheReceiver)
+{
+    void *p = nullptr;
+    ASSERT_EQ(vq::alloc_buf(me.ctx, 1 << 17, &p), 0);
+    vq::mr *m = nullptr;
+    ASSERT_EQ(vq::reg_mr(me.pd, p, 1 << 17, vq::ACCESS_LOCAL_WRITE, &m), 0);
+    large_send_roundtrip(*this, static_cast<std::uint8_t *>(p), m);
+    EXPECT_EQ(vq::dereg_mr(m), 0);
+    EXPECT_EQ(vq::free_buf(me.ctx, p), 0);
+}
+
+TEST_F(ShmRc, LargeSendIntoATooSmallReceiveFailsBothEnds)
+{
+    ASSERT_EQ(peer.post_recv(1, 1000), 0);
+    ASSERT_EQ(vq::post_send(me.qp, 1, me.buf.data(), 100000, me.mr->lkey, 0), 0);
+    auto r = peer.poll(1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].status, wc_status::loc_len_err);
+    auto s = me.poll(1, 10000);
+    ASSERT_EQ(s.size(), 1u) << "an unsignaled send that was not delivered must complete in error";
+    EXPECT_NE(s[0].status, wc_status::success);
+    EXPECT_EQ(vq::get_qp_state(me.qp), vq::qp_state::err);
+}
+
 } // namespace
 } // namespace shunt::test

@@ -39,6 +39,28 @@ TEST(WrSession, InlineSendArrivesWithImmAndFlags)
     EXPECT_EQ(std::memcmp(rx.bytes.data(), msg, sizeof msg), 0);
 }
 
+TEST(WrSession, UnsignaledSingleSendKeepsImmAndSolicited)
+{
+    vq_env e;
+    qp_pair p(e);
+    reg_buf rx(e.pd, 64);
+    ASSERT_EQ(vq::post_recv(p.b, 3, rx.addr(), 64, rx.mr->lkey), 0);
+    const char msg[] = "0123456789abcdef0123456789abcdef0123456789abcde"; // 48 bytes: one slot
+    vq::wr_start(p.a);
+    p.a->wr_id = 1;
+    p.a->wr_flags = vq::WR_SOLICITED;
+    vq::wr_send_imm(p.a, 0xfeedbeef);
+    vq::wr_set_inline_data(p.a, msg, sizeof msg);
+    ASSERT_EQ(vq::wr_complete(p.a), 0);
+    auto r = poll_n(p.cq_b, 1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].byte_len, sizeof msg);
+    EXPECT_EQ(r[0].imm_data, 0xfeedbeefu);
+    EXPECT_EQ(r[0].wc_flags, vq::WC_WITH_IMM | vq::WC_SOLICITED);
+    EXPECT_EQ(std::memcmp(rx.bytes.data(), msg, sizeof msg), 0);
+    EXPECT_TRUE(drain(p.cq_a, 20).empty()) << "unsignaled";
+}
+
 TEST(WrSession, LargeSgeSendIsChunkedAndScatteredAcrossReceiveSges)
 {
     vq_env e;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -65,15 +66,18 @@ struct vq_env {
         if (!d)
             return;
         EXPECT_EQ(vq::open_device(d, &ctx), 0);
-        if (ctx)
+        if (ctx) {
             EXPECT_EQ(vq::alloc_pd(ctx, &pd), 0);
+        }
     }
     ~vq_env()
     {
-        if (pd)
+        if (pd) {
             EXPECT_EQ(vq::dealloc_pd(pd), 0);
-        if (ctx)
+        }
+        if (ctx) {
             EXPECT_EQ(vq::close_device(ctx), 0);
+        }
     }
     vq::cq *cq(int n = 256)
     {
@@ -134,14 +138,18 @@ struct qp_pair {
     }
     ~qp_pair()
     {
-        if (a)
+        if (a) {
             EXPECT_EQ(vq::destroy_qp(a), 0);
-        if (b)
+        }
+        if (b) {
             EXPECT_EQ(vq::destroy_qp(b), 0);
-        if (cq_a)
+        }
+        if (cq_a) {
             EXPECT_EQ(vq::destroy_cq(cq_a), 0);
-        if (cq_b)
+        }
+        if (cq_b) {
             EXPECT_EQ(vq::destroy_cq(cq_b), 0);
+        }
     }
 };
 
@@ -157,8 +165,9 @@ struct reg_buf {
     }
     ~reg_buf()
     {
-        if (mr)
+        if (mr) {
             EXPECT_EQ(vq::dereg_mr(mr), 0);
+        }
     }
     std::uint64_t addr(std::size_t off = 0) { return reinterpret_cast<std::uint64_t>(bytes.data() + off); }
 };

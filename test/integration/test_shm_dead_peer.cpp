@@ -1,0 +1,94 @@
+// A peer killed mid-stream: our QP goes to ERR, every outstanding request
+// completes within bounded time (the first send with retry_exc_err, the rest
+// flushed), nothing hangs, and no segment is left behind.
+#include "env/segment.h"
+#include "shm_peer_client.h"
+
+namespace shunt::test {
+namespace {
+
+using vq::wc_status;
+
+TEST(ShmDeadPeer, KilledMidStreamFlushesEverythingAndLeaksNothing)
+{
+    std::string peer_seg;
+    std::string my_seg;
+    {
+        shm_peer peer("rc");
+        local_end me(vq::qp_type::rc);
+        peer_seg.assign(reinterpret_cast<const char *>(peer.addr.dev.raw), peer.addr.dev.len);
+        my_seg.assign(reinterpret_cast<const char *>(me.ctx->addr.raw), me.ctx->addr.len);
+        ASSERT_TRUE(env::segment_exists(peer_seg));
+        ASSERT_EQ(me.connect(peer.addr), 0);
+        ASSERT_EQ(peer.connect(vq::get_qp_addr(me.qp)), 0);
+        const int recvs = 5;
+        for (int i = 0; i < recvs; i++)
+            ASSERT_EQ(vq::post_recv(me.qp, 100 + i, me.addr(i * 64), 64, me.mr->lkey), 0);
+        // The peer does not consume: 2 KiB sends fill its 64 KiB ring after a few dozen.
+        int posted = 0;
+        for (; posted < 100; posted++)
+            ASSERT_EQ(vq::post_send(me.qp, posted, me.buf.data(), 2048, me.mr->lkey, vq::WR_SIGNALED), 0);
+        peer.kill();
+        auto t0 = std::chrono::steady_clock::now();
+        std::vector<vq::wc> w = me.poll(posted + recvs, 10000);
+        auto took = std::chrono::steady_clock::now() - t0;
+        ASSERT_EQ(w.size(), static_cast<std::size_t>(posted + recvs)) << "every request completes";
+        EXPECT_LT(took, std::chrono::seconds(5));
+        int ok = 0, retry = 0, flushed = 0, recv_flushed = 0;
+        for (auto &x : w) {
+            if (x.opcode == vq::wc_opcode::recv && x.status == wc_status::wr_flush_err)
+                recv_flushed++;
+            else if (x.status == wc_status::success)
+                ok++;
+            else if (x.status == wc_status::retry_exc_err)
+                retry++;
+            else if (x.status == wc_status::wr_flush_err)
+                flushed++;
+            else
+                ADD_FAILURE() << "unexpected status " << vq::wc_status_str(x.status);
+        }
+        EXPECT_EQ(recv_flushed, recvs);
+        EXPECT_GT(ok, 0);
+        EXPECT_EQ(retry, 1) << "the oldest outstanding send reports the dead peer";
+        EXPECT_EQ(ok + retry + flushed, posted);
+        EXPECT_EQ(vq::get_qp_state(me.qp), vq::qp_state::err);
+        // Posting now is accepted and flushed, never hangs.
+        ASSERT_EQ(vq::post_send(me.qp, 999, me.buf.data(), 8, me.mr->lkey, 0), 0);
+        auto f = me.poll(1);
+        ASSERT_EQ(f.size(), 1u);
+        EXPECT_EQ(f[0].status, wc_status::wr_flush_err);
+    }
+    EXPECT_FALSE(env::segment_exists(peer_seg)) << "dead peer's segment leaked";
+    EXPECT_FALSE(env::segment_exists(my_seg)) << "our segment leaked";
+}
+
+TEST(ShmDeadPeer, IdleReceiverNoticesWithinBoundedTime)
+{
+    shm_peer peer("rc");
+    local_end me(vq::qp_type::rc);
+    ASSERT_EQ(me.connect(peer.addr), 0);
+    ASSERT_EQ(peer.connect(vq::get_qp_addr(me.qp)), 0);
+    ASSERT_EQ(vq::post_recv(me.qp, 1, me.addr(), 64, me.mr->lkey), 0);
+    peer.kill();
+    auto w = me.poll(1, 10000);
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(w[0].status, wc_status::wr_flush_err);
+    EXPECT_EQ(vq::get_qp_state(me.qp), vq::qp_state::err);
+}
+
+TEST(ShmDeadPeer, OrderlyPeerDestroyIsSeenAsGone)
+{
+    local_end me(vq::qp_type::rc);
+    {
+        shm_peer peer("rc");
+        ASSERT_EQ(me.connect(peer.addr), 0);
+        ASSERT_EQ(peer.connect(vq::get_qp_addr(me.qp)), 0);
+    } // the peer destroys its QP and exits
+    ASSERT_EQ(vq::post_recv(me.qp, 1, me.addr(), 64, me.mr->lkey), 0);
+    auto w = me.poll(1, 10000);
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(w[0].status, wc_status::wr_flush_err);
+}
+
+} // namespace
+} // namespace shunt::test

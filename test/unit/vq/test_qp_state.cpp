@@ -1,0 +1,140 @@
+// The QP state machine and posting in each state.
+#include "vq_fixture.h"
+
+namespace shunt::test {
+namespace {
+
+struct QpState : ::testing::Test {
+    vq_env e;
+    vq::cq *c = e.cq();
+    vq::qp *q = nullptr, *peer = nullptr;
+    void SetUp() override
+    {
+        vq::qp_init_attr a;
+        a.send_cq = a.recv_cq = c;
+        a.send_ops_flags = vq::OPS_SEND | vq::OPS_RDMA_WRITE;
+        ASSERT_EQ(vq::create_qp(e.pd, &a, &q), 0);
+        ASSERT_EQ(vq::create_qp(e.pd, &a, &peer), 0);
+    }
+    void TearDown() override
+    {
+        EXPECT_EQ(vq::destroy_qp(q), 0);
+        EXPECT_EQ(vq::destroy_qp(peer), 0);
+        EXPECT_EQ(vq::destroy_cq(c), 0);
+    }
+    int to(vq::qp_state s, unsigned extra = 0, vq::qp_attr a = {})
+    {
+        a.state = s;
+        return vq::modify_qp(q, &a, vq::QP_ATTR_STATE | extra);
+    }
+    int post_one()
+    {
+        std::uint64_t v = 1;
+        return vq::post_send(q, 1, &v, 8, 0, vq::WR_INLINE);
+    }
+};
+
+TEST_F(QpState, TransitionsFollowVerbs)
+{
+    EXPECT_EQ(to(vq::qp_state::rtr), -FI_EINVAL);
+    EXPECT_EQ(to(vq::qp_state::rts), -FI_EINVAL);
+    ASSERT_EQ(to(vq::qp_state::init), 0);
+    EXPECT_EQ(vq::get_qp_state(q), vq::qp_state::init);
+    EXPECT_EQ(to(vq::qp_state::rts), -FI_EINVAL);
+    EXPECT_EQ(to(vq::qp_state::rtr), -FI_EINVAL) << "RTR on RC needs the peer address";
+    vq::qp_attr a;
+    a.dest = e.ctx->addr;
+    a.dest_qp_num = 0xfff; // no such QP
+    EXPECT_EQ(to(vq::qp_state::rtr, vq::QP_ATTR_AV | vq::QP_ATTR_DEST_QPN, a), -FI_ENOENT);
+    a.dest.len = 5;
+    std::memcpy(a.dest.raw, "nope0", 5);
+    EXPECT_EQ(to(vq::qp_state::rtr, vq::QP_ATTR_AV | vq::QP_ATTR_DEST_QPN, a), -FI_ENOENT) << "no such segment";
+    a.dest.len = 200;
+    EXPECT_EQ(to(vq::qp_state::rtr, vq::QP_ATTR_AV | vq::QP_ATTR_DEST_QPN, a), -FI_EINVAL);
+    a.dest.len = 3;
+    std::memcpy(a.dest.raw, "a/b", 3);
+    EXPECT_EQ(to(vq::qp_state::rtr, vq::QP_ATTR_AV | vq::QP_ATTR_DEST_QPN, a), -FI_EINVAL) << "not a segment name";
+    a.dest = e.ctx->addr;
+    a.dest_qp_num = peer->qp_num;
+    ASSERT_EQ(to(vq::qp_state::rtr, vq::QP_ATTR_AV | vq::QP_ATTR_DEST_QPN, a), 0);
+    EXPECT_EQ(to(vq::qp_state::init), -FI_EINVAL);
+    ASSERT_EQ(to(vq::qp_state::rts), 0);
+    ASSERT_EQ(to(vq::qp_state::rts), 0);
+    vq::qp_attr got;
+    ASSERT_EQ(vq::query_qp(q, &got), 0);
+    EXPECT_EQ(got.state, vq::qp_state::rts);
+    EXPECT_EQ(got.dest_qp_num, peer->qp_num);
+    ASSERT_EQ(to(vq::qp_state::err), 0);
+    EXPECT_EQ(vq::get_qp_state(q), vq::qp_state::err);
+    EXPECT_EQ(to(vq::qp_state::rts), -FI_EINVAL);
+    ASSERT_EQ(to(vq::qp_state::reset), 0);
+    ASSERT_EQ(to(vq::qp_state::init), 0);
+}
+
+TEST_F(QpState, PeerOfAnotherTypeIsRejected)
+{
+    vq::qp_init_attr ia;
+    ia.type = vq::qp_type::uc;
+    ia.send_cq = ia.recv_cq = c;
+    vq::qp *uc = nullptr;
+    ASSERT_EQ(vq::create_qp(e.pd, &ia, &uc), 0);
+    ASSERT_EQ(to(vq::qp_state::init), 0);
+    vq::qp_attr a;
+    a.dest = e.ctx->addr;
+    a.dest_qp_num = uc->qp_num;
+    EXPECT_EQ(to(vq::qp_state::rtr, vq::QP_ATTR_AV | vq::QP_ATTR_DEST_QPN, a), -FI_EINVAL);
+    EXPECT_EQ(vq::destroy_qp(uc), 0);
+}
+
+TEST_F(QpState, PostingBeforeRtsIsABadStateAndDiscarded)
+{
+    EXPECT_EQ(post_one(), -FI_EOPBADSTATE);
+    EXPECT_EQ(vq::post_recv(q, 1, 0, 0, 0), -FI_EOPBADSTATE) << "receives need INIT";
+    ASSERT_EQ(to(vq::qp_state::init), 0);
+    EXPECT_EQ(post_one(), -FI_EOPBADSTATE);
+    EXPECT_EQ(vq::post_recv(q, 1, 0, 0, 0), 0);
+    vq::qp_attr a;
+    a.dest = e.ctx->addr;
+    a.dest_qp_num = peer->qp_num;
+    ASSERT_EQ(to(vq::qp_state::rtr, vq::QP_ATTR_AV | vq::QP_ATTR_DEST_QPN, a), 0);
+    vq::wr_start(q);
+    q->wr_id = 3;
+    vq::wr_send(q);
+    EXPECT_EQ(vq::wr_complete(q), -FI_EOPBADSTATE);
+    EXPECT_TRUE(drain(c, 20).empty());
+}
+
+TEST_F(QpState, ErrFlushesPostedReceivesAndNewSends)
+{
+    ASSERT_EQ(connect_qp(q, vq::get_qp_addr(peer)), 0);
+    ASSERT_EQ(vq::post_recv(q, 11, 0, 0, 0), 0);
+    ASSERT_EQ(vq::post_recv(q, 12, 0, 0, 0), 0);
+    ASSERT_EQ(to(vq::qp_state::err), 0);
+    EXPECT_EQ(post_one(), 0) << "ERR accepts work and flushes it";
+    EXPECT_EQ(vq::post_recv(q, 13, 0, 0, 0), 0);
+    auto w = poll_n(c, 4);
+    ASSERT_EQ(w.size(), 4u);
+    int recvs = 0, sends = 0;
+    for (auto &x : w) {
+        EXPECT_EQ(x.status, vq::wc_status::wr_flush_err);
+        EXPECT_EQ(x.qp_num, q->qp_num);
+        if (x.opcode == vq::wc_opcode::recv)
+            recvs++;
+        else
+            sends++;
+    }
+    EXPECT_EQ(recvs, 3);
+    EXPECT_EQ(sends, 1);
+}
+
+TEST_F(QpState, ResetDiscardsWithoutCompletions)
+{
+    ASSERT_EQ(connect_qp(q, vq::get_qp_addr(peer)), 0);
+    ASSERT_EQ(vq::post_recv(q, 11, 0, 0, 0), 0);
+    ASSERT_EQ(to(vq::qp_state::reset), 0);
+    EXPECT_TRUE(drain(c, 20).empty());
+    EXPECT_EQ(vq::get_qp_state(q), vq::qp_state::reset);
+}
+
+} // namespace
+} // namespace shunt::test
