@@ -1,6 +1,8 @@
 // The remaining builders and features across two processes: send_inv,
 // bind_mw / local_inv (type-2 windows), flush, TSO and IP_CSUM on UD, Q_Keys,
 // shared receive queues, receive-queue limits.
+#include <sched.h>
+
 #include <atomic>
 #include <thread>
 
@@ -599,6 +601,84 @@ TEST_F(Features, ReceiveQueueLimitsAreEnforcedAtPostRecv)
     for (std::uint32_t i = 0; i < depth; i++)
         ASSERT_EQ(vq::post_recv(L.qp(q), i, s.data(), sges), 0) << i;
     EXPECT_EQ(vq::post_recv(L.qp(q), 99, s.data(), 1), -FI_EAGAIN) << "receive queue of " << depth << " overfilled";
+}
+
+/* ---- Receive side read through the iterator poll form ---- */
+
+TEST_F(Features, IteratorPollFormReadsEveryReceiveField)
+{
+    conn c;
+    ASSERT_EQ(c.setup(qp_type::rc, vq::OPS_SEND, {0, 64, 1, 2, 0}), 0);
+    reg_rep src{};
+    ASSERT_EQ(c.P.reg(8192, vq::ACCESS_LOCAL_WRITE, false, 123, &src), 0);
+    int rx = c.L.reg(16 * 1024, vq::ACCESS_LOCAL_WRITE);
+    constexpr int n = 12;
+    for (int i = 0; i < n; i++) {
+        vq::sge s[2] = {{c.L.addr(rx, static_cast<std::size_t>(i) * 1024), 100, c.L.mr(rx)->lkey},
+                        {c.L.addr(rx, static_cast<std::size_t>(i) * 1024 + 200), 500, c.L.mr(rx)->lkey}};
+        ASSERT_EQ(vq::post_recv(c.qp(), 50 + static_cast<std::uint64_t>(i), s, 2), 0);
+    }
+    std::vector<wr_desc> ds;
+    for (int i = 0; i < n; i++) {
+        wr_desc d;
+        d.wr_id = static_cast<std::uint64_t>(i);
+        d.op = i % 2 ? OP_SEND_IMM : OP_SEND;
+        d.imm = 0xa0000000u + static_cast<std::uint32_t>(i);
+        d.flags = i % 3 == 0 ? vq::WR_SOLICITED : 0;
+        d.data = DATA_SGE;
+        d.npieces = 1;
+        d.pieces[0] = {src.index, static_cast<std::uint32_t>(10 * i + 1), static_cast<std::uint64_t>(i) * 300};
+        ds.push_back(d);
+    }
+    ASSERT_EQ(c.P.post(c.pq.index, ds), 0);
+    vq::cq *cq = c.L.qps[c.lq].cq;
+    int seen = 0;
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (seen < n && std::chrono::steady_clock::now() < end) {
+        if (vq::start_poll(cq) != 0) {
+            sched_yield();
+            continue;
+        }
+        do {
+            int i = seen++;
+            SCOPED_TRACE("receive " + std::to_string(i));
+            EXPECT_EQ(cq->wr_id, 50u + static_cast<unsigned>(i));
+            EXPECT_EQ(cq->status, wc_status::success);
+            EXPECT_EQ(vq::read_opcode(cq), wc_opcode::recv);
+            EXPECT_EQ(vq::read_byte_len(cq), static_cast<std::uint32_t>(10 * i + 1));
+            EXPECT_EQ(vq::read_qp_num(cq), c.qp()->qp_num);
+            EXPECT_EQ(vq::read_src_qp(cq), c.pq.qpn);
+            unsigned fl = vq::read_wc_flags(cq);
+            EXPECT_EQ(bool(fl & vq::WC_WITH_IMM), i % 2 == 1);
+            EXPECT_EQ(bool(fl & vq::WC_SOLICITED), i % 3 == 0);
+            EXPECT_FALSE(fl & vq::WC_WITH_INV);
+            if (i % 2) {
+                EXPECT_EQ(vq::read_imm_data(cq), 0xa0000000u + static_cast<std::uint32_t>(i));
+            }
+        } while (vq::next_poll(cq) == 0);
+        vq::end_poll(cq);
+    }
+    ASSERT_EQ(seen, n) << "timed out (10 s) polling receives with start_poll";
+    std::vector<std::uint8_t> pat(8192);
+    fill_pattern(pat.data(), pat.size(), 123);
+    for (int i = 0; i < n; i++) {
+        std::uint32_t len = static_cast<std::uint32_t>(10 * i + 1);
+        std::vector<std::uint8_t> got(c.L.mem(rx) + i * 1024, c.L.mem(rx) + i * 1024 + std::min<std::uint32_t>(len, 100));
+        if (len > 100)
+            got.insert(got.end(), c.L.mem(rx) + i * 1024 + 200, c.L.mem(rx) + i * 1024 + 200 + (len - 100));
+        EXPECT_EQ(std::memcmp(got.data(), pat.data() + i * 300, len), 0) << "receive " << i << " data";
+    }
+    auto sw = c.P.wait_wcs(c.pq.index, 0, 50);
+    EXPECT_TRUE(sw.empty()) << "unsignaled sends completed at the sender";
+}
+
+TEST_F(Features, SingleCallPostSendOnUdIsInvalid)
+{
+    conn c;
+    ASSERT_EQ(c.setup(qp_type::ud, vq::OPS_SEND), 0);
+    int m = c.L.reg(4096, vq::ACCESS_LOCAL_WRITE);
+    EXPECT_EQ(vq::post_send(c.qp(), 1, c.L.mem(m), 8, c.L.mr(m)->lkey, vq::WR_SIGNALED), -FI_EINVAL);
+    EXPECT_TRUE(c.L.drain(c.lq, 30).empty());
 }
 
 /* ---- Threading ---- */
