@@ -681,6 +681,26 @@ TEST_F(Features, SingleCallPostSendOnUdIsInvalid)
     EXPECT_TRUE(c.L.drain(c.lq, 30).empty());
 }
 
+TEST_F(Features, UdSendsToANonexistentQpNumberCompleteAndDoNotHang)
+{
+    conn c;
+    ASSERT_EQ(c.setup(qp_type::ud, vq::OPS_SEND), 0);
+    int m = c.L.reg(4096, vq::ACCESS_LOCAL_WRITE, false, 3);
+    for (int i = 0; i < 20; i++) {
+        vq::wr_start(c.qp());
+        c.qp()->wr_id = static_cast<std::uint64_t>(i);
+        c.qp()->wr_flags = vq::WR_SIGNALED;
+        vq::wr_send(c.qp());
+        vq::wr_set_sge(c.qp(), c.L.mr(m)->lkey, c.L.addr(m), 1000);
+        vq::wr_set_ud_addr(c.qp(), c.L.o.ahs[c.ah], c.pq.qpn + 777, c.qkey);
+        ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+    }
+    auto w = c.L.wait_wcs(c.lq, 20, 10000);
+    ASSERT_EQ(w.size(), 20u) << "UD sends to a QP number that does not exist never completed";
+    EXPECT_EQ(vq::get_qp_state(c.qp()), vq::qp_state::rts);
+    EXPECT_TRUE(c.P.wait_wcs(c.pq.index, 0, 30).empty()) << "delivered to the wrong QP";
+}
+
 /* ---- Threading ---- */
 
 TEST_F(Features, ThreadDomainQpAndSingleThreadedCqWork)
