@@ -1,6 +1,8 @@
 // Capabilities: QP creation follows the spec's operation table and what the
 // device claims (device_attr::ops), queried through the API; what the device
 // does not claim is skipped visibly, never passed.
+#include <sys/stat.h>
+
 #include "conf_harness.h"
 
 namespace shunt::conf {
@@ -9,6 +11,8 @@ namespace {
 using vq::qp_type;
 
 class Caps : public conf_test {};
+
+std::string peer_needle_of(int pid) { return "shunt-shm-" + std::to_string(pid) + "-"; }
 
 const qp_type all_types[] = {qp_type::rc, qp_type::uc, qp_type::ud, qp_type::raw_packet, qp_type::xrc_send,
                              qp_type::xrc_recv};
@@ -248,6 +252,35 @@ TEST_F(Caps, Type1MemoryWindowsAreRefused)
     vq::mw *w = nullptr;
     EXPECT_EQ(vq::alloc_mw(L.pd, vq::mw_type::type1, &w), -FI_EOPNOTSUPP);
     EXPECT_EQ(w, nullptr);
+}
+
+TEST_F(Caps, AProcessOfAnotherUserCannotAttach)
+{
+    if (geteuid() != 0)
+        GTEST_SKIP() << "needs root to run the peer as another user (uid 65534)";
+    local_side L;
+    peer_proc P(&L, 65534);
+    ASSERT_TRUE(L.ok);
+    ASSERT_TRUE(P.ok()) << "peer running as uid 65534 did not start";
+    unsigned lq;
+    ASSERT_EQ(L.create_qp(qp_type::rc, vq::OPS_SEND, {}, &lq), 0);
+    qp_rep pq{};
+    ASSERT_EQ(P.create_qp(qp_type::rc, vq::OPS_SEND, {}, &pq), 0);
+    auto segs = segment_files(peer_needle_of(P.pid()));
+    ASSERT_FALSE(segs.empty());
+    for (auto &f : segs) {
+        struct stat st{};
+        ASSERT_EQ(::stat(f.c_str(), &st), 0);
+        EXPECT_EQ(st.st_mode & 0777, 0600u) << f;
+        EXPECT_EQ(st.st_uid, 65534u) << f;
+    }
+    int rc = L.connect(lq, {P.addr(), pq.qpn});
+    ASSERT_NE(rc, 0) << "attached to another user's segment";
+    EXPECT_EQ(rc, -FI_EACCES) << "modify_qp(RTR) documents -FI_EACCES for another user's segment";
+    rc = P.connect(pq.index, vq::get_qp_addr(L.qp(lq)));
+    ASSERT_NE(rc, 0) << "a process of another user attached to ours";
+    EXPECT_EQ(rc, -FI_EACCES) << "modify_qp(RTR) documents -FI_EACCES for another user's segment "
+                                 "(ours may be on a hugetlbfs mount the other user cannot write)";
 }
 
 } // namespace

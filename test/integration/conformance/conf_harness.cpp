@@ -274,7 +274,7 @@ std::string peer_path()
 }
 } // namespace
 
-peer_proc::peer_proc(local_side *local) : local_(local)
+peer_proc::peer_proc(local_side *local, int uid) : local_(local)
 {
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -287,7 +287,9 @@ peer_proc::peer_proc(local_side *local) : local_(local)
     posix_spawn_file_actions_adddup2(&fa, sv[1], child_fd);
     std::string path = peer_path();
     std::string fdarg = "--fd=" + std::to_string(child_fd);
-    char *argv[] = {const_cast<char *>(path.c_str()), const_cast<char *>(fdarg.c_str()), nullptr};
+    std::string uidarg = "--uid=" + std::to_string(uid);
+    char *argv[] = {const_cast<char *>(path.c_str()), const_cast<char *>(fdarg.c_str()),
+                    uid >= 0 ? const_cast<char *>(uidarg.c_str()) : nullptr, nullptr};
     pid_t pid = -1;
     int rc = posix_spawn(&pid, path.c_str(), &fa, nullptr, argv, environ);
     posix_spawn_file_actions_destroy(&fa);

@@ -93,7 +93,8 @@ struct local_side {
  *  and keeps the local side progressing while it waits. */
 class peer_proc {
 public:
-    explicit peer_proc(local_side *local = nullptr);
+    /** @p uid >= 0: the peer switches to that user (and group) first (needs root). */
+    explicit peer_proc(local_side *local = nullptr, int uid = -1);
     ~peer_proc(); ///< quit (bounded), else SIGKILL; always reaped
     bool ok() const { return ok_; }
     int pid() const { return pid_; }

@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -581,9 +582,19 @@ void handle(std::uint32_t cmd, const std::vector<std::uint8_t> &b)
 int main(int argc, char **argv)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    for (int i = 1; i < argc; i++)
+    int uid = -1;
+    for (int i = 1; i < argc; i++) {
         if (std::strncmp(argv[i], "--fd=", 5) == 0)
             S.fd = std::atoi(argv[i] + 5);
+        if (std::strncmp(argv[i], "--uid=", 6) == 0)
+            uid = std::atoi(argv[i] + 6);
+    }
+    if (uid >= 0) {
+        // Run as another user (permission tests): drop privileges before any segment exists.
+        if (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0)
+            die("setresuid", -errno);
+        prctl(PR_SET_PDEATHSIG, SIGKILL); // cleared by the credential change
+    }
     if (S.fd < 0) {
         std::fprintf(stderr, "usage: conf_peer --fd=N (spawned by integration-vq-conformance)\n");
         return 2;
