@@ -701,6 +701,205 @@ TEST_F(Features, UdSendsToANonexistentQpNumberCompleteAndDoNotHang)
     EXPECT_TRUE(c.P.wait_wcs(c.pq.index, 0, 30).empty()) << "delivered to the wrong QP";
 }
 
+TEST_F(Features, TwoPeerProcessesSendingToOneUdQpDeliverEveryMessageOnce)
+{
+    local_side L;
+    peer_proc A(&L), B(&L);
+    ASSERT_TRUE(L.ok && A.ok() && B.ok());
+    const std::uint32_t qkey = 0x77;
+    unsigned lq;
+    ASSERT_EQ(L.create_qp(qp_type::ud, vq::OPS_SEND, {0, 1024, 1, 1, 0}, &lq), 0);
+    ASSERT_EQ(L.connect(lq, {}, qkey), 0);
+    constexpr std::uint32_t per = 300, msg = 200;
+    const int nrx = 512;
+    int rx = L.reg(static_cast<std::size_t>(nrx) * 256, vq::ACCESS_LOCAL_WRITE);
+    for (int i = 0; i < nrx; i++)
+        ASSERT_EQ(vq::post_recv(L.qp(lq), static_cast<std::uint64_t>(i), L.addr(rx, static_cast<std::size_t>(i) * 256),
+                                256, L.mr(rx)->lkey),
+                  0);
+    struct sender {
+        peer_proc *p;
+        qp_rep q{};
+        reg_rep r{};
+        std::uint32_t ah = 0;
+    } snd[2] = {{&A, {}, {}, 0}, {&B, {}, {}, 0}};
+    // QP numbers are per context: make B's differ from A's so src_qp tells them apart.
+    qp_rep dummy{};
+    ASSERT_EQ(B.create_qp(qp_type::ud, vq::OPS_SEND, {}, &dummy), 0);
+    std::vector<std::uint8_t> content[2];
+    for (std::uint32_t k = 0; k < 2; k++) {
+        auto &s = snd[k];
+        ASSERT_EQ(s.p->create_qp(qp_type::ud, vq::OPS_SEND, {64, 0, 1, 1, 0}, &s.q), 0);
+        ASSERT_EQ(s.p->connect(s.q.index, {}, qkey), 0);
+        ASSERT_EQ(s.p->reg(per * msg, vq::ACCESS_LOCAL_WRITE, false, 1000 + k, &s.r), 0);
+        ASSERT_EQ(s.p->create_ah(L.ctx->addr, &s.ah), 0);
+        // Message i of sender k starts with (k, i).
+        content[k].resize(per * msg);
+        fill_pattern(content[k].data(), content[k].size(), 1000 + k);
+        for (std::uint32_t i = 0; i < per; i++) {
+            std::memcpy(&content[k][i * msg], &k, 4);
+            std::memcpy(&content[k][i * msg + 4], &i, 4);
+        }
+        ASSERT_EQ(s.p->write_mem(s.r.index, 0, content[k].data(), content[k].size()), 0);
+    }
+    ASSERT_NE(snd[0].q.qpn, snd[1].q.qpn);
+    std::uint32_t next[2] = {0, 0}, got[2] = {0, 0};
+    std::vector<std::vector<bool>> seen(2, std::vector<bool>(per, false));
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while ((got[0] < per || got[1] < per) && std::chrono::steady_clock::now() < end) {
+        for (std::uint32_t k = 0; k < 2; k++) {
+            if (next[k] >= per || next[k] - got[k] > 64)
+                continue;
+            std::vector<wr_desc> ds;
+            for (int j = 0; j < 16 && next[k] < per; j++, next[k]++) {
+                wr_desc d;
+                d.wr_id = next[k];
+                d.op = OP_SEND;
+                d.flags = j == 15 ? vq::WR_SIGNALED : 0;
+                d.data = DATA_SGE;
+                d.npieces = 1;
+                d.pieces[0] = {snd[k].r.index, msg, static_cast<std::uint64_t>(next[k]) * msg};
+                d.ud_ah = snd[k].ah;
+                d.ud_qpn = L.qp(lq)->qp_num;
+                d.ud_qkey = qkey;
+                ds.push_back(d);
+            }
+            ASSERT_EQ(snd[k].p->post(snd[k].q.index, ds), 0);
+        }
+        L.pump();
+        auto &dq = L.qps[lq].wcs;
+        while (!dq.empty()) {
+            vq::wc w = dq.front();
+            dq.pop_front();
+            ASSERT_EQ(w.status, wc_status::success) << wc_str(w);
+            ASSERT_EQ(w.byte_len, msg);
+            const std::uint8_t *m = L.mem(rx) + w.wr_id * 256;
+            std::uint32_t k, i;
+            std::memcpy(&k, m, 4);
+            std::memcpy(&i, m + 4, 4);
+            ASSERT_TRUE(k < 2 && i < per) << "garbage message";
+            EXPECT_EQ(w.src_qp, snd[k].q.qpn) << "src_qp of sender " << k;
+            EXPECT_FALSE(seen[k][i]) << "sender " << k << " message " << i << " delivered twice";
+            seen[k][i] = true;
+            EXPECT_EQ(std::memcmp(m, &content[k][i * msg], msg), 0) << "sender " << k << " message " << i << " corrupt";
+            got[k]++;
+            ASSERT_EQ(vq::post_recv(L.qp(lq), w.wr_id, L.addr(rx, w.wr_id * 256), 256, L.mr(rx)->lkey), 0);
+        }
+    }
+    EXPECT_EQ(got[0], per) << "messages of sender A lost (receives were always available)";
+    EXPECT_EQ(got[1], per) << "messages of sender B lost (receives were always available)";
+}
+
+TEST_F(Features, SgeListsOfExactlyTheDeviceMaximumWork)
+{
+    conn c;
+    ASSERT_TRUE(c.L.ok);
+    const std::uint32_t ms = c.L.attr.max_sge;
+    ASSERT_GE(ms, 2u);
+    ASSERT_LE(ms, max_desc_sge) << "the suite's descriptions hold at most 32 pieces";
+    ASSERT_EQ(c.setup(qp_type::rc, vq::OPS_SEND | vq::OPS_RDMA_WRITE | vq::OPS_RDMA_READ, {0, 0, ms, ms, 0}, 0,
+                      {0, 0, 1, ms, 0}),
+              0);
+    ASSERT_EQ(c.qp()->cap.max_send_sge, ms);
+    ASSERT_EQ(c.pq.cap.max_recv_sge, ms);
+    reg_rep r{};
+    ASSERT_EQ(c.P.reg(65536, ACC_ALL_REMOTE, false, 0, &r), 0);
+    int src = c.L.reg(65536, vq::ACCESS_LOCAL_WRITE, false, 111);
+    int dst = c.L.reg(65536, vq::ACCESS_LOCAL_WRITE);
+    const std::uint32_t len = ms * 97;
+    auto sp = random_pieces(rng, static_cast<std::uint32_t>(src), 65536, len, ms);
+    ASSERT_EQ(sp.size(), ms);
+    auto bytes = gather(c.L.mem(src), sp);
+    // Send: ms SGEs into a receive of ms SGEs.
+    auto rp = random_pieces(rng, r.index, 32768, len, ms);
+    ASSERT_EQ(c.P.post_recv(c.pq.index, 1, rp), 0);
+    wr_desc d;
+    d.op = OP_SEND;
+    d.wr_id = 1;
+    d.flags = vq::WR_SIGNALED;
+    d.data = DATA_SGE_LIST;
+    d.npieces = static_cast<std::uint16_t>(ms);
+    std::copy(sp.begin(), sp.end(), d.pieces);
+    wr_desc wr = d;
+    wr.op = OP_WRITE;
+    wr.wr_id = 2;
+    wr.rkey = r.rkey;
+    wr.raddr = r.addr + 40000;
+    wr_desc rd = d;
+    rd.op = OP_READ;
+    rd.wr_id = 3;
+    rd.rkey = r.rkey;
+    rd.raddr = r.addr + 40000;
+    auto dp = random_pieces(rng, static_cast<std::uint32_t>(dst), 65536, len, ms);
+    std::copy(dp.begin(), dp.end(), rd.pieces);
+    ASSERT_EQ(c.L.post(c.lq, {d, wr, rd}), 0);
+    auto w = c.L.wait_wcs(c.lq, 3);
+    ASSERT_EQ(w.size(), 3u);
+    for (auto &x : w)
+        EXPECT_EQ(x.status, wc_status::success) << wc_str(x);
+    auto rv = c.P.wait_wcs(c.pq.index, 1);
+    ASSERT_EQ(rv.size(), 1u);
+    EXPECT_EQ(rv[0].byte_len, len);
+    auto mem = c.P.read_mem(r.index, 0, 65536);
+    EXPECT_EQ(gather(mem.data(), rp), bytes) << "send scattered over the maximum receive SGEs";
+    EXPECT_EQ(std::memcmp(mem.data() + 40000, bytes.data(), len), 0) << "write gathered from the maximum SGEs";
+    EXPECT_EQ(gather(c.L.mem(dst), dp), bytes) << "read scattered into the maximum SGEs";
+}
+
+TEST_F(Features, UcWindowBindAndLocalInv)
+{
+    conn c;
+    constexpr std::uint64_t ops = vq::OPS_BIND_MW | vq::OPS_LOCAL_INV | vq::OPS_SEND;
+    CONF_REQUIRE_OPS(c.L.attr, qp_type::uc, ops | vq::OPS_RDMA_WRITE);
+    ASSERT_EQ(c.setup(qp_type::uc, ops), 0);
+    int reg = c.L.reg(8192, acc_mw, true, 0);
+    ASSERT_GE(reg, 0);
+    vq::mw *w = nullptr;
+    ASSERT_EQ(vq::alloc_mw(c.L.pd, vq::mw_type::type2, &w), 0);
+    c.L.o.mws.push_back(w);
+    std::uint32_t key = vq::inc_rkey(w->rkey);
+    vq::mw_bind_info bi{c.L.o.mrs[static_cast<std::size_t>(reg)].mr, c.L.addr(reg, 1024), 1024,
+                        vq::ACCESS_REMOTE_WRITE};
+    vq::wr_start(c.qp());
+    c.qp()->wr_id = 1;
+    c.qp()->wr_flags = vq::WR_SIGNALED;
+    vq::wr_bind_mw(c.qp(), w, key, &bi);
+    ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+    auto b = c.L.wait_wcs(c.lq, 1);
+    ASSERT_EQ(b.size(), 1u);
+    EXPECT_EQ(b[0].status, wc_status::success) << wc_str(b[0]);
+    auto peer_write = [&](std::uint64_t wr_id) {
+        wr_desc d;
+        d.op = OP_WRITE;
+        d.wr_id = wr_id;
+        d.flags = vq::WR_SIGNALED;
+        d.rkey = key;
+        d.raddr = c.L.addr(reg, 1024);
+        d.data = DATA_INLINE;
+        d.npieces = 1;
+        d.pieces[0] = {0, 16, 0};
+        EXPECT_EQ(c.P.post(c.pq.index, {d}), 0);
+        return c.P.wait_wcs(c.pq.index, 1);
+    };
+    std::memset(c.L.mem(reg) + 1024, 0xab, 16);
+    auto r = peer_write(5);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].status, wc_status::success) << wc_str(r[0]);
+    std::vector<std::uint8_t> zero(16, 0);
+    EXPECT_EQ(std::memcmp(c.L.mem(reg) + 1024, zero.data(), 16), 0) << "UC write through the window did not land";
+    vq::wr_start(c.qp());
+    c.qp()->wr_id = 2;
+    c.qp()->wr_flags = vq::WR_SIGNALED;
+    vq::wr_local_inv(c.qp(), key);
+    ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+    auto li = c.L.wait_wcs(c.lq, 1);
+    ASSERT_EQ(li.size(), 1u);
+    EXPECT_EQ(li[0].status, wc_status::success) << wc_str(li[0]);
+    std::memset(c.L.mem(reg) + 1024, 0xcd, 16);
+    (void)peer_write(6); // UC: the requester may or may not see an error
+    EXPECT_EQ(c.L.mem(reg)[1024], 0xcd) << "a write through an invalidated window landed";
+}
+
 /* ---- Threading ---- */
 
 TEST_F(Features, ThreadDomainQpAndSingleThreadedCqWork)
