@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -26,6 +27,13 @@
 namespace shunt::conf {
 
 namespace vq = shunt::vq;
+
+/** The device under test: SHUNT_CONF_DEVICE, default "shm0" (the peer inherits it). */
+inline const char *conf_device()
+{
+    const char *d = std::getenv("SHUNT_CONF_DEVICE");
+    return d && *d ? d : "shm0";
+}
 
 /* ---------------- Deterministic data ---------------- */
 

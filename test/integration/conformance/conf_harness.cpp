@@ -50,9 +50,9 @@ void conf_test::TearDown()
 
 local_side::local_side()
 {
-    vq::device *d = vq::find_device("shm0");
+    vq::device *d = vq::find_device(conf_device());
     if (!d) {
-        ADD_FAILURE() << "no shm0 device";
+        ADD_FAILURE() << "no device " << conf_device() << " (SHUNT_CONF_DEVICE)";
         return;
     }
     int rc = vq::open_device(d, &ctx);

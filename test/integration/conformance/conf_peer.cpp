@@ -1,9 +1,10 @@
 // conf_peer: the remote side of the vq conformance suite.
 //
-// Spawned by the test binary with "--fd=N" (one end of a socketpair). Opens
-// its own shm0 context and serves requests (conf_common.h): register memory,
-// create and connect QPs, post receives and work requests, report
-// completions, run atomic loops. Between requests it keeps polling every CQ
+// Spawned by the test binary with "--fd=N" (one end of a socketpair) and
+// optionally "--uid=N" (run as another user). Opens its own context on the
+// device under test (SHUNT_CONF_DEVICE, default shm0) and serves requests
+// (conf_common.h): register memory, create and connect QPs, post receives and
+// work requests, report completions, run atomic loops. Between requests it keeps polling every CQ
 // it owns (the shm driver progresses when polled) and yields when idle, so it
 // never starves the test process on a shared core. It exits on CMD_QUIT, when
 // the socket closes, or when its parent dies (PR_SET_PDEATHSIG).
@@ -601,9 +602,9 @@ int main(int argc, char **argv)
     }
     if (getppid() == 1)
         return 5; // parent already gone
-    vq::device *dev = vq::find_device("shm0");
+    vq::device *dev = vq::find_device(conf_device());
     if (!dev)
-        die("find_device(shm0)", -FI_ENODEV);
+        die("find_device", -FI_ENODEV);
     int rc = vq::open_device(dev, &S.ctx);
     if (rc)
         die("open_device", rc);
