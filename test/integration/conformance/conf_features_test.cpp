@@ -283,6 +283,93 @@ TEST_F(Features, FlushWithoutFlushAccessIsRemoteAccessError)
     EXPECT_EQ(w[0].status, wc_status::rem_access_err) << wc_str(w[0]);
 }
 
+/** One flush of [off, off+len) of a fresh peer region with @p access. */
+vq::wc flush_once(unsigned access, std::uint8_t type, std::uint8_t level, std::uint64_t off, std::uint64_t len)
+{
+    conn c;
+    if (c.setup(qp_type::rc, vq::OPS_FLUSH) != 0)
+        return {};
+    reg_rep r{};
+    EXPECT_EQ(c.P.reg(4096, access, false, 41, &r), 0);
+    vq::wr_start(c.qp());
+    c.qp()->wr_id = 10;
+    c.qp()->wr_flags = vq::WR_SIGNALED;
+    vq::wr_flush(c.qp(), r.rkey, r.addr + off, len, type, level);
+    EXPECT_EQ(vq::wr_complete(c.qp()), 0);
+    auto w = c.L.wait_wcs(c.lq, 1);
+    return w.empty() ? vq::wc{} : w[0];
+}
+
+TEST_F(Features, FlushPersistentNeedsFlushPersistentAccess)
+{
+    local_side probe;
+    CONF_REQUIRE_OPS(probe.attr, qp_type::rc, vq::OPS_FLUSH);
+    vq::wc w = flush_once(ACC_ALL_REMOTE | vq::ACCESS_FLUSH_PERSISTENT, vq::FLUSH_PERSISTENT, vq::FLUSH_RANGE, 0, 64);
+    EXPECT_EQ(w.status, wc_status::success) << wc_str(w);
+    EXPECT_EQ(w.opcode, wc_opcode::flush);
+    w = flush_once(ACC_ALL_REMOTE | vq::ACCESS_FLUSH_GLOBAL, vq::FLUSH_PERSISTENT, vq::FLUSH_RANGE, 0, 64);
+    EXPECT_EQ(w.status, wc_status::rem_access_err) << "persistent flush of a region without FLUSH_PERSISTENT: "
+                                                   << wc_str(w);
+}
+
+TEST_F(Features, FlushRangeOutsideTheRegionIsRemoteAccessError)
+{
+    local_side probe;
+    CONF_REQUIRE_OPS(probe.attr, qp_type::rc, vq::OPS_FLUSH);
+    vq::wc w = flush_once(ACC_ALL_REMOTE | vq::ACCESS_FLUSH_GLOBAL, vq::FLUSH_GLOBAL, vq::FLUSH_RANGE, 4000, 200);
+    EXPECT_EQ(w.status, wc_status::rem_access_err) << wc_str(w);
+}
+
+/** Bind a window as @p info says on a fresh QP; @return the bind's completion. */
+vq::wc bind_once(unsigned mr_access, std::uint64_t off, std::uint64_t len, unsigned mw_access)
+{
+    conn c;
+    if (c.setup(qp_type::rc, vq::OPS_BIND_MW) != 0)
+        return {};
+    int reg = c.L.reg(8192, mr_access, false, 0);
+    vq::mw *w = nullptr;
+    EXPECT_EQ(vq::alloc_mw(c.L.pd, vq::mw_type::type2, &w), 0);
+    if (!w || reg < 0)
+        return {};
+    c.L.o.mws.push_back(w);
+    std::uint32_t before = w->rkey;
+    vq::mw_bind_info bi{c.L.o.mrs[static_cast<std::size_t>(reg)].mr, c.L.addr(reg, off), len, mw_access};
+    vq::wr_start(c.qp());
+    c.qp()->wr_id = 1;
+    c.qp()->wr_flags = 0; // errors complete anyway
+    vq::wr_bind_mw(c.qp(), w, vq::inc_rkey(before), &bi);
+    EXPECT_EQ(vq::wr_complete(c.qp()), 0);
+    auto r = c.L.wait_wcs(c.lq, 1);
+    if (r.empty())
+        return {};
+    EXPECT_EQ(w->rkey, before) << "a failed bind changed the window's key";
+    return r[0];
+}
+
+TEST_F(Features, BindMwOutsideItsRegionIsMwBindError)
+{
+    local_side probe;
+    CONF_REQUIRE_OPS(probe.attr, qp_type::rc, vq::OPS_BIND_MW);
+    vq::wc w = bind_once(acc_mw, 8000, 1000, vq::ACCESS_REMOTE_READ);
+    EXPECT_EQ(w.status, wc_status::mw_bind_err) << wc_str(w);
+}
+
+TEST_F(Features, BindMwOnARegionWithoutMwBindAccessIsMwBindError)
+{
+    local_side probe;
+    CONF_REQUIRE_OPS(probe.attr, qp_type::rc, vq::OPS_BIND_MW);
+    vq::wc w = bind_once(ACC_ALL_REMOTE, 0, 1000, vq::ACCESS_REMOTE_READ);
+    EXPECT_EQ(w.status, wc_status::mw_bind_err) << wc_str(w);
+}
+
+TEST_F(Features, BindMwRemoteWriteOnARegionWithoutLocalWriteIsMwBindError)
+{
+    local_side probe;
+    CONF_REQUIRE_OPS(probe.attr, qp_type::rc, vq::OPS_BIND_MW);
+    vq::wc w = bind_once(vq::ACCESS_REMOTE_READ | vq::ACCESS_MW_BIND, 0, 1000, vq::ACCESS_REMOTE_WRITE);
+    EXPECT_EQ(w.status, wc_status::mw_bind_err) << wc_str(w);
+}
+
 /* ---- UD: Q_Key, TSO, IP checksums ---- */
 
 TEST_F(Features, UdSendWithAWrongQkeyIsDroppedAtTheReceiver)
