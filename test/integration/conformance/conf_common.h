@@ -234,6 +234,8 @@ enum cmd : std::uint32_t {
     CMD_DESTROY_QP,  ///< u32 index → -
     CMD_QUERY_MW,    ///< u32 index → mw_rep (current rkey)
     CMD_SEND_STREAM, ///< stream_req → -  (starts posting sends until told / killed)
+    CMD_SLEEP,       ///< u32 ms → - (replies first, then stops polling for ms)
+    CMD_POST_RECVS,  ///< recv_req{n = count} + piece (first) → -  (count receives, piece shifted by its length each)
     CMD_QUIT,        ///< → - then exit(0)
 };
 

@@ -987,6 +987,124 @@ TEST_F(Features, UcWindowBindAndLocalInv)
     EXPECT_EQ(c.L.mem(reg)[1024], 0xcd) << "a write through an invalidated window landed";
 }
 
+/* ---- Small inline sends (the fast path) ---- */
+
+TEST_F(Features, OneRequestSessionsOfEverySmallInlineSizeArriveExactly)
+{
+    conn c;
+    ASSERT_EQ(c.setup(qp_type::rc, vq::OPS_SEND | vq::OPS_SEND_WITH_IMM, {0, 0, 1, 1, 256}, 0, {0, 512, 1, 1, 0}), 0);
+    const std::uint32_t mi = std::min<std::uint32_t>(c.qp()->cap.max_inline_data, 256);
+    reg_rep r{};
+    ASSERT_EQ(c.P.reg(512 * 256, vq::ACCESS_LOCAL_WRITE, false, 0, &r), 0);
+    int src = c.L.reg(4096, vq::ACCESS_LOCAL_WRITE, false, 131);
+    std::vector<std::uint32_t> lens;
+    for (std::uint32_t l = 0; l <= mi; l++)
+        lens.push_back(l);
+    ASSERT_LE(lens.size(), 512u);
+    recv_req rr{c.pq.index, 0, {}, 0, static_cast<std::uint32_t>(lens.size()), 0};
+    piece p0{r.index, 256, 0};
+    std::vector<std::uint8_t> body(sizeof rr + sizeof p0);
+    std::memcpy(body.data(), &rr, sizeof rr);
+    std::memcpy(body.data() + sizeof rr, &p0, sizeof p0);
+    ASSERT_EQ(c.P.request(CMD_POST_RECVS, body.data(), body.size()), 0);
+    std::size_t signaled = 0;
+    for (std::size_t i = 0; i < lens.size(); i++) {
+        vq::wr_start(c.qp());
+        c.qp()->wr_id = i;
+        c.qp()->wr_flags = (i % 7 == 0 ? vq::WR_SIGNALED : 0) | (i % 5 == 0 ? vq::WR_SOLICITED : 0);
+        if (i % 3 == 0)
+            vq::wr_send_imm(c.qp(), static_cast<std::uint32_t>(i) * 0x01010101u);
+        else
+            vq::wr_send(c.qp());
+        vq::wr_set_inline_data(c.qp(), c.L.mem(src) + i, lens[i]);
+        int rc = vq::wr_complete(c.qp());
+        ASSERT_EQ(rc, 0) << "send " << i;
+        signaled += i % 7 == 0;
+    }
+    auto s = c.L.wait_wcs(c.lq, signaled);
+    ASSERT_EQ(s.size(), signaled);
+    for (std::size_t k = 0; k < s.size(); k++)
+        EXPECT_EQ(s[k].wr_id, k * 7);
+    EXPECT_TRUE(c.L.drain(c.lq, 30).empty()) << "unsignaled sends completed";
+    auto rv = c.P.wait_wcs(c.pq.index, static_cast<std::uint32_t>(lens.size()));
+    ASSERT_EQ(rv.size(), lens.size());
+    auto mem = c.P.read_mem(r.index, 0, lens.size() * 256);
+    for (std::size_t i = 0; i < lens.size(); i++) {
+        SCOPED_TRACE("message " + std::to_string(i) + " " + wc_str(rv[i]));
+        EXPECT_EQ(rv[i].wr_id, i);
+        EXPECT_EQ(rv[i].status, wc_status::success);
+        EXPECT_EQ(rv[i].byte_len, lens[i]);
+        EXPECT_EQ(bool(rv[i].wc_flags & vq::WC_WITH_IMM), i % 3 == 0);
+        if (i % 3 == 0) {
+            EXPECT_EQ(rv[i].imm_data, static_cast<std::uint32_t>(i) * 0x01010101u);
+        }
+        EXPECT_EQ(bool(rv[i].wc_flags & vq::WC_SOLICITED), i % 5 == 0);
+        EXPECT_EQ(std::memcmp(mem.data() + i * 256, c.L.mem(src) + i, lens[i]), 0);
+        if (HasFailure())
+            break;
+    }
+}
+
+TEST_F(Features, SendsWhileTheReceiverStallsQueueUpAndArriveInOrder)
+{
+    conn c;
+    ASSERT_EQ(c.setup(qp_type::rc, vq::OPS_SEND, {256, 0, 1, 1, 64}, 0, {0, 4096, 1, 1, 0}), 0);
+    constexpr std::uint32_t n = 3000, len = 40;
+    reg_rep r{};
+    ASSERT_EQ(c.P.reg(n * 64, vq::ACCESS_LOCAL_WRITE, false, 0, &r), 0);
+    recv_req rr{c.pq.index, 0, {}, 0, n, 0};
+    piece p0{r.index, 64, 0};
+    std::vector<std::uint8_t> body(sizeof rr + sizeof p0);
+    std::memcpy(body.data(), &rr, sizeof rr);
+    std::memcpy(body.data() + sizeof rr, &p0, sizeof p0);
+    ASSERT_EQ(c.P.request(CMD_POST_RECVS, body.data(), body.size()), 0);
+    std::uint32_t ms = 300;
+    ASSERT_EQ(c.P.request(CMD_SLEEP, &ms, sizeof ms), 0);
+    int src = c.L.reg(n * len, vq::ACCESS_LOCAL_WRITE, false, 141);
+    std::uint32_t eagain = 0;
+    std::size_t signaled = 0;
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (std::uint32_t i = 0; i < n;) {
+        std::memcpy(c.L.mem(src) + i * len, &i, 4);
+        vq::wr_start(c.qp());
+        c.qp()->wr_id = i;
+        c.qp()->wr_flags = i % 64 == 63 ? vq::WR_SIGNALED : 0;
+        vq::wr_send(c.qp());
+        if (i % 2)
+            vq::wr_set_inline_data(c.qp(), c.L.mem(src) + i * len, len);
+        else
+            vq::wr_set_sge(c.qp(), c.L.mr(src)->lkey, c.L.addr(src, i * len), len);
+        int rc = vq::wr_complete(c.qp());
+        if (rc == -FI_EAGAIN) {
+            eagain++;
+            c.L.pump();
+            ASSERT_LT(std::chrono::steady_clock::now(), end) << "send queue never drained";
+            std::this_thread::yield();
+            continue;
+        }
+        ASSERT_EQ(rc, 0) << "send " << i;
+        signaled += i % 64 == 63;
+        i++;
+    }
+    std::printf("%u sends posted against a stalled receiver; %u EAGAIN retries\n", n, eagain);
+    auto s = c.L.wait_wcs(c.lq, signaled, 20000);
+    ASSERT_EQ(s.size(), signaled);
+    for (auto &w : s)
+        EXPECT_EQ(w.status, wc_status::success) << wc_str(w);
+    auto rv = c.P.wait_wcs(c.pq.index, n, 20000);
+    ASSERT_EQ(rv.size(), n);
+    auto mem = c.P.read_mem(r.index, 0, n * 64);
+    for (std::uint32_t i = 0; i < n; i++) {
+        std::uint32_t seq;
+        std::memcpy(&seq, mem.data() + i * 64, 4);
+        if (rv[i].wr_id != i || rv[i].byte_len != len || seq != i ||
+            std::memcmp(mem.data() + i * 64, c.L.mem(src) + i * len, len) != 0) {
+            ADD_FAILURE() << "receive " << i << ": " << wc_str(rv[i]) << " carries message " << seq;
+            break;
+        }
+    }
+}
+
 /* ---- Threading ---- */
 
 TEST_F(Features, ThreadDomainQpAndSingleThreadedCqWork)

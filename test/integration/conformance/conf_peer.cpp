@@ -569,6 +569,31 @@ void handle(std::uint32_t cmd, const std::vector<std::uint8_t> &b)
         S.stream = {true, r.index, r.mr, r.len, r.count, 0};
         return reply(0);
     }
+    case CMD_SLEEP: {
+        std::uint32_t ms;
+        if (!body_as(b, ms) || ms > 10000)
+            return reply(-FI_EINVAL);
+        reply(0);
+        usleep(ms * 1000); // not polling: the receiver looks stalled
+        return;
+    }
+    case CMD_POST_RECVS: {
+        recv_req r;
+        piece p;
+        if (!body_as(b, r) || b.size() != sizeof r + sizeof p)
+            return reply(-FI_EINVAL);
+        std::memcpy(&p, b.data() + sizeof r, sizeof p);
+        std::uint32_t count = r.n;
+        r.n = 1;
+        for (std::uint32_t i = 0; i < count; i++) {
+            int rc = do_post_recv(r, &p);
+            if (rc)
+                return reply(rc);
+            r.wr_id++;
+            p.off += p.len;
+        }
+        return reply(0);
+    }
     case CMD_QUIT:
         cleanup();
         reply(0);
