@@ -261,5 +261,26 @@ TEST_F(PeerDeath, OrderlyShutdownLeavesNoSegmentBehind)
     EXPECT_TRUE(mine.empty()) << "own segment left after close_device: " << mine.front();
 }
 
+TEST_F(PeerDeath, SegmentOfAProcessKilledAloneIsRemovedByTheNextProcessThatOpensTheDevice)
+{
+    int dead_pid = -1;
+    {
+        peer_proc lone; // nobody attaches to it: its own segments only
+        ASSERT_TRUE(lone.ok());
+        dead_pid = lone.pid();
+        ASSERT_FALSE(segment_files(peer_needle(dead_pid)).empty());
+        lone.kill_now();
+    }
+    ASSERT_FALSE(segment_files(peer_needle(dead_pid)).empty()) << "(removed already: nothing to test)";
+    // Stale segments (owner dead, nobody holding them) may linger at most until
+    // the next process of the same user opens the device.
+    peer_proc next;
+    ASSERT_TRUE(next.ok());
+    bool gone = shunt::test::wait_until([&] { return segment_files(peer_needle(dead_pid)).empty(); },
+                                        std::chrono::seconds(5));
+    EXPECT_TRUE(gone) << "stale segment of killed pid " << dead_pid << " still present after a new process opened "
+                      << conf_device();
+}
+
 } // namespace
 } // namespace shunt::conf
