@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "conf_harness.h"
+#include "env/segment.h"
 #include "test_util.h"
 
 namespace shunt::conf {
@@ -280,6 +281,8 @@ TEST_F(PeerDeath, SegmentOfAProcessKilledAloneIsRemovedByTheNextProcessThatOpens
                                         std::chrono::seconds(5));
     EXPECT_TRUE(gone) << "stale segment of killed pid " << dead_pid << " still present after a new process opened "
                       << conf_device();
+    if (!gone) // do not leave hugepages behind for the next run
+        (void)shunt::env::cleanup_stale_segments();
 }
 
 } // namespace
