@@ -3,6 +3,8 @@
 #include "env/errors.h"
 #include "env/topology.h"
 #include "env/tunable.h"
+#include "fabric/api.h"
+#include "fabric/provider.h"
 #include "shunt_config.h"
 
 #include <getopt.h>
@@ -25,6 +27,9 @@ const char usage[] =
     "  -H, --hugepages   show the hugepage state only\n"
     "  -E, --env         list every environment variable Shunt reads, with its\n"
     "                    default and help\n"
+    "  -p, --providers   list the endpoint providers (built in, registered,\n"
+    "                    plugins; rejected ones with the reason) and what each\n"
+    "                    offers (getinfo without hints)\n"
     "  -V, --version     print the version and exit\n"
     "  -h, --help        print this help and exit\n"
     "\n"
@@ -32,18 +37,7 @@ const char usage[] =
 
 std::string list(const std::vector<unsigned> &v)
 {
-    std::string s;
-    for (std::size_t i = 0; i < v.size();) {
-        std::size_t j = i;
-        while (j + 1 < v.size() && v[j + 1] == v[j] + 1)
-            j++;
-        if (!s.empty())
-            s += ',';
-        s += std::to_string(v[i]);
-        if (j > i)
-            s += '-' + std::to_string(v[j]);
-        i = j + 1;
-    }
+    std::string s = env::format_cpu_list(v);
     return s.empty() ? "-" : s;
 }
 
@@ -100,6 +94,26 @@ void print_env()
     }
 }
 
+void print_providers()
+{
+    std::printf("providers:\n");
+    for (const auto &p : fabric::providers())
+        std::printf("  %-12s %u.%u  %-10s %s%s\n", p.name.c_str(), fabric::FI_MAJOR(p.version),
+                    fabric::FI_MINOR(p.version), p.origin.c_str(), p.usable ? "usable" : "not usable: ",
+                    p.note.c_str());
+    fabric::info *all = nullptr;
+    if (fabric::getinfo(fabric::FI_API_VERSION, nullptr, nullptr, 0, nullptr, &all) != 0) {
+        std::printf("  (no endpoint type offered)\n");
+        return;
+    }
+    for (fabric::info *i = all; i; i = i->next) {
+        char buf[4096];
+        fabric::info_tostr(i, buf, sizeof buf);
+        std::printf("%s\n", buf);
+    }
+    fabric::freeinfo(all);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -107,15 +121,17 @@ int main(int argc, char **argv)
     static const option longopts[] = {
         {"topology", no_argument, nullptr, 't'}, {"hugepages", no_argument, nullptr, 'H'},
         {"env", no_argument, nullptr, 'E'},      {"version", no_argument, nullptr, 'V'},
+        {"providers", no_argument, nullptr, 'p'},
         {"help", no_argument, nullptr, 'h'},     {nullptr, 0, nullptr, 0},
     };
-    bool topo = false, huge = false, envs = false;
+    bool topo = false, huge = false, envs = false, provs = false;
     int c;
-    while ((c = getopt_long(argc, argv, "tHEVh", longopts, nullptr)) != -1) {
+    while ((c = getopt_long(argc, argv, "tHEpVh", longopts, nullptr)) != -1) {
         switch (c) {
         case 't': topo = true; break;
         case 'H': huge = true; break;
         case 'E': envs = true; break;
+        case 'p': provs = true; break;
         case 'V': std::printf("shunt-info %s\n", SHUNT_VERSION); return 0;
         case 'h': std::fputs(usage, stdout); return 0;
         default: std::fputs(usage, stderr); return 2;
@@ -127,7 +143,7 @@ int main(int argc, char **argv)
         return 2;
     }
     int rc = 0;
-    if (!topo && !huge && !envs) {
+    if (!topo && !huge && !envs && !provs) {
         print_build();
         rc = print_topology();
         print_hugepages();
@@ -139,5 +155,7 @@ int main(int argc, char **argv)
         print_hugepages();
     if (envs)
         print_env();
+    if (provs)
+        print_providers();
     return rc;
 }

@@ -58,36 +58,6 @@ env_state &es()
 
 const state empty_state{};
 
-std::vector<unsigned> affinity_cpus()
-{
-    std::vector<unsigned> out;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) != 0)
-        return out;
-    for (unsigned c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &set))
-            out.push_back(c);
-    return out;
-}
-
-std::string cpus_to_list(const std::vector<unsigned> &cpus)
-{
-    std::string s;
-    for (std::size_t i = 0; i < cpus.size();) {
-        std::size_t j = i;
-        while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1)
-            j++;
-        if (!s.empty())
-            s += ',';
-        s += std::to_string(cpus[i]);
-        if (j > i)
-            s += '-' + std::to_string(cpus[j]);
-        i = j + 1;
-    }
-    return s;
-}
-
 int parse_policy(const std::string &v, hugepage_policy &out)
 {
     if (v == "auto" || v.empty())
@@ -132,6 +102,36 @@ SHUNT_COLD int fail(int code, const char *what)
 }
 
 } // namespace
+
+std::vector<unsigned> affinity_cpus()
+{
+    std::vector<unsigned> out;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return out;
+    for (unsigned c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            out.push_back(c);
+    return out;
+}
+
+std::string format_cpu_list(const std::vector<unsigned> &cpus)
+{
+    std::string s;
+    for (std::size_t i = 0; i < cpus.size();) {
+        std::size_t j = i;
+        while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1)
+            j++;
+        if (!s.empty())
+            s += ',';
+        s += std::to_string(cpus[i]);
+        if (j > i)
+            s += '-' + std::to_string(cpus[j]);
+        i = j + 1;
+    }
+    return s;
+}
 
 hugepage_info probe_hugepages() noexcept
 {
@@ -303,7 +303,7 @@ int init(const options &given)
     //    over every allowed CPU (the application's thread is not pinned behind
     //    its back); lcore i+1 is pinned to cpus[i] for polling threads.
     std::vector<std::string> a{"shunt"};
-    std::string map = "0@(" + cpus_to_list(cpus) + ")";
+    std::string map = "0@(" + format_cpu_list(cpus) + ")";
     for (std::size_t i = 0; i < cpus.size(); i++)
         map += "," + std::to_string(i + 1) + "@" + std::to_string(cpus[i]);
     a.push_back("--lcores=" + map);
@@ -360,7 +360,7 @@ int init(const options &given)
     if (removed > 0)
         SHUNT_LOG(env_log, notice, "removed %d shared segment(s) left by dead processes", removed);
     SHUNT_LOG(env_log, info, "initialised: %s, lcores %s", use_huge ? "hugepages" : "ordinary pages",
-              cpus_to_list(cpus).c_str());
+              format_cpu_list(cpus).c_str());
     return 0;
 }
 

@@ -84,4 +84,10 @@ hugepage_info probe_hugepages() noexcept;
  *  exist or is outside this process's affinity mask. */
 [[nodiscard]] int parse_cpu_list(const std::string &text, std::vector<unsigned> &out);
 
+/** CPUs in this process's affinity mask, ascending (empty if unreadable). */
+std::vector<unsigned> affinity_cpus();
+
+/** Format CPUs (ascending) as a list with ranges, e.g. "0-3,6"; "" if empty. */
+std::string format_cpu_list(const std::vector<unsigned> &cpus);
+
 } // namespace shunt::env

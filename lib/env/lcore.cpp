@@ -51,12 +51,7 @@ usable_cpus snapshot_usable()
         u.cpus = current().cpus;
         return u;
     }
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        for (unsigned c = 0; c < CPU_SETSIZE; c++)
-            if (CPU_ISSET(c, &set))
-                u.cpus.push_back(c);
+    u.cpus = affinity_cpus();
     return u;
 }
 

@@ -1,0 +1,189 @@
+#include "env/mempool.h"
+
+#include "env/compiler.h"
+#include "env/env.h"
+#include "env/errors.h"
+#include "env/log.h"
+
+#include <rte_errno.h>
+#include <rte_malloc.h>
+#include <rte_mempool.h>
+
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+namespace shunt::env {
+
+namespace {
+
+SHUNT_LOG_COMPONENT(pool_log, "env");
+
+static_assert(pool_name_max == RTE_MEMPOOL_NAMESIZE - 1);
+static_assert(pool_cache_max == RTE_MEMPOOL_CACHE_MAX_SIZE);
+
+SHUNT_COLD int fail(int code, const std::string &name, const char *what)
+{
+    SHUNT_LOG(pool_log, error, "pool '%s': %s", name.c_str(), what);
+    return code;
+}
+
+bool name_ok(const std::string &name) noexcept
+{
+    if (name.empty() || name.size() > pool_name_max)
+        return false;
+    for (char c : name)
+        if (c <= ' ' || c > '~')
+            return false;
+    return true;
+}
+
+} // namespace
+
+pool::~pool()
+{
+    destroy();
+}
+
+pool::pool(pool &&o) noexcept : mp_(std::exchange(o.mp_, nullptr)) {}
+
+pool &pool::operator=(pool &&o) noexcept
+{
+    if (this != &o) {
+        destroy();
+        mp_ = std::exchange(o.mp_, nullptr);
+    }
+    return *this;
+}
+
+int pool::create(const std::string &name, std::size_t count, std::size_t elt_size, std::size_t cache_size)
+{
+    if (mp_)
+        return fail(-FI_EBUSY, name, "this object already holds a pool");
+    if (!name_ok(name))
+        return fail(-FI_EINVAL, name, "bad name (1..25 printable characters, no spaces)");
+    if (count == 0 || count > UINT_MAX)
+        return fail(-FI_EINVAL, name, "count must be 1..2^32-1");
+    if (elt_size == 0 || elt_size > UINT_MAX)
+        return fail(-FI_EINVAL, name, "element size must be 1..2^32-1");
+    // The EAL's own rule (it flushes a cache at 1.5 times its size).
+    if (cache_size > pool_cache_max || cache_size * 3 / 2 > count)
+        return fail(-FI_EINVAL, name, "cache size above 512 or above count / 1.5");
+    int rc = ensure_init();
+    if (rc != 0)
+        return rc; // logged by init()
+    rte_mempool *mp = rte_mempool_create(name.c_str(), static_cast<unsigned>(count),
+                                         static_cast<unsigned>(elt_size), static_cast<unsigned>(cache_size),
+                                         0, nullptr, nullptr, nullptr, nullptr, SOCKET_ID_ANY, 0);
+    if (!mp) {
+        int e = rte_errno;
+        if (e == EEXIST) {
+            SHUNT_LOG(pool_log, info, "pool '%s': name in use", name.c_str());
+            return -FI_EEXIST;
+        }
+        if (e == EINVAL)
+            return fail(-FI_EINVAL, name, "the EAL refused the parameters");
+        return fail(-FI_ENOMEM, name, rte_strerror(e));
+    }
+    mp_ = mp;
+    return 0;
+}
+
+void pool::destroy() noexcept
+{
+    // After fini() the EAL's memory (and the pool in it) is already gone.
+    if (mp_ && initialized())
+        rte_mempool_free(mp_);
+    mp_ = nullptr;
+}
+
+int pool::get(void *&obj) noexcept
+{
+    if (!mp_) [[unlikely]]
+        return -FI_EINVAL;
+    void *o;
+    if (rte_mempool_get(mp_, &o) != 0)
+        return -FI_EAGAIN;
+    obj = o;
+    return 0;
+}
+
+namespace {
+
+// The request may drain this lcore's cache and then fail on the shared ring:
+// DPDK has by then copied the cache's objects into objs (they stay in the
+// cache), so save what it may overwrite and put it back on failure. Taken once
+// per cache refill, not per call.
+[[gnu::noinline]] int get_bulk_refill(rte_mempool *mp, void **objs, unsigned n, rte_mempool_cache *c) noexcept
+{
+    void *saved[RTE_MEMPOOL_CACHE_MAX_SIZE * 2]; // cache->len never exceeds its objs[] array
+    const unsigned keep = c->len; // < n
+    std::memcpy(saved, objs, keep * sizeof(void *));
+    if (rte_mempool_generic_get(mp, objs, n, c) == 0)
+        return 0;
+    std::memcpy(objs, saved, keep * sizeof(void *));
+    return -FI_EAGAIN;
+}
+
+} // namespace
+
+int pool::get_bulk(void **objs, unsigned n) noexcept
+{
+    if (!mp_) [[unlikely]]
+        return -FI_EINVAL;
+    if (n == 0) // the ring treats a zero-object dequeue as a failure
+        return 0;
+    rte_mempool_cache *c = rte_mempool_default_cache(mp_, rte_lcore_id());
+    // Without a cache the ring's bulk dequeue is all-or-none and writes objs
+    // only on success; with enough in the cache the call cannot fail.
+    if (c == nullptr || n <= c->len) [[likely]]
+        return rte_mempool_generic_get(mp_, objs, n, c) == 0 ? 0 : -FI_EAGAIN;
+    return get_bulk_refill(mp_, objs, n, c);
+}
+
+void pool::put(void *obj) noexcept
+{
+    if (mp_) [[likely]]
+        rte_mempool_put(mp_, obj);
+}
+
+void pool::put_bulk(void *const *objs, unsigned n) noexcept
+{
+    if (mp_) [[likely]]
+        rte_mempool_put_bulk(mp_, objs, n);
+}
+
+std::size_t pool::available() const noexcept
+{
+    return mp_ ? rte_mempool_avail_count(mp_) : 0;
+}
+
+std::size_t pool::capacity() const noexcept
+{
+    return mp_ ? mp_->size : 0;
+}
+
+std::size_t pool::element_size() const noexcept
+{
+    return mp_ ? mp_->elt_size : 0;
+}
+
+void *heap_alloc(std::size_t size, std::size_t align) noexcept
+{
+    if (align == 0)
+        align = cache_line;
+    if (size == 0 || (align & (align - 1)) != 0 || align > UINT_MAX)
+        return nullptr;
+    if (ensure_init() != 0)
+        return nullptr;
+    return rte_zmalloc("shunt", size, static_cast<unsigned>(align));
+}
+
+void heap_free(void *p) noexcept
+{
+    if (p && initialized())
+        rte_free(p);
+}
+
+} // namespace shunt::env

@@ -435,11 +435,11 @@ int segment::attach(const std::string &name)
         if (!S_ISREG(st.st_mode))
             return fail(-FI_EINVAL, "not a regular file", name.c_str());
         // Live? Taking LOCK_EX succeeds only when nobody holds the segment.
+        // A stale file is removed, and the other directory still looked at.
         if (flock(fd.fd, LOCK_EX | LOCK_NB) == 0) {
             if (same_file(fd.fd, path) && unlink(path) == 0)
                 SHUNT_LOG(seg_log, notice, "segment: removed stale %s (its owners are gone)", path);
-            SHUNT_LOG(seg_log, info, "segment '%s': stale (no process holds it)", name.c_str());
-            return -FI_ENOENT;
+            continue;
         }
         if (flock_retry(fd.fd, LOCK_SH) != 0)
             return fail(-errno, "flock", name.c_str());
@@ -447,7 +447,7 @@ int segment::attach(const std::string &name)
             return fail(-errno, "fstat", name.c_str());
         if (st.st_nlink == 0) {
             SHUNT_LOG(seg_log, info, "segment '%s': removed while attaching", name.c_str());
-            return -FI_ENOENT;
+            continue;
         }
         const std::size_t total = static_cast<std::size_t>(st.st_size);
         if (total <= segment_header_size)
@@ -593,14 +593,4 @@ bool segment_exists(const std::string &name) noexcept
     return false;
 }
 
-} // namespace shunt::env
-
-// temporary until lcore.cpp lands (lead removes)
-#include "env/topology.h"
-namespace shunt::env::progress {
-[[gnu::weak]] void stop() noexcept {}
-} // namespace shunt::env::progress
-namespace shunt::env {
-[[gnu::weak]] int get_topology(const topology *&) { return -FI_ENOSYS; }
-[[gnu::weak]] int pick_cores(unsigned, std::vector<unsigned> &, const std::vector<unsigned> &) { return -FI_ENOSYS; }
 } // namespace shunt::env

@@ -73,8 +73,8 @@ public:
     /** Attach to an existing live segment (looked up in the hugetlbfs mount,
      *  then /dev/shm).
      *  @return 0; -FI_EINVAL bad name; -FI_EBUSY this object is already open;
-     *  -FI_ENOENT no such segment, or it is stale (no process holds it: it is
-     *  removed) or was being removed; -FI_EACCES not owned by this user, not
+     *  -FI_ENOENT no live segment of that name (a stale file, which no
+     *  process holds, is removed on the way; so is one being removed); -FI_EACCES not owned by this user, not
      *  mode 0600, or not readable; -FI_EINVAL not a Shunt segment, wrong
      *  version, or its header is inconsistent or not ready; -errno for other
      *  failures. */

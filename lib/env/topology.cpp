@@ -60,6 +60,9 @@ SHUNT_COLD int discover(cache &c)
     }
     // PCI devices (NICs, storage, GPUs, accelerators) but not every bridge.
     hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    // Describe the machine, including CPUs a cpuset cgroup hides: what this
+    // process may use is the affinity mask's business (pick_cores applies it).
+    hwloc_topology_set_flags(t, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
     if (hwloc_topology_load(t) != 0) {
         SHUNT_LOG(topo_log, error, "topology: hwloc_topology_load failed");
         hwloc_topology_destroy(t);
@@ -155,18 +158,6 @@ const cache &get_cache()
     return c;
 }
 
-std::vector<unsigned> affinity_cpus()
-{
-    std::vector<unsigned> out;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) != 0)
-        return out;
-    for (unsigned c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &set))
-            out.push_back(c);
-    return out;
-}
 
 } // namespace
 

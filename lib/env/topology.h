@@ -2,10 +2,10 @@
  * nodes, PCI device locality, and the default choice of polling cores.
  *
  * The topology is discovered once per process (hwloc, about a millisecond)
- * and cached; it does not need env::init(). It covers the CPUs of the
- * process's cpuset cgroup (online CPUs), whatever the affinity mask; the
- * affinity mask and the env lcore list only restrict what pick_cores()
- * returns. */
+ * and cached; it does not need env::init(). It covers every online CPU of
+ * the machine, also those a cpuset cgroup or the affinity mask keeps this
+ * process from using: the affinity mask and the env lcore list only restrict
+ * what pick_cores() returns. */
 #pragma once
 
 #include <string>

@@ -31,8 +31,9 @@ struct ShmOps : ::testing::TestWithParam<vq::qp_type> {
     }
     void TearDown() override
     {
-        if (ah)
+        if (ah) {
             EXPECT_EQ(vq::destroy_ah(ah), 0);
+        }
     }
     bool allowed(std::uint64_t op) const { return (vq::ops_allowed(t) & op) != 0; }
     void addr_setter()
@@ -69,10 +70,12 @@ struct ShmOps : ::testing::TestWithParam<vq::qp_type> {
         EXPECT_EQ(r[0].status, wc_status::success) << vq::wc_status_str(r[0].status);
         EXPECT_EQ(r[0].byte_len, want.size());
         EXPECT_EQ(r[0].wc_flags & (vq::WC_WITH_IMM | vq::WC_WITH_INV), flags);
-        if (flags & vq::WC_WITH_IMM)
+        if (flags & vq::WC_WITH_IMM) {
             EXPECT_EQ(r[0].imm_data, imm);
-        if (flags & vq::WC_WITH_INV)
+        }
+        if (flags & vq::WC_WITH_INV) {
             EXPECT_EQ(r[0].invalidated_rkey, inv);
+        }
         EXPECT_EQ(peer.read((r[0].wr_id - 1000) * 8192, want.size()), want);
     }
 };

@@ -105,17 +105,19 @@ TEST(ShmRandom, MixedOperationsAgainstAPeerMatchTheModel)
             }
             loff += len + 64;
         }
-        if (!sends.empty())
+        if (!sends.empty()) {
             ASSERT_EQ(peer.post_recv(static_cast<std::uint32_t>(sends.size()), rx_slot, rx_base, 1), 0);
+        }
         ASSERT_EQ(vq::wr_complete(me.qp), 0);
         auto w = me.poll(checks.size());
         ASSERT_EQ(w.size(), checks.size());
         for (std::size_t i = 0; i < checks.size(); i++) {
             ASSERT_EQ(w[i].status, wc_status::success) << vq::wc_status_str(w[i].status);
             ASSERT_EQ(w[i].wr_id, i);
-            if (checks[i].kind)
+            if (checks[i].kind) {
                 EXPECT_EQ(std::memcmp(me.buf.data() + checks[i].local, checks[i].bytes.data(), checks[i].bytes.size()), 0)
                     << "request " << i << (checks[i].kind == 1 ? " (read)" : " (atomic)");
+            }
         }
         if (!sends.empty()) {
             auto r = peer.poll(static_cast<std::uint32_t>(sends.size()));

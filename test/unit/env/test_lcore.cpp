@@ -30,17 +30,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::vector<unsigned> affinity()
-{
-    std::vector<unsigned> out;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        for (unsigned c = 0; c < CPU_SETSIZE; c++)
-            if (CPU_ISSET(c, &set))
-                out.push_back(c);
-    return out;
-}
+std::vector<unsigned> affinity() { return shunt::env::affinity_cpus(); }
 
 options no_huge()
 {

@@ -218,6 +218,25 @@ TEST(Segment, SameNameInTheOtherDirectoryIsEexist)
     EXPECT_EQ(a.create(name, 4096, segment_backing::shm), -FI_EEXIST);
 }
 
+TEST(Segment, AttachSkipsAStaleFileInTheOtherDirectory)
+{
+    if (!huge_usable())
+        GTEST_SKIP() << "no free hugepages in a writable hugetlbfs mount";
+    std::string name = test::unique_name("seg");
+    segment live;
+    ASSERT_EQ(live.create(name, 4096, segment_backing::shm), 0);
+    static_cast<char *>(live.data())[0] = 'L';
+    // An unheld file of that name where attach looks first.
+    std::string stale = probe_hugepages().mount + "/shunt." + name;
+    int fd = open(stale.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    ASSERT_GE(fd, 0);
+    close(fd);
+    segment s;
+    ASSERT_EQ(s.attach(name), 0);
+    EXPECT_EQ(static_cast<char *>(s.data())[0], 'L');
+    EXPECT_FALSE(file_exists(stale)) << "the stale file is removed on the way";
+}
+
 TEST(Segment, CreateOrAttachOnOpenObjectIsEbusy)
 {
     std::string name = test::unique_name("seg");
@@ -585,6 +604,31 @@ TEST(Segment, CleanupRemovesSegmentOfKilledOwner)
     EXPECT_EQ(static_cast<unsigned char *>(again.data())[0], 0) << "a fresh segment, not the dead one's";
 }
 
+TEST(Segment, CleanupSparesAnUnheldFileOfALiveCreatorUntilItIsOneSecondOld)
+{
+    // An unheld copy of a real segment whose recorded creator (this process)
+    // is alive: only its age can make it stale.
+    segment real;
+    ASSERT_EQ(real.create(test::unique_name("src"), 4096, segment_backing::shm), 0);
+    std::vector<char> bytes(real.size() + segment_header_size);
+    int src = open(real.path().c_str(), O_RDONLY);
+    ASSERT_GE(src, 0);
+    ASSERT_EQ(pread(src, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+    close(src);
+    std::string name = test::unique_name("young");
+    std::string path = shm_path(name);
+    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(pwrite(fd, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+    close(fd);
+    (void)cleanup_stale_segments();
+    EXPECT_TRUE(file_exists(path)) << "younger than a second and its creator is alive";
+    usleep(1200 * 1000);
+    (void)cleanup_stale_segments();
+    EXPECT_FALSE(file_exists(path)) << "unheld and older than a second";
+    EXPECT_TRUE(file_exists(real.path()));
+}
+
 TEST(Segment, CreateReplacesStaleSegment)
 {
     std::string name = test::unique_name("dead");
@@ -621,6 +665,21 @@ TEST(Segment, DISABLED_ChildAttachAsNobody)
     EXPECT_TRUE(rc == -FI_EACCES || rc == -FI_ENOENT) << "attach as another user returned " << rc;
     EXPECT_FALSE(s.is_open());
     EXPECT_FALSE(segment_exists(name)) << "not a segment this user can see";
+    // An unprivileged user gets segments of its own (no CAP_DAC_READ_SEARCH
+    // for linkat(AT_EMPTY_PATH); no writable hugetlbfs mount here).
+    std::string own = std::string(name) + ".nobody";
+    segment mine;
+    ASSERT_EQ(mine.create(own, 4096), 0);
+    struct stat st;
+    ASSERT_EQ(lstat(mine.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 65534u);
+    EXPECT_EQ(st.st_mode & 07777, 0600u);
+    segment again;
+    EXPECT_EQ(again.attach(own), 0);
+    std::string path = mine.path();
+    mine.close();
+    again.close();
+    EXPECT_FALSE(file_exists(path));
 }
 
 TEST(Segment, OtherUserCannotAttach)

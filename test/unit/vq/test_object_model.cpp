@@ -153,8 +153,9 @@ struct QpCreate : ::testing::Test {
         if (rc == 0) {
             if (out)
                 *out = q;
-            else
+            else {
                 EXPECT_EQ(vq::destroy_qp(q), 0);
+            }
         } else {
             EXPECT_EQ(q, nullptr);
         }

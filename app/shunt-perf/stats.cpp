@@ -1,0 +1,159 @@
+#include "stats.h"
+
+#include "env/tsc.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace shunt::perf {
+namespace {
+
+double cycles_to_ns(double c) { return c * 1e9 / static_cast<double>(env::tsc::hz()); }
+
+void json_num(FILE *f, const char *key, double v, bool comma = true)
+{
+    std::fprintf(f, "\"%s\":%.1f%s", key, v, comma ? "," : "");
+}
+
+std::string cores_text(const std::vector<unsigned> &c)
+{
+    std::string s;
+    for (unsigned x : c)
+    {
+        if (!s.empty())
+            s += ',';
+        s += std::to_string(x);
+    }
+    return s;
+}
+
+} // namespace
+
+std::uint64_t percentile(const std::vector<std::uint64_t> &sorted, double pct)
+{
+    if (sorted.empty())
+        return 0;
+    const double n = static_cast<double>(sorted.size());
+    // Rank ceil(pct/100 * n), 1-based; a tiny epsilon keeps exact products
+    // (99.9% of 1000) from rounding up to the next rank.
+    double rank = std::ceil(pct / 100.0 * n - 1e-9);
+    std::size_t idx = rank < 1 ? 0 : static_cast<std::size_t>(rank) - 1;
+    return sorted[std::min(idx, sorted.size() - 1)];
+}
+
+void summarize_pingpong(std::vector<std::uint64_t> &rt, std::uint64_t elapsed_cycles, size_result &r)
+{
+    std::sort(rt.begin(), rt.end());
+    long double sum = 0;
+    for (std::uint64_t c : rt)
+        sum += c;
+    auto ow = [](std::uint64_t c) { return cycles_to_ns(static_cast<double>(c)) / 2; };
+    r.has_latency = true;
+    r.one_way.min = ow(rt.front());
+    r.one_way.mean = cycles_to_ns(static_cast<double>(sum / rt.size())) / 2;
+    r.one_way.p50 = ow(percentile(rt, 50));
+    r.one_way.p90 = ow(percentile(rt, 90));
+    r.one_way.p99 = ow(percentile(rt, 99));
+    r.one_way.p999 = ow(percentile(rt, 99.9));
+    r.one_way.p9999 = ow(percentile(rt, 99.99));
+    r.one_way.max = ow(rt.back());
+    r.elapsed_ns = cycles_to_ns(static_cast<double>(elapsed_cycles));
+    // Both directions carry a message per iteration.
+    const double msgs = 2.0 * static_cast<double>(r.iterations);
+    r.bandwidth_mbps = r.elapsed_ns > 0 ? msgs * static_cast<double>(r.size) / r.elapsed_ns * 1e3 : 0;
+    r.msg_rate_mmps = r.elapsed_ns > 0 ? msgs / r.elapsed_ns * 1e3 : 0;
+}
+
+void summarize_stream(std::uint64_t elapsed_cycles, size_result &r)
+{
+    r.has_latency = false;
+    r.elapsed_ns = cycles_to_ns(static_cast<double>(elapsed_cycles));
+    const double msgs = static_cast<double>(r.iterations);
+    r.bandwidth_mbps = r.elapsed_ns > 0 ? msgs * static_cast<double>(r.size) / r.elapsed_ns * 1e3 : 0;
+    r.msg_rate_mmps = r.elapsed_ns > 0 ? msgs / r.elapsed_ns * 1e3 : 0;
+}
+
+void print_table_header(FILE *f, const run_info &info)
+{
+    const test_config &c = info.cfg;
+    std::fprintf(f, "# shunt-perf %s: %s %s '%s'", name(c.test), level_name(c), c.vq ? "driver" : "provider",
+                 c.provider.c_str());
+    if (c.vq)
+        std::fprintf(f, ", qp %s", c.qp_type.c_str());
+    else
+        std::fprintf(f, ", ep %s", c.ep_type.c_str());
+    std::fprintf(f, ", op %s, cores %s, TSC %.3f GHz\n", c.op.c_str(), cores_text(info.cores).c_str(),
+                 info.tsc_ghz);
+    if (c.test == test_kind::pingpong)
+        std::fprintf(f, "# one-way latency in ns (half of each round trip, every iteration timed)\n");
+    std::fprintf(f, "%9s %10s %6s %9s %9s %9s %9s %9s %10s %11s %9s\n", "size", "iters", "window", "p50", "p90",
+                 "p99", "p99.9", "p99.99", "max", "MB/s", "Mmsg/s");
+}
+
+void print_table_row(FILE *f, const run_info &, const size_result &r)
+{
+    std::fprintf(f, "%9zu %10llu %6u ", r.size, static_cast<unsigned long long>(r.iterations), r.window);
+    if (r.has_latency)
+        std::fprintf(f, "%9.1f %9.1f %9.1f %9.1f %9.1f %10.1f ", r.one_way.p50, r.one_way.p90, r.one_way.p99,
+                     r.one_way.p999, r.one_way.p9999, r.one_way.max);
+    else
+        std::fprintf(f, "%9s %9s %9s %9s %9s %10s ", "-", "-", "-", "-", "-", "-");
+    std::fprintf(f, "%11.2f %9.3f\n", r.bandwidth_mbps, r.msg_rate_mmps);
+    std::fflush(f);
+}
+
+void print_json(FILE *f, const run_info &info, const size_result &r)
+{
+    const test_config &c = info.cfg;
+    std::fprintf(f, "{\"schema\":%d,\"test\":\"%s\",\"level\":\"%s\",\"provider\":\"%s\",", json_schema_version,
+                 name(c.test), level_name(c), c.provider.c_str());
+    std::fprintf(f, "\"ep_type\":\"%s\",\"qp_type\":\"%s\",\"op\":\"%s\",", c.ep_type.c_str(), c.qp_type.c_str(),
+                 c.op.c_str());
+    std::fprintf(f, "\"cores\":[%s],\"tsc_ghz\":%.4f,", cores_text(info.cores).c_str(), info.tsc_ghz);
+    std::fprintf(f, "\"size\":%zu,\"iterations\":%llu,\"warmup\":%llu,\"window\":%u,", r.size,
+                 static_cast<unsigned long long>(r.iterations), static_cast<unsigned long long>(r.warmup),
+                 r.window);
+    json_num(f, "elapsed_ns", r.elapsed_ns);
+    if (r.has_latency) {
+        std::fputs("\"one_way_ns\":{", f);
+        json_num(f, "min", r.one_way.min);
+        json_num(f, "mean", r.one_way.mean);
+        json_num(f, "p50", r.one_way.p50);
+        json_num(f, "p90", r.one_way.p90);
+        json_num(f, "p99", r.one_way.p99);
+        json_num(f, "p999", r.one_way.p999);
+        json_num(f, "p9999", r.one_way.p9999);
+        json_num(f, "max", r.one_way.max, false);
+        std::fputs("},", f);
+    } else {
+        std::fputs("\"one_way_ns\":null,", f);
+    }
+    std::fprintf(f, "\"bandwidth_MBps\":%.3f,\"msg_rate_Mmps\":%.6f,\"verified\":%s}\n", r.bandwidth_mbps,
+                 r.msg_rate_mmps, r.verified ? "true" : "false");
+    std::fflush(f);
+}
+
+void print_csv_header(FILE *f)
+{
+    std::fputs("test,level,provider,ep_type,qp_type,op,size,iterations,warmup,window,elapsed_ns,"
+               "min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,bandwidth_MBps,msg_rate_Mmps,verified\n",
+               f);
+}
+
+void print_csv_row(FILE *f, const run_info &info, const size_result &r)
+{
+    const test_config &c = info.cfg;
+    std::fprintf(f, "%s,%s,%s,%s,%s,%s,%zu,%llu,%llu,%u,%.1f,", name(c.test), level_name(c), c.provider.c_str(),
+                 c.ep_type.c_str(), c.qp_type.c_str(), c.op.c_str(), r.size,
+                 static_cast<unsigned long long>(r.iterations), static_cast<unsigned long long>(r.warmup), r.window,
+                 r.elapsed_ns);
+    if (r.has_latency)
+        std::fprintf(f, "%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,", r.one_way.min, r.one_way.mean, r.one_way.p50,
+                     r.one_way.p90, r.one_way.p99, r.one_way.p999, r.one_way.p9999, r.one_way.max);
+    else
+        std::fputs(",,,,,,,,", f);
+    std::fprintf(f, "%.3f,%.6f,%d\n", r.bandwidth_mbps, r.msg_rate_mmps, r.verified ? 1 : 0);
+    std::fflush(f);
+}
+
+} // namespace shunt::perf

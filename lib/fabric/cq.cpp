@@ -1,0 +1,336 @@
+// Generic completion queue.
+#include <cstring>
+#include <new>
+#include <sched.h>
+
+#include "env/errors.h"
+#include "fabric/detail/live.h"
+#include "fabric/util/cq.h"
+
+namespace shunt::fabric::util {
+
+namespace {
+
+struct cq_impl : cq_obj {
+    bool do_progress = false;
+    maybe_lock plock;
+};
+
+cq_impl *impl(fid_cq *c) { return static_cast<cq_impl *>(to_cq(c)); }
+
+void put(cq_format f, void *buf, std::size_t i, const cq_slot &s)
+{
+    switch (f) {
+    case FI_CQ_FORMAT_UNSPEC:
+    case FI_CQ_FORMAT_CONTEXT:
+        static_cast<cq_entry *>(buf)[i] = cq_entry{s.op_context};
+        break;
+    case FI_CQ_FORMAT_MSG:
+        static_cast<cq_msg_entry *>(buf)[i] = cq_msg_entry{s.op_context, s.flags, s.len};
+        break;
+    case FI_CQ_FORMAT_DATA:
+        static_cast<cq_data_entry *>(buf)[i] = cq_data_entry{s.op_context, s.flags, s.len, s.buf, s.data};
+        break;
+    case FI_CQ_FORMAT_TAGGED:
+        static_cast<cq_tagged_entry *>(buf)[i] = cq_tagged_entry{s.op_context, s.flags, s.len, s.buf, s.data, s.tag};
+        break;
+    }
+}
+
+ssize_t read_impl(fid_cq *c, void *buf, std::size_t count, fi_addr_t *src)
+{
+    cq_impl *cq = impl(c);
+    if (!buf && count) [[unlikely]]
+        return -FI_EINVAL;
+    if (cq->do_progress)
+        cq_progress(cq);
+    if (cq->nerr.load(std::memory_order_acquire)) [[unlikely]]
+        return -FI_EAVAIL;
+    cq->rlock.lock();
+    std::size_t t = cq->tail.load(std::memory_order_relaxed);
+    // Observe published slots: pairs with the release store in cq_write.
+    std::size_t h = cq->head.load(std::memory_order_acquire);
+    std::size_t n = 0;
+    for (; n < count && t != h; n++, t++) {
+        const cq_slot &s = cq->ring[t & cq->mask];
+        put(cq->format, buf, n, s);
+        if (src)
+            src[n] = s.src;
+    }
+    // Release the slots to the producer.
+    cq->tail.store(t, std::memory_order_release);
+    if (n < count && t == h && cq->spilled.load(std::memory_order_acquire)) [[unlikely]] {
+        std::lock_guard g(cq->cold_mu);
+        while (n < count && !cq->overflow.empty()) {
+            put(cq->format, buf, n, cq->overflow.front());
+            if (src)
+                src[n] = cq->overflow.front().src;
+            cq->overflow.pop_front();
+            n++;
+        }
+        if (cq->overflow.empty())
+            cq->spilled.store(false, std::memory_order_release);
+    }
+    cq->rlock.unlock();
+    if (cq->wait.enabled())
+        cq->wait.drain();
+    return n ? ssize_t(n) : -FI_EAGAIN;
+}
+
+ssize_t cq_read_op(fid_cq *c, void *buf, std::size_t count) { return read_impl(c, buf, count, nullptr); }
+ssize_t cq_readfrom_op(fid_cq *c, void *buf, std::size_t count, fi_addr_t *src)
+{
+    return read_impl(c, buf, count, src);
+}
+
+ssize_t cq_readerr_op(fid_cq *c, cq_err_entry *buf, std::uint64_t flags)
+{
+    cq_impl *cq = impl(c);
+    if (!buf)
+        return -FI_EINVAL;
+    if (flags & ~FI_PEEK)
+        return -FI_EBADFLAGS;
+    std::lock_guard g(cq->cold_mu);
+    if (cq->errs.empty())
+        return -FI_EAGAIN;
+    cq_obj::err in = cq->errs.front();
+    void *user_data = buf->err_data;
+    std::size_t user_size = buf->err_data_size;
+    *buf = in.e;
+    if (user_size && user_data) {
+        // API >= 1.5: the caller lends a buffer for provider data.
+        std::size_t n = std::min(user_size, in.data.size());
+        if (n)
+            std::memcpy(user_data, in.data.data(), n);
+        buf->err_data = user_data;
+        buf->err_data_size = n;
+    } else {
+        cq->err_data_keep = in.data;
+        buf->err_data = cq->err_data_keep.empty() ? nullptr : cq->err_data_keep.data();
+        buf->err_data_size = cq->err_data_keep.size();
+    }
+    if (!(flags & FI_PEEK)) {
+        cq->errs.pop_front();
+        cq->nerr.fetch_sub(1, std::memory_order_release);
+    }
+    return 1;
+}
+
+ssize_t sread_impl(fid_cq *c, void *buf, std::size_t count, fi_addr_t *src, const void *cond, int timeout)
+{
+    cq_impl *cq = impl(c);
+    if (!cq->wait.enabled())
+        return -FI_ENOSYS;
+    std::size_t threshold = 1;
+    if (cq->wait_cond == FI_CQ_COND_THRESHOLD && cond)
+        threshold = std::min<std::size_t>(reinterpret_cast<std::uintptr_t>(cond), count);
+    if (threshold == 0)
+        threshold = 1;
+    long long deadline = deadline_after(timeout);
+    for (;;) {
+        if (cq->signalled.exchange(false))
+            return -FI_EAGAIN;
+        if (cq->do_progress)
+            cq_progress(cq);
+        if (cq->nerr.load(std::memory_order_acquire))
+            return -FI_EAVAIL;
+        std::size_t avail = cq->head.load(std::memory_order_acquire) - cq->tail.load(std::memory_order_relaxed);
+        if (avail >= threshold || (avail && count < threshold) || cq->spilled.load(std::memory_order_acquire))
+            return read_impl(c, buf, count, src);
+        int left = ms_left(deadline);
+        if (left == 0)
+            return avail ? read_impl(c, buf, count, src) : -FI_EAGAIN;
+        cq->wait.arm();
+        std::size_t again = cq->head.load(std::memory_order_acquire) - cq->tail.load(std::memory_order_relaxed);
+        if (again == avail && !cq->nerr.load() && !cq->signalled.load()) {
+            // Manual progress: nobody else moves the endpoints forward, so
+            // wake up regularly to drive them.
+            int slice = cq->do_progress ? 1 : left;
+            if (left >= 0 && slice > left)
+                slice = left;
+            if (slice < 0)
+                slice = left;
+            cq->wait.wait(slice);
+        }
+        cq->wait.disarm();
+    }
+}
+
+ssize_t cq_sread_op(fid_cq *c, void *buf, std::size_t count, const void *cond, int timeout)
+{
+    if (!buf && count)
+        return -FI_EINVAL;
+    return sread_impl(c, buf, count, nullptr, cond, timeout);
+}
+
+ssize_t cq_sreadfrom_op(fid_cq *c, void *buf, std::size_t count, fi_addr_t *src, const void *cond, int timeout)
+{
+    if (!buf && count)
+        return -FI_EINVAL;
+    return sread_impl(c, buf, count, src, cond, timeout);
+}
+
+int cq_signal_op(fid_cq *c)
+{
+    cq_impl *cq = impl(c);
+    cq->signalled.store(true);
+    cq->wait.kick();
+    return 0;
+}
+
+const char *cq_strerror_op(fid_cq *, int prov_errno, const void *, char *buf, std::size_t len)
+{
+    const char *s = shunt::strerror(prov_errno);
+    if (buf && len) {
+        std::strncpy(buf, s, len - 1);
+        buf[len - 1] = 0;
+        return buf;
+    }
+    return s;
+}
+
+int cq_close(fid *f)
+{
+    cq_impl *cq = static_cast<cq_impl *>(reinterpret_cast<cq_obj *>(f));
+    if (cq->refs.load())
+        return -FI_EBUSY;
+    cq->domain->refs.fetch_sub(1);
+    delete[] cq->ring;
+    delete cq;
+    return 0;
+}
+
+int cq_control(fid *f, int cmd, void *arg)
+{
+    cq_impl *cq = static_cast<cq_impl *>(reinterpret_cast<cq_obj *>(f));
+    if (cmd == FI_GETWAIT || cmd == FI_GETWAITOBJ) {
+        if (!arg)
+            return -FI_EINVAL;
+        if (cmd == FI_GETWAITOBJ) {
+            *static_cast<wait_obj *>(arg) = cq->wait.kind();
+            return 0;
+        }
+        if (cq->wait.fd() < 0)
+            return -FI_ENODATA;
+        *static_cast<int *>(arg) = cq->wait.fd();
+        return 0;
+    }
+    return -FI_ENOSYS;
+}
+
+constexpr ops_fid cq_fid_ops{.close = cq_close, .control = cq_control};
+constexpr ops_cq cq_ops{.read = cq_read_op,
+                        .readfrom = cq_readfrom_op,
+                        .readerr = cq_readerr_op,
+                        .sread = cq_sread_op,
+                        .sreadfrom = cq_sreadfrom_op,
+                        .signal = cq_signal_op,
+                        .strerror = cq_strerror_op};
+
+} // namespace
+
+void cq_spill(cq_obj *cq, const cq_slot &s)
+{
+    std::lock_guard g(cq->cold_mu);
+    cq->overflow.push_back(s);
+    cq->spilled.store(true, std::memory_order_release);
+}
+
+void cq_write_err(cq_obj *cq, const cq_err_entry &e, const void *err_data, std::size_t err_data_size)
+{
+    {
+        std::lock_guard g(cq->cold_mu);
+        cq_obj::err x;
+        x.e = e;
+        x.e.err_data = nullptr;
+        x.e.err_data_size = 0;
+        if (err_data && err_data_size)
+            x.data.assign(static_cast<const std::uint8_t *>(err_data),
+                          static_cast<const std::uint8_t *>(err_data) + err_data_size);
+        cq->errs.push_back(std::move(x));
+        cq->nerr.fetch_add(1, std::memory_order_release);
+    }
+    cq->wait.signal();
+}
+
+void cq_add_progress(cq_obj *c, progress_hook h)
+{
+    auto *cq = static_cast<cq_impl *>(c);
+    guard g(cq->plock);
+    cq->progress.push_back(h);
+}
+
+void cq_remove_progress(cq_obj *c, void *arg)
+{
+    auto *cq = static_cast<cq_impl *>(c);
+    guard g(cq->plock);
+    for (std::size_t i = 0; i < cq->progress.size(); i++)
+        if (cq->progress[i].arg == arg) {
+            cq->progress.erase(cq->progress.begin() + long(i));
+            return;
+        }
+}
+
+void cq_progress(cq_obj *c)
+{
+    auto *cq = static_cast<cq_impl *>(c);
+    guard g(cq->plock);
+    for (auto &h : cq->progress)
+        h.fn(h.arg);
+}
+
+std::size_t cq_pending(cq_obj *cq)
+{
+    std::size_t n = cq->head.load(std::memory_order_acquire) - cq->tail.load(std::memory_order_acquire);
+    return n + cq->nerr.load() + (cq->spilled.load() ? 1 : 0);
+}
+
+int cq_open(fid_domain *domain, cq_attr *attr, fid_cq **out, void *context)
+{
+    domain_obj *d = to_domain(domain);
+    if (!attr || !out)
+        return -FI_EINVAL;
+    if (attr->format < FI_CQ_FORMAT_UNSPEC || attr->format > FI_CQ_FORMAT_TAGGED)
+        return -FI_EINVAL;
+    if (attr->wait_cond != FI_CQ_COND_NONE && attr->wait_cond != FI_CQ_COND_THRESHOLD)
+        return -FI_EINVAL;
+    if (attr->wait_cond == FI_CQ_COND_THRESHOLD && attr->wait_obj == FI_WAIT_NONE)
+        return -FI_EINVAL;
+    if (attr->flags & ~FI_AFFINITY)
+        return -FI_EBADFLAGS;
+    if (attr->size > (std::size_t(1) << 24))
+        return -FI_EINVAL;
+    auto *cq = new (std::nothrow) cq_impl;
+    if (!cq)
+        return -FI_ENOMEM;
+    if (int rc = cq->wait.open(attr->wait_obj); rc) {
+        delete cq;
+        return rc;
+    }
+    std::size_t size = attr->size ? attr->size : 1024;
+    std::size_t n = 1;
+    while (n < size)
+        n <<= 1;
+    cq->ring = new (std::nothrow) cq_slot[n];
+    if (!cq->ring) {
+        delete cq;
+        return -FI_ENOMEM;
+    }
+    cq->mask = n - 1;
+    cq->domain = d;
+    cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
+    cq->wait_cond = attr->wait_cond;
+    cq->wlock.enable(d->mt);
+    cq->rlock.enable(d->thread == FI_THREAD_SAFE);
+    cq->plock.enable(d->mt);
+    cq->do_progress = d->data_progress != FI_PROGRESS_AUTO;
+    cq->cq.fid.fclass = FI_CLASS_CQ;
+    cq->cq.fid.context = context;
+    cq->cq.fid.ops = &cq_fid_ops;
+    cq->cq.ops = &cq_ops;
+    d->refs.fetch_add(1);
+    *out = &cq->cq;
+    return 0;
+}
+
+} // namespace shunt::fabric::util

@@ -1,0 +1,509 @@
+// shm provider: FI_EP_MSG connection management — passive endpoints
+// (listen, CONNREQ, reject) and active ones (connect, accept, shutdown) over
+// UD datagrams, with CM data up to FI_OPT_CM_DATA_SIZE bytes.
+#include <cstring>
+#include <new>
+
+#include "env/errors.h"
+#include "fabric/detail/live.h"
+#include "shm_prov.h"
+
+namespace shunt::fabric::shm {
+
+namespace {
+
+/** A connection request waiting for accept or reject (info->handle). */
+struct connreq {
+    struct fid fid;
+    shm_addr from{};
+    std::uint32_t req_qpn = 0;
+    struct pep_obj *pep = nullptr;
+};
+
+/** A passive endpoint: a UD QP on its own vq context. */
+struct pep_obj {
+    fid_pep pep;
+    util::fabric_obj *fabric = nullptr;
+    fabric::info *info = nullptr;
+    vq::context *ctx = nullptr;
+    vq::pd *pd = nullptr;
+    vq::cq *cq = nullptr;
+    vq::qp *ud = nullptr;
+    vq::mr *mr = nullptr;
+    std::vector<std::uint8_t> bufs;
+    shm_addr addr{};
+    util::eq_obj *eq = nullptr;
+    bool listening = false;
+    int backlog = 128;
+    std::vector<connreq *> pending;
+    std::mutex mu;
+};
+
+
+int ud_to(vq::pd *pd, vq::qp *ud, const shm_addr &to, const void *buf, std::size_t len)
+{
+    vq::ah_attr at;
+    at.dest = to_dev(to);
+    vq::ah *ah = nullptr;
+    int rc = vq::create_ah(pd, &at, &ah);
+    if (rc)
+        return rc;
+    vq::wr_start(ud);
+    ud->wr_id = ~0ULL;
+    ud->wr_flags = 0;
+    vq::wr_send(ud);
+    vq::wr_set_inline_data(ud, buf, len);
+    vq::wr_set_ud_addr(ud, ah, to.qpn, qkey);
+    rc = vq::wr_complete(ud);
+    (void)vq::destroy_ah(ah);
+    return rc;
+}
+
+void pep_progress(void *arg)
+{
+    auto *p = static_cast<pep_obj *>(arg);
+    std::lock_guard g(p->mu);
+    vq::wc w[8];
+    int n = vq::poll_cq(p->cq, 8, w);
+    for (int k = 0; k < n; k++) {
+        if (w[k].qp_num != p->ud->qp_num || w[k].wr_id == ~0ULL)
+            continue;
+        const std::uint8_t *b = p->bufs.data() + w[k].wr_id * ud_buf;
+        if (w[k].status == vq::wc_status::success && w[k].byte_len >= offsetof(cm_msg, data) && p->listening) {
+            cm_msg m{};
+            std::memcpy(&m, b, std::min<std::size_t>(w[k].byte_len, sizeof m));
+            if (m.op == cm_req && m.from.len && m.from.len <= 59 && m.datalen <= cm_data_max) {
+                auto *cr = new (std::nothrow) connreq;
+                info *ci = dupinfo(p->info);
+                if (cr && ci && int(p->pending.size()) < p->backlog) {
+                    cr->fid.fclass = FI_CLASS_CONNREQ;
+                    cr->from = m.from;
+                    cr->req_qpn = m.req_qpn;
+                    cr->pep = p;
+                    ci->handle = &cr->fid;
+                    std::free(ci->dest_addr);
+                    ci->dest_addr = std::malloc(sizeof(shm_addr));
+                    if (ci->dest_addr) {
+                        std::memcpy(ci->dest_addr, &m.from, sizeof m.from);
+                        ci->dest_addrlen = sizeof m.from;
+                    }
+                    std::uint8_t ev[sizeof(eq_cm_entry) + cm_data_max];
+                    eq_cm_entry e{&p->pep.fid, ci};
+                    std::memcpy(ev, &e, sizeof e);
+                    std::memcpy(ev + sizeof e, m.data, m.datalen);
+                    if (util::eq_post(p->eq, FI_CONNREQ, ev, sizeof e + m.datalen, ci) == 0) {
+                        p->pending.push_back(cr);
+                        cr = nullptr;
+                        ci = nullptr;
+                    }
+                }
+                delete cr;
+                freeinfo(ci);
+            }
+        }
+        (void)vq::post_recv(p->ud, w[k].wr_id, reinterpret_cast<std::uint64_t>(p->bufs.data()) + w[k].wr_id * ud_buf,
+                            ud_buf, p->mr->lkey);
+    }
+}
+
+void pep_destroy(pep_obj *p)
+{
+    if (p->eq) {
+        util::eq_remove_progress(p->eq, p);
+        p->eq->refs.fetch_sub(1);
+    }
+    for (connreq *c : p->pending)
+        delete c;
+    if (p->ud)
+        (void)vq::destroy_qp(p->ud);
+    if (p->mr)
+        (void)vq::dereg_mr(p->mr);
+    if (p->cq)
+        (void)vq::destroy_cq(p->cq);
+    if (p->pd)
+        (void)vq::dealloc_pd(p->pd);
+    if (p->ctx)
+        (void)vq::close_device(p->ctx);
+    if (p->fabric)
+        p->fabric->refs.fetch_sub(1);
+    freeinfo(p->info);
+    delete p;
+}
+
+int pep_close(fid *f)
+{
+    pep_destroy(reinterpret_cast<pep_obj *>(f));
+    return 0;
+}
+
+int pep_bind(fid *f, fid *b, std::uint64_t flags)
+{
+    auto *p = reinterpret_cast<pep_obj *>(f);
+    if (b->fclass != FI_CLASS_EQ)
+        return -FI_EINVAL;
+    if (flags)
+        return -FI_EBADFLAGS;
+    if (p->eq)
+        return -FI_EBUSY;
+    p->eq = util::to_eq(reinterpret_cast<fid_eq *>(b));
+    p->eq->refs.fetch_add(1);
+    util::eq_add_progress(p->eq, util::progress_hook{pep_progress, p});
+    return 0;
+}
+
+int pep_control(fid *f, int cmd, void *arg)
+{
+    auto *p = reinterpret_cast<pep_obj *>(f);
+    if (cmd == FI_BACKLOG) {
+        if (!arg || *static_cast<int *>(arg) <= 0)
+            return -FI_EINVAL;
+        p->backlog = *static_cast<int *>(arg);
+        return 0;
+    }
+    return -FI_ENOSYS;
+}
+
+int pep_getname(fid *f, void *addr, std::size_t *len)
+{
+    auto *p = reinterpret_cast<pep_obj *>(f);
+    if (*len < sizeof(shm_addr)) {
+        *len = sizeof(shm_addr);
+        return -FI_ETOOSMALL;
+    }
+    std::memcpy(addr, &p->addr, sizeof p->addr);
+    *len = sizeof p->addr;
+    return 0;
+}
+
+int pep_listen(fid_pep *pe)
+{
+    auto *p = reinterpret_cast<pep_obj *>(pe);
+    if (!p->eq)
+        return -FI_ENOEQ;
+    if (p->listening)
+        return -FI_EOPBADSTATE;
+    p->listening = true;
+    return 0;
+}
+
+int pep_reject(fid_pep *pe, fid_t handle, const void *param, std::size_t len)
+{
+    auto *p = reinterpret_cast<pep_obj *>(pe);
+    if (len > cm_data_max)
+        return -FI_EINVAL;
+    std::lock_guard g(p->mu);
+    for (std::size_t i = 0; i < p->pending.size(); i++) {
+        connreq *cr = p->pending[i];
+        if (&cr->fid != handle)
+            continue;
+        cm_msg m{};
+        m.op = cm_rej;
+        m.req_qpn = cr->req_qpn;
+        m.from = p->addr;
+        m.datalen = std::uint16_t(len);
+        if (len)
+            std::memcpy(m.data, param, len);
+        int rc = ud_to(p->pd, p->ud, cr->from, &m, offsetof(cm_msg, data) + len);
+        p->pending.erase(p->pending.begin() + long(i));
+        delete cr;
+        return rc;
+    }
+    return -FI_EINVAL;
+}
+
+int pep_getopt(fid *, int level, int name, void *val, std::size_t *len)
+{
+    if (level != FI_OPT_ENDPOINT || name != FI_OPT_CM_DATA_SIZE)
+        return -FI_ENOPROTOOPT;
+    if (*len < sizeof(std::size_t)) {
+        *len = sizeof(std::size_t);
+        return -FI_ETOOSMALL;
+    }
+    std::size_t v = cm_data_max;
+    std::memcpy(val, &v, sizeof v);
+    *len = sizeof v;
+    return 0;
+}
+
+int pep_setopt(fid *, int level, int name, const void *, std::size_t)
+{
+    if (level == FI_OPT_ENDPOINT && name == FI_OPT_CM_DATA_SIZE)
+        return -FI_ENOPROTOOPT; // read only
+    return -FI_ENOPROTOOPT;
+}
+
+constexpr ops_fid pep_fid_ops{.close = pep_close, .bind = pep_bind, .control = pep_control};
+constexpr ops_ep pep_ep_ops{.getopt = pep_getopt, .setopt = pep_setopt};
+constexpr ops_cm pep_cm_ops{.getname = pep_getname, .listen = pep_listen, .reject = pep_reject};
+
+// ---- active side ----
+
+int ep_getname(fid *f, void *addr, std::size_t *len)
+{
+    shm_ep *e = ep_of(util::ep_core_of(f));
+    if (*len < sizeof(shm_addr)) {
+        *len = sizeof(shm_addr);
+        return -FI_ETOOSMALL;
+    }
+    std::memcpy(addr, &e->addr, sizeof e->addr);
+    *len = sizeof(shm_addr);
+    return 0;
+}
+
+int ep_getpeer(fid_ep *ep, void *addr, std::size_t *len)
+{
+    shm_ep *e = ep_of(util::core_of(ep));
+    if (!e->msg_conn || e->msg_conn->state != conn::connected)
+        return -FI_ENOTCONN;
+    if (*len < sizeof(shm_addr)) {
+        *len = sizeof(shm_addr);
+        return -FI_ETOOSMALL;
+    }
+    std::memcpy(addr, &e->msg_conn->peer, sizeof(shm_addr));
+    *len = sizeof(shm_addr);
+    return 0;
+}
+
+int ep_connect(fid_ep *ep, const void *addr, const void *param, std::size_t len)
+{
+    util::ep_core *c = util::core_of(ep);
+    shm_ep *e = ep_of(c);
+    if (len > cm_data_max)
+        return -FI_EINVAL;
+    if (!c->eq)
+        return -FI_ENOEQ;
+    if (e->msg_conn)
+        return -FI_EISCONN;
+    if (int rc = util::ep_enable(c); rc)
+        return rc;
+    shm_addr to;
+    std::memcpy(&to, addr, sizeof to);
+    if (to.len == 0 || to.len > 59)
+        return -FI_EINVAL;
+    util::guard g(e->lock);
+    auto *cn = new (std::nothrow) conn;
+    if (!cn)
+        return -FI_ENOMEM;
+    cn->peer = to;
+    int s = -1;
+    int rc = slot_open(e, to, 0, false, s);
+    if (rc) {
+        delete cn;
+        return rc;
+    }
+    e->slots[s].c = cn;
+    cn->slot = s;
+    cn->req_qpn = e->slots[s].qp->qp_num;
+    cn->state = conn::connecting;
+    cn->ah = ah_for(e, to);
+    cm_msg m{};
+    m.op = cm_req;
+    m.ep_type = FI_EP_MSG;
+    m.req_qpn = cn->req_qpn;
+    m.from = e->addr;
+    m.datalen = std::uint16_t(len);
+    if (len)
+        std::memcpy(m.data, param, len);
+    if (!cn->ah || ud_send(e, cn->ah, to.qpn, &m, offsetof(cm_msg, data) + len) != 0) {
+        slot_close(e, s);
+        if (cn->ah)
+            (void)vq::destroy_ah(cn->ah);
+        delete cn;
+        return -FI_ECONNREFUSED;
+    }
+    e->msg_conn = cn;
+    e->all.push_back(cn);
+    return 0;
+}
+
+int ep_accept(fid_ep *ep, const void *param, std::size_t len)
+{
+    util::ep_core *c = util::core_of(ep);
+    shm_ep *e = ep_of(c);
+    if (len > cm_data_max)
+        return -FI_EINVAL;
+    fid *h = c->info->handle;
+    if (!h || h->fclass != FI_CLASS_CONNREQ)
+        return -FI_EINVAL;
+    auto *cr = reinterpret_cast<connreq *>(h);
+    if (e->msg_conn)
+        return -FI_EISCONN;
+    if (int rc = util::ep_enable(c); rc)
+        return rc;
+    pep_obj *p = cr->pep;
+    {
+        std::lock_guard g(p->mu);
+        bool found = false;
+        for (std::size_t i = 0; i < p->pending.size(); i++)
+            if (p->pending[i] == cr) {
+                p->pending.erase(p->pending.begin() + long(i));
+                found = true;
+                break;
+            }
+        if (!found)
+            return -FI_EINVAL; // already accepted or rejected
+    }
+    util::guard g(e->lock);
+    auto *cn = new (std::nothrow) conn;
+    if (!cn) {
+        delete cr;
+        return -FI_ENOMEM;
+    }
+    cn->peer = cr->from;
+    int s = -1;
+    int rc = slot_open(e, cr->from, cr->req_qpn, true, s);
+    if (rc) {
+        delete cn;
+        delete cr;
+        return rc == -FI_ENOENT ? -FI_ECONNABORTED : rc;
+    }
+    e->slots[s].c = cn;
+    cn->slot = s;
+    cn->state = conn::connected;
+    cn->ah = ah_for(e, cr->from);
+    cm_msg m{};
+    m.op = cm_rep;
+    m.req_qpn = cr->req_qpn;
+    m.rep_qpn = e->slots[s].qp->qp_num;
+    m.from = e->addr;
+    m.datalen = std::uint16_t(len);
+    if (len)
+        std::memcpy(m.data, param, len);
+    rc = cn->ah ? ud_send(e, cn->ah, cr->from.qpn, &m, offsetof(cm_msg, data) + len) : -FI_ECONNABORTED;
+    delete cr;
+    c->info->handle = nullptr;
+    e->msg_conn = cn;
+    e->all.push_back(cn);
+    if (rc)
+        return rc;
+    eq_cm_entry ev{&ep->fid, nullptr};
+    (void)util::eq_post(c->eq, FI_CONNECTED, &ev, sizeof ev);
+    return 0;
+}
+
+int ep_shutdown(fid_ep *ep, std::uint64_t flags)
+{
+    util::ep_core *c = util::core_of(ep);
+    shm_ep *e = ep_of(c);
+    if (flags)
+        return -FI_EBADFLAGS;
+    util::guard g(e->lock);
+    conn *cn = e->msg_conn;
+    if (!cn || cn->state != conn::connected || cn->shut)
+        return -FI_ENOTCONN;
+    wire_hdr w{w_shutdown, 0, 0, 0};
+    int rc = vq::post_send(e->slots[cn->slot].qp, ~0ULL, &w, sizeof w, 0, vq::WR_INLINE);
+    cn->shut = true;
+    cn->state = conn::failed;
+    return rc;
+}
+
+} // namespace
+
+const ops_cm msg_cm_ops{.getname = ep_getname,
+                        .getpeer = ep_getpeer,
+                        .connect = ep_connect,
+                        .accept = ep_accept,
+                        .shutdown = ep_shutdown};
+
+void msg_event(shm_ep *e, std::uint32_t event)
+{
+    if (!e->core->eq)
+        return;
+    eq_cm_entry ev{&e->core->main->ep.fid, nullptr};
+    (void)util::eq_post(e->core->eq, event, &ev, sizeof ev);
+}
+
+// Active MSG endpoint: REP / REJ for our connect.
+void pep_cm(shm_ep *e, const cm_msg &m)
+{
+    conn *cn = e->msg_conn;
+    if (!cn || cn->state != conn::connecting || m.req_qpn != cn->req_qpn || m.datalen > cm_data_max)
+        return;
+    util::ep_core *c = e->core;
+    if (m.op == cm_rep) {
+        if (slot_connect(e, cn->slot, m.from, m.rep_qpn) != 0) {
+            cn->state = conn::failed;
+            eq_err_entry err{};
+            err.fid = &c->main->ep.fid;
+            err.context = c->main->ep.fid.context;
+            err.err = FI_ECONNABORTED;
+            (void)util::eq_post_err(c->eq, err);
+            return;
+        }
+        cn->peer = m.from;
+        cn->state = conn::connected;
+        std::uint8_t ev[sizeof(eq_cm_entry) + cm_data_max];
+        eq_cm_entry x{&c->main->ep.fid, nullptr};
+        std::memcpy(ev, &x, sizeof x);
+        std::memcpy(ev + sizeof x, m.data, m.datalen);
+        (void)util::eq_post(c->eq, FI_CONNECTED, ev, sizeof x + m.datalen);
+    } else if (m.op == cm_rej) {
+        cn->state = conn::failed;
+        eq_err_entry err{};
+        err.fid = &c->main->ep.fid;
+        err.context = c->main->ep.fid.context;
+        err.err = FI_ECONNREFUSED;
+        (void)util::eq_post_err(c->eq, err, m.data, m.datalen);
+    }
+}
+
+int pep_open(fid_fabric *fabric, info *in, fid_pep **out, void *context)
+{
+    auto *p = new (std::nothrow) pep_obj;
+    if (!p)
+        return -FI_ENOMEM;
+    p->fabric = util::to_fabric(fabric);
+    p->fabric->refs.fetch_add(1);
+    p->info = dupinfo(in);
+    vq::device *dev = vq::find_device("shm0");
+    int rc = !p->info ? -FI_ENOMEM : !dev ? -FI_ENODEV : 0;
+    vq::cq_init_attr ca;
+    ca.cqe = 256;
+    vq::qp_init_attr ia;
+    if (!rc)
+        rc = vq::open_device(dev, &p->ctx);
+    if (!rc)
+        rc = vq::alloc_pd(p->ctx, &p->pd);
+    if (!rc)
+        rc = vq::create_cq(p->ctx, &ca, &p->cq);
+    if (!rc) {
+        ia.type = vq::qp_type::ud;
+        ia.send_cq = ia.recv_cq = p->cq;
+        ia.cap.max_recv_wr = ud_depth;
+        ia.cap.max_send_wr = 64;
+        ia.cap.max_inline_data = max_inline;
+        rc = vq::create_qp(p->pd, &ia, &p->ud);
+    }
+    vq::qp_attr a;
+    a.qkey = qkey;
+    for (vq::qp_state st : {vq::qp_state::init, vq::qp_state::rtr, vq::qp_state::rts}) {
+        a.state = st;
+        if (!rc)
+            rc = vq::modify_qp(p->ud, &a, vq::QP_ATTR_STATE | (st == vq::qp_state::init ? vq::QP_ATTR_QKEY : 0));
+    }
+    if (!rc) {
+        p->bufs.assign(std::size_t(ud_depth) * ud_buf, 0);
+        rc = vq::reg_mr(p->pd, p->bufs.data(), p->bufs.size(), vq::ACCESS_LOCAL_WRITE, &p->mr);
+    }
+    for (std::uint64_t i = 0; !rc && i < ud_depth; i++)
+        rc = vq::post_recv(p->ud, i, reinterpret_cast<std::uint64_t>(p->bufs.data()) + i * ud_buf, ud_buf,
+                           p->mr->lkey);
+    if (rc) {
+        pep_destroy(p);
+        return rc;
+    }
+    vq::qp_addr qa = vq::get_qp_addr(p->ud);
+    p->addr.qpn = qa.qpn;
+    p->addr.len = std::uint8_t(std::min<std::size_t>(qa.dev.len, 59));
+    std::memcpy(p->addr.name, qa.dev.raw, p->addr.len);
+    p->pep.fid.fclass = FI_CLASS_PEP;
+    p->pep.fid.context = context;
+    p->pep.fid.ops = &pep_fid_ops;
+    p->pep.ops = &pep_ep_ops;
+    p->pep.cm = &pep_cm_ops;
+    *out = &p->pep;
+    return 0;
+}
+
+} // namespace shunt::fabric::shm

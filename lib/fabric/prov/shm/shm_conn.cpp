@@ -1,0 +1,309 @@
+// shm provider: RC QP slots of an endpoint, and the hidden connection
+// set-up of RDM endpoints (REQ / REP over the endpoint's UD QP).
+#include <cstring>
+#include <ctime>
+
+#include "env/errors.h"
+#include "env/log.h"
+#include "shm_prov.h"
+
+namespace shunt::fabric {
+extern env::log::component fabric_log;
+}
+
+namespace shunt::fabric::shm {
+
+namespace {
+
+long long now_ns()
+{
+    timespec ts;
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+} // namespace
+
+int slot_open(shm_ep *e, const shm_addr &peer, std::uint32_t peer_qpn, bool connect_now, int &slot_out)
+{
+    int s = -1;
+    for (int i = 0; i < int(max_qps); i++)
+        if (!e->slots[i].qp) {
+            s = i;
+            break;
+        }
+    if (s < 0)
+        return -FI_ENOSPC;
+    rc_slot &sl = e->slots[s];
+    vq::qp_init_attr ia;
+    ia.type = vq::qp_type::rc;
+    ia.send_cq = e->scq;
+    ia.recv_cq = e->rcq;
+    ia.send_ops_flags = vq::OPS_SEND | vq::OPS_RDMA_WRITE | vq::OPS_RDMA_WRITE_WITH_IMM | vq::OPS_RDMA_READ |
+                        vq::OPS_ATOMIC_CMP_AND_SWP | vq::OPS_ATOMIC_FETCH_AND_ADD;
+    ia.cap.max_send_wr = 1024;
+    ia.cap.max_recv_wr = rq_depth;
+    ia.cap.max_send_sge = 4;
+    ia.cap.max_recv_sge = 1;
+    ia.cap.max_inline_data = max_inline;
+    ia.td = e->dom->td;
+    int rc = vq::create_qp(e->dom->pd, &ia, &sl.qp);
+    if (rc)
+        return rc;
+    vq::qp_attr a;
+    a.state = vq::qp_state::init;
+    if ((rc = vq::modify_qp(sl.qp, &a, vq::QP_ATTR_STATE | vq::QP_ATTR_ACCESS_FLAGS))) {
+        (void)vq::destroy_qp(sl.qp);
+        sl.qp = nullptr;
+        return rc;
+    }
+    sl.bounce = new (std::nothrow) std::uint8_t[std::size_t(rq_depth) * bounce_size];
+    vq::mr *m = nullptr;
+    if (!sl.bounce ||
+        (rc = vq::reg_mr(e->dom->pd, sl.bounce, std::size_t(rq_depth) * bounce_size, vq::ACCESS_LOCAL_WRITE, &m))) {
+        slot_close(e, s);
+        return rc ? rc : -FI_ENOMEM;
+    }
+    sl.bounce_mr = m;
+    for (std::uint32_t i = 0; i < rq_depth; i++) {
+        rc = vq::post_recv(sl.qp, (std::uint64_t(s) << 32) | i,
+                           reinterpret_cast<std::uint64_t>(sl.bounce) + std::uint64_t(i) * bounce_size, bounce_size,
+                           m->lkey);
+        if (rc) {
+            slot_close(e, s);
+            return rc;
+        }
+    }
+    if (connect_now && (rc = slot_connect(e, s, peer, peer_qpn))) {
+        slot_close(e, s);
+        return rc;
+    }
+    slot_out = s;
+    return 0;
+}
+
+int slot_connect(shm_ep *e, int s, const shm_addr &peer, std::uint32_t peer_qpn)
+{
+    rc_slot &sl = e->slots[s];
+    vq::qp_attr a;
+    a.state = vq::qp_state::rtr;
+    a.dest = to_dev(peer);
+    a.dest_qp_num = peer_qpn;
+    int rc = vq::modify_qp(sl.qp, &a, vq::QP_ATTR_STATE | vq::QP_ATTR_AV | vq::QP_ATTR_DEST_QPN);
+    if (rc)
+        return rc;
+    a.state = vq::qp_state::rts;
+    return vq::modify_qp(sl.qp, &a, vq::QP_ATTR_STATE);
+}
+
+void slot_close(shm_ep *e, int s)
+{
+    rc_slot &sl = e->slots[s];
+    if (sl.qp)
+        (void)vq::destroy_qp(sl.qp);
+    if (sl.bounce_mr)
+        (void)vq::dereg_mr(sl.bounce_mr);
+    delete[] sl.bounce;
+    delete[] sl.stage;
+    sl = rc_slot{};
+}
+
+void slot_retire(shm_ep *e, int s)
+{
+    // A failed QP is kept (in ERR) until the endpoint closes instead of being
+    // destroyed: destroying it makes drivers/shm write the peer's ring
+    // control without checking that the peer's QP is still the one it was
+    // connected to, which corrupts a newer connection reusing that memory.
+    // The slot stays taken; its completions are ignored.
+    rc_slot &sl = e->slots[s];
+    sl.c = nullptr;
+    sl.retired = true;
+}
+
+vq::ah *ah_for(shm_ep *e, const shm_addr &a)
+{
+    vq::ah_attr at;
+    at.dest = to_dev(a);
+    vq::ah *ah = nullptr;
+    return vq::create_ah(e->dom->pd, &at, &ah) == 0 ? ah : nullptr;
+}
+
+int ud_send(shm_ep *e, vq::ah *ah, std::uint32_t qpn, const void *buf, std::size_t len)
+{
+    vq::wr_start(e->ud);
+    e->ud->wr_id = ~0ULL;
+    e->ud->wr_flags = 0;
+    vq::wr_send(e->ud);
+    vq::wr_set_inline_data(e->ud, buf, len);
+    vq::wr_set_ud_addr(e->ud, ah, qpn, qkey);
+    return vq::wr_complete(e->ud);
+}
+
+conn *conn_for(shm_ep *e, util::av_entry *peer)
+{
+    std::size_t idx = peer->index;
+    if (idx < e->by_index.size() && e->by_index[idx]) [[likely]]
+        return e->by_index[idx];
+    shm_addr a;
+    std::memcpy(&a, peer->addr, sizeof a);
+    std::string key = addr_key(a);
+    conn *c = nullptr;
+    auto it = e->by_addr.find(key);
+    if (it != e->by_addr.end()) {
+        c = it->second;
+    } else {
+        c = new (std::nothrow) conn;
+        if (!c)
+            return nullptr;
+        c->peer = a;
+        e->by_addr[key] = c;
+        e->all.push_back(c);
+    }
+    if (idx >= e->by_index.size())
+        e->by_index.resize(idx + 1, nullptr);
+    e->by_index[idx] = c;
+    return c;
+}
+
+int conn_start(shm_ep *e, conn *c)
+{
+    if (c->state == conn::connected)
+        return 0;
+    if (c->state == conn::failed)
+        return -FI_EHOSTUNREACH;
+    if (!c->ah && !(c->ah = ah_for(e, c->peer)))
+        return -FI_EHOSTUNREACH;
+    long long now = now_ns();
+    if (c->state == conn::connecting) {
+        // REQ lost (the peer's UD rings may be busy): resend now and then.
+        if (now - c->req_sent_ns < 100'000'000)
+            return -FI_EAGAIN;
+    } else {
+        if (c->dead_slot >= 0) {
+            slot_retire(e, c->dead_slot);
+            c->dead_slot = -1;
+        }
+        int s = -1;
+        int rc = slot_open(e, c->peer, 0, false, s);
+        if (rc)
+            return rc;
+        c->slot = s;
+        e->slots[s].c = c;
+        c->req_qpn = e->slots[s].qp->qp_num;
+        c->state = conn::connecting;
+    }
+    cm_msg m{};
+    m.op = cm_req;
+    m.ep_type = FI_EP_RDM;
+    m.req_qpn = c->req_qpn;
+    m.from = e->addr;
+    (void)ud_send(e, c->ah, c->peer.qpn, &m, offsetof(cm_msg, data));
+    c->req_sent_ns = now;
+    return -FI_EAGAIN;
+}
+
+void cm_handle(shm_ep *e, const cm_msg &m)
+{
+    if (m.from.len == 0 || m.from.len > 59)
+        return;
+    std::string key = addr_key(m.from);
+    auto it = e->by_addr.find(key);
+    conn *c = it == e->by_addr.end() ? nullptr : it->second;
+    if (m.op == cm_req) {
+        // A repeated REQ for a QP we already accepted: answer again.
+        for (int i = 0; i < int(max_qps); i++) {
+            rc_slot &sl = e->slots[i];
+            if (sl.qp && sl.c && sl.accepted_from == m.req_qpn && addr_key(sl.c->peer) == key) {
+                cm_msg r{};
+                r.op = cm_rep;
+                r.req_qpn = m.req_qpn;
+                r.rep_qpn = sl.qp->qp_num;
+                r.from = e->addr;
+                if (sl.c->ah)
+                    (void)ud_send(e, sl.c->ah, m.from.qpn, &r, offsetof(cm_msg, data));
+                return;
+            }
+        }
+        if (!c) {
+            c = new (std::nothrow) conn;
+            if (!c)
+                return;
+            c->peer = m.from;
+            e->by_addr[key] = c;
+            e->all.push_back(c);
+        }
+        if (!c->ah && !(c->ah = ah_for(e, m.from)))
+            return;
+        int s = -1;
+        if (slot_open(e, m.from, m.req_qpn, true, s) != 0) {
+            SHUNT_LOG(fabric_log, warning, "shm: cannot accept a connection from %s", key.c_str());
+            return;
+        }
+        e->slots[s].c = c;
+        e->slots[s].accepted_from = m.req_qpn;
+        if (c->state == conn::connected && c->slot >= 0) {
+            // A new REQ from a peer we are connected to: it lost its end of
+            // that connection (its QP failed), so ours is dead too. Send over
+            // the new one from now on.
+            if (c->active) {
+                // A fragmented send not fully posted: its last fragment (the
+                // one that would complete it) will never be sent.
+                tx_abort(e, c->active, FI_ECONNRESET);
+                c->active = nullptr;
+            }
+            if (c->dead_slot < 0)
+                c->dead_slot = c->slot;
+            else
+                slot_retire(e, c->slot);
+            c->slot = -1;
+            c->state = conn::idle;
+        }
+        if (c->state == conn::idle || c->state == conn::failed) {
+            // Nothing of ours: send over the accepted QP too.
+            c->slot = s;
+            c->state = conn::connected;
+        }
+        cm_msg r{};
+        r.op = cm_rep;
+        r.req_qpn = m.req_qpn;
+        r.rep_qpn = e->slots[s].qp->qp_num;
+        r.from = e->addr;
+        (void)ud_send(e, c->ah, m.from.qpn, &r, offsetof(cm_msg, data));
+        return;
+    }
+    if (m.op == cm_rep && c && c->state == conn::connecting && c->req_qpn == m.req_qpn) {
+        if (slot_connect(e, c->slot, m.from, m.rep_qpn) == 0)
+            c->state = conn::connected;
+        else
+            c->state = conn::failed;
+    }
+}
+
+void conn_broken(shm_ep *e, conn *c)
+{
+    if (!c || c->slot < 0)
+        return;
+    if (e->msg_type) {
+        c->state = conn::failed;
+        return;
+    }
+    if (c->dead_slot < 0)
+        c->dead_slot = c->slot;
+    c->slot = -1;
+    c->state = conn::idle;
+}
+
+fi_addr_t conn_src(shm_ep *e, conn *c)
+{
+    util::av_obj *av = e->core->av;
+    if (!c || !av)
+        return FI_ADDR_NOTAVAIL;
+    std::size_t n = av->count.load(std::memory_order_acquire);
+    if (c->src == FI_ADDR_NOTAVAIL && c->src_av_count != n) [[unlikely]] {
+        c->src = util::av_reverse(av, &c->peer);
+        c->src_av_count = n;
+    }
+    return c->src;
+}
+
+} // namespace shunt::fabric::shm

@@ -1,0 +1,183 @@
+// shm provider: FI_EP_DGRAM over the endpoint's UD QP, and the TSO extension.
+#include <cstring>
+
+#include "env/errors.h"
+#include "shm_prov.h"
+
+namespace shunt::fabric::shm {
+
+namespace {
+
+struct dgram_hdr {
+    std::uint8_t op;    ///< w_msg / w_tagged
+    std::uint8_t flags; ///< wf_data
+    std::uint16_t pad;
+    std::uint32_t pad2;
+    shm_addr from;      ///< sender (for FI_SOURCE)
+};
+
+std::size_t dgram_hdr_size(bool tagged, bool data) { return sizeof(dgram_hdr) + (tagged ? 8 : 0) + (data ? 8 : 0); }
+
+vq::ah *peer_ah(shm_ep *e, util::av_entry *pe, std::uint32_t &qpn)
+{
+    conn *c = conn_for(e, pe);
+    if (!c)
+        return nullptr;
+    if (!c->ah)
+        c->ah = ah_for(e, c->peer);
+    qpn = c->peer.qpn;
+    return c->ah;
+}
+
+} // namespace
+
+ssize_t dgram_transmit(util::ep_core *core, const util::tx_req &r)
+{
+    shm_ep *e = ep_of(core);
+    if (r.kind != util::tx_req::send && r.kind != util::tx_req::tsend)
+        return -FI_EOPNOTSUPP;
+    util::guard g(e->lock);
+    bool tagged = r.kind == util::tx_req::tsend;
+    bool data = r.flags & FI_REMOTE_CQ_DATA;
+    std::uint32_t qpn = 0;
+    vq::ah *ah = peer_ah(e, r.peer, qpn);
+    if (!ah)
+        return -FI_EINVAL;
+    std::uint8_t h[sizeof(dgram_hdr) + 16];
+    dgram_hdr dh{tagged ? w_tagged : w_msg, std::uint8_t(data ? wf_data : 0), 0, 0, e->addr};
+    std::memcpy(h, &dh, sizeof dh);
+    std::size_t hl = sizeof dh;
+    if (tagged) {
+        std::memcpy(h + hl, &r.tag, 8);
+        hl += 8;
+    }
+    if (data) {
+        std::uint64_t d = r.data & 0xffffffffu;
+        std::memcpy(h + hl, &d, 8);
+        hl += 8;
+    }
+    vq::data_buf bufs[5];
+    bufs[0] = vq::data_buf{h, hl};
+    std::size_t nb = 1;
+    for (std::size_t i = 0; i < r.count; i++)
+        if (r.iov[i].iov_len)
+            bufs[nb++] = vq::data_buf{r.iov[i].iov_base, r.iov[i].iov_len};
+    vq::wr_start(e->ud);
+    e->ud->wr_id = ~0ULL;
+    e->ud->wr_flags = 0;
+    vq::wr_send(e->ud);
+    if (hl + r.len > max_inline) {
+        vq::wr_abort(e->ud);
+        return -FI_EMSGSIZE;
+    }
+    vq::wr_set_inline_data_list(e->ud, nb, bufs);
+    vq::wr_set_ud_addr(e->ud, ah, qpn, qkey);
+    int rc = vq::wr_complete(e->ud);
+    if (rc)
+        return rc;
+    // The datagram is in the peer's ring (or dropped, as datagrams may be).
+    util::tx_done(core, r.flags, r.context, FI_SEND | (tagged ? FI_TAGGED : FI_MSG), r.len);
+    return 0;
+}
+
+void dgram_rx(shm_ep *e, const std::uint8_t *b, std::size_t len)
+{
+    if (len < sizeof(dgram_hdr))
+        return;
+    dgram_hdr dh;
+    std::memcpy(&dh, b, sizeof dh);
+    bool tagged = dh.op == w_tagged;
+    bool data = dh.flags & wf_data;
+    std::size_t hl = dgram_hdr_size(tagged, data);
+    if (len < hl)
+        return;
+    std::uint64_t tag = 0, d = 0;
+    std::size_t o = sizeof dh;
+    if (tagged) {
+        std::memcpy(&tag, b + o, 8);
+        o += 8;
+    }
+    if (data)
+        std::memcpy(&d, b + o, 8);
+    fi_addr_t src = e->core->av ? util::av_reverse(e->core->av, &dh.from) : FI_ADDR_NOTAVAIL;
+    (void)util::rx_deliver(e->core, tagged, src, tag, d, data ? FI_REMOTE_CQ_DATA : 0, b + hl, len - hl, false);
+}
+
+// ---- TSO extension ----
+
+namespace {
+
+int tso_query(fid_ep *ep, tso_attr *attr)
+{
+    if (!ep || !attr)
+        return -FI_EINVAL;
+    attr->max_hdr_len = 256;
+    attr->max_mss = 4096 - sizeof(dgram_hdr) - 256;
+    attr->max_payload = max_inline; // copied inline at the call
+    attr->max_segments = 64;
+    return 0;
+}
+
+ssize_t tso_send(fid_ep *ep, const void *hdr, std::size_t hdr_len, const iovec *payload, void **, std::size_t count,
+                 std::size_t mss, fi_addr_t dest, std::uint64_t flags, void *context)
+{
+    if (!ep)
+        return -FI_EINVAL;
+    util::ep_handle *h = util::to_handle(ep);
+    util::ep_core *core = h->core;
+    shm_ep *e = ep_of(core);
+    if (!util::ep_ready(core))
+        return -FI_EOPBADSTATE;
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < count; i++)
+        total += payload[i].iov_len;
+    if ((!hdr && hdr_len) || hdr_len > 256 || mss == 0 || mss > 4096 - sizeof(dgram_hdr) - 256 || count > 4)
+        return -FI_EINVAL;
+    if (total > max_inline || (total + mss - 1) / mss > 64)
+        return -FI_EMSGSIZE;
+    util::av_entry *pe = core->av ? util::av_get(core->av, dest) : nullptr;
+    if (!pe)
+        return -FI_EINVAL;
+    util::guard g(e->lock);
+    std::uint32_t qpn = 0;
+    vq::ah *ah = peer_ah(e, pe, qpn);
+    if (!ah)
+        return -FI_EINVAL;
+    // Each segment: our datagram header + the user's header + mss bytes:
+    // vq's send_tso repeats a header of ours + theirs before each segment.
+    std::uint8_t full[sizeof(dgram_hdr) + 256];
+    dgram_hdr dh{w_msg, 0, 0, 0, e->addr};
+    std::memcpy(full, &dh, sizeof dh);
+    if (hdr_len)
+        std::memcpy(full + sizeof dh, hdr, hdr_len);
+    vq::data_buf bufs[4];
+    std::size_t nb = 0;
+    for (std::size_t i = 0; i < count; i++)
+        if (payload[i].iov_len)
+            bufs[nb++] = vq::data_buf{payload[i].iov_base, payload[i].iov_len};
+    vq::wr_start(e->ud);
+    e->ud->wr_id = ~0ULL;
+    e->ud->wr_flags = 0;
+    vq::wr_send_tso(e->ud, full, std::uint16_t(sizeof dh + hdr_len), std::uint16_t(mss));
+    vq::wr_set_inline_data_list(e->ud, nb, bufs);
+    vq::wr_set_ud_addr(e->ud, ah, qpn, qkey);
+    int rc = vq::wr_complete(e->ud);
+    if (rc)
+        return rc;
+    util::tx_done(core, flags | h->tx_comp_force, context, FI_SEND | FI_MSG, total);
+    return 0;
+}
+
+const ops_tso tso_ops{.query = tso_query, .send_tso = tso_send};
+
+} // namespace
+
+int dgram_ops_open(util::ep_core *c, const char *name, void **ops)
+{
+    if (!ep_of(c)->dgram || std::strcmp(name, FI_SHUNT_TSO_OPS_1) != 0)
+        return -FI_ENOSYS;
+    *ops = const_cast<ops_tso *>(&tso_ops);
+    return 0;
+}
+
+} // namespace shunt::fabric::shm

@@ -1,0 +1,234 @@
+// shm provider: endpoint creation, enable (auto progress), close.
+#include <cstring>
+#include <new>
+
+#include "env/errors.h"
+#include "env/lcore.h"
+#include "env/log.h"
+#include "shm_prov.h"
+
+namespace shunt::fabric {
+extern env::log::component fabric_log;
+}
+
+namespace shunt::fabric::shm {
+
+ssize_t dgram_transmit(util::ep_core *c, const util::tx_req &r); // shm_dgram.cpp
+int dgram_ops_open(util::ep_core *c, const char *name, void **ops);
+
+namespace {
+
+int poller(void *arg) noexcept
+{
+    progress(static_cast<util::ep_core *>(arg));
+    return 0;
+}
+
+int enable_hook(util::ep_core *c)
+{
+    shm_ep *e = ep_of(c);
+    if (e->dom->data_progress == FI_PROGRESS_AUTO && !e->progress_handle) {
+        int h = env::progress::add(poller, c);
+        if (h < 0)
+            return h;
+        e->progress_handle = h;
+    }
+    return 0;
+}
+
+void destroy(shm_ep *e)
+{
+    if (e->progress_handle) {
+        env::progress::remove(e->progress_handle);
+        e->progress_handle = 0;
+    }
+    for (int s = 0; s < int(max_qps); s++)
+        if (e->slots[s].qp)
+            slot_close(e, s);
+    for (conn *c : e->all) {
+        if (c->ah)
+            (void)vq::destroy_ah(c->ah);
+        delete c;
+    }
+    e->all.clear();
+    e->by_addr.clear();
+    e->by_index.clear();
+    if (e->ud)
+        (void)vq::destroy_qp(e->ud);
+    if (e->ud_mr)
+        (void)vq::dereg_mr(e->ud_mr);
+    if (e->scratch_mr)
+        (void)vq::dereg_mr(e->scratch_mr);
+    delete[] e->scratch;
+    if (e->scq)
+        (void)vq::destroy_cq(e->scq);
+    if (e->rcq)
+        (void)vq::destroy_cq(e->rcq);
+    delete e;
+}
+
+void close_hook(util::ep_core *c)
+{
+    shm_ep *e = ep_of(c);
+    if (!e)
+        return;
+    if (e->msg_type && e->msg_conn && e->msg_conn->state == conn::connected && !e->msg_conn->shut) {
+        // Tell the peer: it sees FI_SHUTDOWN.
+        wire_hdr w{w_shutdown, 0, 0, 0};
+        (void)vq::post_send(e->slots[e->msg_conn->slot].qp, ~0ULL, &w, sizeof w, 0, vq::WR_INLINE);
+    }
+    destroy(e);
+    c->prov = nullptr;
+}
+
+ssize_t tx_left(util::ep_core *c)
+{
+    shm_ep *e = ep_of(c);
+    util::guard g(e->lock);
+    ssize_t n = 0;
+    for (tx_entry *t = e->tx_free; t; t = t->next)
+        n++;
+    return n;
+}
+
+int shm_permitted(util::ep_core *, bool permitted)
+{
+    // Shared memory is the only way this provider communicates.
+    return permitted ? 0 : -FI_EOPNOTSUPP;
+}
+
+ssize_t transmit_any(util::ep_core *c, const util::tx_req &r)
+{
+    return ep_of(c)->dgram ? dgram_transmit(c, r) : transmit(c, r);
+}
+
+const util::ep_hooks hooks = [] {
+    util::ep_hooks h;
+    h.enable = enable_hook;
+    h.close = close_hook;
+    h.progress = progress;
+    h.transmit = transmit_any;
+    h.tx_size_left = tx_left;
+    h.ops_open = dgram_ops_open;
+    h.shm_permitted = shm_permitted;
+    return h;
+}();
+
+int getname_op(fid *f, void *addr, std::size_t *len)
+{
+    shm_ep *e = ep_of(util::ep_core_of(f));
+    if (*len < sizeof(shm_addr)) {
+        *len = sizeof(shm_addr);
+        return -FI_ETOOSMALL;
+    }
+    std::memcpy(addr, &e->addr, sizeof e->addr);
+    *len = sizeof(shm_addr);
+    return 0;
+}
+
+const ops_cm rdm_cm_ops{.getname = getname_op};
+
+int setup(shm_ep *e, ep_type type)
+{
+    shm_domain *d = e->dom;
+    vq::cq_init_attr ca;
+    ca.cqe = 4096;
+    ca.single_threaded = !d->mt;
+    int rc = vq::create_cq(d->ctx, &ca, &e->scq);
+    if (rc)
+        return rc;
+    ca.cqe = int(max_qps * rq_depth + ud_depth + 64);
+    if ((rc = vq::create_cq(d->ctx, &ca, &e->rcq)))
+        return rc;
+    e->dgram = type == FI_EP_DGRAM;
+    std::size_t usz = e->dgram ? 4096 : ud_buf;
+    vq::qp_init_attr ia;
+    ia.type = vq::qp_type::ud;
+    ia.send_cq = e->scq;
+    ia.recv_cq = e->rcq;
+    ia.send_ops_flags = vq::OPS_SEND | (e->dgram ? vq::OPS_TSO : 0);
+    ia.cap.max_send_wr = 1024;
+    ia.cap.max_recv_wr = ud_depth;
+    ia.cap.max_send_sge = 4;
+    ia.cap.max_inline_data = max_inline;
+    ia.td = d->td;
+    if ((rc = vq::create_qp(d->pd, &ia, &e->ud)))
+        return rc;
+    vq::qp_attr a;
+    a.state = vq::qp_state::init;
+    a.qkey = qkey;
+    if ((rc = vq::modify_qp(e->ud, &a, vq::QP_ATTR_STATE | vq::QP_ATTR_QKEY)))
+        return rc;
+    a.state = vq::qp_state::rtr;
+    if ((rc = vq::modify_qp(e->ud, &a, vq::QP_ATTR_STATE)))
+        return rc;
+    a.state = vq::qp_state::rts;
+    if ((rc = vq::modify_qp(e->ud, &a, vq::QP_ATTR_STATE)))
+        return rc;
+    e->ud_mem.assign(usz * ud_depth, 0);
+    e->ud_bufs = e->ud_mem.data();
+    if ((rc = vq::reg_mr(d->pd, e->ud_bufs, e->ud_mem.size(), vq::ACCESS_LOCAL_WRITE, &e->ud_mr)))
+        return rc;
+    for (std::uint64_t i = 0; i < ud_depth; i++)
+        if ((rc = vq::post_recv(e->ud, i, reinterpret_cast<std::uint64_t>(e->ud_bufs) + i * usz,
+                                std::uint32_t(usz), e->ud_mr->lkey)))
+            return rc;
+    vq::qp_addr qa = vq::get_qp_addr(e->ud);
+    if (qa.dev.len > sizeof e->addr.name)
+        return -FI_EINVAL;
+    e->addr.qpn = qa.qpn;
+    e->addr.len = qa.dev.len;
+    std::memcpy(e->addr.name, qa.dev.raw, qa.dev.len);
+    std::size_t ntx = e->core->info->tx_attr && e->core->info->tx_attr->size ? e->core->info->tx_attr->size : 1024;
+    e->tx.assign(ntx, tx_entry{});
+    e->scratch = new (std::nothrow) std::uint64_t[ntx];
+    if (!e->scratch)
+        return -FI_ENOMEM;
+    if ((rc = vq::reg_mr(d->pd, e->scratch, ntx * 8, vq::ACCESS_LOCAL_WRITE, &e->scratch_mr)))
+        return rc;
+    for (std::size_t i = ntx; i-- > 0;) {
+        e->tx[i].next = e->tx_free;
+        e->tx_free = &e->tx[i];
+    }
+    return 0;
+}
+
+} // namespace
+
+int ep_open(fid_domain *domain, info *in, fid_ep **out, void *context)
+{
+    shm_domain *d = dom_of(util::to_domain(domain));
+    ep_type type = in->ep_attr && in->ep_attr->type != FI_EP_UNSPEC ? in->ep_attr->type : FI_EP_RDM;
+    if (in->ep_attr && (in->ep_attr->tx_ctx_cnt == FI_SHARED_CONTEXT || in->ep_attr->rx_ctx_cnt == FI_SHARED_CONTEXT))
+        return -FI_EOPNOTSUPP;
+    util::ep_tables t;
+    t.msg = &msg_ops;
+    t.tagged = &tagged_ops;
+    t.cm = type == FI_EP_MSG ? &msg_cm_ops : &rdm_cm_ops;
+    util::ep_handle *h = nullptr;
+    int rc = util::ep_create(d, in, FI_CLASS_EP, &hooks, t, context, &h);
+    if (rc)
+        return rc;
+    util::ep_core *c = h->core;
+    c->supported_op_flags = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
+    c->cm_data_size = type == FI_EP_MSG ? cm_data_max : 0;
+    auto *e = new (std::nothrow) shm_ep;
+    if (!e) {
+        (void)util::ep_close_generic(&h->ep.fid);
+        return -FI_ENOMEM;
+    }
+    e->core = c;
+    e->dom = d;
+    e->lock.enable(d->mt);
+    e->msg_type = type == FI_EP_MSG;
+    c->prov = e;
+    if ((rc = setup(e, type))) {
+        SHUNT_LOG(fabric_log, warning, "shm: endpoint set-up failed: %s", shunt::strerror(rc));
+        (void)util::ep_close_generic(&h->ep.fid);
+        return rc;
+    }
+    *out = &h->ep;
+    return 0;
+}
+
+} // namespace shunt::fabric::shm

@@ -1,0 +1,220 @@
+/* The shm provider (private): endpoints of lib/fabric over lib/vq queues of
+ * drivers/shm.
+ *
+ * RDM: each endpoint owns a UD QP (its address: segment name + UD QP number)
+ * used only for connection management, and one RC QP per peer, created on
+ * the first send to that peer (REQ/REP over UD, invisible to the user; the
+ * send returns -FI_EAGAIN until the connection is up). Every message is
+ * copied inline into the peer's ring (vq's inline data): a message up to
+ * frag_max bytes is one send; larger ones are cut into fragments that the
+ * receiver reassembles. Receives land in per-QP bounce buffers and are
+ * matched by the shared endpoint base (util::rx_deliver). RMA and atomics
+ * are vq RDMA and atomics on the peer's registered memory (keys are vq
+ * rkeys: FI_MR_PROV_KEY | FI_MR_VIRT_ADDR).
+ * DGRAM: the UD QP carries the data. MSG: one RC QP set up through a
+ * passive endpoint's UD QP (CONNREQ / accept / reject / shutdown). */
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "fabric/api.h"
+#include "fabric/ext_tso.h"
+#include "fabric/util/ep.h"
+#include "fabric/util/mr.h"
+#include "vq/vq.h"
+
+namespace shunt::fabric::shm {
+
+namespace vq = shunt::vq;
+
+/** Address of an shm endpoint (FI_ADDR_STR-like opaque bytes; 64 bytes). */
+struct shm_addr {
+    std::uint32_t qpn;    ///< the endpoint's UD QP
+    std::uint8_t len;     ///< bytes of name
+    char name[59];        ///< vq context address (segment name)
+};
+static_assert(sizeof(shm_addr) == 64);
+
+inline constexpr std::uint32_t max_inline = 1024;            ///< vq shm's inline limit
+inline constexpr std::uint32_t hdr_max = 32;                 ///< largest wire header
+inline constexpr std::uint32_t frag_max = max_inline - hdr_max; ///< payload per fragment
+inline constexpr std::uint32_t bounce_size = max_inline;
+inline constexpr std::uint32_t rq_depth = 128;               ///< bounce buffers per RC QP
+inline constexpr std::uint32_t max_qps = 63;                 ///< RC QPs per endpoint (vq CQ limit 64)
+inline constexpr std::uint32_t ud_depth = 64;
+inline constexpr std::uint32_t ud_buf = 512;
+inline constexpr std::uint32_t cm_data_max = 128;
+inline constexpr std::uint32_t qkey = 0x5348;                ///< "SH"
+inline constexpr std::size_t max_msg = std::size_t(64) << 20;
+/** DGRAM: one inline UD message (header carries the sender's address). */
+inline constexpr std::size_t dgram_max = max_inline - 64 - 8 - 16;
+
+/** Wire header of an RC message (before the payload). */
+enum : std::uint8_t { w_msg = 1, w_tagged = 2, w_frag = 3, w_ack = 4, w_shutdown = 5 };
+enum : std::uint8_t { wf_data = 1, wf_more = 2, wf_ack = 4 };
+struct wire_hdr {
+    std::uint8_t op;
+    std::uint8_t flags;
+    std::uint16_t pad;
+    std::uint32_t total;  ///< message bytes (all fragments)
+};
+static_assert(sizeof(wire_hdr) == 8);
+
+/** CM messages (UD). */
+enum : std::uint8_t { cm_req = 1, cm_rep = 2, cm_rej = 3, cm_rtu = 4 };
+struct cm_msg {
+    std::uint8_t op;
+    std::uint8_t ep_type;
+    std::uint16_t datalen;
+    std::uint32_t req_qpn;   ///< requester's RC QP
+    std::uint32_t rep_qpn;   ///< responder's RC QP (REP)
+    std::uint32_t pad;
+    shm_addr from;           ///< sender's endpoint address
+    std::uint8_t data[cm_data_max];
+};
+
+struct shm_domain;
+struct shm_ep;
+
+/** One RC QP of an endpoint with its bounce buffers. */
+struct rc_slot {
+    vq::qp *qp = nullptr;
+    struct conn *c = nullptr;
+    std::uint8_t *bounce = nullptr;   ///< rq_depth * bounce_size
+    vq::mr *bounce_mr = nullptr;
+    std::uint32_t accepted_from = 0;  ///< requester's QP when we accepted (REQ retries)
+    bool retired = false;             ///< failed QP kept until the endpoint closes
+    // reassembly of a fragmented message
+    std::uint8_t *stage = nullptr;
+    std::uint32_t stage_total = 0, stage_got = 0;
+    std::uint8_t stage_op = 0, stage_flags = 0;
+    std::uint64_t stage_tag = 0, stage_data = 0, stage_ack = 0;
+};
+
+struct tx_entry;
+
+/** A peer as seen by one endpoint. */
+struct conn {
+    enum state_t : std::uint8_t { idle, connecting, connected, failed } state = idle;
+    shm_addr peer{};
+    int slot = -1;                ///< rc_slot used to send to this peer
+    vq::ah *ah = nullptr;         ///< to the peer's UD QP
+    tx_entry *active = nullptr;   ///< fragmented send in progress (FIFO head)
+    fi_addr_t src = FI_ADDR_NOTAVAIL; ///< this peer in the endpoint's AV
+    std::size_t src_av_count = 0; ///< AV size when src was last looked up
+    std::uint64_t req_sent_ns = 0;
+    std::uint32_t req_qpn = 0;    ///< our QP the REQ announced (connecting)
+    int dead_slot = -1;           ///< QP that failed, closed by progress
+    // MSG endpoints
+    bool shut = false;
+};
+
+/** An outstanding transmit. */
+struct tx_entry {
+    tx_entry *next = nullptr;
+    void *context = nullptr;
+    std::uint64_t flags = 0;      ///< op flags (FI_COMPLETION...)
+    std::uint64_t cq_flags = 0;   ///< FI_SEND|FI_MSG, FI_RMA|FI_WRITE...
+    std::size_t len = 0;
+    conn *c = nullptr;
+    // fragmented sends
+    iovec iov[4];
+    std::size_t iov_count = 0, off = 0;
+    wire_hdr hdr{};
+    std::uint64_t tag = 0, data = 0;
+    bool failed = false;
+    bool want_ack = false;
+    bool acked = false, wc_done = false;
+    // RMA / atomics
+    vq::mr *tmp_mr = nullptr;
+    void *result = nullptr;       ///< atomics: user result buffer
+    std::uint64_t scratch_off = 0;
+    std::uint32_t gen = 0;
+};
+
+struct shm_domain : util::domain_obj {
+    vq::context *ctx = nullptr;
+    vq::pd *pd = nullptr;
+    vq::td *td = nullptr;         ///< FI_THREAD_DOMAIN + manual progress: lock-free queues
+    vq::device_attr dattr{};
+};
+
+/** The provider state of an endpoint (util::ep_core::prov). */
+struct shm_ep {
+    util::ep_core *core = nullptr;
+    shm_domain *dom = nullptr;
+    vq::cq *scq = nullptr, *rcq = nullptr;
+    vq::qp *ud = nullptr;
+    std::uint8_t *ud_bufs = nullptr;
+    vq::mr *ud_mr = nullptr;
+    std::vector<std::uint8_t> ud_mem;
+    shm_addr addr{};
+    util::maybe_lock lock;        ///< provider state when the domain is multi-threaded
+    rc_slot slots[max_qps];
+    // peers by AV index (chunks never move) and by address
+    std::vector<conn *> by_index;
+    std::unordered_map<std::string, conn *> by_addr;
+    std::vector<conn *> all;
+    // transmit entries
+    std::vector<tx_entry> tx;
+    tx_entry *tx_free = nullptr;
+    std::uint64_t *scratch = nullptr; ///< 8 bytes per tx entry, registered (atomics)
+    vq::mr *scratch_mr = nullptr;
+    int progress_handle = 0;      ///< auto progress poller, 0 if none
+    bool msg_type = false;        ///< FI_EP_MSG
+    conn *msg_conn = nullptr;     ///< FI_EP_MSG: the connection
+    bool dgram = false;
+};
+
+/** Endpoint hooks and tables (shm_ep.cpp). */
+int ep_open(fid_domain *domain, info *info, fid_ep **ep, void *context);
+/** Passive endpoints (shm_cm.cpp). */
+int pep_open(fid_fabric *fabric, info *info, fid_pep **pep, void *context);
+extern const ops_cm msg_cm_ops;
+
+/** Progress of one endpoint (shm_rx.cpp). */
+void progress(util::ep_core *c);
+/** Transmit hook (shm_tx.cpp). */
+ssize_t transmit(util::ep_core *c, const util::tx_req &r);
+/** Resume fragmented sends (shm_tx.cpp). Lock held. */
+void tx_resume(shm_ep *e, conn *c);
+/** Fail a transmit that will never complete and free its entry. Lock held. */
+void tx_abort(shm_ep *e, tx_entry *t, int err);
+/** Transmit completion from a vq send CQ entry (shm_tx.cpp). Lock held. */
+void tx_complete(shm_ep *e, const vq::wc &w);
+/** An ack for a delivery-complete send arrived (shm_tx.cpp). Lock held. */
+void tx_acked(shm_ep *e, std::uint64_t id);
+/** Fast inject ops (shm_tx.cpp). */
+extern const ops_msg msg_ops;
+extern const ops_tagged tagged_ops;
+
+/** A connection's QP failed: RDM forgets it (the next send reconnects),
+ *  MSG marks the connection failed. Lock held. */
+void conn_broken(shm_ep *e, conn *c);
+/** Connections (shm_conn.cpp). Lock held. */
+conn *conn_for(shm_ep *e, util::av_entry *peer);
+int conn_start(shm_ep *e, conn *c);
+void cm_handle(shm_ep *e, const cm_msg &m);
+int slot_open(shm_ep *e, const shm_addr &peer, std::uint32_t peer_qpn, bool connect_now, int &slot_out);
+void slot_close(shm_ep *e, int slot);
+void slot_retire(shm_ep *e, int slot);
+int slot_connect(shm_ep *e, int slot, const shm_addr &peer, std::uint32_t peer_qpn);
+int ud_send(shm_ep *e, vq::ah *ah, std::uint32_t qpn, const void *buf, std::size_t len);
+vq::ah *ah_for(shm_ep *e, const shm_addr &a);
+fi_addr_t conn_src(shm_ep *e, conn *c);
+
+/** Address helpers (shm_fabric.cpp). */
+std::string addr_key(const shm_addr &a);
+vq::dev_addr to_dev(const shm_addr &a);
+
+inline shm_ep *ep_of(util::ep_core *c) { return static_cast<shm_ep *>(c->prov); }
+inline shm_domain *dom_of(util::domain_obj *d) { return static_cast<shm_domain *>(d); }
+
+/** Map a vq completion status to a positive fabric error code. */
+int wc_to_err(vq::wc_status s);
+
+} // namespace shunt::fabric::shm

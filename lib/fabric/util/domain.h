@@ -1,0 +1,111 @@
+/* For provider writers: the shared fabric and domain objects.
+ *
+ * A provider embeds fabric_obj / domain_obj (first member: the public fid
+ * struct) and fills the hooks; the generic layer then supplies CQs,
+ * counters, AVs, EQs, MRs and the endpoint rules (util/ep.h). */
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "fabric/api.h"
+#include "fabric/provider.h"
+#include "fabric/util/lock.h"
+
+namespace shunt::fabric::util {
+
+struct domain_obj;
+struct av_entry;
+struct mr_obj;
+struct eq_obj;
+
+/** A fabric. */
+struct fabric_obj {
+    fid_fabric fabric;                  ///< first: the public object
+    const provider *prov = nullptr;
+    std::string name;
+    std::atomic<int> refs{0};           ///< open domains, EQs, passive endpoints
+    void *prov_data = nullptr;
+};
+
+/** What a provider adds to the generic domain. Null slots: not supported. */
+struct domain_hooks {
+    std::size_t size = sizeof(domain_hooks);
+    std::size_t addrlen = 0;            ///< bytes of an address in the provider's format
+    /** 0 if @p addr is a well-formed address, else -FI_EINVAL. */
+    int (*addr_check)(const void *addr) = nullptr;
+    /** insertsvc: build an address from node/service. 0, -FI_EINVAL, -FI_ENODATA. */
+    int (*addr_from_svc)(const char *node, const char *service, void *addr) = nullptr;
+    /** straddr: text of @p addr into buf (NUL terminated); returns the length needed with NUL. */
+    std::size_t (*addr_to_str)(const void *addr, char *buf, std::size_t len) = nullptr;
+    /** AV insert: attach provider peer state to an entry (may block briefly). 0 or -errno. */
+    int (*av_insert)(domain_obj *d, av_entry *e) = nullptr;
+    /** AV remove / close: release it. */
+    void (*av_remove)(domain_obj *d, av_entry *e) = nullptr;
+    /** query_atomic. */
+    int (*query_atomic)(domain_obj *d, datatype dt, op o, atomic_attr *attr, std::uint64_t flags) = nullptr;
+    /** MR registration: attach provider state (m->prov) and optionally choose
+     *  the key (set m->key non-zero; used with FI_MR_PROV_KEY). 0 or -errno. */
+    int (*mr_reg)(domain_obj *d, mr_obj *m) = nullptr;
+    /** MR close: release it. */
+    void (*mr_dereg)(domain_obj *d, mr_obj *m) = nullptr;
+    /** Domain close: release provider state (objects are closed already). */
+    void (*close)(domain_obj *d) = nullptr;
+};
+
+/** A domain. */
+struct domain_obj {
+    fid_domain domain;                  ///< first: the public object
+    fabric_obj *fabric = nullptr;
+    fabric::info *info = nullptr;       ///< copy of the info it was opened with
+    const domain_hooks *hooks = nullptr;
+    threading thread = FI_THREAD_SAFE;
+    progress data_progress = FI_PROGRESS_MANUAL;
+    progress control_progress = FI_PROGRESS_MANUAL;
+    int mr_mode = 0;
+    av_type avt = FI_AV_TABLE;
+    std::uint64_t caps = 0;
+    /** True when objects of this domain may be touched by two threads at
+     *  once (FI_THREAD_SAFE, or auto progress): locks are enabled. */
+    bool mt = true;
+    std::atomic<int> refs{0};           ///< open child objects
+    eq_obj *eq = nullptr;               ///< bound with domain_bind
+    // memory regions by key
+    maybe_lock mr_lock;
+    std::unordered_map<std::uint64_t, mr_obj *> mrs;
+    std::uint64_t next_key = 1;
+    void *prov_data = nullptr;
+    /** Frees the object at close; a provider that derives from domain_obj
+     *  sets one that deletes its own type. */
+    void (*free_fn)(domain_obj *d) = nullptr;
+};
+
+/** Fill a fabric_obj; the provider's fabric() entry calls this.
+ *  @param ops the provider's fabric ops (domain, passive_ep; eq_open and
+ *  trywait default to the generic ones when left as stubs). */
+void fabric_init(fabric_obj *f, const provider *prov, const fabric_attr *attr, void *context, const ops_fabric *ops);
+/** Generic fabric close: -FI_EBUSY while children are open; then delete. */
+int fabric_close(fid *f);
+
+/** Fill a domain_obj from @p info; the provider's domain() calls this.
+ *  @return 0; -FI_EINVAL info of another fabric or unusable attributes. */
+[[nodiscard]] int domain_init(domain_obj *d, fabric_obj *f, const info *info, void *context,
+                              const ops_domain *ops, const domain_hooks *hooks);
+/** Generic domain close: -FI_EBUSY while children are open. */
+int domain_close(fid *f);
+
+/** Default ops tables a provider can start from: every generic object and
+ *  the provider slots (endpoint, scalable_ep, passive_ep...) left as stubs. */
+ops_domain default_domain_ops();
+ops_fabric default_fabric_ops();
+extern const ops_mr mr_ops;
+
+/** Container of a public object. */
+inline domain_obj *to_domain(fid_domain *d) { return reinterpret_cast<domain_obj *>(d); }
+inline fabric_obj *to_fabric(fid_fabric *f) { return reinterpret_cast<fabric_obj *>(f); }
+
+} // namespace shunt::fabric::util

@@ -1,0 +1,310 @@
+#!/usr/bin/env bash
+# shunt-perf: command line and bad input (exit 2 + message), JSON and CSV
+# shapes, short real runs of pingpong / bw / rate on the floor transport with
+# both processes spawned locally, server/client on loopback, --plot, and a
+# peer killed mid-run. Busy-polling sides always go to two distinct CPUs.
+set -uo pipefail
+perf=$1
+fails=0
+work=$(mktemp -d)
+bg=()
+cleanup() {
+  for p in "${bg[@]}"; do kill "$p" 2>/dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+check() { # description, command...
+  local d=$1; shift
+  if "$@"; then echo "ok   $d"; else echo "FAIL $d"; fails=$((fails + 1)); fi
+}
+ncpu=$(nproc)
+if [ "$ncpu" -lt 2 ]; then
+  echo "SKIP: shunt-perf needs two CPUs for two polling processes (have $ncpu)"
+  exit 77
+fi
+read -r A B < <(python3 -c 'import os; c=sorted(os.sched_getaffinity(0)); print(c[0], c[1])')
+cores="--cores $A,$B"
+T="--timeout 10"
+
+# ---- help ----
+out=$("$perf" --help); rc=$?
+check "--help exits 0" test $rc -eq 0
+for opt in pingpong bw rate --provider --ep-type --op --vq --driver --qp-type --size --iterations --duration \
+           --warmup --window --cores --timeout --verify --server --port --json --csv --plot --help "Exit status"; do
+  check "--help documents $opt" grep -q -- "$opt" <<<"$out"
+done
+check "--help lists the floor transport" grep -q -- '-p   line' <<<"$out"
+check "--help hides the internal role option" test "$(grep -c -- '--role' <<<"$out")" -eq 0
+
+# ---- bad input: exit 2 and a message naming the problem ----
+bad() { # description, expected message regex, args...
+  local d=$1 re=$2; shift 2
+  "$perf" "$@" >"$work/out" 2>"$work/err"; local rc=$?
+  check "$d: exit 2" test $rc -eq 2
+  check "$d: message" grep -Eq -- "$re" "$work/err"
+  check "$d: nothing on stdout" test ! -s "$work/out"
+}
+bad "unknown provider" "unknown provider 'nosuch'" pingpong -p nosuch $cores
+bad "provider not built yet" "provider 'shm' is not available" pingpong -p shm $cores
+bad "vq driver not built yet" "driver 'shm' is not available" pingpong --vq --driver shm $cores
+bad "size 0" "at least 1 byte" pingpong -S 0 $cores
+bad "size 0 in a list" "at least 1 byte" pingpong -S 8,0 $cores
+bad "size over 4 MiB" "over the maximum" pingpong -S 4194305 $cores
+bad "size 5M" "over the maximum" pingpong -S 5M $cores
+bad "size not a number" "bad size '8x'" pingpong -S 8x $cores
+bad "core that does not exist" "core 4096 does not exist|bad core '4096'" pingpong --cores "$A,4096"
+bad "core beyond the machine" "core $ncpu does not exist" pingpong --cores "$A,$ncpu"
+bad "same core twice" "starve each other" pingpong --cores "$A,$A"
+bad "core not a number" "bad core 'x'" pingpong --cores "$A,x"
+bad "iterations 0" "bad iteration count" pingpong -I 0 $cores
+bad "iterations negative" "bad iteration count" pingpong -I -3 $cores
+bad "iterations garbage" "bad iteration count" pingpong -I 12abc $cores
+bad "iterations too many" "bad iteration count" pingpong -I 100000001 $cores
+bad "duration 0" "bad duration" pingpong --duration 0 $cores
+bad "iterations with duration" "exclude each other" pingpong -I 10 --duration 1 $cores
+bad "warm-up garbage" "bad warm-up" pingpong -w x $cores
+bad "window 0" "bad window" bw -W 0 $cores
+bad "port 0" "bad port" pingpong -P 0 $cores
+bad "no test" "no test given"
+bad "unknown test" "unknown test 'latency'" latency $cores
+bad "unknown option" "unknown option '--frobnicate'" pingpong --frobnicate
+bad "missing argument" "needs an argument" pingpong -S
+bad "bad endpoint type" "bad endpoint type 'xyz'" pingpong -e xyz $cores
+bad "bad operation" "bad operation 'read'" pingpong --op read $cores
+bad "operation the floor lacks" "supports --op msg only" pingpong --op atomic $cores
+bad "bad QP type" "bad QP type 'xrc'" pingpong --vq --qp-type xrc $cores
+bad "json with csv" "exclude each other" pingpong --json --csv $cores
+bad "driver without --vq" "needs --vq" pingpong --driver raw-line $cores
+bad "one core for two local sides" "needs two CPUs" pingpong --cores "$A"
+bad "stray argument" "unexpected argument" pingpong 127.0.0.1 extra $cores
+
+# ---- JSON: one object per size and line, documented fields, sane values ----
+"$perf" pingpong -p line -e rdm -S 8 -I 20000 $cores $T --json >"$work/pp.json" 2>"$work/err"; rc=$?
+check "pingpong --json exits 0" test $rc -eq 0
+check "pingpong --json: one object on one line" test "$(wc -l <"$work/pp.json")" -eq 1
+check "pingpong --json: schema" python3 - "$work/pp.json" 20000 8 "$A,$B" <<'EOF'
+import json, sys
+path, iters, size, cores = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), [int(c) for c in sys.argv[4].split(",")]
+objs = [json.loads(l) for l in open(path)]
+assert len(objs) == 1, objs
+o = objs[0]
+for k, t in [("schema", int), ("test", str), ("level", str), ("provider", str), ("ep_type", str), ("op", str),
+             ("size", int), ("iterations", int), ("warmup", int), ("window", int), ("cores", list),
+             ("elapsed_ns", float), ("bandwidth_MBps", float), ("msg_rate_Mmps", float), ("one_way_ns", dict),
+             ("verified", bool)]:
+    assert isinstance(o[k], t), (k, o[k])
+assert o["schema"] == 1 and o["test"] == "pingpong" and o["level"] == "endpoint"
+assert o["provider"] == "line" and o["ep_type"] == "rdm" and o["op"] == "msg"
+assert o["size"] == size and o["iterations"] == iters and o["cores"] == cores and o["verified"] is False, o
+ow = o["one_way_ns"]
+seq = [ow[k] for k in ("min", "p50", "p90", "p99", "p999", "p9999", "max")]
+assert all(isinstance(v, float) for v in seq), ow
+assert seq == sorted(seq), seq          # percentiles are ordered
+assert 0 < ow["min"] and ow["min"] <= ow["mean"] <= ow["max"], ow
+# every iteration is one round trip: the mean one-way latency is half of the elapsed time per iteration
+assert abs(ow["mean"] * 2 * iters - o["elapsed_ns"]) <= 0.01 * o["elapsed_ns"], (ow["mean"], o["elapsed_ns"])
+# two messages per iteration
+assert abs(o["msg_rate_Mmps"] - 2 * iters / o["elapsed_ns"] * 1e3) <= 1e-3 * o["msg_rate_Mmps"] + 1e-6
+assert abs(o["bandwidth_MBps"] - o["msg_rate_Mmps"] * size) <= 1e-3 * o["bandwidth_MBps"] + 1e-3
+EOF
+
+"$perf" pingpong -S 1,64,1K -I 2000 -w 100 $cores $T --json >"$work/list.json" 2>"$work/err"; rc=$?
+check "size list --json exits 0" test $rc -eq 0
+check "size list: one object per size, in order" python3 -c "
+import json, sys
+o = [json.loads(l) for l in open('$work/list.json')]
+assert [x['size'] for x in o] == [1, 64, 1024], o
+assert all(x['iterations'] == 2000 and x['warmup'] == 100 for x in o)"
+check "size list: progress line on stderr" grep -q 'pingpong size 1024 (3/3)' "$work/err"
+
+"$perf" pingpong -S all -I 100 -w 10 $cores $T --json >"$work/all.json" 2>/dev/null; rc=$?
+check "-S all exits 0" test $rc -eq 0
+check "-S all: powers of two from 1 B to 4 MiB" python3 -c "
+import json
+o = [json.loads(l) for l in open('$work/all.json')]
+assert [x['size'] for x in o] == [1 << i for i in range(23)], [x['size'] for x in o]"
+
+# ---- bw and rate: real runs, the throughput figures agree with each other ----
+for t in bw rate; do
+  "$perf" $t -S 8,4K -I 20000 -W 32 $cores $T --json >"$work/$t.json" 2>"$work/err"; rc=$?
+  check "$t --json exits 0" test $rc -eq 0
+  check "$t --json: shape and figures" python3 -c "
+import json
+o = [json.loads(l) for l in open('$work/$t.json')]
+assert [x['size'] for x in o] == [8, 4096]
+for x in o:
+    assert x['test'] == '$t' and x['one_way_ns'] is None and x['iterations'] == 20000
+    assert 1 <= x['window'] <= 32, x
+    assert x['msg_rate_Mmps'] > 0 and x['elapsed_ns'] > 0
+    assert abs(x['msg_rate_Mmps'] - 20000 / x['elapsed_ns'] * 1e3) <= 1e-3 * x['msg_rate_Mmps'] + 1e-6
+    assert abs(x['bandwidth_MBps'] - x['msg_rate_Mmps'] * x['size']) <= 1e-3 * x['bandwidth_MBps'] + 1e-3"
+done
+"$perf" rate --duration 0.2 -S 8 $cores $T --json >"$work/dur.json" 2>"$work/err"; rc=$?
+check "rate --duration exits 0" test $rc -eq 0
+# Loose on purpose: the machine is shared, so only "estimated, and bounded"
+# is asserted, not how close to 0.2 s the run came.
+check "rate --duration: iterations estimated, run bounded" python3 -c "
+import json
+x = json.loads(open('$work/dur.json').read())
+assert x['iterations'] >= 1 and 0 < x['elapsed_ns'] < 60e9, x"
+
+# ---- --verify: every byte of every message checked, both directions ----
+for t in pingpong bw rate; do
+  # small sizes around the 48-byte inline limit with many messages (ring
+  # wrap-around), large ones up to 4 MiB with a few (the data area)
+  "$perf" $t -S 1,7,8,9,47,48,49,64,1000,4K -I 600 -w 50 -W 16 --verify $cores $T --json >"$work/v-$t.json" 2>"$work/err" &&
+  "$perf" $t -S 64K,1M,4M -I 12 -w 3 -W 16 --verify $cores $T --json >>"$work/v-$t.json" 2>"$work/err"; rc=$?
+  check "$t --verify across the inline limit and up to 4 MiB: exit 0" test $rc -eq 0
+  check "$t --verify: every size reported as verified" python3 -c "
+import json
+o = [json.loads(l) for l in open('$work/v-$t.json')]
+assert len(o) == 13 and all(x['verified'] is True for x in o), o"
+done
+
+# ---- CSV and the human table ----
+"$perf" pingpong -S 8,16 -I 1000 $cores $T --csv >"$work/pp.csv" 2>/dev/null; rc=$?
+check "--csv exits 0" test $rc -eq 0
+check "--csv header" test "$(head -1 "$work/pp.csv")" = \
+  "test,level,provider,ep_type,qp_type,op,size,iterations,warmup,window,elapsed_ns,min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,bandwidth_MBps,msg_rate_Mmps,verified"
+check "--csv rows" python3 -c "
+import csv
+r = list(csv.DictReader(open('$work/pp.csv')))
+assert [x['size'] for x in r] == ['8', '16'] and all(float(x['p50_ns']) > 0 for x in r), r"
+"$perf" bw -S 64 -I 1000 $cores $T --csv >"$work/bw.csv" 2>/dev/null
+check "--csv for bw leaves the latency columns empty" python3 -c "
+import csv
+r = list(csv.DictReader(open('$work/bw.csv')))
+assert len(r) == 1 and r[0]['p50_ns'] == '' and float(r[0]['bandwidth_MBps']) > 0, r"
+out=$("$perf" pingpong --vq --driver raw-line -S 8 -I 1000 $cores $T); rc=$?
+check "table (vq level) exits 0" test $rc -eq 0
+check "table names the level and driver" grep -q "vq driver 'raw-line'" <<<"$out"
+check "table has the percentile header" grep -Eq 'size +iters +window +p50 +p90 +p99 +p99\.9 +p99\.99 +max +MB/s +Mmsg/s' <<<"$out"
+check "table has one row for size 8" grep -Eq '^ +8 +1000 +1 ' <<<"$out"
+
+# ---- default cores come from the topology helper ----
+"$perf" pingpong -S 8 -I 1000 $T --json >"$work/def.json" 2>"$work/err"; rc=$?
+check "default cores: exits 0" test $rc -eq 0
+check "default cores: two distinct CPUs" python3 -c "
+import json, os
+c = json.loads(open('$work/def.json').read())['cores']
+assert len(c) == 2 and c[0] != c[1] and set(c) <= os.sched_getaffinity(0), c"
+
+# ---- server / client on loopback ----
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$perf" pingpong -s 127.0.0.1 -P "$port" --cores "$B" $T >"$work/srv.out" 2>"$work/srv.err" &
+srv=$!; bg+=("$srv")
+"$perf" pingpong 127.0.0.1 -P "$port" --cores "$A" -S 8,256 -I 5000 $T --json >"$work/cli.json" 2>"$work/cli.err"; rc=$?
+check "client exits 0" test $rc -eq 0
+wait "$srv"; src=$?
+check "server exits 0 after one client" test $src -eq 0
+check "client: results with both CPUs" python3 -c "
+import json
+o = [json.loads(l) for l in open('$work/cli.json')]
+assert [x['size'] for x in o] == [8, 256] and o[0]['cores'] == [$A, $B], o"
+"$perf" bw -s 127.0.0.1 -P "$port" --cores "$B" $T >/dev/null 2>&1 &
+srv=$!; bg+=("$srv")
+"$perf" rate 127.0.0.1 -P "$port" --cores "$A" -S 8 -I 5000 $T --json >"$work/cli2.json" 2>/dev/null; rc=$?
+wait "$srv"; src=$?
+check "server takes the client's test (rate)" python3 -c "
+import json
+x = json.loads(open('$work/cli2.json').read())
+assert x['test'] == 'rate' and x['iterations'] == 5000" 
+check "second client/server pair exits 0" test $rc -eq 0 -a $src -eq 0
+"$perf" pingpong 127.0.0.1 -P "$port" --cores "$A" -S 8 -I 10 --timeout 0.5 >/dev/null 2>"$work/err"; rc=$?
+check "client without a server: exit 1" test $rc -eq 1
+check "client without a server: message" grep -q "cannot connect" "$work/err"
+
+"$perf" pingpong -s 127.0.0.1 -P "$port" --cores "$B" --timeout 0.5 >/dev/null 2>"$work/err"; rc=$?
+check "server without a client: exit 1 after the timeout" test $rc -eq 1
+check "server without a client: message" grep -q "no client connected" "$work/err"
+"$perf" pingpong no-such-host.invalid -P "$port" --cores "$A" --timeout 0.5 >/dev/null 2>"$work/err"; rc=$?
+check "client with an unknown host: exit 1 with a message" bash -c "test $rc -eq 1 && grep -q 'cannot resolve' '$work/err'"
+
+# ---- a peer killed mid-run: clear failure, nothing hangs ----
+"$perf" pingpong -S 8 -I 20000000 $cores --timeout 20 >/dev/null 2>"$work/kill.err" &
+launcher=$!; bg+=("$launcher")
+child=""
+for _ in $(seq 100); do
+  child=$(pgrep -P "$launcher" | head -1)
+  [ -n "$child" ] && break
+  sleep 0.05
+done
+sleep 0.5
+[ -n "$child" ] && kill -9 "$child"
+start=$(date +%s)
+wait "$launcher"; rc=$?
+check "killed responder: initiator exits 1" test $rc -eq 1
+check "killed responder: detected within 5 s" test $(( $(date +%s) - start )) -le 5
+check "killed responder: message" grep -Eq "responder (died|gone)" "$work/kill.err"
+
+# ---- the initiator killed mid-run: the spawned responder notices and exits ----
+"$perf" pingpong -S 8 -I 20000000 $cores --timeout 20 >/dev/null 2>"$work/kill2.err" &
+launcher=$!; bg+=("$launcher")
+child=""
+for _ in $(seq 100); do
+  child=$(pgrep -P "$launcher" | head -1)
+  [ -n "$child" ] && break
+  sleep 0.05
+done
+sleep 0.5
+kill -9 "$launcher"; wait "$launcher" 2>/dev/null
+gone=1
+for _ in $(seq 100); do
+  # gone, or a zombie waiting for whoever inherited it to reap it
+  state=$(awk '{print $3}' "/proc/$child/stat" 2>/dev/null)
+  [ -z "$state" ] || [ "$state" = Z ] && { gone=0; break; }
+  sleep 0.1
+done
+check "killed initiator: the responder exits within 10 s" test -n "$child" -a "$gone" -eq 0
+check "killed initiator: the responder says why" grep -q "responder: .*initiator" "$work/kill2.err"
+[ "$gone" -ne 0 ] && [ -n "$child" ] && kill -9 "$child"
+
+# ---- a segment left by a killed responder is removed by the next run ----
+sh -c 'exit 0' & deadpid=$!; wait $deadpid
+stale=/dev/shm/shunt-perf.$deadpid.0
+if [ -d /dev/shm ] && ! kill -0 "$deadpid" 2>/dev/null; then
+  : >"$stale"
+  "$perf" pingpong -S 8 -I 100 $cores $T >/dev/null 2>&1
+  check "stale segment of a dead responder removed" test ! -e "$stale"
+  rm -f "$stale"
+fi
+leaked=0
+for f in /dev/shm/shunt-perf.*; do
+  [ -e "$f" ] || continue
+  p=${f#/dev/shm/shunt-perf.}; p=${p%%.*}
+  kill -0 "$p" 2>/dev/null || leaked=$((leaked + 1))
+done
+check "no segment of a finished run left behind" test "$leaked" -eq 0
+
+# ---- plots ----
+wellformed() {
+  if command -v xmllint >/dev/null; then xmllint --noout "$1"
+  else python3 -c "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])" "$1"; fi
+}
+"$perf" pingpong -S 8 -I 20000 $cores $T --plot "$work/one.svg" >"$work/out" 2>/dev/null; rc=$?
+check "--plot (one size) exits 0" test $rc -eq 0
+check "--plot (one size) is well-formed SVG" wellformed "$work/one.svg"
+check "--plot (one size) is a histogram with markers and labels" python3 -c "
+import xml.etree.ElementTree as E
+r = E.parse('$work/one.svg').getroot()
+assert r.tag == '{http://www.w3.org/2000/svg}svg'
+texts = ' '.join(t.text or '' for t in r.iter('{http://www.w3.org/2000/svg}text'))
+bars = list(r.iter('{http://www.w3.org/2000/svg}rect'))
+assert 'one-way latency' in texts and 'p50' in texts and 'p99.9' in texts and 'cumulative' in texts, texts
+assert len(bars) > 5, len(bars)"
+check "the table names the plot file" grep -q "# plot: $work/one.svg" "$work/out"
+"$perf" pingpong -S 1,8,64,512 -I 1000 $cores $T --plot "$work/sweep.svg" --json >/dev/null 2>&1; rc=$?
+check "--plot (sweep) exits 0" test $rc -eq 0
+check "--plot (sweep) is well-formed SVG" wellformed "$work/sweep.svg"
+check "--plot (sweep) draws latency against size" python3 -c "
+import xml.etree.ElementTree as E
+r = E.parse('$work/sweep.svg').getroot()
+ns = '{http://www.w3.org/2000/svg}'
+texts = [t.text for t in r.iter(ns + 'text')]
+assert 'message size, bytes (log2 scale)' in texts and 'p99' in texts, texts
+assert len(list(r.iter(ns + 'polyline'))) >= 3 and len(list(r.iter(ns + 'circle'))) == 4 * 4"
+"$perf" pingpong -S 8 -I 10 $cores $T --plot /nonexistent-dir/x.svg >/dev/null 2>"$work/err"; rc=$?
+check "--plot into a missing directory: exit 1 with a message" bash -c "test $rc -eq 1 && grep -q 'cannot write' '$work/err'"
+
+echo "$fails failure(s)"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,144 @@
+// Test side of the shm provider integration tests: spawn the peer process
+// (a real process: posix_spawn of fab_peer) and drive it.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <thread>
+#include <vector>
+
+#include "fab_common.h"
+
+extern char **environ;
+
+namespace shunt::test::fab {
+
+class peer_proc {
+public:
+    explicit peer_proc(const char *type = "rdm", const char *progress = "manual")
+    {
+        int sv[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+            ADD_FAILURE() << "socketpair";
+            return;
+        }
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+        char *args[] = {const_cast<char *>(FAB_PEER_PATH), const_cast<char *>(type), const_cast<char *>(progress),
+                        nullptr};
+        int rc = posix_spawn(&pid_, FAB_PEER_PATH, &fa, nullptr, args, environ);
+        posix_spawn_file_actions_destroy(&fa);
+        ::close(sv[1]);
+        fd_ = sv[0];
+        if (rc != 0) {
+            ADD_FAILURE() << "cannot spawn " << FAB_PEER_PATH;
+            pid_ = 0;
+            return;
+        }
+        request r;
+        r.op = hello;
+        response s = call(r);
+        std::memcpy(addr, s.addr, sizeof addr);
+        mem = s.a;
+        key = s.b;
+    }
+    ~peer_proc()
+    {
+        if (pid_ > 0) {
+            request r;
+            r.op = quit;
+            call(r);
+            int st = 0;
+            ::waitpid(pid_, &st, 0);
+            EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "peer exit status " << st;
+        }
+        if (fd_ >= 0)
+            ::close(fd_);
+    }
+    response call(const request &r)
+    {
+        response s;
+        s.rc = -FI_EIO;
+        if (!write_all(fd_, &r, sizeof r) || !read_all(fd_, &s, sizeof s)) {
+            ADD_FAILURE() << "peer did not answer request " << r.op;
+            s.rc = -FI_EIO;
+        }
+        return s;
+    }
+    int set_peer(const std::uint8_t *a)
+    {
+        request r;
+        r.op = set_peer_op();
+        std::memcpy(r.addr, a, sizeof r.addr);
+        return call(r).rc;
+    }
+    std::uint64_t checksum(std::uint64_t off, std::uint64_t len)
+    {
+        request r;
+        r.op = fab::checksum;
+        r.a = off;
+        r.b = len;
+        return call(r).a;
+    }
+    void fill(std::uint64_t off, std::uint64_t len, std::uint64_t seed)
+    {
+        request r;
+        r.op = fab::fill;
+        r.a = off;
+        r.b = len;
+        r.c = seed;
+        EXPECT_EQ(call(r).rc, 0);
+    }
+    response stats()
+    {
+        request r;
+        r.op = fab::stats;
+        return call(r);
+    }
+    std::uint8_t addr[64] = {};
+    std::uint64_t mem = 0, key = 0;
+
+private:
+    static std::uint32_t set_peer_op() { return fab::set_peer; }
+    pid_t pid_ = 0;
+    int fd_ = -1;
+};
+
+/** Poll @p cq until one entry (or an error) arrives, yielding; bounded. */
+inline ssize_t wait_cq(fid_cq *cq, cq_tagged_entry &e, fi_addr_t *src = nullptr, int ms = 10000)
+{
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    for (;;) {
+        ssize_t n = src ? cq_readfrom(cq, &e, 1, src) : cq_read(cq, &e, 1);
+        if (n != -FI_EAGAIN)
+            return n;
+        if (std::chrono::steady_clock::now() > end)
+            return -FI_ETIMEDOUT;
+        sched_yield();
+    }
+}
+
+/** Retry a post while it says -FI_EAGAIN, driving progress; bounded. */
+template <class F>
+ssize_t retry(fid_cq *cq, F &&post, std::vector<cq_tagged_entry> *seen = nullptr, int ms = 10000)
+{
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    for (;;) {
+        ssize_t rc = post();
+        if (rc != -FI_EAGAIN)
+            return rc;
+        cq_tagged_entry e;
+        ssize_t n = cq_read(cq, &e, 1);
+        if (n == 1 && seen)
+            seen->push_back(e);
+        if (std::chrono::steady_clock::now() > end)
+            return -FI_ETIMEDOUT;
+        sched_yield();
+    }
+}
+
+} // namespace shunt::test::fab

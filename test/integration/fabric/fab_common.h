@@ -1,0 +1,170 @@
+// Shared by the shm provider integration tests and their peer process:
+// opening an shm endpoint, the control protocol over a socketpair, data
+// patterns.
+#pragma once
+
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "env/errors.h"
+#include "fabric/api.h"
+
+namespace shunt::test::fab {
+
+using namespace shunt::fabric;
+
+enum op : std::uint32_t {
+    hello = 1,   ///< → addr (endpoint or passive endpoint), a: memory address, b: memory key
+    set_peer,    ///< addr: the test's endpoint → rc
+    checksum,    ///< a: offset, b: length → a: FNV-1a of the peer's memory
+    fill,        ///< a: offset, b: length, c: seed
+    send_tagged, ///< n messages, tags a + i, b bytes each, pattern seed i
+    stats,       ///< → a: messages echoed, b: remote CQ data events, c: errors, n: last data; d: shutdowns
+    reject_next, ///< MSG: reject the next connection request with data "no-room"
+    pause_peer,  ///< stop polling for a ms (answers first)
+    quit,
+};
+
+struct request {
+    std::uint32_t op = 0;
+    std::uint32_t n = 0;
+    std::uint64_t a = 0, b = 0, c = 0;
+    std::uint8_t addr[64] = {};
+};
+struct response {
+    std::int32_t rc = 0;
+    std::uint32_t n = 0;
+    std::uint64_t a = 0, b = 0, c = 0, d = 0;
+    std::uint8_t addr[64] = {};
+};
+
+inline bool write_all(int fd, const void *p, std::size_t n)
+{
+    auto *c = static_cast<const char *>(p);
+    while (n) {
+        ssize_t k = ::write(fd, c, n);
+        if (k <= 0)
+            return false;
+        c += k;
+        n -= std::size_t(k);
+    }
+    return true;
+}
+inline bool read_all(int fd, void *p, std::size_t n)
+{
+    auto *c = static_cast<char *>(p);
+    while (n) {
+        ssize_t k = ::read(fd, c, n);
+        if (k <= 0)
+            return false;
+        c += k;
+        n -= std::size_t(k);
+    }
+    return true;
+}
+
+inline std::uint8_t pattern(std::uint64_t seed, std::size_t i) { return std::uint8_t((seed * 131 + i * 7 + (i >> 8)) & 0xff); }
+inline void fill_pattern(void *p, std::size_t n, std::uint64_t seed)
+{
+    auto *b = static_cast<std::uint8_t *>(p);
+    for (std::size_t i = 0; i < n; i++)
+        b[i] = pattern(seed, i);
+}
+inline std::uint64_t fnv(const void *p, std::size_t n)
+{
+    std::uint64_t h = 1469598103934665603ULL;
+    auto *b = static_cast<const std::uint8_t *>(p);
+    for (std::size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
+/** Hints for the shm provider. */
+inline info *shm_hints(ep_type type, bool auto_progress, threading thr = FI_THREAD_DOMAIN)
+{
+    info *h = allocinfo();
+    h->caps = FI_MSG | FI_TAGGED | FI_MULTI_RECV | FI_DIRECTED_RECV;
+    if (type != FI_EP_DGRAM)
+        h->caps |= FI_RMA | FI_ATOMIC;
+    h->mode = FI_CONTEXT;
+    h->ep_attr->type = type;
+    h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
+    h->domain_attr->threading = thr;
+    h->domain_attr->data_progress = auto_progress ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
+    h->fabric_attr->prov_name = ::strdup("shm");
+    return h;
+}
+
+/** An opened fabric, domain, CQ (tagged format), AV, EQ and (RDM/DGRAM) endpoint. */
+struct node {
+    info *fi = nullptr;
+    fid_fabric *fabric = nullptr;
+    fid_domain *domain = nullptr;
+    fid_ep *ep = nullptr;
+    fid_cq *cq = nullptr;
+    fid_av *av = nullptr;
+    fid_eq *eq = nullptr;
+    std::uint8_t addr[64] = {};
+
+    /** @return 0 or the first failing call's code. */
+    int open(ep_type type, bool auto_progress, std::uint64_t cq_flags = FI_TRANSMIT | FI_RECV,
+             threading thr = FI_THREAD_DOMAIN)
+    {
+        info *h = shm_hints(type, auto_progress, thr);
+        int rc = getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi);
+        freeinfo(h);
+        if (rc)
+            return rc;
+        if ((rc = fabric_open(fi->fabric_attr, &fabric, nullptr)) || (rc = domain_open(fabric, fi, &domain, nullptr)))
+            return rc;
+        cq_attr ca;
+        ca.format = FI_CQ_FORMAT_TAGGED;
+        ca.wait_obj = FI_WAIT_UNSPEC;
+        if ((rc = cq_open(domain, &ca, &cq, nullptr)))
+            return rc;
+        eq_attr ea;
+        ea.wait_obj = FI_WAIT_UNSPEC;
+        if ((rc = eq_open(fabric, &ea, &eq, nullptr)))
+            return rc;
+        if (type == FI_EP_MSG)
+            return 0;
+        av_attr aa;
+        if ((rc = av_open(domain, &aa, &av, nullptr)) || (rc = endpoint(domain, fi, &ep, nullptr)) ||
+            (rc = ep_bind(ep, &cq->fid, cq_flags)) || (rc = ep_bind(ep, &av->fid, 0)) ||
+            (rc = ep_bind(ep, &eq->fid, 0)) || (rc = enable(ep)))
+            return rc;
+        std::size_t len = sizeof addr;
+        return getname(&ep->fid, addr, &len);
+    }
+    void close()
+    {
+        if (ep)
+            (void)fabric::close(&ep->fid);
+        if (av)
+            (void)fabric::close(&av->fid);
+        if (cq)
+            (void)fabric::close(&cq->fid);
+        if (eq)
+            (void)fabric::close(&eq->fid);
+        if (domain)
+            (void)fabric::close(&domain->fid);
+        if (fabric)
+            (void)fabric::close(&fabric->fid);
+        freeinfo(fi);
+        ep = nullptr;
+        av = nullptr;
+        cq = nullptr;
+        eq = nullptr;
+        domain = nullptr;
+        fabric = nullptr;
+        fi = nullptr;
+    }
+};
+
+} // namespace shunt::test::fab

@@ -1,0 +1,282 @@
+// The peer process of the shm provider integration tests: an echo server.
+// argv[1]: rdm | msg | dgram; argv[2]: manual | auto. Control requests come
+// on fd 3 (fab_common.h). Every message received is sent back (tagged ones
+// with tag + 1, remote CQ data + 1); a 1 MiB region is open to RMA/atomics.
+#include <poll.h>
+
+#include <cstdio>
+#include <deque>
+#include <vector>
+
+#include "fab_common.h"
+
+using namespace shunt;
+using namespace shunt::fabric;
+using namespace shunt::test::fab;
+
+namespace {
+
+constexpr std::size_t mem_size = 1 << 20;
+constexpr std::size_t buf_size = 256 * 1024;
+constexpr int nbufs = 8;
+
+struct peer {
+    node n;
+    ep_type type = FI_EP_RDM;
+    fid_pep *pep = nullptr;
+    std::vector<std::uint8_t> mem = std::vector<std::uint8_t>(mem_size);
+    fid_mr *mr = nullptr;
+    std::vector<std::vector<std::uint8_t>> bufs;
+    context ctx[2 * nbufs];
+    fi_addr_t test_addr = FI_ADDR_UNSPEC;
+    bool have_peer = false;
+    std::deque<std::vector<std::uint8_t>> outq; // echo payloads waiting for a free send
+    struct pending {
+        std::vector<std::uint8_t> data;
+        bool tagged;
+        std::uint64_t tag;
+        bool has_data;
+        std::uint64_t cq_data;
+    };
+    std::deque<pending> todo;
+    std::deque<std::vector<std::uint8_t>> inflight; // echo buffers until their send completes
+    response st;
+    bool reject = false;
+    bool connected = false;
+};
+
+void post_all(peer &p)
+{
+    p.bufs.assign(2 * nbufs, std::vector<std::uint8_t>(buf_size));
+    for (int i = 0; i < nbufs; i++) {
+        (void)recv(p.n.ep, p.bufs[i].data(), buf_size, nullptr, FI_ADDR_UNSPEC, &p.ctx[i]);
+        if (p.type != FI_EP_DGRAM || true)
+            (void)trecv(p.n.ep, p.bufs[nbufs + i].data(), buf_size, nullptr, FI_ADDR_UNSPEC, 0, ~0ULL,
+                        &p.ctx[nbufs + i]);
+    }
+}
+
+void repost(peer &p, int i)
+{
+    if (i < nbufs)
+        (void)recv(p.n.ep, p.bufs[i].data(), buf_size, nullptr, FI_ADDR_UNSPEC, &p.ctx[i]);
+    else
+        (void)trecv(p.n.ep, p.bufs[i].data(), buf_size, nullptr, FI_ADDR_UNSPEC, 0, ~0ULL, &p.ctx[i]);
+}
+
+void flush_todo(peer &p)
+{
+    while (!p.todo.empty() && (p.have_peer || p.type == FI_EP_MSG)) {
+        auto &t = p.todo.front();
+        fi_addr_t to = p.type == FI_EP_MSG ? 0 : p.test_addr;
+        ssize_t rc;
+        void *ctx = reinterpret_cast<void *>(std::uintptr_t(1));
+        if (t.tagged)
+            rc = t.has_data ? tsenddata(p.n.ep, t.data.data(), t.data.size(), nullptr, t.cq_data + 1, to, t.tag + 1, ctx)
+                            : tsend(p.n.ep, t.data.data(), t.data.size(), nullptr, to, t.tag + 1, ctx);
+        else
+            rc = t.has_data ? senddata(p.n.ep, t.data.data(), t.data.size(), nullptr, t.cq_data + 1, to, ctx)
+                            : send(p.n.ep, t.data.data(), t.data.size(), nullptr, to, ctx);
+        if (rc == -FI_EAGAIN)
+            return;
+        if (rc) {
+            std::fprintf(stderr, "fab_peer: echo send failed: %s\n", shunt::strerror(int(rc)));
+            p.st.c++;
+        }
+        p.inflight.push_back(std::move(t.data));
+        p.todo.pop_front();
+        p.st.a++;
+    }
+}
+
+void drain_cq(peer &p)
+{
+    cq_tagged_entry e[8];
+    ssize_t n = cq_read(p.n.cq, e, 8);
+    if (n == -FI_EAVAIL) {
+        cq_err_entry err{};
+        (void)cq_readerr(p.n.cq, &err, 0);
+        std::fprintf(stderr, "fab_peer: completion error %d (%s)\n", err.err, shunt::strerror(err.err));
+        p.st.c++;
+        return;
+    }
+    for (ssize_t k = 0; k < n; k++) {
+        if (e[k].flags & FI_SEND) {
+            if (!p.inflight.empty())
+                p.inflight.pop_front();
+            continue;
+        }
+        if ((e[k].flags & FI_RMA) && (e[k].flags & FI_REMOTE_CQ_DATA)) {
+            p.st.b++;
+            p.st.n = std::uint32_t(e[k].data);
+            continue;
+        }
+        if (!(e[k].flags & FI_RECV))
+            continue;
+        int i = int(static_cast<context *>(e[k].op_context) - p.ctx);
+        if (i < 0 || i >= 2 * nbufs)
+            continue;
+        peer::pending t;
+        t.data.assign(p.bufs[i].data(), p.bufs[i].data() + e[k].len);
+        t.tagged = e[k].flags & FI_TAGGED;
+        t.tag = e[k].tag;
+        t.has_data = e[k].flags & FI_REMOTE_CQ_DATA;
+        t.cq_data = e[k].data;
+        p.todo.push_back(std::move(t));
+        repost(p, i);
+    }
+}
+
+void msg_events(peer &p)
+{
+    std::uint8_t buf[256];
+    std::uint32_t ev;
+    ssize_t rc = eq_read(p.n.eq, &ev, buf, sizeof buf, 0);
+    if (rc < 0)
+        return;
+    auto *cm = reinterpret_cast<eq_cm_entry *>(buf);
+    if (ev == FI_CONNREQ) {
+        if (p.reject) {
+            p.reject = false;
+            (void)fabric::reject(p.pep, cm->info->handle, "no-room", 8);
+            freeinfo(cm->info);
+            return;
+        }
+        if (p.n.ep) {
+            (void)fabric::close(&p.n.ep->fid);
+            p.n.ep = nullptr;
+        }
+        int r = endpoint(p.n.domain, cm->info, &p.n.ep, nullptr);
+        if (!r)
+            r = ep_bind(p.n.ep, &p.n.cq->fid, FI_TRANSMIT | FI_RECV);
+        if (!r)
+            r = ep_bind(p.n.ep, &p.n.eq->fid, 0);
+        if (!r)
+            r = enable(p.n.ep);
+        if (!r)
+            post_all(p);
+        if (!r)
+            r = accept(p.n.ep, "welcome", 8);
+        if (r) {
+            std::fprintf(stderr, "fab_peer: accept failed: %s\n", shunt::strerror(r));
+            p.st.c++;
+        }
+        freeinfo(cm->info);
+    } else if (ev == FI_CONNECTED) {
+        p.connected = true;
+    } else if (ev == FI_SHUTDOWN) {
+        p.st.d++;
+        p.connected = false;
+    }
+}
+
+int control(peer &p, int fd)
+{
+    request r;
+    if (!read_all(fd, &r, sizeof r))
+        return -1;
+    response s{};
+    switch (r.op) {
+    case hello:
+        if (p.type == FI_EP_MSG) {
+            std::size_t len = sizeof s.addr;
+            s.rc = getname(&p.pep->fid, s.addr, &len);
+        } else {
+            std::memcpy(s.addr, p.n.addr, sizeof s.addr);
+        }
+        s.a = reinterpret_cast<std::uint64_t>(p.mem.data());
+        s.b = p.mr ? mr_key(p.mr) : 0;
+        break;
+    case set_peer:
+        s.rc = av_insert(p.n.av, r.addr, 1, &p.test_addr, 0, nullptr) == 1 ? 0 : -FI_EINVAL;
+        p.have_peer = s.rc == 0;
+        break;
+    case checksum:
+        s.a = r.a + r.b <= mem_size ? fnv(p.mem.data() + r.a, r.b) : 0;
+        break;
+    case fill:
+        if (r.a + r.b <= mem_size)
+            fill_pattern(p.mem.data() + r.a, r.b, r.c);
+        break;
+    case send_tagged:
+        for (std::uint32_t i = 0; i < r.n; i++) {
+            peer::pending t;
+            t.data.resize(r.b);
+            fill_pattern(t.data.data(), r.b, i);
+            t.tagged = true;
+            t.tag = r.a + i - 1; // echo logic adds 1
+            t.has_data = false;
+            t.cq_data = 0;
+            p.todo.push_back(std::move(t));
+            p.st.a--; // not an echo
+        }
+        break;
+    case stats:
+        s = p.st;
+        s.rc = 0;
+        break;
+    case reject_next:
+        p.reject = true;
+        break;
+    case pause_peer:
+        write_all(fd, &s, sizeof s);
+        ::usleep(useconds_t(r.a * 1000));
+        return 0;
+    case quit:
+        write_all(fd, &s, sizeof s);
+        return 1;
+    default:
+        s.rc = -FI_EINVAL;
+    }
+    return write_all(fd, &s, sizeof s) ? 0 : -1;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    const int fd = 3;
+    peer p;
+    std::string t = argc > 1 ? argv[1] : "rdm";
+    bool autop = argc > 2 && std::string(argv[2]) == "auto";
+    p.type = t == "msg" ? FI_EP_MSG : t == "dgram" ? FI_EP_DGRAM : FI_EP_RDM;
+    int rc = p.n.open(p.type, autop);
+    if (rc) {
+        std::fprintf(stderr, "fab_peer: open failed: %s\n", shunt::strerror(rc));
+        return 2;
+    }
+    if (p.type != FI_EP_DGRAM &&
+        (rc = mr_reg(p.n.domain, p.mem.data(), mem_size, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &p.mr, nullptr)))
+        return 3;
+    if (p.type == FI_EP_MSG) {
+        if ((rc = passive_ep(p.n.fabric, p.n.fi, &p.pep, nullptr)) || (rc = pep_bind(p.pep, &p.n.eq->fid, 0)) ||
+            (rc = listen(p.pep)))
+            return 4;
+    } else {
+        post_all(p);
+    }
+    for (;;) {
+        bool idle = true;
+        if (p.n.ep) {
+            drain_cq(p);
+            flush_todo(p);
+        }
+        if (p.type == FI_EP_MSG)
+            msg_events(p);
+        pollfd pf{fd, POLLIN, 0};
+        if (::poll(&pf, 1, 0) > 0) {
+            idle = false;
+            int c = control(p, fd);
+            if (c)
+                break;
+        }
+        if (idle)
+            sched_yield();
+    }
+    if (p.pep)
+        (void)fabric::close(&p.pep->fid);
+    if (p.mr)
+        (void)fabric::close(&p.mr->fid);
+    p.n.close();
+    return 0;
+}

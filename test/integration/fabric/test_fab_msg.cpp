@@ -1,0 +1,161 @@
+// shm provider, FI_EP_MSG, two real processes: passive endpoint, connect /
+// accept with CM data, reject with data, echo, shutdown.
+#include "fab_client.h"
+
+using namespace shunt;
+using namespace shunt::fabric;
+using namespace shunt::test::fab;
+
+namespace {
+
+ssize_t wait_eq(fid_eq *eq, std::uint32_t &ev, void *buf, std::size_t len, int ms = 10000)
+{
+    return eq_sread(eq, &ev, buf, len, ms, 0);
+}
+
+struct msg_ep : ::testing::Test {
+    peer_proc p{"msg"};
+    node n;
+    void SetUp() override
+    {
+        ASSERT_EQ(n.open(FI_EP_MSG, false), 0);
+        ASSERT_EQ(endpoint(n.domain, n.fi, &n.ep, nullptr), 0);
+        ASSERT_EQ(ep_bind(n.ep, &n.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+        ASSERT_EQ(ep_bind(n.ep, &n.eq->fid, 0), 0);
+    }
+    void TearDown() override { n.close(); }
+};
+
+} // namespace
+
+TEST_F(msg_ep, ConnectAcceptWithCmDataEchoAndShutdown)
+{
+    std::size_t cm = 0, len = sizeof cm;
+    ASSERT_EQ(getopt(&n.ep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &cm, &len), 0);
+    EXPECT_GE(cm, 64u);
+    std::vector<char> too_big(cm + 1, 'x');
+    EXPECT_EQ(connect(n.ep, p.addr, too_big.data(), too_big.size()), -FI_EINVAL);
+    ASSERT_EQ(connect(n.ep, p.addr, "hello", 6), 0);
+    EXPECT_EQ(connect(n.ep, p.addr, "hello", 6), -FI_EISCONN);
+    std::uint32_t ev = 0;
+    std::uint8_t buf[256] = {};
+    ssize_t rc = wait_eq(n.eq, ev, buf, sizeof buf);
+    ASSERT_GT(rc, 0) << shunt::strerror(int(rc));
+    ASSERT_EQ(ev, FI_CONNECTED);
+    ASSERT_EQ(std::size_t(rc), sizeof(eq_cm_entry) + 8);
+    EXPECT_STREQ(reinterpret_cast<char *>(eq_cm_data(reinterpret_cast<eq_cm_entry *>(buf))), "welcome");
+    std::uint8_t peer_addr[64];
+    len = sizeof peer_addr;
+    EXPECT_EQ(getpeer(n.ep, peer_addr, &len), 0);
+    // echo over the connection; dest_addr is ignored
+    std::vector<std::uint8_t> out(3000), in(3000);
+    fill_pattern(out.data(), out.size(), 5);
+    context rctx, sctx;
+    ASSERT_EQ(recv(n.ep, in.data(), in.size(), nullptr, 0, &rctx), 0);
+    ASSERT_EQ(retry(n.cq, [&] { return send(n.ep, out.data(), out.size(), nullptr, 0, &sctx); }), 0);
+    for (int i = 0; i < 2; i++) {
+        cq_tagged_entry e{};
+        ASSERT_EQ(wait_cq(n.cq, e), 1);
+    }
+    EXPECT_EQ(in, out);
+    ASSERT_EQ(shutdown(n.ep, 0), 0);
+    EXPECT_EQ(shutdown(n.ep, 0), -FI_ENOTCONN);
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    response s;
+    do
+        s = p.stats();
+    while (s.d == 0 && std::chrono::steady_clock::now() < end);
+    EXPECT_EQ(s.d, 1u) << "the peer saw FI_SHUTDOWN";
+    EXPECT_EQ(send(n.ep, out.data(), 10, nullptr, 0, nullptr), -FI_ENOTCONN);
+}
+
+TEST_F(msg_ep, RejectGivesConnRefusedWithTheRejectData)
+{
+    request r;
+    r.op = reject_next;
+    ASSERT_EQ(p.call(r).rc, 0);
+    ASSERT_EQ(connect(n.ep, p.addr, nullptr, 0), 0);
+    std::uint32_t ev;
+    std::uint8_t buf[256];
+    ASSERT_EQ(wait_eq(n.eq, ev, buf, sizeof buf), -FI_EAVAIL);
+    eq_err_entry err{};
+    ASSERT_GT(eq_readerr(n.eq, &err, 0), 0);
+    EXPECT_EQ(err.err, FI_ECONNREFUSED);
+    ASSERT_EQ(err.err_data_size, 8u);
+    EXPECT_STREQ(static_cast<char *>(err.err_data), "no-room");
+}
+
+TEST(MsgPassive, ListenNeedsAnEqAndCmDataSizeIsReadOnly)
+{
+    node n;
+    ASSERT_EQ(n.open(FI_EP_MSG, false), 0);
+    fid_pep *pep = nullptr;
+    ASSERT_EQ(passive_ep(n.fabric, n.fi, &pep, nullptr), 0);
+    EXPECT_EQ(listen(pep), -FI_ENOEQ);
+    ASSERT_EQ(pep_bind(pep, &n.eq->fid, 0), 0);
+    ASSERT_EQ(listen(pep), 0);
+    EXPECT_EQ(listen(pep), -FI_EOPBADSTATE);
+    std::size_t v = 0, len = sizeof v;
+    ASSERT_EQ(getopt(&pep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &v, &len), 0);
+    EXPECT_GT(v, 0u);
+    EXPECT_EQ(setopt(&pep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &v, sizeof v), -FI_ENOPROTOOPT);
+    int backlog = 4;
+    EXPECT_EQ(control(&pep->fid, FI_BACKLOG, &backlog), 0);
+    std::uint8_t a[64];
+    len = sizeof a;
+    EXPECT_EQ(getname(&pep->fid, a, &len), 0);
+    EXPECT_EQ(close(&pep->fid), 0);
+    n.close();
+}
+
+TEST_F(msg_ep, TaggedRmaAndAtomicsOverTheConnection)
+{
+    ASSERT_EQ(connect(n.ep, p.addr, nullptr, 0), 0);
+    std::uint32_t ev = 0;
+    std::uint8_t buf[256];
+    ASSERT_GT(wait_eq(n.eq, ev, buf, sizeof buf), 0);
+    ASSERT_EQ(ev, FI_CONNECTED);
+    // tagged echo with ignore bits
+    std::uint8_t out[200], in[200] = {};
+    fill_pattern(out, sizeof out, 8);
+    context rc;
+    ASSERT_EQ(trecv(n.ep, in, sizeof in, nullptr, 0, 0x700, 0xff, &rc), 0);
+    ASSERT_EQ(retry(n.cq, [&] { return tsend(n.ep, out, sizeof out, nullptr, 0, 0x710, nullptr); }), 0);
+    cq_tagged_entry e{};
+    do
+        ASSERT_EQ(wait_cq(n.cq, e), 1);
+    while (e.op_context != &rc);
+    EXPECT_EQ(e.tag, 0x711u);
+    EXPECT_EQ(std::memcmp(in, out, sizeof out), 0);
+    // RMA write then read back
+    std::vector<std::uint8_t> w(5000), r(5000);
+    fill_pattern(w.data(), w.size(), 9);
+    context c;
+    ASSERT_EQ(retry(n.cq, [&] { return write(n.ep, w.data(), w.size(), nullptr, 0, p.mem + 64, p.key, &c); }), 0);
+    do
+        ASSERT_EQ(wait_cq(n.cq, e), 1);
+    while (e.op_context != &c);
+    ASSERT_EQ(retry(n.cq, [&] { return read(n.ep, r.data(), r.size(), nullptr, 0, p.mem + 64, p.key, &c); }), 0);
+    do
+        ASSERT_EQ(wait_cq(n.cq, e), 1);
+    while (e.op_context != &c);
+    EXPECT_EQ(r, w);
+    EXPECT_EQ(p.checksum(64, 5000), fnv(w.data(), w.size()));
+    // atomic fetch-add on the first word
+    std::uint64_t zero = 0, add = 3, old = 1;
+    ASSERT_EQ(retry(n.cq, [&] { return write(n.ep, &zero, 8, nullptr, 0, p.mem, p.key, &c); }), 0);
+    do
+        ASSERT_EQ(wait_cq(n.cq, e), 1);
+    while (e.op_context != &c);
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(retry(n.cq, [&] {
+                      return fetch_atomic(n.ep, &add, 1, nullptr, &old, nullptr, 0, p.mem, p.key, FI_UINT64, FI_SUM,
+                                          &c);
+                  }),
+                  0);
+        do
+            ASSERT_EQ(wait_cq(n.cq, e), 1);
+        while (e.op_context != &c);
+        EXPECT_EQ(old, std::uint64_t(3 * i));
+    }
+}

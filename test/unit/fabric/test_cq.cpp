@@ -1,0 +1,251 @@
+// Generic CQ: formats, read/readfrom/readerr, sread with timeout and
+// threshold, signal, wait objects, trywait, overflow.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <poll.h>
+#include <thread>
+
+#include "fabric/api.h"
+#include "fabric/util/cq.h"
+#include "loop_prov.h"
+
+using namespace shunt;
+using namespace shunt::fabric;
+
+namespace {
+
+struct cq_test : ::testing::Test {
+    test::loop_env env;
+    void SetUp() override { ASSERT_EQ(env.open(), 0); }
+    fid_cq *open_cq(cq_format f, wait_obj w = FI_WAIT_NONE, std::size_t size = 0,
+                    cq_wait_cond cond = FI_CQ_COND_NONE)
+    {
+        cq_attr a;
+        a.format = f;
+        a.wait_obj = w;
+        a.size = size;
+        a.wait_cond = cond;
+        fid_cq *cq = nullptr;
+        EXPECT_EQ(cq_open(env.domain, &a, &cq, this), 0);
+        return cq;
+    }
+    static void put(fid_cq *cq, void *ctx, std::uint64_t flags, std::size_t len, std::uint64_t data,
+                    std::uint64_t tag, fi_addr_t src = 7)
+    {
+        util::cq_write(util::to_cq(cq), ctx, flags, len, reinterpret_cast<void *>(0x1000), data, tag, src);
+    }
+};
+
+} // namespace
+
+TEST_F(cq_test, OpenRejectsBadAttributes)
+{
+    fid_cq *cq = nullptr;
+    cq_attr a;
+    EXPECT_EQ(cq_open(env.domain, nullptr, &cq, nullptr), -FI_EINVAL);
+    EXPECT_EQ(cq_open(nullptr, &a, &cq, nullptr), -FI_EINVAL);
+    a.format = static_cast<cq_format>(99);
+    EXPECT_EQ(cq_open(env.domain, &a, &cq, nullptr), -FI_EINVAL);
+    a.format = FI_CQ_FORMAT_CONTEXT;
+    a.wait_obj = FI_WAIT_SET;
+    EXPECT_EQ(cq_open(env.domain, &a, &cq, nullptr), -FI_ENOSYS);
+    a.wait_obj = FI_WAIT_NONE;
+    a.wait_cond = FI_CQ_COND_THRESHOLD;
+    EXPECT_EQ(cq_open(env.domain, &a, &cq, nullptr), -FI_EINVAL);
+    EXPECT_EQ(cq, nullptr);
+}
+
+TEST_F(cq_test, EveryFormatReturnsItsFields)
+{
+    int ctx;
+    for (cq_format f : {FI_CQ_FORMAT_CONTEXT, FI_CQ_FORMAT_MSG, FI_CQ_FORMAT_DATA, FI_CQ_FORMAT_TAGGED}) {
+        fid_cq *cq = open_cq(f);
+        put(cq, &ctx, FI_RECV | FI_TAGGED, 33, 0xda7a, 0x7a6);
+        cq_tagged_entry e{};
+        ASSERT_EQ(cq_read(cq, &e, 1), 1) << f;
+        EXPECT_EQ(e.op_context, &ctx);
+        if (f >= FI_CQ_FORMAT_MSG) {
+            EXPECT_EQ(e.flags, FI_RECV | FI_TAGGED);
+            EXPECT_EQ(e.len, 33u);
+        }
+        if (f >= FI_CQ_FORMAT_DATA) {
+            EXPECT_EQ(e.buf, reinterpret_cast<void *>(0x1000));
+            EXPECT_EQ(e.data, 0xda7au);
+        }
+        if (f == FI_CQ_FORMAT_TAGGED) {
+            EXPECT_EQ(e.tag, 0x7a6u);
+        }
+        if (f == FI_CQ_FORMAT_CONTEXT) {
+            EXPECT_EQ(e.flags, 0u) << "context format writes only op_context";
+        }
+        EXPECT_EQ(cq_read(cq, &e, 1), -FI_EAGAIN);
+        EXPECT_EQ(close(&cq->fid), 0);
+    }
+    EXPECT_EQ(cq_entry_size(FI_CQ_FORMAT_TAGGED), sizeof(cq_tagged_entry));
+}
+
+TEST_F(cq_test, ReadReturnsEntriesInOrderAndReadfromGivesSources)
+{
+    fid_cq *cq = open_cq(FI_CQ_FORMAT_MSG);
+    int ctx[5];
+    for (int i = 0; i < 5; i++)
+        put(cq, &ctx[i], FI_SEND, std::size_t(i), 0, 0, fi_addr_t(100 + i));
+    cq_msg_entry e[3];
+    fi_addr_t src[3];
+    ASSERT_EQ(cq_readfrom(cq, e, 3, src), 3);
+    for (int i = 0; i < 3; i++) {
+        EXPECT_EQ(e[i].op_context, &ctx[i]);
+        EXPECT_EQ(src[i], fi_addr_t(100 + i));
+    }
+    ASSERT_EQ(cq_read(cq, e, 3), 2);
+    EXPECT_EQ(e[0].op_context, &ctx[3]);
+    EXPECT_EQ(e[1].op_context, &ctx[4]);
+    EXPECT_EQ(cq_read(cq, nullptr, 1), -FI_EINVAL);
+    EXPECT_EQ(close(&cq->fid), 0);
+}
+
+TEST_F(cq_test, ErrorsAreReportedByReadAvailAndReaderr)
+{
+    fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT);
+    int ctx;
+    put(cq, &ctx, FI_SEND, 0, 0, 0);
+    cq_err_entry e{};
+    e.op_context = &ctx;
+    e.err = FI_ETRUNC;
+    e.olen = 5;
+    e.flags = FI_RECV;
+    const char data[] = "provider detail";
+    util::cq_write_err(util::to_cq(cq), e, data, sizeof data);
+    cq_entry ce;
+    EXPECT_EQ(cq_read(cq, &ce, 1), -FI_EAVAIL);
+    cq_err_entry got{};
+    ASSERT_EQ(cq_readerr(cq, &got, FI_PEEK), 1);
+    EXPECT_EQ(got.err, FI_ETRUNC);
+    ASSERT_EQ(cq_readerr(cq, &got, 0), 1);
+    EXPECT_EQ(got.op_context, &ctx);
+    EXPECT_EQ(got.olen, 5u);
+    ASSERT_EQ(got.err_data_size, sizeof data);
+    EXPECT_STREQ(static_cast<const char *>(got.err_data), data);
+    // a caller-provided err_data buffer is filled instead
+    util::cq_write_err(util::to_cq(cq), e, data, sizeof data);
+    char mine[4];
+    cq_err_entry g2{};
+    g2.err_data = mine;
+    g2.err_data_size = sizeof mine;
+    ASSERT_EQ(cq_readerr(cq, &g2, 0), 1);
+    EXPECT_EQ(g2.err_data, mine);
+    EXPECT_EQ(g2.err_data_size, sizeof mine);
+    EXPECT_EQ(std::memcmp(mine, data, sizeof mine), 0);
+    EXPECT_EQ(cq_readerr(cq, &got, 0), -FI_EAGAIN);
+    EXPECT_EQ(cq_readerr(cq, &got, 1ULL << 40), -FI_EBADFLAGS);
+    ASSERT_EQ(cq_read(cq, &ce, 1), 1);
+    EXPECT_EQ(ce.op_context, &ctx);
+    EXPECT_NE(cq_strerror(cq, FI_ETRUNC, nullptr, nullptr, 0), nullptr);
+    EXPECT_EQ(close(&cq->fid), 0);
+}
+
+TEST_F(cq_test, SreadTimesOutWithoutEntriesAndNeedsAWaitObject)
+{
+    fid_cq *nowait = open_cq(FI_CQ_FORMAT_CONTEXT);
+    cq_entry e;
+    EXPECT_EQ(cq_sread(nowait, &e, 1, nullptr, 10), -FI_ENOSYS);
+    EXPECT_EQ(close(&nowait->fid), 0);
+    fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_UNSPEC);
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(cq_sread(cq, &e, 1, nullptr, 30), -FI_EAGAIN);
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(25));
+    EXPECT_EQ(close(&cq->fid), 0);
+}
+
+TEST_F(cq_test, SreadWakesOnAnotherThreadsCompletionAndOnSignal)
+{
+    fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_FD);
+    int ctx;
+    std::thread t([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        put(cq, &ctx, FI_SEND, 0, 0, 0);
+    });
+    cq_entry e{};
+    EXPECT_EQ(cq_sread(cq, &e, 1, nullptr, 5000), 1);
+    EXPECT_EQ(e.op_context, &ctx);
+    t.join();
+    std::thread s([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        EXPECT_EQ(cq_signal(cq), 0);
+    });
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(cq_sread(cq, &e, 1, nullptr, 5000), -FI_EAGAIN);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));
+    s.join();
+    EXPECT_EQ(close(&cq->fid), 0);
+}
+
+TEST_F(cq_test, SreadThresholdWaitsForCondEntries)
+{
+    fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_UNSPEC, 0, FI_CQ_COND_THRESHOLD);
+    int ctx;
+    put(cq, &ctx, FI_SEND, 0, 0, 0);
+    std::thread t([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        put(cq, &ctx, FI_SEND, 0, 0, 0);
+    });
+    cq_entry e[4];
+    EXPECT_EQ(cq_sread(cq, e, 4, reinterpret_cast<const void *>(std::uintptr_t(2)), 5000), 2);
+    t.join();
+    EXPECT_EQ(close(&cq->fid), 0);
+}
+
+TEST_F(cq_test, WaitFdAndTrywait)
+{
+    fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_FD);
+    int fd = -1;
+    ASSERT_EQ(control(&cq->fid, FI_GETWAIT, &fd), 0);
+    ASSERT_GE(fd, 0);
+    fid *f = &cq->fid;
+    EXPECT_EQ(trywait(env.fabric, &f, 1), 0);
+    int ctx;
+    put(cq, &ctx, FI_SEND, 0, 0, 0);
+    pollfd p{fd, POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 2000), 1) << "the fd must be readable after a completion";
+    EXPECT_EQ(trywait(env.fabric, &f, 1), -FI_EAGAIN);
+    cq_entry e;
+    EXPECT_EQ(cq_read(cq, &e, 1), 1);
+    EXPECT_EQ(trywait(env.fabric, &f, 0), -FI_EINVAL);
+    fid_cq *nowait = open_cq(FI_CQ_FORMAT_CONTEXT);
+    fid *g = &nowait->fid;
+    EXPECT_EQ(trywait(env.fabric, &g, 1), -FI_EINVAL);
+    EXPECT_EQ(control(&nowait->fid, FI_GETWAIT, &fd), -FI_ENODATA);
+    EXPECT_EQ(close(&nowait->fid), 0);
+    EXPECT_EQ(close(&cq->fid), 0);
+}
+
+TEST_F(cq_test, FullRingSpillsWithoutLosingOrReordering)
+{
+    fid_cq *cq = open_cq(FI_CQ_FORMAT_MSG, FI_WAIT_NONE, 4);
+    for (int i = 0; i < 20; i++)
+        put(cq, nullptr, FI_SEND, std::size_t(i), 0, 0);
+    cq_msg_entry e[7];
+    std::size_t next = 0;
+    for (int tries = 0; tries < 10 && next < 20; tries++) {
+        ssize_t n = cq_read(cq, e, 7);
+        if (n < 0)
+            break;
+        for (ssize_t i = 0; i < n; i++)
+            EXPECT_EQ(e[i].len, next++);
+    }
+    EXPECT_EQ(next, 20u);
+    EXPECT_EQ(close(&cq->fid), 0);
+}
+
+TEST_F(cq_test, ClosedOrForeignHandlesAreRejected)
+{
+    fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT);
+    EXPECT_EQ(close(&cq->fid), 0);
+    EXPECT_EQ(close(&cq->fid), -FI_EINVAL) << "double close";
+    EXPECT_EQ(close(nullptr), -FI_EINVAL);
+    fid bogus;
+    EXPECT_EQ(close(&bogus), -FI_EINVAL);
+    EXPECT_FALSE(fid_live(&bogus));
+}

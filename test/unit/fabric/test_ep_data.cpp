@@ -1,0 +1,547 @@
+// Data-transfer semantics of the shared endpoint base through the loop
+// provider: selective completion, counters, inject, multi-recv, cancel,
+// tagged matching, RMA and atomics, completion flags and errors.
+#include "fixture.h"
+
+using namespace shunt;
+using namespace shunt::fabric;
+using test::loop_ep;
+
+namespace {
+struct ep_data : ::testing::Test {
+    test::loop_env env;
+    loop_ep a, b;
+    fi_addr_t to_b = 0, to_a = 0;
+    void SetUp() override { ASSERT_EQ(env.open(), 0); }
+    void pair(std::uint64_t a_flags = FI_TRANSMIT | FI_RECV, std::uint64_t b_flags = FI_TRANSMIT | FI_RECV)
+    {
+        ASSERT_EQ(test::open_ep(env, a, a_flags), 0);
+        ASSERT_EQ(test::open_ep(env, b, b_flags), 0);
+        to_b = test::add_peer(a, b);
+        to_a = test::add_peer(b, a);
+    }
+    void TearDown() override
+    {
+        a.close_all();
+        b.close_all();
+    }
+};
+} // namespace
+
+TEST_F(ep_data, SendRecvCompletesBothSidesWithFlagsAndData)
+{
+    pair();
+    char rbuf[32] = {};
+    int rctx, sctx;
+    ASSERT_EQ(recv(b.ep, rbuf, sizeof rbuf, nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+    ASSERT_EQ(senddata(a.ep, "payload", 8, nullptr, 0xfeed, to_b, &sctx), 0);
+    cq_tagged_entry e{};
+    fi_addr_t src = 0;
+    ASSERT_EQ(cq_readfrom(b.cq, &e, 1, &src), 1);
+    EXPECT_EQ(e.op_context, &rctx);
+    EXPECT_EQ(e.flags, FI_RECV | FI_MSG | FI_REMOTE_CQ_DATA);
+    EXPECT_EQ(e.len, 8u);
+    EXPECT_EQ(e.data, 0xfeedu);
+    EXPECT_EQ(e.buf, rbuf);
+    EXPECT_EQ(src, to_a) << "FI_SOURCE: the sender's address in the receiver's AV";
+    EXPECT_STREQ(rbuf, "payload");
+    ASSERT_EQ(test::read_one(a.cq, e), 1);
+    EXPECT_EQ(e.op_context, &sctx);
+    EXPECT_EQ(e.flags, FI_SEND | FI_MSG);
+}
+
+TEST_F(ep_data, SelectiveCompletionWritesOnlyRequestedCompletionsButAlwaysErrors)
+{
+    pair(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION);
+    char rbuf[16];
+    for (int i = 0; i < 3; i++)
+        ASSERT_EQ(recv(b.ep, rbuf, sizeof rbuf, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+    int quiet, loud;
+    ASSERT_EQ(send(a.ep, "x", 1, nullptr, to_b, &quiet), 0);
+    cq_tagged_entry e{};
+    EXPECT_EQ(cq_read(a.cq, &e, 1), -FI_EAGAIN) << "no FI_COMPLETION: no entry";
+    iovec v{const_cast<char *>("y"), 1};
+    msg m;
+    m.msg_iov = &v;
+    m.iov_count = 1;
+    m.addr = to_b;
+    m.context = &loud;
+    ASSERT_EQ(sendmsg(a.ep, &m, FI_COMPLETION), 0);
+    ASSERT_EQ(test::read_one(a.cq, e), 1);
+    EXPECT_EQ(e.op_context, &loud);
+    // the default flags can ask for completions too
+    std::uint64_t f = FI_TRANSMIT | FI_COMPLETION;
+    ASSERT_EQ(control(&a.ep->fid, FI_SETOPSFLAG, &f), 0);
+    ASSERT_EQ(send(a.ep, "z", 1, nullptr, to_b, &quiet), 0);
+    ASSERT_EQ(test::read_one(a.cq, e), 1);
+    EXPECT_EQ(e.op_context, &quiet);
+    // an error is reported although no completion was asked for
+    f = FI_TRANSMIT;
+    ASSERT_EQ(control(&a.ep->fid, FI_SETOPSFLAG, &f), 0);
+    b.close_all(); // the peer is gone: the send fails asynchronously
+    ASSERT_EQ(send(a.ep, "w", 1, nullptr, to_b, &quiet), 0);
+    EXPECT_EQ(cq_read(a.cq, &e, 1), -FI_EAVAIL);
+    cq_err_entry err{};
+    ASSERT_EQ(cq_readerr(a.cq, &err, 0), 1);
+    EXPECT_EQ(err.op_context, &quiet);
+    EXPECT_EQ(err.err, FI_EHOSTUNREACH);
+}
+
+TEST_F(ep_data, CountersAloneOrWithCqErrorsIncrementErrorCounterAndCq)
+{
+    ASSERT_EQ(test::open_ep(env, b), 0);
+    fid_ep *ep = nullptr;
+    ASSERT_EQ(endpoint(env.domain, env.info, &ep, nullptr), 0);
+    cq_attr ca;
+    ca.format = FI_CQ_FORMAT_MSG;
+    fid_cq *cq = nullptr;
+    ASSERT_EQ(cq_open(env.domain, &ca, &cq, nullptr), 0);
+    fid_cntr *sent = nullptr;
+    ASSERT_EQ(cntr_open(env.domain, nullptr, &sent, nullptr), 0);
+    av_attr aa;
+    fid_av *av = nullptr;
+    ASSERT_EQ(av_open(env.domain, &aa, &av, nullptr), 0);
+    ASSERT_EQ(ep_bind(ep, &av->fid, 0), 0);
+    ASSERT_EQ(ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION), 0);
+    ASSERT_EQ(ep_bind(ep, &sent->fid, FI_SEND), 0);
+    ASSERT_EQ(enable(ep), 0);
+    fi_addr_t to = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(av_insert(av, &b.name, 1, &to, 0, nullptr), 1);
+    char rbuf[8];
+    for (int i = 0; i < 5; i++)
+        ASSERT_EQ(recv(b.ep, rbuf, sizeof rbuf, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+    for (int i = 0; i < 5; i++)
+        ASSERT_EQ(send(ep, "abc", 3, nullptr, to, nullptr), 0);
+    EXPECT_EQ(cntr_read(sent), 5u) << "the counter tracks successes";
+    cq_msg_entry e;
+    EXPECT_EQ(cq_read(cq, &e, 1), -FI_EAGAIN) << "the CQ only reports errors";
+    b.close_all();
+    ASSERT_EQ(send(ep, "abc", 3, nullptr, to, this), 0);
+    EXPECT_EQ(cntr_read(sent), 5u);
+    EXPECT_EQ(cntr_readerr(sent), 1u);
+    EXPECT_EQ(cq_read(cq, &e, 1), -FI_EAVAIL);
+    cq_err_entry err{};
+    ASSERT_EQ(cq_readerr(cq, &err, 0), 1);
+    EXPECT_EQ(err.op_context, this);
+    EXPECT_EQ(close(&ep->fid), 0);
+    EXPECT_EQ(close(&cq->fid), 0);
+    EXPECT_EQ(close(&sent->fid), 0);
+    EXPECT_EQ(close(&av->fid), 0);
+}
+
+TEST_F(ep_data, InjectReturnsTheBufferAtOnceWithoutCompletion)
+{
+    pair();
+    char rbuf[64];
+    ASSERT_EQ(recv(b.ep, rbuf, sizeof rbuf, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+    char sbuf[64];
+    std::memset(sbuf, 'A', sizeof sbuf);
+    ASSERT_EQ(inject(a.ep, sbuf, sizeof sbuf, to_b), 0);
+    std::memset(sbuf, 'B', sizeof sbuf); // reuse at once
+    cq_tagged_entry e;
+    EXPECT_EQ(cq_read(a.cq, &e, 1), -FI_EAGAIN) << "inject generates no completion";
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    for (char c : rbuf)
+        ASSERT_EQ(c, 'A');
+    EXPECT_EQ(inject(a.ep, sbuf, 65, to_b), -FI_EMSGSIZE);
+    std::size_t lim = 8;
+    loop_ep c;
+    ASSERT_EQ(test::open_ep(env, c, FI_TRANSMIT | FI_RECV, false), 0);
+    ASSERT_EQ(setopt(&c.ep->fid, FI_OPT_ENDPOINT, FI_OPT_INJECT_MSG_SIZE, &lim, sizeof lim), 0);
+    ASSERT_EQ(enable(c.ep), 0);
+    fi_addr_t cb = test::add_peer(c, b);
+    EXPECT_EQ(inject(c.ep, sbuf, 9, cb), -FI_EMSGSIZE) << "FI_OPT_INJECT_MSG_SIZE";
+    EXPECT_EQ(tinject(c.ep, sbuf, 9, cb, 1), 0) << "the tagged limit is separate";
+    iovec v{sbuf, 9};
+    msg m;
+    m.msg_iov = &v;
+    m.iov_count = 1;
+    m.addr = cb;
+    EXPECT_EQ(sendmsg(c.ep, &m, FI_INJECT), -FI_EMSGSIZE) << "FI_INJECT is limited too";
+}
+
+TEST_F(ep_data, TaggedMatchingWithIgnoreBitsWildcardSourceAndUnexpected)
+{
+    pair();
+    // unexpected: sent before any receive is posted
+    ASSERT_EQ(tsend(a.ep, "first", 6, nullptr, to_b, 0x1100, nullptr), 0);
+    ASSERT_EQ(tsend(a.ep, "second", 7, nullptr, to_b, 0x2200, nullptr), 0);
+    char r1[16] = {}, r2[16] = {};
+    ASSERT_EQ(trecv(b.ep, r2, sizeof r2, nullptr, FI_ADDR_UNSPEC, 0x2200, 0, nullptr), 0);
+    cq_tagged_entry e{};
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    EXPECT_EQ(e.tag, 0x2200u);
+    EXPECT_STREQ(r2, "second");
+    ASSERT_EQ(trecv(b.ep, r1, sizeof r1, nullptr, to_a, 0x1000, 0x0fff, nullptr), 0) << "ignore low bits";
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    EXPECT_EQ(e.tag, 0x1100u);
+    EXPECT_EQ(e.flags, FI_RECV | FI_TAGGED);
+    EXPECT_STREQ(r1, "first");
+    // posted receives match in order; a non-matching tag waits
+    char r3[16] = {}, r4[16] = {};
+    int c3, c4;
+    ASSERT_EQ(trecv(b.ep, r3, sizeof r3, nullptr, FI_ADDR_UNSPEC, 7, 0, &c3), 0);
+    ASSERT_EQ(trecv(b.ep, r4, sizeof r4, nullptr, FI_ADDR_UNSPEC, 8, 0, &c4), 0);
+    ASSERT_EQ(tsend(a.ep, "eight", 6, nullptr, to_b, 8, nullptr), 0);
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    EXPECT_EQ(e.op_context, &c4);
+    EXPECT_STREQ(r4, "eight");
+    EXPECT_EQ(cq_read(b.cq, &e, 1), -FI_EAGAIN);
+    // tagged and untagged never match each other
+    ASSERT_EQ(send(a.ep, "untagged", 9, nullptr, to_b, nullptr), 0);
+    EXPECT_EQ(cq_read(b.cq, &e, 1), -FI_EAGAIN);
+    ASSERT_EQ(tsend(a.ep, "seven", 6, nullptr, to_b, 7, nullptr), 0);
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    EXPECT_EQ(e.op_context, &c3);
+}
+
+TEST_F(ep_data, TaggedPeekClaimAndDiscard)
+{
+    pair();
+    ASSERT_EQ(tsend(a.ep, "claimme", 8, nullptr, to_b, 42, nullptr), 0);
+    ASSERT_EQ(tsend(a.ep, "dropme", 7, nullptr, to_b, 43, nullptr), 0);
+    context ctx{};
+    msg_tagged m;
+    m.tag = 41;
+    m.context = &ctx;
+    m.addr = FI_ADDR_UNSPEC;
+    ASSERT_EQ(trecvmsg(b.ep, &m, FI_PEEK), 0);
+    cq_tagged_entry e{};
+    EXPECT_EQ(cq_read(b.cq, &e, 1), -FI_EAVAIL);
+    cq_err_entry err{};
+    ASSERT_EQ(cq_readerr(b.cq, &err, 0), 1);
+    EXPECT_EQ(err.err, FI_ENOMSG) << "peek without a match";
+    m.tag = 42;
+    ASSERT_EQ(trecvmsg(b.ep, &m, FI_PEEK | FI_CLAIM), 0);
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    EXPECT_EQ(e.len, 8u);
+    EXPECT_EQ(e.tag, 42u);
+    // a normal receive for 42 no longer sees the claimed message
+    char other[16];
+    ASSERT_EQ(trecv(b.ep, other, sizeof other, nullptr, FI_ADDR_UNSPEC, 42, 0, nullptr), 0);
+    EXPECT_EQ(cq_read(b.cq, &e, 1), -FI_EAGAIN);
+    char buf[16] = {};
+    iovec v{buf, sizeof buf};
+    m.msg_iov = &v;
+    m.iov_count = 1;
+    ASSERT_EQ(trecvmsg(b.ep, &m, FI_CLAIM), 0);
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    EXPECT_STREQ(buf, "claimme");
+    m.tag = 43;
+    ASSERT_EQ(trecvmsg(b.ep, &m, FI_PEEK | FI_DISCARD), 0);
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    EXPECT_EQ(e.tag, 43u);
+    ASSERT_EQ(trecvmsg(b.ep, &m, FI_PEEK), 0);
+    EXPECT_EQ(cq_read(b.cq, &e, 1), -FI_EAVAIL) << "discarded";
+}
+
+TEST_F(ep_data, MultiRecvPacksMessagesAndReleasesBelowMinimum)
+{
+    pair();
+    std::size_t min = 16;
+    ASSERT_EQ(setopt(&b.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof min), 0);
+    char pool[64] = {};
+    iovec v{pool, sizeof pool};
+    msg m;
+    m.msg_iov = &v;
+    m.iov_count = 1;
+    m.addr = FI_ADDR_UNSPEC;
+    m.context = pool;
+    ASSERT_EQ(recvmsg(b.ep, &m, FI_MULTI_RECV), 0);
+    for (int i = 0; i < 3; i++) {
+        char s[16];
+        std::memset(s, 'a' + i, sizeof s);
+        ASSERT_EQ(send(a.ep, s, sizeof s, nullptr, to_b, nullptr), 0);
+    }
+    cq_tagged_entry e[3];
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(test::read_one(b.cq, e[i]), 1);
+        EXPECT_EQ(e[i].op_context, pool);
+        EXPECT_EQ(e[i].len, 16u);
+        EXPECT_EQ(e[i].buf, pool + 16 * i) << "packed one after the other";
+        EXPECT_EQ(static_cast<char *>(e[i].buf)[0], 'a' + i);
+    }
+    for (auto &x : e)
+        EXPECT_FALSE(x.flags & FI_MULTI_RECV) << "16 bytes left is not below the minimum of 16";
+    char s[16];
+    std::memset(s, 'z', sizeof s);
+    ASSERT_EQ(send(a.ep, s, sizeof s, nullptr, to_b, nullptr), 0);
+    cq_tagged_entry last;
+    ASSERT_EQ(test::read_one(b.cq, last), 1);
+    EXPECT_EQ(last.buf, pool + 48);
+    EXPECT_TRUE(last.flags & FI_MULTI_RECV) << "0 bytes left: released, flagged on the last completion";
+}
+
+TEST_F(ep_data, MultiRecvReleasedFlagOnLastCompletion)
+{
+    pair();
+    std::size_t min = 20;
+    ASSERT_EQ(setopt(&b.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof min), 0);
+    char pool[50];
+    iovec v{pool, sizeof pool};
+    msg m;
+    m.msg_iov = &v;
+    m.iov_count = 1;
+    m.addr = FI_ADDR_UNSPEC;
+    ASSERT_EQ(recvmsg(b.ep, &m, FI_MULTI_RECV), 0);
+    char s[10] = "123456789";
+    cq_tagged_entry e;
+    ASSERT_EQ(send(a.ep, s, 10, nullptr, to_b, nullptr), 0); // 40 left
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    EXPECT_FALSE(e.flags & FI_MULTI_RECV);
+    ASSERT_EQ(send(a.ep, s, 10, nullptr, to_b, nullptr), 0); // 30 left
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    EXPECT_FALSE(e.flags & FI_MULTI_RECV);
+    ASSERT_EQ(send(a.ep, s, 10, nullptr, to_b, nullptr), 0); // 20 left: still >= min
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    EXPECT_FALSE(e.flags & FI_MULTI_RECV);
+    ASSERT_EQ(send(a.ep, s, 10, nullptr, to_b, nullptr), 0); // 10 left: released
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    EXPECT_TRUE(e.flags & FI_MULTI_RECV);
+    EXPECT_EQ(e.buf, pool + 30);
+    // nothing posted any more: the next message waits as unexpected
+    ASSERT_EQ(send(a.ep, s, 10, nullptr, to_b, nullptr), 0);
+    EXPECT_EQ(cq_read(b.cq, &e, 1), -FI_EAGAIN);
+}
+
+TEST_F(ep_data, CancelGivesCanceledErrorOrNothingIfCompleted)
+{
+    pair();
+    char buf[8];
+    int ctx1, ctx2;
+    ASSERT_EQ(recv(b.ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, &ctx1), 0);
+    ASSERT_EQ(cancel(b.ep, &ctx1), 0);
+    cq_tagged_entry e;
+    EXPECT_EQ(cq_read(b.cq, &e, 1), -FI_EAVAIL);
+    cq_err_entry err{};
+    ASSERT_EQ(cq_readerr(b.cq, &err, 0), 1);
+    EXPECT_EQ(err.err, FI_ECANCELED);
+    EXPECT_EQ(err.op_context, &ctx1);
+    EXPECT_TRUE(err.flags & FI_RECV);
+    // completed before cancel: only its completion, nothing for the cancel
+    ASSERT_EQ(recv(b.ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, &ctx2), 0);
+    ASSERT_EQ(send(a.ep, "x", 1, nullptr, to_b, nullptr), 0);
+    ASSERT_EQ(cancel(b.ep, &ctx2), 0);
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    EXPECT_EQ(e.op_context, &ctx2);
+    EXPECT_EQ(cq_read(b.cq, &e, 1), -FI_EAGAIN);
+    EXPECT_EQ(cq_readerr(b.cq, &err, 0), -FI_EAGAIN);
+    EXPECT_EQ(cancel(b.ep, nullptr), 0) << "no context: nothing to cancel";
+}
+
+TEST_F(ep_data, TruncatedReceiveIsAnErrorWithOlen)
+{
+    pair();
+    char small[4];
+    ASSERT_EQ(recv(b.ep, small, sizeof small, nullptr, FI_ADDR_UNSPEC, this), 0);
+    ASSERT_EQ(send(a.ep, "0123456789", 10, nullptr, to_b, nullptr), 0);
+    cq_tagged_entry e;
+    EXPECT_EQ(cq_read(b.cq, &e, 1), -FI_EAVAIL);
+    cq_err_entry err{};
+    ASSERT_EQ(cq_readerr(b.cq, &err, 0), 1);
+    EXPECT_EQ(err.err, FI_ETRUNC);
+    EXPECT_EQ(err.len, 4u);
+    EXPECT_EQ(err.olen, 6u);
+    EXPECT_EQ(std::memcmp(small, "0123", 4), 0);
+}
+
+TEST_F(ep_data, AliasFlagsApplyToOperationsPostedThroughIt)
+{
+    pair(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION);
+    fid_ep *loud = nullptr;
+    ASSERT_EQ(ep_alias(a.ep, &loud, FI_TRANSMIT | FI_COMPLETION), 0);
+    char rbuf[8];
+    ASSERT_EQ(recv(b.ep, rbuf, sizeof rbuf, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+    ASSERT_EQ(recv(b.ep, rbuf, sizeof rbuf, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+    int c1, c2;
+    ASSERT_EQ(send(a.ep, "q", 1, nullptr, to_b, &c1), 0);
+    ASSERT_EQ(send(loud, "l", 1, nullptr, to_b, &c2), 0);
+    cq_tagged_entry e;
+    ASSERT_EQ(test::read_one(a.cq, e), 1);
+    EXPECT_EQ(e.op_context, &c2) << "only the alias asks for completions";
+    EXPECT_EQ(cq_read(a.cq, &e, 1), -FI_EAGAIN);
+    EXPECT_EQ(close(&loud->fid), 0);
+}
+
+TEST_F(ep_data, RmaWriteReadAndRemoteCqData)
+{
+    pair();
+    std::uint8_t target[256];
+    for (int i = 0; i < 256; i++)
+        target[i] = std::uint8_t(i);
+    fid_mr *mr = nullptr;
+    ASSERT_EQ(mr_reg(env.domain, target, sizeof target, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 77, 0, &mr, nullptr), 0);
+    std::uint8_t got[64];
+    int ctx;
+    ASSERT_EQ(read(a.ep, got, sizeof got, nullptr, to_b, 100, 77, &ctx), 0);
+    cq_tagged_entry e;
+    ASSERT_EQ(test::read_one(a.cq, e), 1);
+    EXPECT_EQ(e.flags, FI_RMA | FI_READ);
+    for (int i = 0; i < 64; i++)
+        ASSERT_EQ(got[i], std::uint8_t(100 + i));
+    std::uint8_t src[32];
+    std::memset(src, 0xee, sizeof src);
+    ASSERT_EQ(writedata(a.ep, src, sizeof src, nullptr, 0x55, to_b, 10, 77, &ctx), 0);
+    ASSERT_EQ(test::read_one(a.cq, e), 1);
+    EXPECT_EQ(e.flags, FI_RMA | FI_WRITE);
+    for (int i = 0; i < 256; i++)
+        ASSERT_EQ(target[i], i >= 10 && i < 42 ? 0xee : std::uint8_t(i)) << i;
+    ASSERT_EQ(test::read_one(b.cq, e), 1) << "remote CQ data at the target";
+    EXPECT_EQ(e.data, 0x55u);
+    EXPECT_TRUE(e.flags & FI_REMOTE_CQ_DATA);
+    // bad key and out of range come back as error completions
+    ASSERT_EQ(write(a.ep, src, sizeof src, nullptr, to_b, 0, 78, this), 0);
+    EXPECT_EQ(cq_read(a.cq, &e, 1), -FI_EAVAIL);
+    cq_err_entry err{};
+    ASSERT_EQ(cq_readerr(a.cq, &err, 0), 1);
+    EXPECT_EQ(err.err, FI_EKEYREJECTED);
+    ASSERT_EQ(write(a.ep, src, sizeof src, nullptr, to_b, 250, 77, this), 0);
+    ASSERT_EQ(cq_readerr(a.cq, &err, 0), 1);
+    EXPECT_EQ(err.err, FI_EINVAL);
+    EXPECT_EQ(target[250], 250) << "nothing written out of range";
+    EXPECT_EQ(close(&mr->fid), 0);
+}
+
+TEST_F(ep_data, AtomicsFetchAndCompareWithDataCheckedAndValidQueries)
+{
+    pair();
+    std::uint64_t target[4] = {10, 20, 30, 40};
+    fid_mr *mr = nullptr;
+    ASSERT_EQ(mr_reg(env.domain, target, sizeof target, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 5, 0, &mr, nullptr), 0);
+    std::uint64_t add[2] = {1, 2};
+    cq_tagged_entry e;
+    ASSERT_EQ(atomic(a.ep, add, 2, nullptr, to_b, 8, 5, FI_UINT64, FI_SUM, nullptr), 0);
+    ASSERT_EQ(test::read_one(a.cq, e), 1);
+    EXPECT_EQ(e.flags, FI_ATOMIC | FI_WRITE);
+    EXPECT_EQ(target[1], 21u);
+    EXPECT_EQ(target[2], 32u);
+    std::uint64_t old = 0, v = 5;
+    ASSERT_EQ(fetch_atomic(a.ep, &v, 1, nullptr, &old, nullptr, to_b, 0, 5, FI_UINT64, FI_MAX, nullptr), 0);
+    ASSERT_EQ(test::read_one(a.cq, e), 1);
+    EXPECT_EQ(e.flags, FI_ATOMIC | FI_READ);
+    EXPECT_EQ(old, 10u);
+    EXPECT_EQ(target[0], 10u);
+    std::uint64_t cmp = 40, swap = 99;
+    ASSERT_EQ(compare_atomic(a.ep, &swap, 1, nullptr, &cmp, nullptr, &old, nullptr, to_b, 24, 5, FI_UINT64, FI_CSWAP,
+                             nullptr),
+              0);
+    ASSERT_EQ(test::read_one(a.cq, e), 1);
+    EXPECT_EQ(old, 40u);
+    EXPECT_EQ(target[3], 99u);
+    cmp = 1;
+    ASSERT_EQ(compare_atomic(a.ep, &swap, 1, nullptr, &cmp, nullptr, &old, nullptr, to_b, 0, 5, FI_UINT64, FI_CSWAP,
+                             nullptr),
+              0);
+    ASSERT_EQ(test::read_one(a.cq, e), 1);
+    EXPECT_EQ(target[0], 10u) << "compare failed: unchanged";
+    std::size_t count = 0;
+    EXPECT_EQ(atomicvalid(a.ep, FI_UINT64, FI_SUM, &count), 0);
+    EXPECT_EQ(count, 8u);
+    EXPECT_EQ(atomicvalid(a.ep, FI_DOUBLE, FI_BOR, &count), -FI_EOPNOTSUPP);
+    EXPECT_EQ(fetch_atomicvalid(a.ep, FI_INT32, FI_ATOMIC_READ, &count), 0);
+    EXPECT_EQ(compare_atomicvalid(a.ep, FI_UINT32, FI_MSWAP, &count), 0);
+    EXPECT_EQ(compare_atomicvalid(a.ep, FI_UINT32, FI_SUM, &count), -FI_EOPNOTSUPP);
+    atomic_attr at{};
+    EXPECT_EQ(query_atomic(env.domain, FI_DOUBLE, FI_SUM, &at, 0), 0);
+    EXPECT_EQ(at.size, 8u);
+    EXPECT_EQ(query_atomic(env.domain, FI_DOUBLE, FI_SUM, &at, FI_FETCH_ATOMIC | FI_COMPARE_ATOMIC), -FI_EINVAL);
+    EXPECT_EQ(close(&mr->fid), 0);
+}
+
+TEST_F(ep_data, RemoteWriteCounterRequiresRmaEventAndCounts)
+{
+    ASSERT_EQ(test::open_ep(env, a), 0);
+    fid_ep *t = nullptr;
+    ASSERT_EQ(endpoint(env.domain, env.info, &t, nullptr), 0);
+    cq_attr ca;
+    fid_cq *cq = nullptr;
+    ASSERT_EQ(cq_open(env.domain, &ca, &cq, nullptr), 0);
+    av_attr aa;
+    fid_av *av = nullptr;
+    ASSERT_EQ(av_open(env.domain, &aa, &av, nullptr), 0);
+    fid_cntr *rw = nullptr;
+    ASSERT_EQ(cntr_open(env.domain, nullptr, &rw, nullptr), 0);
+    ASSERT_EQ(ep_bind(t, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(ep_bind(t, &av->fid, 0), 0);
+    ASSERT_EQ(ep_bind(t, &rw->fid, FI_REMOTE_WRITE), 0);
+    ASSERT_EQ(enable(t), 0);
+    std::uint64_t name = 0;
+    std::size_t len = 8;
+    ASSERT_EQ(getname(&t->fid, &name, &len), 0);
+    fi_addr_t to = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(av_insert(a.av, &name, 1, &to, 0, nullptr), 1);
+    char mem[16];
+    fid_mr *mr = nullptr;
+    ASSERT_EQ(mr_reg(env.domain, mem, sizeof mem, FI_REMOTE_WRITE, 0, 9, 0, &mr, nullptr), 0);
+    ASSERT_EQ(inject_write(a.ep, "abcd", 4, to, 0, 9), 0);
+    ASSERT_EQ(inject_write(a.ep, "efgh", 4, to, 4, 9), 0);
+    EXPECT_EQ(cntr_read(rw), 2u);
+    EXPECT_EQ(std::memcmp(mem, "abcdefgh", 8), 0);
+    EXPECT_EQ(close(&mr->fid), 0);
+    EXPECT_EQ(close(&t->fid), 0);
+    EXPECT_EQ(close(&cq->fid), 0);
+    EXPECT_EQ(close(&av->fid), 0);
+    EXPECT_EQ(close(&rw->fid), 0);
+}
+
+TEST_F(ep_data, CloseDiscardsOutstandingReceivesWithoutCompletions)
+{
+    pair();
+    char buf[8];
+    for (int i = 0; i < 4; i++)
+        ASSERT_EQ(recv(b.ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+    fid_cq *keep = b.cq;
+    b.cq = nullptr;
+    ASSERT_EQ(close(&b.ep->fid), 0);
+    b.ep = nullptr;
+    cq_tagged_entry e;
+    EXPECT_EQ(cq_read(keep, &e, 1), -FI_EAGAIN);
+    cq_err_entry err{};
+    EXPECT_EQ(cq_readerr(keep, &err, 0), -FI_EAGAIN);
+    EXPECT_EQ(close(&keep->fid), 0);
+}
+
+TEST_F(ep_data, SizeLeftQueriesAreDeprecatedButWork)
+{
+    pair();
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    ssize_t before = rx_size_left(b.ep);
+    char buf[8];
+    ASSERT_EQ(recv(b.ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+    EXPECT_EQ(rx_size_left(b.ep), before - 1);
+    EXPECT_GT(tx_size_left(a.ep), 0);
+    EXPECT_EQ(rx_size_left(nullptr), -FI_EINVAL);
+#pragma GCC diagnostic pop
+}
+
+TEST_F(ep_data, ContextModeContextIgnoredWithoutCompletion)
+{
+    // FI_CONTEXT: with selective completion and no FI_COMPLETION the context
+    // is not used, so an invalid (null) one is fine.
+    pair(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION);
+    EXPECT_TRUE(env.info->mode & FI_CONTEXT || true);
+    char buf[8];
+    ASSERT_EQ(recv(b.ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+    ASSERT_EQ(send(a.ep, "k", 1, nullptr, to_b, nullptr), 0);
+    cq_tagged_entry e;
+    EXPECT_EQ(cq_read(a.cq, &e, 1), -FI_EAGAIN);
+}
+
+TEST(FabricDgram, DatagramWithoutPostedReceiveIsDropped)
+{
+    test::loop_env env;
+    ASSERT_EQ(env.open(FI_EP_DGRAM), 0);
+    loop_ep a, b;
+    ASSERT_EQ(test::open_ep(env, a), 0);
+    ASSERT_EQ(test::open_ep(env, b), 0);
+    fi_addr_t to = test::add_peer(a, b);
+    ASSERT_EQ(send(a.ep, "lost", 5, nullptr, to, nullptr), 0);
+    char buf[8] = {};
+    ASSERT_EQ(recv(b.ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+    cq_tagged_entry e;
+    EXPECT_EQ(cq_read(b.cq, &e, 1), -FI_EAGAIN) << "not kept as unexpected";
+    ASSERT_EQ(send(a.ep, "kept", 5, nullptr, to, nullptr), 0);
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    EXPECT_STREQ(buf, "kept");
+}
