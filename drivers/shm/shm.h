@@ -322,6 +322,7 @@ struct shm_qp : vq::qp {
     shm_ctx *sctx = nullptr;
     shm_cq *scq = nullptr, *rcq = nullptr;
     shm_srq *ssrq = nullptr;
+    vq::td *td = nullptr;        ///< thread domain (dealloc_td: busy while set)
     qp_desc *desc = nullptr;     ///< ours, in our segment
     std::uint32_t index = 0;
     std::uint64_t ring_mem = 0;  ///< heap offset of our ring(s)

@@ -290,6 +290,9 @@ int dealloc_td(vq::td *t)
 {
     auto *c = to_ctx(t->ctx);
     std::lock_guard<std::mutex> g(c->lock);
+    for (shm_qp *q : c->qp_obj)
+        if (q && q->td == t)
+            return -FI_EBUSY; // a QP created with it still exists
     c->ntd--;
     delete static_cast<shm_td *>(t);
     return 0;
