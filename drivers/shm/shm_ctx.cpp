@@ -411,6 +411,10 @@ int shm_open(vq::device *dev, vq::context **out)
         delete c;
         return -FI_EINVAL;
     }
+    // Segments of this user's dead processes (killed before they could close
+    // them) would otherwise stay until some process runs env::init.
+    if (int removed = env::cleanup_stale_segments(); removed > 0)
+        SHUNT_LOG(shm_log, notice, "removed %d shared segment(s) left by dead processes", removed);
     int rc;
     // A live segment of the same name can only be left over from an earlier
     // process with our pid (still held by a peer): take the next name.

@@ -5,9 +5,9 @@
  * user, so a process of another user cannot attach. Each process that has it
  * open holds a shared flock() on the file; the last one to close it unlinks
  * it, and a segment whose owners have all died (no lock held) is removed by
- * cleanup_stale_segments(), which init() runs, or by a create() of the same
- * name. Names are restricted to [A-Za-z0-9_.-], 1..200 characters, and may
- * not be "." or "..".
+ * cleanup_stale_segments(), which init() and the shm driver's device open
+ * run, or by a create() of the same name. Names are restricted to
+ * [A-Za-z0-9_.-], 1..200 characters, and may not be "." or "..".
  *
  * The file starts with a header (magic, version, sizes, creator) of one cache
  * line; data() points just after it, so it is cache-line aligned. Mapped
