@@ -70,8 +70,8 @@ public:
      *  A stale segment of that name (no process holds it) is removed first. */
     [[nodiscard]] int create(const std::string &name, std::size_t size,
                              segment_backing backing = segment_backing::any);
-    /** Attach to an existing live segment (looked up in the hugetlbfs mount,
-     *  then /dev/shm).
+    /** Attach to an existing live segment (looked up in every hugetlbfs
+     *  mount, writable by this user or not, then /dev/shm).
      *  @return 0; -FI_EINVAL bad name; -FI_EBUSY this object is already open;
      *  -FI_ENOENT no live segment of that name (a stale file, which no
      *  process holds, is removed on the way; so is one being removed); -FI_EACCES not owned by this user, not
