@@ -584,11 +584,14 @@ std::vector<piece> random_pieces(std::mt19937_64 &rng, std::uint32_t mr, std::si
     if (total < n)
         n = total ? static_cast<unsigned>(total) : 1;
     // Cut points.
+    // Distinct cut points (total >= n leaves enough): exactly n pieces.
     std::vector<std::uint64_t> cuts;
-    for (unsigned i = 1; i < n; i++)
-        cuts.push_back(std::uniform_int_distribution<std::uint64_t>(1, total - 1)(rng));
+    while (cuts.size() + 1 < n) {
+        std::uint64_t c = std::uniform_int_distribution<std::uint64_t>(1, total - 1)(rng);
+        if (std::find(cuts.begin(), cuts.end(), c) == cuts.end())
+            cuts.push_back(c);
+    }
     std::sort(cuts.begin(), cuts.end());
-    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
     std::vector<std::uint64_t> lens;
     std::uint64_t prev = 0;
     for (auto c : cuts) {
