@@ -196,7 +196,7 @@ struct shm_cq : vq::cq {
     std::uint32_t tail = 0; ///< producer
     std::uint32_t cur = 0;  ///< start/next_poll: index of the current entry
     spinlock lock;
-    std::uint32_t idle = 0;          ///< empty polls since the last peer check
+    std::uint32_t idle = 0;          ///< polls since the TSC was last looked at
     std::uint64_t next_check = 0;    ///< TSC of the next peer check
     shm_qp *rx[max_cq_qps] = {};     ///< QPs whose recv CQ this is
     shm_qp *tx[max_cq_qps] = {};     ///< QPs whose send CQ this is
@@ -322,6 +322,7 @@ struct shm_qp : vq::qp {
     shm_ctx *sctx = nullptr;
     shm_cq *scq = nullptr, *rcq = nullptr;
     shm_srq *ssrq = nullptr;
+    vq::td *td = nullptr;        ///< thread domain (dealloc_td: busy while set)
     qp_desc *desc = nullptr;     ///< ours, in our segment
     std::uint32_t index = 0;
     std::uint64_t ring_mem = 0;  ///< heap offset of our ring(s)

@@ -42,9 +42,12 @@ void progress(shm_cq *c, unsigned want) noexcept
     }
 }
 
-inline void idle_tick(shm_cq *c) noexcept
+/** Every poll, empty or not (a QP kept busy against a dead peer's segment
+ *  memory sees nothing but successes): every 64th looks at the TSC, and once
+ *  the deadline has passed the peers are checked. */
+inline void peer_check_tick(shm_cq *c) noexcept
 {
-    if (++c->idle < 1024) [[likely]]
+    if (++c->idle < 64) [[likely]]
         return;
     c->idle = 0;
     std::uint64_t now = env::tsc::now();
@@ -72,6 +75,7 @@ int poll(vq::cq *vc, int n, vq::wc *out) noexcept
         c->direct_cap = c->direct_n = 0;
         c->direct = nullptr;
         if (got) {
+            peer_check_tick(c);
             if constexpr (Locked)
                 c->lock.unlock();
             return static_cast<int>(got);
@@ -82,8 +86,7 @@ int poll(vq::cq *vc, int n, vq::wc *out) noexcept
     for (std::uint32_t i = 0; i < k; i++)
         out[i] = c->ring[(c->head + i) & c->mask];
     c->head += k;
-    if (k == 0)
-        idle_tick(c);
+    peer_check_tick(c);
     if constexpr (Locked)
         c->lock.unlock();
     return static_cast<int>(k);
@@ -104,8 +107,8 @@ int start_poll(vq::cq *vc) noexcept
         c->lock.lock();
     if (c->tail == c->head)
         progress(c, 64);
+    peer_check_tick(c);
     if (c->tail == c->head) {
-        idle_tick(c);
         if constexpr (Locked)
             c->lock.unlock();
         return -FI_EAGAIN;

@@ -62,7 +62,8 @@ limits make_limits()
     return l;
 }
 
-std::uint64_t read_start_time(int pid)
+/** Start time of @p pid (0 if unknown); its state letter in *state when given. */
+std::uint64_t read_start_time(int pid, char *state = nullptr)
 {
     char path[64];
     std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
@@ -78,6 +79,8 @@ std::uint64_t read_start_time(int pid)
     const char *p = std::strrchr(buf, ')');
     if (!p)
         return 0;
+    if (state && p[1] == ' ')
+        *state = p[2];
     // Fields after the command: state is field 3; starttime is field 22.
     int field = 2;
     for (; *p && field < 22; p++)
@@ -290,6 +293,9 @@ int dealloc_td(vq::td *t)
 {
     auto *c = to_ctx(t->ctx);
     std::lock_guard<std::mutex> g(c->lock);
+    for (shm_qp *q : c->qp_obj)
+        if (q && q->td == t)
+            return -FI_EBUSY; // a QP created with it still exists
     c->ntd--;
     delete static_cast<shm_td *>(t);
     return 0;
@@ -405,6 +411,10 @@ int shm_open(vq::device *dev, vq::context **out)
         delete c;
         return -FI_EINVAL;
     }
+    // Segments of this user's dead processes (killed before they could close
+    // them) would otherwise stay until some process runs env::init.
+    if (int removed = env::cleanup_stale_segments(); removed > 0)
+        SHUNT_LOG(shm_log, notice, "removed %d shared segment(s) left by dead processes", removed);
     int rc;
     // A live segment of the same name can only be left over from an earlier
     // process with our pid (still held by a peer): take the next name.
@@ -605,8 +615,13 @@ bool peer_dead(peer *p) noexcept
     bool dead = p->hdr->closed.load(std::memory_order_acquire) != 0;
     if (!dead && ::kill(p->pid, 0) < 0 && errno == ESRCH)
         dead = true;
-    if (!dead && p->start_time != 0 && read_start_time(p->pid) != p->start_time)
-        dead = true;
+    if (!dead) {
+        // A killed process stays a zombie (kill() still finds it) until reaped.
+        char state = 0;
+        std::uint64_t t = read_start_time(p->pid, &state);
+        if (state == 'Z' || state == 'X' || (p->start_time != 0 && t != p->start_time))
+            dead = true;
+    }
     if (dead)
         p->dead.store(true, std::memory_order_relaxed);
     return dead;

@@ -127,6 +127,7 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
     q->type = a->type;
     q->send_ops_flags = a->send_ops_flags;
     q->has_td = a->td != nullptr;
+    q->td = a->td;
     q->sq_sig_all = a->sq_sig_all;
     q->ctx = c;
     q->pd = vp;

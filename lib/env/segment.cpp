@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <mntent.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -152,6 +153,26 @@ huge_dir find_huge_dir() noexcept
     if (sf.f_blocks > 0 && static_cast<unsigned long>(sf.f_bfree) < d.free)
         d.free = static_cast<unsigned long>(sf.f_bfree);
     return d;
+}
+
+constexpr int max_huge_mounts = 8;
+
+// Every hugetlbfs mount, writable by us or not (attach: another user's
+// segment may be in one we cannot create files in). @return how many.
+int all_huge_mounts(char (&out)[max_huge_mounts][path_max]) noexcept
+{
+    FILE *f = setmntent("/proc/mounts", "re");
+    if (!f)
+        return 0;
+    int n = 0;
+    struct mntent ent;
+    char buf[4096];
+    while (n < max_huge_mounts && getmntent_r(f, &ent, buf, sizeof buf)) {
+        if (std::strcmp(ent.mnt_type, "hugetlbfs") == 0 && std::strlen(ent.mnt_dir) <= 300)
+            std::snprintf(out[n++], path_max, "%s", ent.mnt_dir);
+    }
+    endmntent(f);
+    return n;
 }
 
 bool make_path(char (&out)[path_max], const char *dir, const char *name) noexcept
@@ -406,21 +427,27 @@ int segment::attach(const std::string &name)
         return fail(-FI_EBUSY, "attach on an object that is already open", name_.c_str());
     if (segment_name_valid(name) != 0)
         return fail(-FI_EINVAL, "bad name (use [A-Za-z0-9_.-], 1..200 characters)", name.c_str());
-    huge_dir hd = find_huge_dir();
-    const char *dirs[2] = {hd.path[0] != '\0' ? hd.path : nullptr, shm_dir};
+    // Every hugetlbfs mount, not only the one we would create in: a segment
+    // we may not use must be reported as such, not as missing.
+    char huge[max_huge_mounts][path_max];
+    const int nhuge = all_huge_mounts(huge);
 
     uid_lock lk;
-    for (const char *dir : dirs) {
-        if (!dir)
-            continue;
+    for (int di = 0; di <= nhuge; di++) {
+        const char *dir = di < nhuge ? huge[di] : shm_dir;
         char path[path_max];
         make_path(path, dir, name.c_str());
         unique_fd fd(open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
         if (fd.fd < 0) {
             if (errno == ENOENT)
                 continue;
-            if (errno == EACCES || errno == EPERM)
-                return fail(-FI_EACCES, "permission denied", name.c_str());
+            struct stat ls;
+            if (errno == EACCES || errno == EPERM) {
+                // There but not ours; or a directory we cannot look into (go on).
+                if (lstat(path, &ls) == 0)
+                    return fail(-FI_EACCES, "permission denied", name.c_str());
+                continue;
+            }
             if (errno == ELOOP)
                 return fail(-FI_EINVAL, "not a Shunt segment (a symbolic link)", name.c_str());
             return fail(-errno, "cannot open", name.c_str());

@@ -5,9 +5,9 @@
  * user, so a process of another user cannot attach. Each process that has it
  * open holds a shared flock() on the file; the last one to close it unlinks
  * it, and a segment whose owners have all died (no lock held) is removed by
- * cleanup_stale_segments(), which init() runs, or by a create() of the same
- * name. Names are restricted to [A-Za-z0-9_.-], 1..200 characters, and may
- * not be "." or "..".
+ * cleanup_stale_segments(), which init() and the shm driver's device open
+ * run, or by a create() of the same name. Names are restricted to
+ * [A-Za-z0-9_.-], 1..200 characters, and may not be "." or "..".
  *
  * The file starts with a header (magic, version, sizes, creator) of one cache
  * line; data() points just after it, so it is cache-line aligned. Mapped
@@ -70,8 +70,8 @@ public:
      *  A stale segment of that name (no process holds it) is removed first. */
     [[nodiscard]] int create(const std::string &name, std::size_t size,
                              segment_backing backing = segment_backing::any);
-    /** Attach to an existing live segment (looked up in the hugetlbfs mount,
-     *  then /dev/shm).
+    /** Attach to an existing live segment (looked up in every hugetlbfs
+     *  mount, writable by this user or not, then /dev/shm).
      *  @return 0; -FI_EINVAL bad name; -FI_EBUSY this object is already open;
      *  -FI_ENOENT no live segment of that name (a stale file, which no
      *  process holds, is removed on the way; so is one being removed); -FI_EACCES not owned by this user, not

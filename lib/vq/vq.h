@@ -228,7 +228,9 @@ device *find_device(const char *name);
 
 /* ---- Thread domains, address handles ---- */
 
+/** @return 0 and *out; -FI_EINVAL null; -FI_ENOMEM. */
 [[nodiscard]] int alloc_td(context *ctx, td **out);
+/** @return 0; -FI_EBUSY QPs created with it still exist; -FI_EINVAL null. */
 [[nodiscard]] int dealloc_td(td *t);
 /** @return 0 and *out; -FI_EINVAL null or malformed address; the shm driver
  *  also resolves the peer here: -FI_ENOENT no such peer device, -FI_EACCES

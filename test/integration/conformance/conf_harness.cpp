@@ -1,0 +1,655 @@
+// vq conformance suite: the test process's side (see conf_harness.h).
+#include "conf_harness.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+extern char **environ;
+
+namespace shunt::conf {
+
+/* ---------------- Seeds ---------------- */
+
+std::uint64_t run_seed()
+{
+    static const std::uint64_t seed = [] {
+        if (const char *s = std::getenv("SHUNT_TEST_SEED"); s && *s)
+            return static_cast<std::uint64_t>(std::strtoull(s, nullptr, 0));
+        std::random_device rd;
+        return static_cast<std::uint64_t>((static_cast<std::uint64_t>(rd()) << 32) ^ rd());
+    }();
+    return seed;
+}
+
+std::uint64_t test_seed()
+{
+    std::uint64_t h = run_seed();
+    if (const auto *info = ::testing::UnitTest::GetInstance()->current_test_info()) {
+        std::string name = std::string(info->test_suite_name()) + "." + info->name();
+        for (char c : name)
+            h = (h ^ static_cast<std::uint8_t>(c)) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+void conf_test::TearDown()
+{
+    if (HasFailure())
+        std::fprintf(stderr, "*** replay with SHUNT_TEST_SEED=%" PRIu64 " (test seed %" PRIu64 ")\n",
+                     run_seed(), test_seed());
+}
+
+/* ---------------- Local side ---------------- */
+
+local_side::local_side()
+{
+    vq::device *d = vq::find_device(conf_device());
+    if (!d) {
+        ADD_FAILURE() << "no device " << conf_device() << " (SHUNT_CONF_DEVICE)";
+        return;
+    }
+    int rc = vq::open_device(d, &ctx);
+    if (rc) {
+        ADD_FAILURE() << "open_device: " << rc;
+        return;
+    }
+    rc = vq::alloc_pd(ctx, &pd);
+    if (rc) {
+        ADD_FAILURE() << "alloc_pd: " << rc;
+        return;
+    }
+    rc = vq::query_device(ctx, &attr);
+    if (rc) {
+        ADD_FAILURE() << "query_device: " << rc;
+        return;
+    }
+    // Region 0: scratch (results of atomics, small reads).
+    if (reg(4096, vq::ACCESS_LOCAL_WRITE) != 0)
+        return;
+    ok = true;
+}
+
+local_side::~local_side() { close(); }
+
+void local_side::close()
+{
+    for (auto &q : qps) {
+        if (q.qp) {
+            EXPECT_EQ(vq::destroy_qp(q.qp), 0);
+            q.qp = nullptr;
+        }
+    }
+    for (auto *s : srqs)
+        EXPECT_EQ(vq::destroy_srq(s), 0);
+    srqs.clear();
+    for (auto &q : qps) {
+        if (q.cq) {
+            EXPECT_EQ(vq::destroy_cq(q.cq), 0);
+            q.cq = nullptr;
+        }
+    }
+    qps.clear();
+    for (auto *a : o.ahs)
+        EXPECT_EQ(vq::destroy_ah(a), 0);
+    o.ahs.clear();
+    for (auto *m : o.mws)
+        EXPECT_EQ(vq::dealloc_mw(m), 0);
+    o.mws.clear();
+    for (auto &m : o.mrs) {
+        if (m.mr) {
+            EXPECT_EQ(vq::dereg_mr(m.mr), 0);
+        }
+        if (m.seg) {
+            EXPECT_EQ(vq::free_buf(ctx, m.base), 0);
+        } else {
+            std::free(m.base);
+        }
+    }
+    o.mrs.clear();
+    if (pd) {
+        EXPECT_EQ(vq::dealloc_pd(pd), 0);
+    }
+    pd = nullptr;
+    if (ctx) {
+        EXPECT_EQ(vq::close_device(ctx), 0);
+    }
+    ctx = nullptr;
+}
+
+int local_side::reg(std::size_t size, unsigned access, bool seg, std::uint64_t seed)
+{
+    void *mem = nullptr;
+    if (seg) {
+        int rc = vq::alloc_buf(ctx, size, &mem);
+        if (rc == -FI_EOPNOTSUPP)
+            return -2;
+        if (rc) {
+            ADD_FAILURE() << "alloc_buf(" << size << "): " << rc;
+            return -1;
+        }
+    } else {
+        mem = std::aligned_alloc(64, (size + 63) & ~std::size_t{63});
+    }
+    if (seed)
+        fill_pattern(mem, size, seed);
+    else
+        std::memset(mem, 0, size);
+    vq::mr *m = nullptr;
+    int rc = vq::reg_mr(pd, mem, size, access, &m);
+    if (rc) {
+        ADD_FAILURE() << "reg_mr(" << size << ", 0x" << std::hex << access << "): " << std::dec << rc;
+        if (seg)
+            (void)vq::free_buf(ctx, mem);
+        else
+            std::free(mem);
+        return -1;
+    }
+    o.mrs.push_back({m, static_cast<std::uint8_t *>(mem), size, seg});
+    return static_cast<int>(o.mrs.size() - 1);
+}
+
+int local_side::create_qp(vq::qp_type t, std::uint64_t ops, vq::qp_cap cap, unsigned *idx, bool sig_all,
+                          vq::srq *srq)
+{
+    local_qp lq;
+    vq::cq_init_attr ca;
+    ca.cqe = 4096;
+    int rc = vq::create_cq(ctx, &ca, &lq.cq);
+    if (rc)
+        return rc;
+    vq::qp_init_attr ia;
+    ia.type = t;
+    ia.send_cq = ia.recv_cq = lq.cq;
+    ia.send_ops_flags = ops;
+    ia.cap = cap;
+    ia.sq_sig_all = sig_all;
+    ia.srq = srq;
+    rc = vq::create_qp(pd, &ia, &lq.qp);
+    if (rc) {
+        EXPECT_EQ(vq::destroy_cq(lq.cq), 0);
+        return rc;
+    }
+    qps.push_back(std::move(lq));
+    *idx = static_cast<unsigned>(qps.size() - 1);
+    return 0;
+}
+
+int local_side::connect(unsigned idx, const vq::qp_addr &remote, std::uint32_t qkey, unsigned access)
+{
+    vq::qp *q = qp(idx);
+    vq::qp_attr a;
+    a.state = vq::qp_state::init;
+    unsigned mask = vq::QP_ATTR_STATE;
+    if (q->type == vq::qp_type::ud) {
+        a.qkey = qkey;
+        mask |= vq::QP_ATTR_QKEY;
+    } else if (access != ~0u) {
+        a.qp_access_flags = access;
+        mask |= vq::QP_ATTR_ACCESS_FLAGS;
+    }
+    int rc = vq::modify_qp(q, &a, mask);
+    if (rc)
+        return rc;
+    a.state = vq::qp_state::rtr;
+    mask = vq::QP_ATTR_STATE;
+    if (q->type != vq::qp_type::ud) {
+        a.dest = remote.dev;
+        a.dest_qp_num = remote.qpn;
+        mask |= vq::QP_ATTR_AV | vq::QP_ATTR_DEST_QPN;
+    }
+    rc = vq::modify_qp(q, &a, mask);
+    if (rc)
+        return rc;
+    a.state = vq::qp_state::rts;
+    return vq::modify_qp(q, &a, vq::QP_ATTR_STATE);
+}
+
+int local_side::pump()
+{
+    int got = 0;
+    for (auto &q : qps) {
+        if (!q.cq)
+            continue;
+        vq::wc w[16];
+        int k = vq::poll_cq(q.cq, 16, w);
+        EXPECT_GE(k, 0) << "poll_cq";
+        for (int i = 0; i < k; i++)
+            q.wcs.push_back(w[i]);
+        if (k > 0)
+            got += k;
+    }
+    return got;
+}
+
+std::vector<vq::wc> local_side::wait_wcs(unsigned idx, std::size_t n, int ms)
+{
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    auto &dq = qps[idx].wcs;
+    while (dq.size() < n) {
+        if (pump() == 0) {
+            if (std::chrono::steady_clock::now() > end) {
+                ADD_FAILURE() << "timed out after " << ms << " ms waiting for " << n
+                              << " completions on local QP " << idx << ", got " << dq.size();
+                break;
+            }
+            sched_yield();
+        }
+    }
+    std::size_t k = std::min(n, dq.size());
+    std::vector<vq::wc> out(dq.begin(), dq.begin() + static_cast<std::ptrdiff_t>(k));
+    dq.erase(dq.begin(), dq.begin() + static_cast<std::ptrdiff_t>(k));
+    return out;
+}
+
+std::vector<vq::wc> local_side::drain(unsigned idx, int ms)
+{
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < end)
+        if (pump() == 0)
+            usleep(100);
+    std::vector<vq::wc> out(qps[idx].wcs.begin(), qps[idx].wcs.end());
+    qps[idx].wcs.clear();
+    return out;
+}
+
+/* ---------------- Peer ---------------- */
+
+namespace {
+std::string peer_path()
+{
+    if (const char *p = std::getenv("SHUNT_CONF_PEER"); p && *p)
+        return p;
+#ifdef CONF_PEER_PATH
+    return CONF_PEER_PATH;
+#else
+    return "conf_peer";
+#endif
+}
+} // namespace
+
+peer_proc::peer_proc(local_side *local, int uid) : local_(local)
+{
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        ADD_FAILURE() << "socketpair: " << std::strerror(errno);
+        return;
+    }
+    constexpr int child_fd = 100;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], child_fd);
+    std::string path = peer_path();
+    std::string fdarg = "--fd=" + std::to_string(child_fd);
+    std::string uidarg = "--uid=" + std::to_string(uid);
+    char *argv[] = {const_cast<char *>(path.c_str()), const_cast<char *>(fdarg.c_str()),
+                    uid >= 0 ? const_cast<char *>(uidarg.c_str()) : nullptr, nullptr};
+    pid_t pid = -1;
+    int rc = posix_spawn(&pid, path.c_str(), &fa, nullptr, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(sv[1]);
+    if (rc != 0) {
+        ::close(sv[0]);
+        ADD_FAILURE() << "posix_spawn(" << path << "): " << std::strerror(rc);
+        return;
+    }
+    pid_ = pid;
+    fd_ = sv[0];
+    std::vector<std::uint8_t> out;
+    rc = request(CMD_HELLO, nullptr, 0, &out);
+    if (rc != 0 || out.size() != sizeof hello_) {
+        ADD_FAILURE() << "peer hello failed: " << rc;
+        return;
+    }
+    std::memcpy(&hello_, out.data(), sizeof hello_);
+    ok_ = true;
+}
+
+void peer_proc::reap(int ms)
+{
+    if (pid_ <= 0 || reaped_)
+        return;
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    for (;;) {
+        int st = 0;
+        pid_t r = ::waitpid(pid_, &st, WNOHANG);
+        if (r == pid_ || (r < 0 && errno == ECHILD)) {
+            reaped_ = true;
+            return;
+        }
+        if (std::chrono::steady_clock::now() > end) {
+            ::kill(pid_, SIGKILL);
+            ::waitpid(pid_, &st, 0);
+            reaped_ = true;
+            ADD_FAILURE() << "peer " << pid_ << " did not exit within " << ms << " ms (killed)";
+            return;
+        }
+        usleep(1000);
+    }
+}
+
+peer_proc::~peer_proc()
+{
+    if (pid_ > 0 && !reaped_) {
+        if (fd_ >= 0 && ok_)
+            (void)request(CMD_QUIT, nullptr, 0, nullptr, 10000);
+        reap(10000);
+    }
+    if (fd_ >= 0)
+        ::close(fd_);
+}
+
+void peer_proc::kill_now()
+{
+    if (pid_ <= 0 || reaped_)
+        return;
+    ::kill(pid_, SIGKILL);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    reaped_ = true;
+    ok_ = false;
+}
+
+bool peer_proc::send_request(std::uint32_t cmd, const void *body, std::size_t n)
+{
+    if (fd_ < 0 || reaped_)
+        return false;
+    return send_msg(fd_, cmd, body, n);
+}
+
+int peer_proc::await_reply(std::vector<std::uint8_t> *out, int timeout_ms)
+{
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+        pollfd pf{fd_, POLLIN, 0};
+        int busy = local_ ? local_->pump() : 0;
+        int r = ::poll(&pf, 1, busy ? 0 : 1);
+        if (r > 0)
+            break;
+        if (std::chrono::steady_clock::now() > end) {
+            ADD_FAILURE() << "peer " << pid_ << " did not reply within " << timeout_ms << " ms";
+            return -FI_ETIMEDOUT;
+        }
+    }
+    msg_hdr h;
+    if (!read_all(fd_, &h, sizeof h, timeout_ms)) {
+        ADD_FAILURE() << "peer " << pid_ << ": connection lost";
+        return -FI_ECONNRESET;
+    }
+    std::vector<std::uint8_t> body(h.len);
+    if (h.len && !read_all(fd_, body.data(), h.len, timeout_ms)) {
+        ADD_FAILURE() << "peer " << pid_ << ": truncated reply";
+        return -FI_ECONNRESET;
+    }
+    if (out)
+        *out = std::move(body);
+    return static_cast<std::int32_t>(h.cmd_or_rc);
+}
+
+int peer_proc::request(std::uint32_t cmd, const void *body, std::size_t n, std::vector<std::uint8_t> *out,
+                       int timeout_ms)
+{
+    if (!send_request(cmd, body, n)) {
+        ADD_FAILURE() << "peer " << pid_ << ": cannot send request " << cmd;
+        return -FI_ECONNRESET;
+    }
+    return await_reply(out, timeout_ms);
+}
+
+template <class T>
+static int reply_into(int rc, const std::vector<std::uint8_t> &b, T *out)
+{
+    if (rc == 0 && out) {
+        if (b.size() != sizeof(T)) {
+            ADD_FAILURE() << "malformed reply";
+            return -FI_EOTHER;
+        }
+        std::memcpy(out, b.data(), sizeof(T));
+    }
+    return rc;
+}
+
+int peer_proc::reg(std::size_t size, unsigned access, bool seg, std::uint64_t seed, reg_rep *out)
+{
+    reg_req r{size, access, static_cast<std::uint8_t>(seg), {}, seed};
+    std::vector<std::uint8_t> b;
+    return reply_into(request(CMD_REG_MR, &r, sizeof r, &b), b, out);
+}
+
+int peer_proc::dereg(std::uint32_t idx) { return request(CMD_DEREG_MR, &idx, sizeof idx); }
+
+std::vector<std::uint8_t> peer_proc::read_mem(std::uint32_t idx, std::uint64_t off, std::uint64_t len)
+{
+    mem_req r{idx, 0, off, len};
+    std::vector<std::uint8_t> b;
+    int rc = request(CMD_MEM_READ, &r, sizeof r, &b);
+    EXPECT_EQ(rc, 0) << "peer read_mem";
+    EXPECT_EQ(b.size(), len);
+    return b;
+}
+
+int peer_proc::write_mem(std::uint32_t idx, std::uint64_t off, const void *p, std::uint64_t len)
+{
+    std::vector<std::uint8_t> b(sizeof(mem_req) + len);
+    mem_req r{idx, 0, off, len};
+    std::memcpy(b.data(), &r, sizeof r);
+    std::memcpy(b.data() + sizeof r, p, len);
+    return request(CMD_MEM_WRITE, b.data(), b.size());
+}
+
+int peer_proc::create_qp(vq::qp_type t, std::uint64_t ops, vq::qp_cap cap, qp_rep *out, int srq, bool sig_all)
+{
+    qp_req r{t, static_cast<std::uint8_t>(sig_all), {}, srq, ops, cap};
+    std::vector<std::uint8_t> b;
+    return reply_into(request(CMD_CREATE_QP, &r, sizeof r, &b), b, out);
+}
+
+int peer_proc::connect(std::uint32_t idx, const vq::qp_addr &remote, std::uint32_t qkey, unsigned access)
+{
+    connect_req r{idx, qkey, access, 0, remote};
+    return request(CMD_CONNECT, &r, sizeof r);
+}
+
+int peer_proc::modify(std::uint32_t idx, vq::qp_state st)
+{
+    modify_req r{idx, st};
+    return request(CMD_MODIFY, &r, sizeof r);
+}
+
+int peer_proc::post_recv(std::uint32_t idx, std::uint64_t wr_id, const std::vector<piece> &p, bool srq)
+{
+    recv_req r{idx, static_cast<std::uint8_t>(srq), {}, wr_id, static_cast<std::uint32_t>(p.size()), 0};
+    std::vector<std::uint8_t> b(sizeof r + p.size() * sizeof(piece));
+    std::memcpy(b.data(), &r, sizeof r);
+    if (!p.empty())
+        std::memcpy(b.data() + sizeof r, p.data(), p.size() * sizeof(piece));
+    return request(CMD_POST_RECV, b.data(), b.size());
+}
+
+std::vector<vq::wc> peer_proc::wait_wcs(std::uint32_t idx, std::uint32_t n, std::uint32_t ms)
+{
+    wait_req r{idx, n, ms, 0};
+    std::vector<std::uint8_t> b;
+    int rc = request(CMD_WAIT_WCS, &r, sizeof r, &b, static_cast<int>(ms) + 10000);
+    std::vector<vq::wc> out(b.size() / sizeof(vq::wc));
+    if (rc == 0 && !out.empty())
+        std::memcpy(out.data(), b.data(), out.size() * sizeof(vq::wc));
+    if (n && out.size() < n)
+        ADD_FAILURE() << "peer QP " << idx << ": timed out after " << ms << " ms waiting for " << n
+                      << " completions, got " << out.size();
+    return out;
+}
+
+int peer_proc::post(std::uint32_t idx, const std::vector<wr_desc> &d)
+{
+    post_req r{idx, static_cast<std::uint32_t>(d.size())};
+    std::vector<std::uint8_t> b(sizeof r + d.size() * sizeof(wr_desc));
+    std::memcpy(b.data(), &r, sizeof r);
+    if (!d.empty())
+        std::memcpy(b.data() + sizeof r, static_cast<const void *>(d.data()), d.size() * sizeof(wr_desc));
+    return request(CMD_POST, b.data(), b.size());
+}
+
+int peer_proc::create_ah(const vq::dev_addr &dest, std::uint32_t *out)
+{
+    std::vector<std::uint8_t> b;
+    return reply_into(request(CMD_CREATE_AH, &dest, sizeof dest, &b), b, out);
+}
+
+int peer_proc::alloc_mw(mw_rep *out)
+{
+    std::vector<std::uint8_t> b;
+    return reply_into(request(CMD_ALLOC_MW, nullptr, 0, &b), b, out);
+}
+
+int peer_proc::query_mw(std::uint32_t idx, mw_rep *out)
+{
+    std::vector<std::uint8_t> b;
+    return reply_into(request(CMD_QUERY_MW, &idx, sizeof idx, &b), b, out);
+}
+
+int peer_proc::create_srq(std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t *out)
+{
+    srq_req r{max_wr, max_sge};
+    std::vector<std::uint8_t> b;
+    return reply_into(request(CMD_CREATE_SRQ, &r, sizeof r, &b), b, out);
+}
+
+int peer_proc::destroy_qp(std::uint32_t idx) { return request(CMD_DESTROY_QP, &idx, sizeof idx); }
+
+int peer_proc::send_stream(std::uint32_t qp, std::uint32_t mr, std::uint32_t len, std::uint32_t count)
+{
+    stream_req r{qp, mr, len, count};
+    return request(CMD_SEND_STREAM, &r, sizeof r);
+}
+
+/* ---------------- A connected pair ---------------- */
+
+int conn::setup(vq::qp_type t, std::uint64_t ops, vq::qp_cap cap, std::uint64_t peer_ops, vq::qp_cap peer_cap,
+                int peer_srq, unsigned peer_access)
+{
+    type = t;
+    if (!L.ok || !P.ok()) {
+        ADD_FAILURE() << "local side or peer not ready";
+        return -FI_EOTHER;
+    }
+    int rc = L.create_qp(t, ops, cap, &lq);
+    if (rc)
+        return rc;
+    if (peer_ops == 0)
+        peer_ops = vq::ops_allowed(t) & P.attr().ops[static_cast<unsigned>(t)];
+    rc = P.create_qp(t, peer_ops, peer_cap, &pq, peer_srq);
+    if (rc) {
+        ADD_FAILURE() << "peer create_qp: " << rc;
+        return -FI_EOTHER;
+    }
+    rc = L.connect(lq, peer_addr(), qkey);
+    if (rc) {
+        ADD_FAILURE() << "local connect: " << rc;
+        return -FI_EOTHER;
+    }
+    rc = P.connect(pq.index, local_addr(), qkey, peer_access);
+    if (rc) {
+        ADD_FAILURE() << "peer connect: " << rc;
+        return -FI_EOTHER;
+    }
+    if (t == vq::qp_type::ud) {
+        vq::ah_attr a;
+        a.dest = P.addr();
+        vq::ah *h = nullptr;
+        rc = vq::create_ah(L.pd, &a, &h);
+        if (rc) {
+            ADD_FAILURE() << "create_ah: " << rc;
+            return -FI_EOTHER;
+        }
+        L.o.ahs.push_back(h);
+        ah = static_cast<std::uint32_t>(L.o.ahs.size() - 1);
+    }
+    return 0;
+}
+
+/* ---------------- Helpers ---------------- */
+
+std::vector<piece> random_pieces(std::mt19937_64 &rng, std::uint32_t mr, std::size_t region, std::uint64_t total,
+                                 unsigned n, bool allow_gaps)
+{
+    if (n == 0)
+        n = 1;
+    if (total < n)
+        n = total ? static_cast<unsigned>(total) : 1;
+    // Cut points.
+    // Distinct cut points (total >= n leaves enough): exactly n pieces.
+    std::vector<std::uint64_t> cuts;
+    while (cuts.size() + 1 < n) {
+        std::uint64_t c = std::uniform_int_distribution<std::uint64_t>(1, total - 1)(rng);
+        if (std::find(cuts.begin(), cuts.end(), c) == cuts.end())
+            cuts.push_back(c);
+    }
+    std::sort(cuts.begin(), cuts.end());
+    std::vector<std::uint64_t> lens;
+    std::uint64_t prev = 0;
+    for (auto c : cuts) {
+        lens.push_back(c - prev);
+        prev = c;
+    }
+    lens.push_back(total - prev);
+    std::uint64_t slack = region > total ? region - total : 0;
+    std::uint64_t per_gap = allow_gaps ? slack / (lens.size() + 1) : 0;
+    std::vector<piece> out;
+    std::uint64_t off = 0;
+    for (auto l : lens) {
+        off += per_gap ? std::uniform_int_distribution<std::uint64_t>(0, per_gap)(rng) : 0;
+        out.push_back({mr, static_cast<std::uint32_t>(l), off});
+        off += l;
+    }
+    return out;
+}
+
+std::vector<std::uint8_t> gather(const std::uint8_t *base, const std::vector<piece> &p)
+{
+    std::vector<std::uint8_t> out;
+    for (auto &x : p)
+        out.insert(out.end(), base + x.off, base + x.off + x.len);
+    return out;
+}
+
+std::string wc_str(const vq::wc &w)
+{
+    std::ostringstream s;
+    s << "{wr_id=" << w.wr_id << " status=" << vq::wc_status_str(w.status) << " opcode="
+      << static_cast<unsigned>(w.opcode) << " byte_len=" << w.byte_len << " imm=0x" << std::hex << w.imm_data
+      << " flags=0x" << w.wc_flags << std::dec << " qp=" << w.qp_num << " src_qp=" << w.src_qp
+      << " vendor_err=" << w.vendor_err << "}";
+    return s.str();
+}
+
+std::vector<std::string> segment_files(const std::string &needle)
+{
+    std::vector<std::string> dirs{"/dev/shm"};
+    std::ifstream mounts("/proc/mounts");
+    std::string dev, dir, type, rest;
+    while (mounts >> dev >> dir >> type && std::getline(mounts, rest))
+        if (type == "hugetlbfs")
+            dirs.push_back(dir);
+    std::vector<std::string> out;
+    for (auto &d : dirs) {
+        DIR *dp = ::opendir(d.c_str());
+        if (!dp)
+            continue;
+        while (dirent *e = ::readdir(dp)) {
+            std::string n = e->d_name;
+            if (n.rfind("shunt.", 0) == 0 && n.find(needle) != std::string::npos)
+                out.push_back(d + "/" + n);
+        }
+        ::closedir(dp);
+    }
+    return out;
+}
+
+} // namespace shunt::conf
