@@ -171,9 +171,12 @@ inline constexpr unsigned QP_ATTR_DEST_QPN = 1u << 20;
  *  named in the mask are ignored. */
 struct qp_attr {
     qp_state state = qp_state::reset;
-    /** Remote operations the responder allows (ACCESS_REMOTE_WRITE/READ/ATOMIC).
-     *  Default when never set: all three (a Shunt choice; verbs defaults to none). */
-    unsigned qp_access_flags = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
+    /** Remote operations the responder allows (ACCESS_REMOTE_WRITE/READ/ATOMIC;
+     *  ACCESS_LOCAL_WRITE is accepted and ignored). As in verbs: none until set
+     *  with QP_ATTR_ACCESS_FLAGS (a QP never given them rejects every incoming
+     *  RDMA/atomic with rem_access_err at the initiator); a region's or
+     *  window's own access flags are checked in addition. */
+    unsigned qp_access_flags = 0;
     std::uint32_t qkey = 0;        ///< UD: receives accept only sends with this Q_Key
     dev_addr dest{};               ///< RC/UC: the peer context's address
     std::uint32_t dest_qp_num = 0; ///< RC/UC: the peer QP number
