@@ -69,9 +69,16 @@ inline constexpr std::uint32_t entry_mw = 1u << 31;
 /** Ring control: the receiver's line and the sender's line, apart. */
 struct alignas(64) ring_ctrl {
     std::atomic<std::uint32_t> consumed; ///< receiver: slots consumed, published in batches
+    /** QP number of the QP receiving from this ring (written by it when the
+     *  ring is initialised): a sender's goodbye names it, so a late goodbye
+     *  for an older QP is recognisably stale. */
+    std::atomic<std::uint32_t> epoch;
     alignas(64) std::atomic<std::uint64_t> owner; ///< UD: claiming sender id (0: free)
     std::uint32_t src_qpn;                 ///< sender's QP number (UD)
-    std::atomic<std::uint32_t> sender_gone; ///< sender went to ERR / was destroyed
+    /** 0, or the epoch of the ring when its sender went to ERR / was
+     *  destroyed / reset (its last store to the ring). The receiver accepts
+     *  only its own QP number here. */
+    std::atomic<std::uint32_t> sender_gone;
 };
 static_assert(sizeof(ring_ctrl) == 128);
 
@@ -94,6 +101,15 @@ struct alignas(64) qp_desc {
     std::atomic<std::uint32_t> rndv_nak; ///< the receiver refused a large send (status + 1)
 };
 inline constexpr std::uint32_t desc_free = 0xff;
+
+/** A sender's goodbye: tell the receiver of ring @p c, whose QP number was
+ *  @p qpn when we attached, that we stopped writing. Skipped when the ring
+ *  now belongs to another QP (the goodbye is stale). */
+inline void say_gone(ring_ctrl *c, std::uint32_t qpn) noexcept
+{
+    if (c->epoch.load(std::memory_order_acquire) == qpn)
+        c->sender_gone.store(qpn, std::memory_order_release);
+}
 
 /** Message opcodes in a slot. */
 enum : std::uint8_t { msg_send = 1, msg_send_imm = 2, msg_send_inv = 3, msg_write_imm = 4, msg_rndv = 5 };

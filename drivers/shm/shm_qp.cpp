@@ -44,6 +44,12 @@ void free_qp_memory(shm_qp *q)
 void reset_rings(shm_qp *q)
 {
     std::memset(q->sctx->self.base + q->ring_mem, 0, q->ring_bytes);
+    // Stamp every ring with our QP number (goodbyes must name it).
+    std::uint32_t nr = q->type == vq::qp_type::ud ? q->desc->ud_nrings : 1;
+    std::size_t stride = nr > 1 ? q->ring_bytes / nr : 0;
+    for (std::uint32_t i = 0; i < nr; i++)
+        reinterpret_cast<ring_ctrl *>(q->sctx->self.base + q->ring_mem + i * stride)
+            ->epoch.store(q->qp_num, std::memory_order_release);
     q->rx_head = q->rx_published = 0;
     q->rx_busy = false;
     if (q->ud_rx_head) {
@@ -60,7 +66,7 @@ void disconnect(shm_qp *q)
     // references to their contexts (taken when each destination was added).
     for (std::uint32_t i = 0; i < q->ndests; i++) {
         if (q->dests[i].ctrl && !q->dests[i].failed)
-            q->dests[i].ctrl->sender_gone.store(1, std::memory_order_release);
+            say_gone(q->dests[i].ctrl, q->dests[i].qpn);
         peer_put(q->sctx, q->dests[i].p);
     }
     q->ndests = 0;
@@ -68,7 +74,7 @@ void disconnect(shm_qp *q)
     if (q->dest_hash)
         std::memset(q->dest_hash, 0, ud_dest_hash * sizeof(std::uint16_t));
     if (q->tx_ctrl)
-        q->tx_ctrl->sender_gone.store(1, std::memory_order_release);
+        say_gone(q->tx_ctrl, q->dest_qpn);
     q->tx_ctrl = nullptr;
     q->tx_slots = nullptr;
     if (q->rpeer)

@@ -650,7 +650,7 @@ void qp_to_err(shm_qp *q) noexcept
         q->desc->state.store(static_cast<std::uint32_t>(vq::qp_state::err), std::memory_order_release);
     // Tell the peer: it polls this flag when its ring from us runs empty.
     if (q->tx_ctrl)
-        q->tx_ctrl->sender_gone.store(1, std::memory_order_release);
+        say_gone(q->tx_ctrl, q->dest_qpn);
 }
 
 } // namespace shunt::drv::shm

@@ -66,5 +66,78 @@ TEST(ShmLifecycle, ResponderAccessDefaultsToNoneAsInVerbs)
     EXPECT_EQ(vq::destroy_cq(cq), 0);
 }
 
+/** RC QPs on one CQ each, created and connected in pairs by hand. */
+struct rc_qps {
+    vq_env &e;
+    vq::cq *cq;
+    explicit rc_qps(vq_env &env) : e(env), cq(env.cq()) {}
+    ~rc_qps() { EXPECT_EQ(vq::destroy_cq(cq), 0); }
+    vq::qp *make()
+    {
+        vq::qp_init_attr ia;
+        ia.send_cq = ia.recv_cq = cq;
+        ia.send_ops_flags = vq::OPS_ALL & vq::ops_allowed(vq::qp_type::rc);
+        vq::qp *q = nullptr;
+        EXPECT_EQ(vq::create_qp(e.pd, &ia, &q), 0);
+        return q;
+    }
+    void pair(vq::qp *&a, vq::qp *&b)
+    {
+        a = make();
+        b = make();
+        ASSERT_TRUE(a && b);
+        ASSERT_EQ(connect_qp(a, vq::get_qp_addr(b)), 0);
+        ASSERT_EQ(connect_qp(b, vq::get_qp_addr(a)), 0);
+    }
+};
+
+/** Send @p v from @p from (inline, signaled) into a receive posted on @p to
+ *  (buffer @p rb); both completions must succeed and carry the value. */
+void ping(vq::cq *cq, vq::qp *from, vq::qp *to, reg_buf &rb, std::uint64_t v)
+{
+    ASSERT_EQ(vq::post_recv(to, 900 + v, rb.addr(), 64, rb.mr->lkey), 0);
+    ASSERT_EQ(vq::post_send(from, 100 + v, &v, 8, 0, vq::WR_INLINE | vq::WR_SIGNALED), 0);
+    auto w = poll_n(cq, 2);
+    ASSERT_EQ(w.size(), 2u);
+    for (auto &x : w) {
+        EXPECT_EQ(x.status, wc_status::success) << "wr_id " << x.wr_id;
+        if (x.wr_id == 900 + v) {
+            EXPECT_EQ(x.qp_num, to->qp_num);
+            EXPECT_EQ(x.byte_len, 8u);
+        } else {
+            EXPECT_EQ(x.wr_id, 100 + v);
+        }
+    }
+    std::uint64_t got = 0;
+    std::memcpy(&got, rb.bytes.data(), 8);
+    EXPECT_EQ(got, v);
+}
+
+TEST(ShmLifecycle, LateGoodbyeOfAnOldPeerDoesNotBreakANewConnection)
+{
+    vq_env e;
+    rc_qps r(e);
+    reg_buf rb(e.pd, 64);
+    vq::qp *a, *b, *c, *d;
+    r.pair(a, b);
+    ping(r.cq, a, b, rb, 1);
+    // b goes away; a has not noticed. c and d are created after it (c's
+    // ring may live where b's was) and connected.
+    ASSERT_EQ(vq::destroy_qp(b), 0);
+    r.pair(c, d);
+    ping(r.cq, d, c, rb, 2);
+    // a's goodbye (destroy) is meant for b: c and d must not notice it.
+    ASSERT_EQ(vq::destroy_qp(a), 0);
+    for (std::uint64_t i = 3; i < 6; i++) {
+        ping(r.cq, d, c, rb, i);
+        ping(r.cq, c, d, rb, i + 10);
+    }
+    EXPECT_EQ(vq::get_qp_state(c), vq::qp_state::rts);
+    EXPECT_EQ(vq::get_qp_state(d), vq::qp_state::rts);
+    EXPECT_TRUE(drain(r.cq).empty());
+    EXPECT_EQ(vq::destroy_qp(c), 0);
+    EXPECT_EQ(vq::destroy_qp(d), 0);
+}
+
 } // namespace
 } // namespace shunt::test
