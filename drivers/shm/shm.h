@@ -99,6 +99,9 @@ struct alignas(64) qp_desc {
      *  the peer's receive side; own line). */
     alignas(64) std::atomic<std::uint32_t> rndv_acked;
     std::atomic<std::uint32_t> rndv_nak; ///< the receiver refused a large send (status + 1)
+    /** Peers between reading this descriptor and claiming one of its rings
+     *  (owner CAS and re-check): ring memory is not reclaimed while > 0. */
+    std::atomic<std::uint32_t> entering;
 };
 inline constexpr std::uint32_t desc_free = 0xff;
 
@@ -293,6 +296,7 @@ struct ud_dest {
     std::uint32_t mask = 0;
     std::uint32_t tail = 0;
     std::uint32_t credit_head = 0;
+    std::uint64_t pool_off = 0; ///< the receiver's ud_rings_off when claimed (it moves at its reset)
     bool failed = false;       ///< no ring available / no such QP: sends are dropped
 };
 
@@ -356,7 +360,7 @@ struct shm_qp : vq::qp {
     /** sq_head != sq_tail, published for pollers of the send CQ (written under
      *  the QP lock, or by the td thread), so they never read the indices. */
     std::atomic<bool> sq_busy{false};
-    std::uint64_t ud_id = 0;     ///< UD: our sender id in claimed rings
+    std::uint64_t ud_id = 0;     ///< our sender id (pid << 32 | n) in the owner word of rings we write
     std::uint32_t *ud_rx_head = nullptr; ///< UD: per ring consumer positions
     std::uint32_t *ud_rx_pub = nullptr;
     vq::sge rx_sges[max_sge_rx]; ///< receive in progress: its SGEs
@@ -379,6 +383,13 @@ struct shm_ctx : vq::context {
     struct block { std::uint64_t off, size; };
     std::vector<block> free_blocks; ///< heap free list (owner only)
     std::vector<block> used_bufs;   ///< alloc_buf allocations
+    /** Ring memory of destroyed (or reset) QPs that a peer may still write:
+     *  returned to the heap only once every ring's sender said goodbye,
+     *  released it or died (reclaim_rings). index: the QP's descriptor,
+     *  held with the memory when the QP was destroyed. */
+    struct zombie { std::uint64_t off, bytes; std::uint32_t index, qpn, nrings; bool held; };
+    std::vector<zombie> zombies;
+    std::vector<std::uint8_t> qp_held; ///< descriptor index held by a zombie
     int npd = 0, ncq = 0, nqp = 0, nsrq = 0, nmr = 0, nmw = 0, nah = 0, ntd = 0;
     /** Bumped whenever a key of ours stops being valid (dereg, invalidate,
      *  unbind, rebind): receive-side lkey caches compare it. */
@@ -424,6 +435,12 @@ bool peer_dead(peer *p) noexcept;
 /** Heap allocation in our segment (context lock held). @return offset or no_seg_off. */
 std::uint64_t heap_alloc(shm_ctx *c, std::uint64_t size);
 void heap_free(shm_ctx *c, std::uint64_t off, std::uint64_t size);
+/** May no sender write into the @p nrings rings at @p off (stamped @p qpn)
+ *  any more? Slow path (kill(2) per claimed ring). */
+bool rings_quiet(shm_ctx *c, std::uint64_t off, std::uint64_t bytes, std::uint32_t nrings,
+                 std::uint32_t qpn) noexcept;
+/** Return the memory of quiet zombies to the heap (context lock held). */
+void reclaim_rings(shm_ctx *c) noexcept;
 
 /** Where an access lands in a region's owner. */
 struct region_ref {

@@ -453,6 +453,7 @@ int shm_open(vq::device *dev, vq::context **out)
         c->mw_obj.assign(l.max_mr, nullptr);
         c->mr_tag.assign(l.max_mr, 0);
         c->qp_obj.assign(l.max_qp, nullptr);
+        c->qp_held.assign(l.max_qp, 0);
         c->free_blocks.push_back({off, h->heap_size});
     } catch (...) {
         delete c;
@@ -505,6 +506,45 @@ std::uint64_t heap_alloc(shm_ctx *c, std::uint64_t size)
         }
     }
     return no_seg_off;
+}
+
+bool rings_quiet(shm_ctx *c, std::uint64_t off, std::uint64_t bytes, std::uint32_t nrings,
+                 std::uint32_t qpn) noexcept
+{
+    std::size_t stride = bytes / nrings;
+    for (std::uint32_t i = 0; i < nrings; i++) {
+        auto *r = reinterpret_cast<ring_ctrl *>(c->self.base + off + i * stride);
+        // seq_cst: pairs with the claimer's owner CAS and its re-check of
+        // the descriptor (see the driver guide, "Reuse").
+        std::uint64_t o = r->owner.load(std::memory_order_seq_cst);
+        if (o == 0 || r->sender_gone.load(std::memory_order_acquire) == qpn)
+            continue;
+        auto pid = static_cast<pid_t>(o >> 32);
+        if (pid > 0 && pid != getpid() && ::kill(pid, 0) < 0 && errno == ESRCH)
+            continue; // the sender's process is gone
+        return false;
+    }
+    return true;
+}
+
+void reclaim_rings(shm_ctx *c) noexcept
+{
+    auto &z = c->zombies;
+    for (std::size_t i = 0; i < z.size();) {
+        shm_ctx::zombie &e = z[i];
+        // A claimer that read the descriptor before it was freed is either
+        // counted in entering or its claim is visible in the owner word.
+        bool entering = c->self.qps()[e.index].entering.load(std::memory_order_seq_cst) != 0;
+        if (entering || !rings_quiet(c, e.off, e.bytes, e.nrings, e.qpn)) {
+            i++;
+            continue;
+        }
+        heap_free(c, e.off, e.bytes);
+        if (e.held)
+            c->qp_held[e.index] = 0;
+        z[i] = z.back();
+        z.pop_back();
+    }
 }
 
 void heap_free(shm_ctx *c, std::uint64_t off, std::uint64_t size)

@@ -241,16 +241,29 @@ SHUNT_COLD bool ud_claim(shm_qp *q, ud_dest *d) noexcept
     if (idx >= p->hdr->max_qp)
         return false;
     qp_desc *rd = &p->qps()[idx];
-    if (rd->state.load(std::memory_order_acquire) == desc_free || rd->qpn != d->qpn ||
+    // As the RC claim in modify_qp: counted in entering from before the
+    // descriptor is read until the owner CAS is re-checked.
+    rd->entering.fetch_add(1, std::memory_order_seq_cst);
+    struct leave {
+        qp_desc *rd;
+        ~leave() { rd->entering.fetch_sub(1, std::memory_order_release); }
+    } guard{rd};
+    if (rd->state.load(std::memory_order_seq_cst) == desc_free || rd->qpn != d->qpn ||
         rd->type != static_cast<std::uint32_t>(vq::qp_type::ud))
         return false;
+    std::uint64_t roff = std::atomic_ref<std::uint64_t>(rd->ud_rings_off).load(std::memory_order_seq_cst);
     std::size_t stride = sizeof(ring_ctrl) + static_cast<std::size_t>(rd->ud_ring_slots) * sizeof(slot);
     for (std::uint32_t i = 0; i < rd->ud_nrings; i++) {
-        char *base = p->base + rd->ud_rings_off + i * stride;
+        char *base = p->base + roff + i * stride;
         auto *ctrl = reinterpret_cast<ring_ctrl *>(base);
         std::uint64_t expect = 0;
-        if (!ctrl->owner.compare_exchange_strong(expect, q->ud_id, std::memory_order_acq_rel))
+        if (!ctrl->owner.compare_exchange_strong(expect, q->ud_id, std::memory_order_seq_cst))
             continue;
+        if (rd->state.load(std::memory_order_seq_cst) == desc_free || rd->qpn != d->qpn ||
+            std::atomic_ref<std::uint64_t>(rd->ud_rings_off).load(std::memory_order_seq_cst) != roff) {
+            ctrl->owner.store(0, std::memory_order_seq_cst); // the QP went away meanwhile
+            return false;
+        }
         ctrl->src_qpn = q->qp_num;
         ctrl->sender_gone.store(0, std::memory_order_relaxed);
         // A reclaimed ring continues where its receiver stands: it published
@@ -259,6 +272,7 @@ SHUNT_COLD bool ud_claim(shm_qp *q, ud_dest *d) noexcept
         // Make the ring visible to the receiver's scan (after src_qpn).
         rd->ud_active.fetch_or(1ull << i, std::memory_order_release);
         d->ctrl = ctrl;
+        d->pool_off = roff;
         d->slots = reinterpret_cast<slot *>(base + sizeof(ring_ctrl));
         d->mask = rd->ud_ring_slots - 1;
         d->tail = start;
@@ -279,8 +293,26 @@ exec_rc ud_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
         return ex_done;
     }
     qp_desc *rd = &d->p->qps()[(d->qpn & 0xfff) - 1];
-    if (rd->qkey != w->qkey || rd->qpn != d->qpn) [[unlikely]]
-        return ex_done; // wrong Q_Key or QP gone: dropped, as on a wire
+    if (rd->qpn != d->qpn || rd->state.load(std::memory_order_acquire) == desc_free) [[unlikely]] {
+        // The receiver is gone: release our ring (its memory is held until
+        // we do) and drop this and every later datagram to it.
+        say_gone(d->ctrl, d->qpn);
+        d->failed = true;
+        return ex_done;
+    }
+    if (std::atomic_ref<std::uint64_t>(rd->ud_rings_off).load(std::memory_order_relaxed) != d->pool_off)
+        [[unlikely]] {
+        // The receiver was reset and receives in new rings: release the old
+        // one and claim anew.
+        say_gone(d->ctrl, d->qpn);
+        d->ctrl = nullptr;
+        if (!ud_claim(q, d)) {
+            d->failed = true;
+            return ex_done;
+        }
+    }
+    if (rd->qkey != w->qkey) [[unlikely]]
+        return ex_done; // wrong Q_Key: dropped, as on a wire
     txring r{d->slots, d->ctrl, d->mask, &d->tail, &d->credit_head};
     std::uint8_t sol = (w->flags & vq::WR_SOLICITED) ? sf_solicited : 0;
     if (w->op == op_tso || (w->flags & vq::WR_IP_CSUM)) {

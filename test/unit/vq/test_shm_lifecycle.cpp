@@ -101,7 +101,7 @@ void ping(vq::cq *cq, vq::qp *from, vq::qp *to, reg_buf &rb, std::uint64_t v)
     ASSERT_EQ(w.size(), 2u);
     for (auto &x : w) {
         EXPECT_EQ(x.status, wc_status::success) << "wr_id " << x.wr_id;
-        if (x.wr_id == 900 + v) {
+        if (x.wr_id == 900 + v || x.wr_id == 999) { // 999: a receive posted earlier
             EXPECT_EQ(x.qp_num, to->qp_num);
             EXPECT_EQ(x.byte_len, 8u);
         } else {
@@ -137,6 +137,92 @@ TEST(ShmLifecycle, LateGoodbyeOfAnOldPeerDoesNotBreakANewConnection)
     EXPECT_TRUE(drain(r.cq).empty());
     EXPECT_EQ(vq::destroy_qp(c), 0);
     EXPECT_EQ(vq::destroy_qp(d), 0);
+}
+
+TEST(ShmLifecycle, PeerThatHasNotNoticedCannotWriteIntoANewQpsRing)
+{
+    vq_env e;
+    rc_qps r(e);
+    reg_buf rb(e.pd, 64);
+    vq::qp *a, *b, *c, *d;
+    r.pair(a, b);
+    ping(r.cq, a, b, rb, 1);
+    ASSERT_EQ(vq::destroy_qp(b), 0);
+    r.pair(c, d);
+    // a has not noticed that b is gone: its next message goes where b's
+    // ring was, never into c's.
+    std::uint64_t stale = 0x5a5a5a5a;
+    ASSERT_EQ(vq::post_send(a, 55, &stale, 8, 0, vq::WR_INLINE), 0);
+    ping(r.cq, d, c, rb, 2);
+    ASSERT_EQ(vq::post_recv(c, 999, rb.addr(), 64, rb.mr->lkey), 0);
+    auto extra = drain(r.cq);
+    EXPECT_TRUE(extra.empty()) << "c received a message of a stale peer (wr_id " << extra[0].wr_id << ")";
+    ping(r.cq, d, c, rb, 3); // lands in c's receive 999 (first in its queue)
+    EXPECT_TRUE(drain(r.cq).empty()); // ...and leaves the receive of ping 3 posted
+    EXPECT_EQ(vq::destroy_qp(a), 0);
+    EXPECT_EQ(vq::destroy_qp(c), 0);
+    EXPECT_EQ(vq::destroy_qp(d), 0);
+}
+
+TEST(ShmLifecycle, ParkedRingMemoryIsReclaimedOnceThePeerLeaves)
+{
+    // Each cycle parks the first-destroyed QP's ring until its peer leaves;
+    // without reclaiming, the segment's heap (32 MiB, 64 KiB rings) would
+    // run out after ~250 cycles.
+    vq_env e;
+    rc_qps r(e);
+    reg_buf rb(e.pd, 64);
+    for (int i = 0; i < 600; i++) {
+        vq::qp *a, *b;
+        r.pair(a, b);
+        if (HasFatalFailure())
+            return;
+        if (i % 50 == 0)
+            ping(r.cq, a, b, rb, static_cast<std::uint64_t>(i));
+        ASSERT_EQ(vq::destroy_qp(b), 0);
+        ASSERT_EQ(vq::destroy_qp(a), 0);
+    }
+}
+
+TEST(ShmLifecycle, ResetQpReceivesInFreshMemoryWhileTheOldSenderLingers)
+{
+    vq_env e;
+    rc_qps r(e);
+    reg_buf rb(e.pd, 64);
+    vq::qp *a, *b;
+    r.pair(a, b);
+    ping(r.cq, a, b, rb, 1);
+    // b is reset and reconnected to a new peer c; a (never told) sends.
+    vq::qp_attr at;
+    at.state = vq::qp_state::reset;
+    ASSERT_EQ(vq::modify_qp(b, &at, vq::QP_ATTR_STATE), 0);
+    vq::qp *c = r.make();
+    ASSERT_EQ(connect_qp(c, vq::get_qp_addr(b)), 0);
+    ASSERT_EQ(connect_qp(b, vq::get_qp_addr(c)), 0);
+    std::uint64_t stale = 0x5a5a5a5a;
+    ASSERT_EQ(vq::post_send(a, 55, &stale, 8, 0, vq::WR_INLINE), 0);
+    ping(r.cq, c, b, rb, 2);
+    ASSERT_EQ(vq::post_recv(b, 999, rb.addr(), 64, rb.mr->lkey), 0);
+    auto extra = drain(r.cq);
+    EXPECT_TRUE(extra.empty()) << "b received a message of its old peer";
+    ping(r.cq, c, b, rb, 3);
+    EXPECT_TRUE(drain(r.cq).empty());
+    EXPECT_EQ(vq::destroy_qp(a), 0);
+    EXPECT_EQ(vq::destroy_qp(b), 0);
+    EXPECT_EQ(vq::destroy_qp(c), 0);
+}
+
+TEST(ShmLifecycle, SecondSenderCannotClaimAConnectedRcQp)
+{
+    vq_env e;
+    rc_qps r(e);
+    vq::qp *a, *b;
+    r.pair(a, b);
+    vq::qp *x = r.make();
+    EXPECT_EQ(connect_qp(x, vq::get_qp_addr(b)), -FI_EBUSY);
+    EXPECT_EQ(vq::destroy_qp(x), 0);
+    EXPECT_EQ(vq::destroy_qp(a), 0);
+    EXPECT_EQ(vq::destroy_qp(b), 0);
 }
 
 } // namespace
