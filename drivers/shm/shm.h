@@ -24,7 +24,7 @@ namespace vq = shunt::vq;
 /* ---------------- Shared layout (offsets only, never pointers) ---------------- */
 
 inline constexpr std::uint64_t ctx_magic = 0x314d48535154564eull; // "NVTQSHM1"
-inline constexpr std::uint32_t layout_version = 1;
+inline constexpr std::uint32_t layout_version = 2;
 inline constexpr unsigned num_lock_stripes = 64;
 
 /** Head of a context's segment (data area offset 0). Written by the owner at
@@ -54,14 +54,22 @@ struct alignas(64) lock_line {
 /** A region or window as peers see it. The owner invalidates (key = 0) before
  *  changing the other fields and publishes the key last (release); a peer
  *  loads the key (acquire), reads the fields, and re-checks the key. */
-struct mr_entry {
-    std::atomic<std::uint32_t> key; ///< 0: invalid; else index << 8 | tag
+struct alignas(64) mr_entry {
+    std::atomic<std::uint32_t> key; ///< 0: invalid; else generation << 20 | index << 8 | tag
+    /** Initiators inside an access through this entry (check + copy): the
+     *  owner waits for 0 after invalidating the key before the memory may be
+     *  reused (dereg_mr, dealloc_mw, rebind, invalidation). */
+    std::atomic<std::uint32_t> users;
     std::uint32_t access;           ///< vq::ACCESS_*
     std::uint64_t addr;             ///< owner's virtual address
     std::uint64_t length;
     std::uint64_t seg_off;          ///< offset in the owner's data area, or no_seg_off
 };
-static_assert(sizeof(mr_entry) == 32);
+static_assert(sizeof(mr_entry) == 64);
+/** Table index of a key (max_mr <= 4096). */
+inline std::uint32_t key_index(std::uint32_t key) noexcept { return (key >> 8) & 0xfff; }
+/** Keys per table entry before it is retired: 255 tags x 4096 generations. */
+inline constexpr std::uint32_t key_versions = 255u * 4096u;
 inline constexpr std::uint64_t no_seg_off = ~0ull;
 /** mr_entry::access bit marking a window (windows are not usable as lkeys). */
 inline constexpr std::uint32_t entry_mw = 1u << 31;
@@ -378,7 +386,8 @@ struct shm_ctx : vq::context {
     std::vector<peer *> peers;  ///< attached peers (refcounted)
     std::vector<shm_mr *> mr_obj;  ///< index → region (or null)
     std::vector<shm_mw *> mw_obj;  ///< index → window (or null)
-    std::vector<std::uint8_t> mr_tag; ///< per index: last tag used
+    std::vector<std::uint32_t> mr_ver; ///< per index: keys handed out (key_versions: retired)
+    std::uint32_t mr_next = 0;          ///< next index to try (round robin: slow reuse)
     std::vector<shm_qp *> qp_obj;  ///< index → QP
     struct block { std::uint64_t off, size; };
     std::vector<block> free_blocks; ///< heap free list (owner only)
@@ -451,6 +460,28 @@ struct region_ref {
  *  @p need over [addr, addr+len)? On success fills @p out. */
 bool check_key(peer *p, std::uint32_t key, std::uint64_t addr, std::uint64_t len, unsigned need,
                region_ref *out, bool local = false) noexcept;
+
+/** check_key for a remote access, counted in the entry's users until
+ *  unpin(*pin): the owner does not complete an invalidation meanwhile. */
+inline bool pin_key(peer *p, std::uint32_t key, std::uint64_t addr, std::uint64_t len, unsigned need,
+                    region_ref *out, mr_entry **pin) noexcept
+{
+    std::uint32_t idx = key_index(key);
+    if (key == 0 || idx >= p->hdr->max_mr)
+        return false;
+    mr_entry &e = p->mrs()[idx];
+    e.users.fetch_add(1, std::memory_order_seq_cst);
+    if (!check_key(p, key, addr, len, need, out)) {
+        e.users.fetch_sub(1, std::memory_order_release);
+        return false;
+    }
+    *pin = &e;
+    return true;
+}
+inline void unpin(mr_entry *e) noexcept { e->users.fetch_sub(1, std::memory_order_release); }
+/** Owner, after storing key = 0 (seq_cst): wait until no initiator is inside
+ *  an access through @p e (bounded: see the driver guide). */
+void entry_quiesce(mr_entry &e) noexcept;
 
 /** Copy between local memory and a peer's memory (memcpy within segments,
  *  process_vm_readv/writev otherwise). @return true on success. */

@@ -1,6 +1,7 @@
 /* drivers/shm: device, context, protection domains, regions, windows,
  * address handles, peers and the segment heap. */
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/uio.h>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "env/log.h"
+#include "env/tsc.h"
 #include "env/tunable.h"
 #include "shm.h"
 
@@ -124,15 +126,18 @@ int dealloc_pd(vq::pd *vp)
 
 int table_alloc(shm_ctx *c, std::uint32_t *index, std::uint32_t *key)
 {
-    for (std::uint32_t i = 0; i < c->mr_obj.size(); i++) {
-        if (c->mr_obj[i] || c->mw_obj[i])
+    // Round robin over the table, and every key of an entry is used once
+    // (the entry is retired after key_versions): a stale key never matches
+    // a later region or window.
+    auto n = static_cast<std::uint32_t>(c->mr_obj.size());
+    for (std::uint32_t k = 0; k < n; k++) {
+        std::uint32_t i = (c->mr_next + k) % n;
+        if (c->mr_obj[i] || c->mw_obj[i] || c->mr_ver[i] >= key_versions)
             continue;
-        std::uint8_t tag = static_cast<std::uint8_t>(c->mr_tag[i] + 1);
-        if (tag == 0)
-            tag = 1;
-        c->mr_tag[i] = tag;
+        std::uint32_t v = c->mr_ver[i]++;
+        c->mr_next = (i + 1) % n;
         *index = i;
-        *key = (i << 8) | tag;
+        *key = ((v / 255) << 20) | (i << 8) | (1 + v % 255);
         return 0;
     }
     return -FI_ENOSPC;
@@ -184,7 +189,8 @@ int dereg_mr(vq::mr *vm)
     std::lock_guard<std::mutex> g(c->lock);
     if (m->windows > 0)
         return -FI_EBUSY;
-    c->self.mrs()[m->index].key.store(0, std::memory_order_release);
+    c->self.mrs()[m->index].key.store(0, std::memory_order_seq_cst);
+    entry_quiesce(c->self.mrs()[m->index]); // no peer's access in flight after this
     c->key_gen.fetch_add(1, std::memory_order_release);
     c->mr_obj[m->index] = nullptr;
     c->nmr--;
@@ -225,7 +231,8 @@ int dealloc_mw(vq::mw *vw)
     auto *w = static_cast<shm_mw *>(vw);
     auto *c = to_ctx(w->ctx);
     std::lock_guard<std::mutex> g(c->lock);
-    c->self.mrs()[w->index].key.store(0, std::memory_order_release);
+    c->self.mrs()[w->index].key.store(0, std::memory_order_seq_cst);
+    entry_quiesce(c->self.mrs()[w->index]);
     c->key_gen.fetch_add(1, std::memory_order_release);
     if (w->bound)
         w->bound->windows--;
@@ -451,7 +458,7 @@ int shm_open(vq::device *dev, vq::context **out)
     try {
         c->mr_obj.assign(l.max_mr, nullptr);
         c->mw_obj.assign(l.max_mr, nullptr);
-        c->mr_tag.assign(l.max_mr, 0);
+        c->mr_ver.assign(l.max_mr, 0);
         c->qp_obj.assign(l.max_qp, nullptr);
         c->qp_held.assign(l.max_qp, 0);
         c->free_blocks.push_back({off, h->heap_size});
@@ -652,16 +659,34 @@ bool peer_dead(peer *p) noexcept
     return dead;
 }
 
+void entry_quiesce(mr_entry &e) noexcept
+{
+    if (e.users.load(std::memory_order_seq_cst) == 0)
+        return;
+    // An initiator is between its key check and the end of its copy (a
+    // bounded memcpy / process_vm_*). A process that died there stays
+    // counted: give up after SHUNT_SHM_PEER_CHECK_MS x 20 (it writes nothing more).
+    std::uint64_t end = env::tsc::now() + peer_check_cycles() * 20;
+    while (e.users.load(std::memory_order_seq_cst) != 0) {
+        if (env::tsc::now() > end) {
+            SHUNT_LOG(shm_log, warning, "region entry still in use by a peer after invalidation; proceeding");
+            return;
+        }
+        sched_yield();
+    }
+}
+
 bool check_key(peer *p, std::uint32_t key, std::uint64_t addr, std::uint64_t len, unsigned need,
                region_ref *out, bool local) noexcept
 {
-    std::uint32_t idx = key >> 8;
+    std::uint32_t idx = key_index(key);
     if (key == 0 || idx >= p->hdr->max_mr)
         return false;
     mr_entry &e = p->mrs()[idx];
-    // Observe the entry: the key (acquire) orders the field loads after it;
-    // the re-check catches an invalidation that raced with them.
-    if (e.key.load(std::memory_order_acquire) != key)
+    // Observe the entry: the key (acquire; seq_cst for pin_key's users
+    // increment before it) orders the field loads after it; the re-check
+    // catches an invalidation that raced with them.
+    if (e.key.load(std::memory_order_seq_cst) != key)
         return false;
     unsigned access = e.access;
     std::uint64_t base = e.addr, length = e.length, soff = e.seg_off;

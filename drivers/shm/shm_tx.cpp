@@ -364,12 +364,20 @@ exec_rc ud_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
 /* ---- RDMA and atomics ---- */
 
 /** Remote check for RC/UC one-sided operations. */
+struct pinned {
+    mr_entry *e = nullptr;
+    ~pinned()
+    {
+        if (e)
+            unpin(e);
+    }
+};
 inline bool remote_ok(shm_qp *q, std::uint32_t rkey, std::uint64_t raddr, std::uint64_t len,
-                      unsigned need, region_ref *ref) noexcept
+                      unsigned need, region_ref *ref, pinned &pin) noexcept
 {
     if ((q->rdesc->access & need) != need)
         return false;
-    return check_key(q->rpeer, rkey, raddr, len, need, ref);
+    return pin_key(q->rpeer, rkey, raddr, len, need, ref, &pin.e);
 }
 
 inline vq::wc_status remote_failure(shm_qp *q) noexcept
@@ -382,7 +390,8 @@ inline vq::wc_status remote_failure(shm_qp *q) noexcept
 vq::wc_status do_write(shm_qp *q, wqe *w) noexcept
 {
     region_ref ref;
-    if (!remote_ok(q, w->rkey, w->raddr, w->len, vq::ACCESS_REMOTE_WRITE, &ref))
+    pinned pin;
+    if (!remote_ok(q, w->rkey, w->raddr, w->len, vq::ACCESS_REMOTE_WRITE, &ref, pin))
         return vq::wc_status::rem_access_err;
     if (w->is_inline) {
         if (!peer_write(q->rpeer, ref, wqe_inl(q, w), w->len))
@@ -403,7 +412,8 @@ vq::wc_status do_write(shm_qp *q, wqe *w) noexcept
 vq::wc_status do_read(shm_qp *q, wqe *w) noexcept
 {
     region_ref ref;
-    if (!remote_ok(q, w->rkey, w->raddr, w->len, vq::ACCESS_REMOTE_READ, &ref))
+    pinned pin;
+    if (!remote_ok(q, w->rkey, w->raddr, w->len, vq::ACCESS_REMOTE_READ, &ref, pin))
         return vq::wc_status::rem_access_err;
     const vq::sge *s = wqe_sges(q, w);
     for (std::uint32_t i = 0; i < w->num_sge; i++) {
@@ -438,7 +448,8 @@ void stripe_unlock(peer *p, std::uint64_t addr) noexcept
 vq::wc_status do_atomic(shm_qp *q, wqe *w) noexcept
 {
     region_ref ref;
-    if (!remote_ok(q, w->rkey, w->raddr, 8, vq::ACCESS_REMOTE_ATOMIC, &ref))
+    pinned pin;
+    if (!remote_ok(q, w->rkey, w->raddr, 8, vq::ACCESS_REMOTE_ATOMIC, &ref, pin))
         return vq::wc_status::rem_access_err;
     std::uint64_t old;
     peer *p = q->rpeer;
@@ -475,7 +486,7 @@ vq::wc_status do_flush(shm_qp *q, wqe *w) noexcept
     peer *p = q->rpeer;
     region_ref ref;
     if (level == vq::FLUSH_MR) {
-        std::uint32_t idx = w->rkey >> 8;
+        std::uint32_t idx = key_index(w->rkey);
         if (idx >= p->hdr->max_mr)
             return vq::wc_status::rem_access_err;
         mr_entry &e = p->mrs()[idx];
@@ -497,11 +508,12 @@ vq::wc_status do_bind(shm_qp *q, wqe *w) noexcept
     auto *mw = static_cast<shm_mw *>(static_cast<vq::mw *>(w->p0));
     auto *mr = static_cast<shm_mr *>(static_cast<vq::mr *>(w->p1));
     std::lock_guard<std::mutex> g(c->lock);
-    if ((w->rkey >> 8) != mw->index || (w->rkey & 0xff) == 0 || c->mw_obj[mw->index] != mw)
+    if ((w->rkey & ~0xffu) != (mw->rkey & ~0xffu) || (w->rkey & 0xff) == 0 || c->mw_obj[mw->index] != mw)
         return vq::wc_status::mw_bind_err;
     mr_entry &e = c->self.mrs()[mw->index];
     if (w->a1 == 0) { // unbind
-        e.key.store(0, std::memory_order_release);
+        e.key.store(0, std::memory_order_seq_cst);
+        entry_quiesce(e);
         c->key_gen.fetch_add(1, std::memory_order_release);
         if (mw->bound)
             mw->bound->windows--;
@@ -516,7 +528,8 @@ vq::wc_status do_bind(shm_qp *q, wqe *w) noexcept
          !(mr->access & vq::ACCESS_LOCAL_WRITE)))
         return vq::wc_status::mw_bind_err;
     std::uint64_t moff = c->self.mrs()[mr->index].seg_off;
-    e.key.store(0, std::memory_order_relaxed);
+    e.key.store(0, std::memory_order_seq_cst);
+    entry_quiesce(e); // accesses through the old binding are over
     c->key_gen.fetch_add(1, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_release);
     e.access = (w->imm & ~vq::ACCESS_LOCAL_WRITE) | entry_mw;
@@ -539,14 +552,15 @@ vq::wc_status do_bind(shm_qp *q, wqe *w) noexcept
 /** Invalidate key @p k of our context (local_inv, send_inv). @return success. */
 bool invalidate_key(shm_ctx *c, std::uint32_t k) noexcept
 {
-    std::uint32_t idx = k >> 8;
+    std::uint32_t idx = key_index(k);
     std::lock_guard<std::mutex> g(c->lock);
     if (k == 0 || idx >= c->mr_obj.size() || (!c->mr_obj[idx] && !c->mw_obj[idx]))
         return false;
     mr_entry &e = c->self.mrs()[idx];
     if (e.key.load(std::memory_order_relaxed) != k)
         return false;
-    e.key.store(0, std::memory_order_release);
+    e.key.store(0, std::memory_order_seq_cst);
+    entry_quiesce(e);
     c->key_gen.fetch_add(1, std::memory_order_release);
     if (shm_mw *w = c->mw_obj[idx]) {
         if (w->bound)

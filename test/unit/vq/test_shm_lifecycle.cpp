@@ -1,6 +1,8 @@
 // drivers/shm: QP responder access defaults, late notifications and ring /
 // region reuse after destroy or deregistration, host-unique QP numbers.
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -167,7 +169,7 @@ TEST(ShmLifecycle, PeerThatHasNotNoticedCannotWriteIntoANewQpsRing)
 TEST(ShmLifecycle, ParkedRingMemoryIsReclaimedOnceThePeerLeaves)
 {
     // Each cycle parks the first-destroyed QP's ring until its peer leaves;
-    // without reclaiming, the segment's heap (32 MiB, 64 KiB rings) would
+    // without reclaiming, the segment's heap (256 MiB, 64 KiB rings) would
     // run out after ~250 cycles.
     vq_env e;
     rc_qps r(e);
@@ -223,6 +225,91 @@ TEST(ShmLifecycle, SecondSenderCannotClaimAConnectedRcQp)
     EXPECT_EQ(vq::destroy_qp(x), 0);
     EXPECT_EQ(vq::destroy_qp(a), 0);
     EXPECT_EQ(vq::destroy_qp(b), 0);
+}
+
+TEST(ShmLifecycle, StaleRkeyNeverMatchesALaterRegion)
+{
+    vq_env e;
+    qp_pair p(e);
+    reg_buf src(e.pd, 64);
+    std::vector<std::uint8_t> buf(64);
+    vq::mr *m = nullptr;
+    ASSERT_EQ(vq::reg_mr(e.pd, buf.data(), buf.size(), all_remote | vq::ACCESS_LOCAL_WRITE, &m), 0);
+    const std::uint32_t stale = m->rkey;
+    ASSERT_EQ(vq::dereg_mr(m), 0);
+    // Far more registrations than an 8-bit tag has values.
+    std::vector<std::uint32_t> keys;
+    for (int i = 0; i < 1200; i++) {
+        ASSERT_EQ(vq::reg_mr(e.pd, buf.data(), buf.size(), all_remote | vq::ACCESS_LOCAL_WRITE, &m), 0);
+        keys.push_back(m->rkey);
+        ASSERT_NE(m->rkey, stale) << "registration " << i << " reissued a deregistered key";
+        if (i + 1 < 1200) {
+            ASSERT_EQ(vq::dereg_mr(m), 0);
+        }
+    }
+    std::sort(keys.begin(), keys.end());
+    EXPECT_EQ(std::adjacent_find(keys.begin(), keys.end()), keys.end()) << "a key was issued twice";
+    std::memset(src.bytes.data(), 3, 64);
+    auto w = write_one(p.a, p.cq_a, stale, reinterpret_cast<std::uint64_t>(buf.data()), src, 8);
+    EXPECT_EQ(w.status, wc_status::rem_access_err);
+    EXPECT_EQ(buf[0], 0);
+    EXPECT_EQ(vq::dereg_mr(m), 0);
+}
+
+TEST(ShmLifecycle, DeregWaitsForAnInFlightRemoteWrite)
+{
+    // An RDMA write of 32 SGEs runs as 32 copies in order. Deregister the
+    // target once the second piece has visibly started landing, then
+    // overwrite the buffer: nothing of the write may land after dereg_mr
+    // returned.
+    vq_env e;
+    vq::qp_cap cap;
+    cap.max_send_sge = 32;
+    qp_pair p(e, vq::qp_type::rc, vq::OPS_ALL & ~vq::OPS_TSO, cap);
+    constexpr std::size_t piece = 8u << 20, n = 32 * piece;
+    reg_buf src(e.pd, n);
+    std::memset(src.bytes.data(), 0x11, n);
+    std::vector<std::uint8_t> target(n, 0);
+    vq::mr *tm = nullptr;
+    ASSERT_EQ(vq::reg_mr(e.pd, target.data(), n, all_remote | vq::ACCESS_LOCAL_WRITE, &tm), 0);
+    const std::uint32_t rkey = tm->rkey;
+    vq::wc done{};
+    std::thread writer([&] {
+        vq::sge sg[32];
+        for (int i = 0; i < 32; i++)
+            sg[i] = {src.addr(i * piece), static_cast<std::uint32_t>(piece), src.mr->lkey};
+        vq::wr_start(p.a);
+        p.a->wr_id = 5;
+        p.a->wr_flags = vq::WR_SIGNALED;
+        vq::wr_rdma_write(p.a, rkey, reinterpret_cast<std::uint64_t>(target.data()));
+        vq::wr_set_sge_list(p.a, 32, sg);
+        EXPECT_EQ(vq::wr_complete(p.a), 0);
+        auto w = poll_n(p.cq_a, 1);
+        if (!w.empty())
+            done = w[0];
+    });
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    auto second_started = [&] {
+        for (std::size_t off = piece; off < 2 * piece; off += 4096)
+            if (static_cast<volatile std::uint8_t *>(target.data())[off] == 0x11)
+                return true;
+        return false;
+    };
+    while (!second_started() && std::chrono::steady_clock::now() < end)
+        ;
+    bool started = second_started();
+    EXPECT_EQ(vq::dereg_mr(tm), 0);
+    // The memory is ours again: reuse it from the end (where a write still
+    // in flight would arrive last).
+    for (std::size_t k = 32; k-- > 0;)
+        std::memset(target.data() + k * piece, 0xee, piece);
+    writer.join();
+    ASSERT_TRUE(started) << "the write never started";
+    EXPECT_EQ(done.status, wc_status::success);
+    std::size_t late = 0;
+    for (std::size_t i = 0; i < n; i++)
+        late += target[i] != 0xee;
+    EXPECT_EQ(late, 0u) << "bytes written after dereg_mr returned";
 }
 
 } // namespace
