@@ -122,6 +122,16 @@ inline void say_gone(ring_ctrl *c, std::uint32_t qpn) noexcept
         c->sender_gone.store(qpn, std::memory_order_release);
 }
 
+/** QP numbers (24 bits, host-unique per user): ctx_id << 14 | generation
+ *  << 10 | descriptor index. ctx_id comes from the host-wide table
+ *  (ctx_id_alloc), the generation runs 1..15 per index. */
+inline constexpr unsigned qpn_index_bits = 10, qpn_gen_bits = 4, max_ctx_ids = 1024;
+inline std::uint32_t qpn_index(std::uint32_t qpn) noexcept { return qpn & ((1u << qpn_index_bits) - 1); }
+inline std::uint32_t qpn_gen(std::uint32_t qpn) noexcept
+{
+    return (qpn >> qpn_index_bits) & ((1u << qpn_gen_bits) - 1);
+}
+
 /** Message opcodes in a slot. */
 enum : std::uint8_t { msg_send = 1, msg_send_imm = 2, msg_send_inv = 3, msg_write_imm = 4, msg_rndv = 5 };
 
@@ -399,6 +409,8 @@ struct shm_ctx : vq::context {
     struct zombie { std::uint64_t off, bytes; std::uint32_t index, qpn, nrings; bool held; };
     std::vector<zombie> zombies;
     std::vector<std::uint8_t> qp_held; ///< descriptor index held by a zombie
+    std::uint32_t qp_next = 0;          ///< next descriptor index to try (round robin)
+    std::uint32_t ctx_id = 0;           ///< host-wide context id (QP number bits 14..23)
     int npd = 0, ncq = 0, nqp = 0, nsrq = 0, nmr = 0, nmw = 0, nah = 0, ntd = 0;
     /** Bumped whenever a key of ours stops being valid (dereg, invalidate,
      *  unbind, rebind): receive-side lkey caches compare it. */

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -392,12 +394,76 @@ int shm_probe(std::vector<vq::device *> &out)
     return 0;
 }
 
+/* ---- host-wide context ids (the high bits of QP numbers) ----
+ * A 1024-word table in /dev/shm/.shunt-qpn-<euid> (0600; outside the
+ * "shunt." names that cleanup_stale_segments removes). Word i is 0 when id
+ * i is free, else low32(start time) << 32 | pid of the holding process: one
+ * CAS claims a free id or takes over one whose process is gone. */
+std::atomic<std::uint64_t> *id_table() noexcept
+{
+    static std::atomic<std::uint64_t> *table = [] () -> std::atomic<std::uint64_t> * {
+        char path[64];
+        std::snprintf(path, sizeof path, "/dev/shm/.shunt-qpn-%u", static_cast<unsigned>(geteuid()));
+        int fd = ::open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+            return nullptr;
+        struct stat st;
+        constexpr std::size_t bytes = max_ctx_ids * sizeof(std::uint64_t);
+        void *m = MAP_FAILED;
+        if (::fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 077) == 0 &&
+            (static_cast<std::size_t>(st.st_size) >= bytes || ::ftruncate(fd, bytes) == 0))
+            m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        ::close(fd);
+        return m == MAP_FAILED ? nullptr : static_cast<std::atomic<std::uint64_t> *>(m);
+    }();
+    return table;
+}
+
+bool id_holder_gone(std::uint64_t w) noexcept
+{
+    auto pid = static_cast<int>(w & 0xffffffffu);
+    if (pid <= 0 || (::kill(pid, 0) < 0 && errno == ESRCH))
+        return true;
+    return static_cast<std::uint32_t>(read_start_time(pid)) != static_cast<std::uint32_t>(w >> 32);
+}
+
+int ctx_id_alloc(std::uint32_t *out) noexcept
+{
+    std::atomic<std::uint64_t> *t = id_table();
+    if (!t)
+        return -FI_ENOMEM;
+    static const std::uint64_t me = (read_start_time(getpid()) << 32) | static_cast<std::uint32_t>(getpid());
+    static std::atomic<std::uint32_t> next{static_cast<std::uint32_t>(getpid())};
+    for (std::uint32_t k = 0; k < max_ctx_ids; k++) {
+        std::uint32_t i = next.fetch_add(1) % max_ctx_ids;
+        std::uint64_t w = t[i].load(std::memory_order_acquire);
+        if (w != 0 && (w == me || !id_holder_gone(w)))
+            continue;
+        if (t[i].compare_exchange_strong(w, me, std::memory_order_acq_rel)) {
+            *out = i;
+            return 0;
+        }
+    }
+    return -FI_ENOSPC;
+}
+
+void ctx_id_free(std::uint32_t id) noexcept
+{
+    if (std::atomic<std::uint64_t> *t = id_table())
+        t[id].store(0, std::memory_order_release);
+}
+
 int shm_open(vq::device *dev, vq::context **out)
 {
     const limits &l = lim();
     auto *c = new (std::nothrow) shm_ctx;
     if (!c)
         return -FI_ENOMEM;
+    if (int rc = ctx_id_alloc(&c->ctx_id); rc < 0) {
+        SHUNT_LOG(shm_log, error, "no host-wide context id for QP numbers: %s", shunt::strerror(rc));
+        delete c;
+        return rc;
+    }
     static std::atomic<unsigned> counter{0};
     char name[48];
     std::uint64_t off = align_up(sizeof(ctx_hdr), 4096);
@@ -409,6 +475,7 @@ int shm_open(vq::device *dev, vq::context **out)
     off = align_up(off + l.max_qp * sizeof(qp_desc), 4096);
     std::uint64_t total = static_cast<std::uint64_t>(l.segment_mb) << 20;
     if (off + (1u << 20) > total) {
+        ctx_id_free(c->ctx_id);
         delete c;
         return -FI_EINVAL;
     }
@@ -423,6 +490,7 @@ int shm_open(vq::device *dev, vq::context **out)
     }
     if (rc < 0) {
         SHUNT_LOG(shm_log, error, "cannot create segment %s: %s", name, shunt::strerror(rc));
+        ctx_id_free(c->ctx_id);
         delete c;
         return rc;
     }
@@ -463,6 +531,7 @@ int shm_open(vq::device *dev, vq::context **out)
         c->qp_held.assign(l.max_qp, 0);
         c->free_blocks.push_back({off, h->heap_size});
     } catch (...) {
+        ctx_id_free(c->ctx_id);
         delete c;
         return -FI_ENOMEM;
     }
@@ -489,6 +558,7 @@ int ctx_close(vq::context *vc)
         c->peers.clear();
     }
     c->seg.close();
+    ctx_id_free(c->ctx_id);
     delete c;
     return 0;
 }

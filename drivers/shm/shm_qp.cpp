@@ -203,11 +203,19 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
         delete q;
         return -FI_ENOSPC;
     }
-    std::uint32_t idx = 0;
     reclaim_rings(c);
-    while (idx < c->qp_obj.size() && (c->qp_obj[idx] || c->qp_held[idx]))
-        idx++;
-    if (idx == c->qp_obj.size()) {
+    // Round robin: a QP number (index + 4-bit generation) comes back only
+    // after 15 x max_qp creations.
+    auto nq = static_cast<std::uint32_t>(c->qp_obj.size());
+    std::uint32_t idx = nq;
+    for (std::uint32_t k = 0; k < nq; k++) {
+        std::uint32_t i = (c->qp_next + k) % nq;
+        if (!c->qp_obj[i] && !c->qp_held[i]) {
+            idx = i;
+            break;
+        }
+    }
+    if (idx == nq) {
         free_qp_memory(q);
         delete q;
         return -FI_ENOSPC;
@@ -221,9 +229,10 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
         return -FI_ENOMEM;
     }
     qp_desc *d = &c->self.qps()[idx];
-    std::uint32_t gen = ((d->qpn >> 12) + 1) & 0xfff;
+    std::uint32_t gen = qpn_gen(d->qpn) % ((1u << qpn_gen_bits) - 1) + 1; // 1..15
+    c->qp_next = (idx + 1) % nq;
     q->index = idx;
-    q->qp_num = (gen << 12) | (idx + 1);
+    q->qp_num = (c->ctx_id << (qpn_index_bits + qpn_gen_bits)) | (gen << qpn_index_bits) | idx;
     q->desc = d;
     q->ring_mem = off;
     q->ring_bytes = bytes;
@@ -383,7 +392,7 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
         int rc = peer_get(c, a->dest, &p);
         if (rc < 0)
             return rc == -FI_EINVAL ? -FI_EINVAL : rc;
-        std::uint32_t idx = (a->dest_qp_num & 0xfff) - 1;
+        std::uint32_t idx = qpn_index(a->dest_qp_num);
         qp_desc *rd = idx < p->hdr->max_qp ? &p->qps()[idx] : nullptr;
         if (!rd || rd->state.load(std::memory_order_acquire) == desc_free || rd->qpn != a->dest_qp_num) {
             peer_put(c, p);

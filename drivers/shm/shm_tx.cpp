@@ -237,7 +237,7 @@ exec_rc rc_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
 SHUNT_COLD bool ud_claim(shm_qp *q, ud_dest *d) noexcept
 {
     peer *p = d->p;
-    std::uint32_t idx = (d->qpn & 0xfff) - 1;
+    std::uint32_t idx = qpn_index(d->qpn);
     if (idx >= p->hdr->max_qp)
         return false;
     qp_desc *rd = &p->qps()[idx];
@@ -292,7 +292,7 @@ exec_rc ud_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
         d->failed = true;
         return ex_done;
     }
-    qp_desc *rd = &d->p->qps()[(d->qpn & 0xfff) - 1];
+    qp_desc *rd = &d->p->qps()[qpn_index(d->qpn)];
     if (rd->qpn != d->qpn || rd->state.load(std::memory_order_acquire) == desc_free) [[unlikely]] {
         // The receiver is gone: release our ring (its memory is held until
         // we do) and drop this and every later datagram to it.

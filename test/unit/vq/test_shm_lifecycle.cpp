@@ -312,5 +312,71 @@ TEST(ShmLifecycle, DeregWaitsForAnInFlightRemoteWrite)
     EXPECT_EQ(late, 0u) << "bytes written after dereg_mr returned";
 }
 
+TEST(ShmLifecycle, QpNumbersAreUniqueAcrossContextsAndIdentifyUdSenders)
+{
+    // Two contexts (as two processes would have) each create their first
+    // QP: the numbers differ, fit in 24 bits, and a UD receiver tells the
+    // two senders apart by wc.src_qp.
+    vq_env e1, e2;
+    const vq::qp_cap cap{16, 16, 1, 1, 64};
+    auto ud = [&](vq_env &e, vq::cq *cq) {
+        vq::qp_init_attr ia;
+        ia.type = vq::qp_type::ud;
+        ia.send_cq = ia.recv_cq = cq;
+        ia.send_ops_flags = vq::OPS_SEND;
+        ia.cap = cap;
+        vq::qp *q = nullptr;
+        EXPECT_EQ(vq::create_qp(e.pd, &ia, &q), 0);
+        if (q) {
+            EXPECT_EQ(connect_qp(q, {}, ~0u), 0);
+        }
+        return q;
+    };
+    vq::cq *c1 = e1.cq(), *c2 = e2.cq(), *c3 = e1.cq();
+    vq::qp *s1 = ud(e1, c3), *s2 = ud(e2, c2), *rx = ud(e1, c1);
+    ASSERT_TRUE(s1 && s2 && rx);
+    EXPECT_NE(s1->qp_num, s2->qp_num);
+    EXPECT_LT(s1->qp_num, 1u << 24);
+    EXPECT_LT(s2->qp_num, 1u << 24);
+    EXPECT_NE(s1->qp_num, 0u);
+    reg_buf rb(e1.pd, 128);
+    ASSERT_EQ(vq::post_recv(rx, 1, rb.addr(0), 64, rb.mr->lkey), 0);
+    ASSERT_EQ(vq::post_recv(rx, 2, rb.addr(64), 64, rb.mr->lkey), 0);
+    auto send = [&](vq_env &e, vq::qp *q, std::uint32_t v) {
+        vq::ah *ah = nullptr;
+        vq::ah_attr aa;
+        aa.dest = e1.ctx->addr;
+        ASSERT_EQ(vq::create_ah(e.pd, &aa, &ah), 0);
+        vq::wr_start(q);
+        q->wr_id = v;
+        q->wr_flags = vq::WR_SIGNALED;
+        vq::wr_send(q);
+        vq::wr_set_inline_data(q, &v, 4);
+        vq::wr_set_ud_addr(q, ah, rx->qp_num, 0);
+        EXPECT_EQ(vq::wr_complete(q), 0);
+        auto sw = poll_n(q->send_cq, 1);
+        ASSERT_EQ(sw.size(), 1u);
+        EXPECT_EQ(sw[0].status, wc_status::success);
+        EXPECT_EQ(vq::destroy_ah(ah), 0);
+    };
+    send(e1, s1, 111);
+    auto w = poll_n(c1, 1);
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(w[0].src_qp, s1->qp_num);
+    send(e2, s2, 222);
+    w = poll_n(c1, 1);
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(w[0].src_qp, s2->qp_num);
+    std::uint32_t v;
+    std::memcpy(&v, rb.bytes.data() + 64, 4);
+    EXPECT_EQ(v, 222u);
+    EXPECT_EQ(vq::destroy_qp(s1), 0);
+    EXPECT_EQ(vq::destroy_qp(s2), 0);
+    EXPECT_EQ(vq::destroy_qp(rx), 0);
+    EXPECT_EQ(vq::destroy_cq(c1), 0);
+    EXPECT_EQ(vq::destroy_cq(c2), 0);
+    EXPECT_EQ(vq::destroy_cq(c3), 0);
+}
+
 } // namespace
 } // namespace shunt::test
