@@ -195,7 +195,8 @@ int get_device_list(std::vector<device *> &out);
 /** @return the device called @p name, or null. */
 device *find_device(const char *name);
 /** Open a device. @return 0 and *out; -FI_EINVAL null argument; the driver's
- *  error otherwise (shm: -FI_ENOMEM no segment memory). */
+ *  error otherwise (shm: -FI_ENOMEM no segment memory or no host-wide
+ *  QP-number table; -FI_ENOSPC 1024 contexts of this user already open). */
 [[nodiscard]] int open_device(device *dev, context **out);
 /** Close a context. @return 0; -FI_EBUSY objects remain; -FI_EINVAL null. */
 [[nodiscard]] int close_device(context *ctx);
@@ -268,7 +269,10 @@ device *find_device(const char *name);
  *  request (wr_flush_err completions); going to RESET discards them.
  *  @return 0; -FI_EINVAL null, bad transition, missing or malformed
  *  attribute; -FI_ENOENT (RTR) no such peer context or QP; -FI_EACCES
- *  (RTR) the peer's segment belongs to another user. */
+ *  (RTR) the peer's segment belongs to another user; -FI_EBUSY (RTR, shm)
+ *  the peer RC/UC QP is already connected to another QP (reset it first);
+ *  -FI_ENOMEM (RESET, shm) no segment memory for fresh rings while a peer
+ *  may still write into the old ones. */
 [[nodiscard]] int modify_qp(qp *q, const qp_attr *attr, unsigned attr_mask);
 /** @return 0 and *out (state and the attributes set so far); -FI_EINVAL null. */
 [[nodiscard]] int query_qp(qp *q, qp_attr *out);
