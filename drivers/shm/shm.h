@@ -24,7 +24,7 @@ namespace vq = shunt::vq;
 /* ---------------- Shared layout (offsets only, never pointers) ---------------- */
 
 inline constexpr std::uint64_t ctx_magic = 0x314d48535154564eull; // "NVTQSHM1"
-inline constexpr std::uint32_t layout_version = 1;
+inline constexpr std::uint32_t layout_version = 2;
 inline constexpr unsigned num_lock_stripes = 64;
 
 /** Head of a context's segment (data area offset 0). Written by the owner at
@@ -54,14 +54,22 @@ struct alignas(64) lock_line {
 /** A region or window as peers see it. The owner invalidates (key = 0) before
  *  changing the other fields and publishes the key last (release); a peer
  *  loads the key (acquire), reads the fields, and re-checks the key. */
-struct mr_entry {
-    std::atomic<std::uint32_t> key; ///< 0: invalid; else index << 8 | tag
+struct alignas(64) mr_entry {
+    std::atomic<std::uint32_t> key; ///< 0: invalid; else generation << 20 | index << 8 | tag
+    /** Initiators inside an access through this entry (check + copy): the
+     *  owner waits for 0 after invalidating the key before the memory may be
+     *  reused (dereg_mr, dealloc_mw, rebind, invalidation). */
+    std::atomic<std::uint32_t> users;
     std::uint32_t access;           ///< vq::ACCESS_*
     std::uint64_t addr;             ///< owner's virtual address
     std::uint64_t length;
     std::uint64_t seg_off;          ///< offset in the owner's data area, or no_seg_off
 };
-static_assert(sizeof(mr_entry) == 32);
+static_assert(sizeof(mr_entry) == 64);
+/** Table index of a key (max_mr <= 4096). */
+inline std::uint32_t key_index(std::uint32_t key) noexcept { return (key >> 8) & 0xfff; }
+/** Keys per table entry before it is retired: 255 tags x 4096 generations. */
+inline constexpr std::uint32_t key_versions = 255u * 4096u;
 inline constexpr std::uint64_t no_seg_off = ~0ull;
 /** mr_entry::access bit marking a window (windows are not usable as lkeys). */
 inline constexpr std::uint32_t entry_mw = 1u << 31;
@@ -69,9 +77,16 @@ inline constexpr std::uint32_t entry_mw = 1u << 31;
 /** Ring control: the receiver's line and the sender's line, apart. */
 struct alignas(64) ring_ctrl {
     std::atomic<std::uint32_t> consumed; ///< receiver: slots consumed, published in batches
+    /** QP number of the QP receiving from this ring (written by it when the
+     *  ring is initialised): a sender's goodbye names it, so a late goodbye
+     *  for an older QP is recognisably stale. */
+    std::atomic<std::uint32_t> epoch;
     alignas(64) std::atomic<std::uint64_t> owner; ///< UD: claiming sender id (0: free)
     std::uint32_t src_qpn;                 ///< sender's QP number (UD)
-    std::atomic<std::uint32_t> sender_gone; ///< sender went to ERR / was destroyed
+    /** 0, or the epoch of the ring when its sender went to ERR / was
+     *  destroyed / reset (its last store to the ring). The receiver accepts
+     *  only its own QP number here. */
+    std::atomic<std::uint32_t> sender_gone;
 };
 static_assert(sizeof(ring_ctrl) == 128);
 
@@ -92,8 +107,30 @@ struct alignas(64) qp_desc {
      *  the peer's receive side; own line). */
     alignas(64) std::atomic<std::uint32_t> rndv_acked;
     std::atomic<std::uint32_t> rndv_nak; ///< the receiver refused a large send (status + 1)
+    /** Peers between reading this descriptor and claiming one of its rings
+     *  (owner CAS and re-check): ring memory is not reclaimed while > 0. */
+    std::atomic<std::uint32_t> entering;
 };
 inline constexpr std::uint32_t desc_free = 0xff;
+
+/** A sender's goodbye: tell the receiver of ring @p c, whose QP number was
+ *  @p qpn when we attached, that we stopped writing. Skipped when the ring
+ *  now belongs to another QP (the goodbye is stale). */
+inline void say_gone(ring_ctrl *c, std::uint32_t qpn) noexcept
+{
+    if (c->epoch.load(std::memory_order_acquire) == qpn)
+        c->sender_gone.store(qpn, std::memory_order_release);
+}
+
+/** QP numbers (24 bits, host-unique per user): ctx_id << 14 | generation
+ *  << 10 | descriptor index. ctx_id comes from the host-wide table
+ *  (ctx_id_alloc), the generation runs 1..15 per index. */
+inline constexpr unsigned qpn_index_bits = 10, qpn_gen_bits = 4, max_ctx_ids = 1024;
+inline std::uint32_t qpn_index(std::uint32_t qpn) noexcept { return qpn & ((1u << qpn_index_bits) - 1); }
+inline std::uint32_t qpn_gen(std::uint32_t qpn) noexcept
+{
+    return (qpn >> qpn_index_bits) & ((1u << qpn_gen_bits) - 1);
+}
 
 /** Message opcodes in a slot. */
 enum : std::uint8_t { msg_send = 1, msg_send_imm = 2, msg_send_inv = 3, msg_write_imm = 4, msg_rndv = 5 };
@@ -277,6 +314,7 @@ struct ud_dest {
     std::uint32_t mask = 0;
     std::uint32_t tail = 0;
     std::uint32_t credit_head = 0;
+    std::uint64_t pool_off = 0; ///< the receiver's ud_rings_off when claimed (it moves at its reset)
     bool failed = false;       ///< no ring available / no such QP: sends are dropped
 };
 
@@ -341,7 +379,7 @@ struct shm_qp : vq::qp {
     /** sq_head != sq_tail, published for pollers of the send CQ (written under
      *  the QP lock, or by the td thread), so they never read the indices. */
     std::atomic<bool> sq_busy{false};
-    std::uint64_t ud_id = 0;     ///< UD: our sender id in claimed rings
+    std::uint64_t ud_id = 0;     ///< our sender id (pid << 32 | n) in the owner word of rings we write
     std::uint32_t *ud_rx_head = nullptr; ///< UD: per ring consumer positions
     std::uint32_t *ud_rx_pub = nullptr;
     vq::sge rx_sges[max_sge_rx]; ///< receive in progress: its SGEs
@@ -359,11 +397,21 @@ struct shm_ctx : vq::context {
     std::vector<peer *> peers;  ///< attached peers (refcounted)
     std::vector<shm_mr *> mr_obj;  ///< index → region (or null)
     std::vector<shm_mw *> mw_obj;  ///< index → window (or null)
-    std::vector<std::uint8_t> mr_tag; ///< per index: last tag used
+    std::vector<std::uint32_t> mr_ver; ///< per index: keys handed out (key_versions: retired)
+    std::uint32_t mr_next = 0;          ///< next index to try (round robin: slow reuse)
     std::vector<shm_qp *> qp_obj;  ///< index → QP
     struct block { std::uint64_t off, size; };
     std::vector<block> free_blocks; ///< heap free list (owner only)
     std::vector<block> used_bufs;   ///< alloc_buf allocations
+    /** Ring memory of destroyed (or reset) QPs that a peer may still write:
+     *  returned to the heap only once every ring's sender said goodbye,
+     *  released it or died (reclaim_rings). index: the QP's descriptor,
+     *  held with the memory when the QP was destroyed. */
+    struct zombie { std::uint64_t off, bytes; std::uint32_t index, qpn, nrings; bool held; };
+    std::vector<zombie> zombies;
+    std::vector<std::uint8_t> qp_held; ///< descriptor index held by a zombie
+    std::uint32_t qp_next = 0;          ///< next descriptor index to try (round robin)
+    std::uint32_t ctx_id = 0;           ///< host-wide context id (QP number bits 14..23)
     int npd = 0, ncq = 0, nqp = 0, nsrq = 0, nmr = 0, nmw = 0, nah = 0, ntd = 0;
     /** Bumped whenever a key of ours stops being valid (dereg, invalidate,
      *  unbind, rebind): receive-side lkey caches compare it. */
@@ -409,6 +457,12 @@ bool peer_dead(peer *p) noexcept;
 /** Heap allocation in our segment (context lock held). @return offset or no_seg_off. */
 std::uint64_t heap_alloc(shm_ctx *c, std::uint64_t size);
 void heap_free(shm_ctx *c, std::uint64_t off, std::uint64_t size);
+/** May no sender write into the @p nrings rings at @p off (stamped @p qpn)
+ *  any more? Slow path (kill(2) per claimed ring). */
+bool rings_quiet(shm_ctx *c, std::uint64_t off, std::uint64_t bytes, std::uint32_t nrings,
+                 std::uint32_t qpn) noexcept;
+/** Return the memory of quiet zombies to the heap (context lock held). */
+void reclaim_rings(shm_ctx *c) noexcept;
 
 /** Where an access lands in a region's owner. */
 struct region_ref {
@@ -419,6 +473,28 @@ struct region_ref {
  *  @p need over [addr, addr+len)? On success fills @p out. */
 bool check_key(peer *p, std::uint32_t key, std::uint64_t addr, std::uint64_t len, unsigned need,
                region_ref *out, bool local = false) noexcept;
+
+/** check_key for a remote access, counted in the entry's users until
+ *  unpin(*pin): the owner does not complete an invalidation meanwhile. */
+inline bool pin_key(peer *p, std::uint32_t key, std::uint64_t addr, std::uint64_t len, unsigned need,
+                    region_ref *out, mr_entry **pin) noexcept
+{
+    std::uint32_t idx = key_index(key);
+    if (key == 0 || idx >= p->hdr->max_mr)
+        return false;
+    mr_entry &e = p->mrs()[idx];
+    e.users.fetch_add(1, std::memory_order_seq_cst);
+    if (!check_key(p, key, addr, len, need, out)) {
+        e.users.fetch_sub(1, std::memory_order_release);
+        return false;
+    }
+    *pin = &e;
+    return true;
+}
+inline void unpin(mr_entry *e) noexcept { e->users.fetch_sub(1, std::memory_order_release); }
+/** Owner, after storing key = 0 (seq_cst): wait until no initiator is inside
+ *  an access through @p e (bounded: see the driver guide). */
+void entry_quiesce(mr_entry &e) noexcept;
 
 /** Copy between local memory and a peer's memory (memcpy within segments,
  *  process_vm_readv/writev otherwise). @return true on success. */

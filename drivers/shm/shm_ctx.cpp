@@ -1,8 +1,11 @@
 /* drivers/shm: device, context, protection domains, regions, windows,
  * address handles, peers and the segment heap. */
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -12,6 +15,7 @@
 #include <string>
 
 #include "env/log.h"
+#include "env/tsc.h"
 #include "env/tunable.h"
 #include "shm.h"
 
@@ -127,15 +131,18 @@ int dealloc_pd(vq::pd *vp)
 
 int table_alloc(shm_ctx *c, std::uint32_t *index, std::uint32_t *key)
 {
-    for (std::uint32_t i = 0; i < c->mr_obj.size(); i++) {
-        if (c->mr_obj[i] || c->mw_obj[i])
+    // Round robin over the table, and every key of an entry is used once
+    // (the entry is retired after key_versions): a stale key never matches
+    // a later region or window.
+    auto n = static_cast<std::uint32_t>(c->mr_obj.size());
+    for (std::uint32_t k = 0; k < n; k++) {
+        std::uint32_t i = (c->mr_next + k) % n;
+        if (c->mr_obj[i] || c->mw_obj[i] || c->mr_ver[i] >= key_versions)
             continue;
-        std::uint8_t tag = static_cast<std::uint8_t>(c->mr_tag[i] + 1);
-        if (tag == 0)
-            tag = 1;
-        c->mr_tag[i] = tag;
+        std::uint32_t v = c->mr_ver[i]++;
+        c->mr_next = (i + 1) % n;
         *index = i;
-        *key = (i << 8) | tag;
+        *key = ((v / 255) << 20) | (i << 8) | (1 + v % 255);
         return 0;
     }
     return -FI_ENOSPC;
@@ -187,7 +194,8 @@ int dereg_mr(vq::mr *vm)
     std::lock_guard<std::mutex> g(c->lock);
     if (m->windows > 0)
         return -FI_EBUSY;
-    c->self.mrs()[m->index].key.store(0, std::memory_order_release);
+    c->self.mrs()[m->index].key.store(0, std::memory_order_seq_cst);
+    entry_quiesce(c->self.mrs()[m->index]); // no peer's access in flight after this
     c->key_gen.fetch_add(1, std::memory_order_release);
     c->mr_obj[m->index] = nullptr;
     c->nmr--;
@@ -228,7 +236,8 @@ int dealloc_mw(vq::mw *vw)
     auto *w = static_cast<shm_mw *>(vw);
     auto *c = to_ctx(w->ctx);
     std::lock_guard<std::mutex> g(c->lock);
-    c->self.mrs()[w->index].key.store(0, std::memory_order_release);
+    c->self.mrs()[w->index].key.store(0, std::memory_order_seq_cst);
+    entry_quiesce(c->self.mrs()[w->index]);
     c->key_gen.fetch_add(1, std::memory_order_release);
     if (w->bound)
         w->bound->windows--;
@@ -391,12 +400,76 @@ int shm_probe(std::vector<vq::device *> &out)
     return 0;
 }
 
+/* ---- host-wide context ids (the high bits of QP numbers) ----
+ * A 1024-word table in /dev/shm/.shunt-qpn-<euid> (0600; outside the
+ * "shunt." names that cleanup_stale_segments removes). Word i is 0 when id
+ * i is free, else low32(start time) << 32 | pid of the holding process: one
+ * CAS claims a free id or takes over one whose process is gone. */
+std::atomic<std::uint64_t> *id_table() noexcept
+{
+    static std::atomic<std::uint64_t> *table = [] () -> std::atomic<std::uint64_t> * {
+        char path[64];
+        std::snprintf(path, sizeof path, "/dev/shm/.shunt-qpn-%u", static_cast<unsigned>(geteuid()));
+        int fd = ::open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+            return nullptr;
+        struct stat st;
+        constexpr std::size_t bytes = max_ctx_ids * sizeof(std::uint64_t);
+        void *m = MAP_FAILED;
+        if (::fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 077) == 0 &&
+            (static_cast<std::size_t>(st.st_size) >= bytes || ::ftruncate(fd, bytes) == 0))
+            m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        ::close(fd);
+        return m == MAP_FAILED ? nullptr : static_cast<std::atomic<std::uint64_t> *>(m);
+    }();
+    return table;
+}
+
+bool id_holder_gone(std::uint64_t w) noexcept
+{
+    auto pid = static_cast<int>(w & 0xffffffffu);
+    if (pid <= 0 || (::kill(pid, 0) < 0 && errno == ESRCH))
+        return true;
+    return static_cast<std::uint32_t>(read_start_time(pid)) != static_cast<std::uint32_t>(w >> 32);
+}
+
+int ctx_id_alloc(std::uint32_t *out) noexcept
+{
+    std::atomic<std::uint64_t> *t = id_table();
+    if (!t)
+        return -FI_ENOMEM;
+    static const std::uint64_t me = (read_start_time(getpid()) << 32) | static_cast<std::uint32_t>(getpid());
+    static std::atomic<std::uint32_t> next{static_cast<std::uint32_t>(getpid())};
+    for (std::uint32_t k = 0; k < max_ctx_ids; k++) {
+        std::uint32_t i = next.fetch_add(1) % max_ctx_ids;
+        std::uint64_t w = t[i].load(std::memory_order_acquire);
+        if (w != 0 && (w == me || !id_holder_gone(w)))
+            continue;
+        if (t[i].compare_exchange_strong(w, me, std::memory_order_acq_rel)) {
+            *out = i;
+            return 0;
+        }
+    }
+    return -FI_ENOSPC;
+}
+
+void ctx_id_free(std::uint32_t id) noexcept
+{
+    if (std::atomic<std::uint64_t> *t = id_table())
+        t[id].store(0, std::memory_order_release);
+}
+
 int shm_open(vq::device *dev, vq::context **out)
 {
     const limits &l = lim();
     auto *c = new (std::nothrow) shm_ctx;
     if (!c)
         return -FI_ENOMEM;
+    if (int rc = ctx_id_alloc(&c->ctx_id); rc < 0) {
+        SHUNT_LOG(shm_log, error, "no host-wide context id for QP numbers: %s", shunt::strerror(rc));
+        delete c;
+        return rc;
+    }
     static std::atomic<unsigned> counter{0};
     char name[48];
     std::uint64_t off = align_up(sizeof(ctx_hdr), 4096);
@@ -408,6 +481,7 @@ int shm_open(vq::device *dev, vq::context **out)
     off = align_up(off + l.max_qp * sizeof(qp_desc), 4096);
     std::uint64_t total = static_cast<std::uint64_t>(l.segment_mb) << 20;
     if (off + (1u << 20) > total) {
+        ctx_id_free(c->ctx_id);
         delete c;
         return -FI_EINVAL;
     }
@@ -426,6 +500,7 @@ int shm_open(vq::device *dev, vq::context **out)
     }
     if (rc < 0) {
         SHUNT_LOG(shm_log, error, "cannot create segment %s: %s", name, shunt::strerror(rc));
+        ctx_id_free(c->ctx_id);
         delete c;
         return rc;
     }
@@ -461,10 +536,12 @@ int shm_open(vq::device *dev, vq::context **out)
     try {
         c->mr_obj.assign(l.max_mr, nullptr);
         c->mw_obj.assign(l.max_mr, nullptr);
-        c->mr_tag.assign(l.max_mr, 0);
+        c->mr_ver.assign(l.max_mr, 0);
         c->qp_obj.assign(l.max_qp, nullptr);
+        c->qp_held.assign(l.max_qp, 0);
         c->free_blocks.push_back({off, h->heap_size});
     } catch (...) {
+        ctx_id_free(c->ctx_id);
         delete c;
         return -FI_ENOMEM;
     }
@@ -491,6 +568,7 @@ int ctx_close(vq::context *vc)
         c->peers.clear();
     }
     c->seg.close();
+    ctx_id_free(c->ctx_id);
     delete c;
     return 0;
 }
@@ -515,6 +593,45 @@ std::uint64_t heap_alloc(shm_ctx *c, std::uint64_t size)
         }
     }
     return no_seg_off;
+}
+
+bool rings_quiet(shm_ctx *c, std::uint64_t off, std::uint64_t bytes, std::uint32_t nrings,
+                 std::uint32_t qpn) noexcept
+{
+    std::size_t stride = bytes / nrings;
+    for (std::uint32_t i = 0; i < nrings; i++) {
+        auto *r = reinterpret_cast<ring_ctrl *>(c->self.base + off + i * stride);
+        // seq_cst: pairs with the claimer's owner CAS and its re-check of
+        // the descriptor (see the driver guide, "Reuse").
+        std::uint64_t o = r->owner.load(std::memory_order_seq_cst);
+        if (o == 0 || r->sender_gone.load(std::memory_order_acquire) == qpn)
+            continue;
+        auto pid = static_cast<pid_t>(o >> 32);
+        if (pid > 0 && pid != getpid() && ::kill(pid, 0) < 0 && errno == ESRCH)
+            continue; // the sender's process is gone
+        return false;
+    }
+    return true;
+}
+
+void reclaim_rings(shm_ctx *c) noexcept
+{
+    auto &z = c->zombies;
+    for (std::size_t i = 0; i < z.size();) {
+        shm_ctx::zombie &e = z[i];
+        // A claimer that read the descriptor before it was freed is either
+        // counted in entering or its claim is visible in the owner word.
+        bool entering = c->self.qps()[e.index].entering.load(std::memory_order_seq_cst) != 0;
+        if (entering || !rings_quiet(c, e.off, e.bytes, e.nrings, e.qpn)) {
+            i++;
+            continue;
+        }
+        heap_free(c, e.off, e.bytes);
+        if (e.held)
+            c->qp_held[e.index] = 0;
+        z[i] = z.back();
+        z.pop_back();
+    }
 }
 
 void heap_free(shm_ctx *c, std::uint64_t off, std::uint64_t size)
@@ -627,16 +744,34 @@ bool peer_dead(peer *p) noexcept
     return dead;
 }
 
+void entry_quiesce(mr_entry &e) noexcept
+{
+    if (e.users.load(std::memory_order_seq_cst) == 0)
+        return;
+    // An initiator is between its key check and the end of its copy (a
+    // bounded memcpy / process_vm_*). A process that died there stays
+    // counted: give up after SHUNT_SHM_PEER_CHECK_MS x 20 (it writes nothing more).
+    std::uint64_t end = env::tsc::now() + peer_check_cycles() * 20;
+    while (e.users.load(std::memory_order_seq_cst) != 0) {
+        if (env::tsc::now() > end) {
+            SHUNT_LOG(shm_log, warning, "region entry still in use by a peer after invalidation; proceeding");
+            return;
+        }
+        sched_yield();
+    }
+}
+
 bool check_key(peer *p, std::uint32_t key, std::uint64_t addr, std::uint64_t len, unsigned need,
                region_ref *out, bool local) noexcept
 {
-    std::uint32_t idx = key >> 8;
+    std::uint32_t idx = key_index(key);
     if (key == 0 || idx >= p->hdr->max_mr)
         return false;
     mr_entry &e = p->mrs()[idx];
-    // Observe the entry: the key (acquire) orders the field loads after it;
-    // the re-check catches an invalidation that raced with them.
-    if (e.key.load(std::memory_order_acquire) != key)
+    // Observe the entry: the key (acquire; seq_cst for pin_key's users
+    // increment before it) orders the field loads after it; the re-check
+    // catches an invalidation that raced with them.
+    if (e.key.load(std::memory_order_seq_cst) != key)
         return false;
     unsigned access = e.access;
     std::uint64_t base = e.addr, length = e.length, soff = e.seg_off;

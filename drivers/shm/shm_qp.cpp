@@ -44,6 +44,12 @@ void free_qp_memory(shm_qp *q)
 void reset_rings(shm_qp *q)
 {
     std::memset(q->sctx->self.base + q->ring_mem, 0, q->ring_bytes);
+    // Stamp every ring with our QP number (goodbyes must name it).
+    std::uint32_t nr = q->type == vq::qp_type::ud ? q->desc->ud_nrings : 1;
+    std::size_t stride = nr > 1 ? q->ring_bytes / nr : 0;
+    for (std::uint32_t i = 0; i < nr; i++)
+        reinterpret_cast<ring_ctrl *>(q->sctx->self.base + q->ring_mem + i * stride)
+            ->epoch.store(q->qp_num, std::memory_order_release);
     q->rx_head = q->rx_published = 0;
     q->rx_busy = false;
     if (q->ud_rx_head) {
@@ -60,7 +66,7 @@ void disconnect(shm_qp *q)
     // references to their contexts (taken when each destination was added).
     for (std::uint32_t i = 0; i < q->ndests; i++) {
         if (q->dests[i].ctrl && !q->dests[i].failed)
-            q->dests[i].ctrl->sender_gone.store(1, std::memory_order_release);
+            say_gone(q->dests[i].ctrl, q->dests[i].qpn);
         peer_put(q->sctx, q->dests[i].p);
     }
     q->ndests = 0;
@@ -68,13 +74,35 @@ void disconnect(shm_qp *q)
     if (q->dest_hash)
         std::memset(q->dest_hash, 0, ud_dest_hash * sizeof(std::uint16_t));
     if (q->tx_ctrl)
-        q->tx_ctrl->sender_gone.store(1, std::memory_order_release);
+        say_gone(q->tx_ctrl, q->dest_qpn);
     q->tx_ctrl = nullptr;
     q->tx_slots = nullptr;
     if (q->rpeer)
         peer_put(q->sctx, q->rpeer);
     q->rpeer = nullptr;
     q->rdesc = nullptr;
+}
+
+std::uint32_t rings_of(const shm_qp *q) { return q->type == vq::qp_type::ud ? q->desc->ud_nrings : 1; }
+
+/** Our ring memory is no longer ours to receive in (context lock held):
+ *  free it when no sender can write into it any more, else park it. */
+void retire_rings(shm_qp *q, bool hold_index)
+{
+    shm_ctx *c = q->sctx;
+    shm_ctx::zombie z{q->ring_mem, q->ring_bytes, q->index, q->qp_num, rings_of(q), hold_index};
+    bool entering = q->desc->entering.load(std::memory_order_seq_cst) != 0;
+    if (!entering && rings_quiet(c, z.off, z.bytes, z.nrings, z.qpn)) {
+        heap_free(c, z.off, z.bytes);
+        return;
+    }
+    try {
+        c->zombies.push_back(z);
+    } catch (...) {
+        return; // leaks the memory rather than risk reuse
+    }
+    if (hold_index)
+        c->qp_held[q->index] = 1;
 }
 
 void cq_add(shm_cq *c, shm_qp **list, std::uint32_t *n, shm_qp *q)
@@ -176,10 +204,19 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
         delete q;
         return -FI_ENOSPC;
     }
-    std::uint32_t idx = 0;
-    while (idx < c->qp_obj.size() && c->qp_obj[idx])
-        idx++;
-    if (idx == c->qp_obj.size()) {
+    reclaim_rings(c);
+    // Round robin: a QP number (index + 4-bit generation) comes back only
+    // after 15 x max_qp creations.
+    auto nq = static_cast<std::uint32_t>(c->qp_obj.size());
+    std::uint32_t idx = nq;
+    for (std::uint32_t k = 0; k < nq; k++) {
+        std::uint32_t i = (c->qp_next + k) % nq;
+        if (!c->qp_obj[i] && !c->qp_held[i]) {
+            idx = i;
+            break;
+        }
+    }
+    if (idx == nq) {
         free_qp_memory(q);
         delete q;
         return -FI_ENOSPC;
@@ -193,9 +230,10 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
         return -FI_ENOMEM;
     }
     qp_desc *d = &c->self.qps()[idx];
-    std::uint32_t gen = ((d->qpn >> 12) + 1) & 0xfff;
+    std::uint32_t gen = qpn_gen(d->qpn) % ((1u << qpn_gen_bits) - 1) + 1; // 1..15
+    c->qp_next = (idx + 1) % nq;
     q->index = idx;
-    q->qp_num = (gen << 12) | (idx + 1);
+    q->qp_num = (c->ctx_id << (qpn_index_bits + qpn_gen_bits)) | (gen << qpn_index_bits) | idx;
     q->desc = d;
     q->ring_mem = off;
     q->ring_bytes = bytes;
@@ -209,8 +247,6 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
         d->ud_rings_off = off;
         d->ud_nrings = l.ud_rings;
         d->ud_ring_slots = slots;
-        static std::atomic<std::uint32_t> ud_counter{0};
-        q->ud_id = (static_cast<std::uint64_t>(getpid()) << 32) | (ud_counter.fetch_add(1) + 1);
     } else {
         d->ring_off = off;
         d->ring_slots = slots;
@@ -221,6 +257,8 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
         q->rx_slots = reinterpret_cast<slot *>(c->self.base + off + sizeof(ring_ctrl));
         q->rx_mask = slots - 1;
     }
+    static std::atomic<std::uint32_t> sender_counter{0};
+    q->ud_id = (static_cast<std::uint64_t>(getpid()) << 32) | (sender_counter.fetch_add(1) + 1);
     reset_rings(q);
     d->rndv_acked.store(0, std::memory_order_relaxed);
     d->rndv_nak.store(0, std::memory_order_relaxed);
@@ -249,11 +287,12 @@ int destroy_qp(vq::qp *vq_)
     cq_remove(q->rcq, q->rcq->rx, &q->rcq->nrx, q);
     std::lock_guard<std::mutex> g(c->lock);
     disconnect(q);
-    q->desc->state.store(desc_free, std::memory_order_release);
-    // The ring memory returns to the heap (zeroed). A peer that has not yet
-    // seen the QP go away could still write into it: peers stop when they
-    // see sender_gone / the descriptor freed (see the driver guide).
-    heap_free(c, q->ring_mem, q->ring_bytes);
+    // seq_cst: a claimer re-checks the descriptor after its owner CAS.
+    q->desc->state.store(desc_free, std::memory_order_seq_cst);
+    // A peer that has not noticed yet may still write into our ring(s): the
+    // memory and the descriptor index are held until every sender said
+    // goodbye, released its claim or died (see the driver guide, "Reuse").
+    retire_rings(q, true);
     c->qp_obj[q->index] = nullptr;
     c->nqp--;
     static_cast<shm_pd *>(q->pd)->refs--;
@@ -305,11 +344,32 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
     }
     if (next == qp_state::reset) {
         if (cur != qp_state::reset) {
+            // A sender may still write into our ring(s): receive in fresh
+            // memory and park the old (see retire_rings).
+            std::uint64_t fresh = q->ring_mem;
+            if (q->desc->entering.load(std::memory_order_seq_cst) != 0 ||
+                !rings_quiet(c, q->ring_mem, q->ring_bytes, rings_of(q), q->qp_num)) {
+                reclaim_rings(c);
+                fresh = heap_alloc(c, q->ring_bytes);
+                if (fresh == no_seg_off)
+                    return -FI_ENOMEM;
+            }
             qp_to_err(q);
             disconnect(q);
             q->sq_head = q->sq_tail = q->sq_start = q->sq_exec = 0;
             q->own_rq.head.store(0);
             q->own_rq.tail.store(0);
+            if (fresh != q->ring_mem) {
+                retire_rings(q, false);
+                q->ring_mem = fresh;
+                if (q->type == vq::qp_type::ud) {
+                    std::atomic_ref<std::uint64_t>(q->desc->ud_rings_off).store(fresh, std::memory_order_seq_cst);
+                } else {
+                    std::atomic_ref<std::uint64_t>(q->desc->ring_off).store(fresh, std::memory_order_seq_cst);
+                    q->rx_ctrl = reinterpret_cast<ring_ctrl *>(c->self.base + fresh);
+                    q->rx_slots = reinterpret_cast<slot *>(c->self.base + fresh + sizeof(ring_ctrl));
+                }
+            }
             reset_rings(q);
             q->desc->rndv_acked.store(0, std::memory_order_relaxed);
             q->desc->rndv_nak.store(0, std::memory_order_relaxed);
@@ -333,7 +393,7 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
         int rc = peer_get(c, a->dest, &p);
         if (rc < 0)
             return rc == -FI_EINVAL ? -FI_EINVAL : rc;
-        std::uint32_t idx = (a->dest_qp_num & 0xfff) - 1;
+        std::uint32_t idx = qpn_index(a->dest_qp_num);
         qp_desc *rd = idx < p->hdr->max_qp ? &p->qps()[idx] : nullptr;
         if (!rd || rd->state.load(std::memory_order_acquire) == desc_free || rd->qpn != a->dest_qp_num) {
             peer_put(c, p);
@@ -343,11 +403,30 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
             peer_put(c, p);
             return -FI_EINVAL;
         }
+        // Claim the peer's ring: announce ourselves (entering), read where it
+        // is, CAS its owner word, re-check the descriptor. The owner of the
+        // ring does not reuse its memory while we are counted or our claim
+        // stands (see the driver guide, "Reuse").
+        rd->entering.fetch_add(1, std::memory_order_seq_cst);
+        std::uint64_t roff = std::atomic_ref<std::uint64_t>(rd->ring_off).load(std::memory_order_seq_cst);
+        auto *ctrl = reinterpret_cast<ring_ctrl *>(p->base + roff);
+        std::uint64_t prev = 0;
+        bool claimed = ctrl->owner.compare_exchange_strong(prev, q->ud_id, std::memory_order_seq_cst) ||
+                       prev == q->ud_id; // our own earlier connection (reconnect without the peer's reset)
+        bool same = rd->state.load(std::memory_order_seq_cst) != desc_free && rd->qpn == a->dest_qp_num &&
+                    std::atomic_ref<std::uint64_t>(rd->ring_off).load(std::memory_order_seq_cst) == roff;
+        if (claimed && !same)
+            ctrl->owner.store(0, std::memory_order_seq_cst);
+        rd->entering.fetch_sub(1, std::memory_order_release);
+        if (!claimed || !same) {
+            peer_put(c, p);
+            return !claimed ? -FI_EBUSY : -FI_ENOENT;
+        }
         q->rpeer = p;
         q->rdesc = rd;
         q->dest_qpn = a->dest_qp_num;
-        q->tx_ctrl = reinterpret_cast<ring_ctrl *>(p->base + rd->ring_off);
-        q->tx_slots = reinterpret_cast<slot *>(p->base + rd->ring_off + sizeof(ring_ctrl));
+        q->tx_ctrl = ctrl;
+        q->tx_slots = reinterpret_cast<slot *>(p->base + roff + sizeof(ring_ctrl));
         q->tx_mask = rd->ring_slots - 1;
         q->tx_tail = 0;
         q->tx_credit_head = 0;

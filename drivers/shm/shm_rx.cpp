@@ -176,7 +176,7 @@ unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask, st
         // Observe a published chunk: the sequence word (acquire) orders the
         // reads of its header, payload and continuation slots after it.
         if (std::atomic_ref<std::uint32_t>(s->seq).load(std::memory_order_acquire) != head + 1) {
-            if (!ud && ctrl->sender_gone.load(std::memory_order_acquire) &&
+            if (!ud && ctrl->sender_gone.load(std::memory_order_acquire) == q->qp_num &&
                 std::atomic_ref<std::uint32_t>(s->seq).load(std::memory_order_acquire) != head + 1)
                 qp_to_err(q); // the sender is gone and everything it sent was consumed
             break;
@@ -395,7 +395,7 @@ unsigned rx_progress(shm_qp *q, unsigned budget) noexcept
                                ctrl->src_qpn, budget - n);
         if (got)
             q->rx_ud_next = static_cast<int>((i + 1) % nr);
-        else if (ctrl->sender_gone.load(std::memory_order_acquire))
+        else if (ctrl->sender_gone.load(std::memory_order_acquire) == q->qp_num)
             ud_reclaim(q, i, ctrl, slots);
         n += got;
     }

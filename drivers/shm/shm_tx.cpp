@@ -237,20 +237,33 @@ exec_rc rc_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
 SHUNT_COLD bool ud_claim(shm_qp *q, ud_dest *d) noexcept
 {
     peer *p = d->p;
-    std::uint32_t idx = (d->qpn & 0xfff) - 1;
+    std::uint32_t idx = qpn_index(d->qpn);
     if (idx >= p->hdr->max_qp)
         return false;
     qp_desc *rd = &p->qps()[idx];
-    if (rd->state.load(std::memory_order_acquire) == desc_free || rd->qpn != d->qpn ||
+    // As the RC claim in modify_qp: counted in entering from before the
+    // descriptor is read until the owner CAS is re-checked.
+    rd->entering.fetch_add(1, std::memory_order_seq_cst);
+    struct leave {
+        qp_desc *rd;
+        ~leave() { rd->entering.fetch_sub(1, std::memory_order_release); }
+    } guard{rd};
+    if (rd->state.load(std::memory_order_seq_cst) == desc_free || rd->qpn != d->qpn ||
         rd->type != static_cast<std::uint32_t>(vq::qp_type::ud))
         return false;
+    std::uint64_t roff = std::atomic_ref<std::uint64_t>(rd->ud_rings_off).load(std::memory_order_seq_cst);
     std::size_t stride = sizeof(ring_ctrl) + static_cast<std::size_t>(rd->ud_ring_slots) * sizeof(slot);
     for (std::uint32_t i = 0; i < rd->ud_nrings; i++) {
-        char *base = p->base + rd->ud_rings_off + i * stride;
+        char *base = p->base + roff + i * stride;
         auto *ctrl = reinterpret_cast<ring_ctrl *>(base);
         std::uint64_t expect = 0;
-        if (!ctrl->owner.compare_exchange_strong(expect, q->ud_id, std::memory_order_acq_rel))
+        if (!ctrl->owner.compare_exchange_strong(expect, q->ud_id, std::memory_order_seq_cst))
             continue;
+        if (rd->state.load(std::memory_order_seq_cst) == desc_free || rd->qpn != d->qpn ||
+            std::atomic_ref<std::uint64_t>(rd->ud_rings_off).load(std::memory_order_seq_cst) != roff) {
+            ctrl->owner.store(0, std::memory_order_seq_cst); // the QP went away meanwhile
+            return false;
+        }
         ctrl->src_qpn = q->qp_num;
         ctrl->sender_gone.store(0, std::memory_order_relaxed);
         // A reclaimed ring continues where its receiver stands: it published
@@ -259,6 +272,7 @@ SHUNT_COLD bool ud_claim(shm_qp *q, ud_dest *d) noexcept
         // Make the ring visible to the receiver's scan (after src_qpn).
         rd->ud_active.fetch_or(1ull << i, std::memory_order_release);
         d->ctrl = ctrl;
+        d->pool_off = roff;
         d->slots = reinterpret_cast<slot *>(base + sizeof(ring_ctrl));
         d->mask = rd->ud_ring_slots - 1;
         d->tail = start;
@@ -278,9 +292,27 @@ exec_rc ud_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
         d->failed = true;
         return ex_done;
     }
-    qp_desc *rd = &d->p->qps()[(d->qpn & 0xfff) - 1];
-    if (rd->qkey != w->qkey || rd->qpn != d->qpn) [[unlikely]]
-        return ex_done; // wrong Q_Key or QP gone: dropped, as on a wire
+    qp_desc *rd = &d->p->qps()[qpn_index(d->qpn)];
+    if (rd->qpn != d->qpn || rd->state.load(std::memory_order_acquire) == desc_free) [[unlikely]] {
+        // The receiver is gone: release our ring (its memory is held until
+        // we do) and drop this and every later datagram to it.
+        say_gone(d->ctrl, d->qpn);
+        d->failed = true;
+        return ex_done;
+    }
+    if (std::atomic_ref<std::uint64_t>(rd->ud_rings_off).load(std::memory_order_relaxed) != d->pool_off)
+        [[unlikely]] {
+        // The receiver was reset and receives in new rings: release the old
+        // one and claim anew.
+        say_gone(d->ctrl, d->qpn);
+        d->ctrl = nullptr;
+        if (!ud_claim(q, d)) {
+            d->failed = true;
+            return ex_done;
+        }
+    }
+    if (rd->qkey != w->qkey) [[unlikely]]
+        return ex_done; // wrong Q_Key: dropped, as on a wire
     txring r{d->slots, d->ctrl, d->mask, &d->tail, &d->credit_head};
     std::uint8_t sol = (w->flags & vq::WR_SOLICITED) ? sf_solicited : 0;
     if (w->op == op_tso || (w->flags & vq::WR_IP_CSUM)) {
@@ -332,12 +364,20 @@ exec_rc ud_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
 /* ---- RDMA and atomics ---- */
 
 /** Remote check for RC/UC one-sided operations. */
+struct pinned {
+    mr_entry *e = nullptr;
+    ~pinned()
+    {
+        if (e)
+            unpin(e);
+    }
+};
 inline bool remote_ok(shm_qp *q, std::uint32_t rkey, std::uint64_t raddr, std::uint64_t len,
-                      unsigned need, region_ref *ref) noexcept
+                      unsigned need, region_ref *ref, pinned &pin) noexcept
 {
     if ((q->rdesc->access & need) != need)
         return false;
-    return check_key(q->rpeer, rkey, raddr, len, need, ref);
+    return pin_key(q->rpeer, rkey, raddr, len, need, ref, &pin.e);
 }
 
 inline vq::wc_status remote_failure(shm_qp *q) noexcept
@@ -350,7 +390,8 @@ inline vq::wc_status remote_failure(shm_qp *q) noexcept
 vq::wc_status do_write(shm_qp *q, wqe *w) noexcept
 {
     region_ref ref;
-    if (!remote_ok(q, w->rkey, w->raddr, w->len, vq::ACCESS_REMOTE_WRITE, &ref))
+    pinned pin;
+    if (!remote_ok(q, w->rkey, w->raddr, w->len, vq::ACCESS_REMOTE_WRITE, &ref, pin))
         return vq::wc_status::rem_access_err;
     if (w->is_inline) {
         if (!peer_write(q->rpeer, ref, wqe_inl(q, w), w->len))
@@ -371,7 +412,8 @@ vq::wc_status do_write(shm_qp *q, wqe *w) noexcept
 vq::wc_status do_read(shm_qp *q, wqe *w) noexcept
 {
     region_ref ref;
-    if (!remote_ok(q, w->rkey, w->raddr, w->len, vq::ACCESS_REMOTE_READ, &ref))
+    pinned pin;
+    if (!remote_ok(q, w->rkey, w->raddr, w->len, vq::ACCESS_REMOTE_READ, &ref, pin))
         return vq::wc_status::rem_access_err;
     const vq::sge *s = wqe_sges(q, w);
     for (std::uint32_t i = 0; i < w->num_sge; i++) {
@@ -406,7 +448,8 @@ void stripe_unlock(peer *p, std::uint64_t addr) noexcept
 vq::wc_status do_atomic(shm_qp *q, wqe *w) noexcept
 {
     region_ref ref;
-    if (!remote_ok(q, w->rkey, w->raddr, 8, vq::ACCESS_REMOTE_ATOMIC, &ref))
+    pinned pin;
+    if (!remote_ok(q, w->rkey, w->raddr, 8, vq::ACCESS_REMOTE_ATOMIC, &ref, pin))
         return vq::wc_status::rem_access_err;
     std::uint64_t old;
     peer *p = q->rpeer;
@@ -443,7 +486,7 @@ vq::wc_status do_flush(shm_qp *q, wqe *w) noexcept
     peer *p = q->rpeer;
     region_ref ref;
     if (level == vq::FLUSH_MR) {
-        std::uint32_t idx = w->rkey >> 8;
+        std::uint32_t idx = key_index(w->rkey);
         if (idx >= p->hdr->max_mr)
             return vq::wc_status::rem_access_err;
         mr_entry &e = p->mrs()[idx];
@@ -465,11 +508,12 @@ vq::wc_status do_bind(shm_qp *q, wqe *w) noexcept
     auto *mw = static_cast<shm_mw *>(static_cast<vq::mw *>(w->p0));
     auto *mr = static_cast<shm_mr *>(static_cast<vq::mr *>(w->p1));
     std::lock_guard<std::mutex> g(c->lock);
-    if ((w->rkey >> 8) != mw->index || (w->rkey & 0xff) == 0 || c->mw_obj[mw->index] != mw)
+    if ((w->rkey & ~0xffu) != (mw->rkey & ~0xffu) || (w->rkey & 0xff) == 0 || c->mw_obj[mw->index] != mw)
         return vq::wc_status::mw_bind_err;
     mr_entry &e = c->self.mrs()[mw->index];
     if (w->a1 == 0) { // unbind
-        e.key.store(0, std::memory_order_release);
+        e.key.store(0, std::memory_order_seq_cst);
+        entry_quiesce(e);
         c->key_gen.fetch_add(1, std::memory_order_release);
         if (mw->bound)
             mw->bound->windows--;
@@ -484,7 +528,8 @@ vq::wc_status do_bind(shm_qp *q, wqe *w) noexcept
          !(mr->access & vq::ACCESS_LOCAL_WRITE)))
         return vq::wc_status::mw_bind_err;
     std::uint64_t moff = c->self.mrs()[mr->index].seg_off;
-    e.key.store(0, std::memory_order_relaxed);
+    e.key.store(0, std::memory_order_seq_cst);
+    entry_quiesce(e); // accesses through the old binding are over
     c->key_gen.fetch_add(1, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_release);
     e.access = (w->imm & ~vq::ACCESS_LOCAL_WRITE) | entry_mw;
@@ -507,14 +552,15 @@ vq::wc_status do_bind(shm_qp *q, wqe *w) noexcept
 /** Invalidate key @p k of our context (local_inv, send_inv). @return success. */
 bool invalidate_key(shm_ctx *c, std::uint32_t k) noexcept
 {
-    std::uint32_t idx = k >> 8;
+    std::uint32_t idx = key_index(k);
     std::lock_guard<std::mutex> g(c->lock);
     if (k == 0 || idx >= c->mr_obj.size() || (!c->mr_obj[idx] && !c->mw_obj[idx]))
         return false;
     mr_entry &e = c->self.mrs()[idx];
     if (e.key.load(std::memory_order_relaxed) != k)
         return false;
-    e.key.store(0, std::memory_order_release);
+    e.key.store(0, std::memory_order_seq_cst);
+    entry_quiesce(e);
     c->key_gen.fetch_add(1, std::memory_order_release);
     if (shm_mw *w = c->mw_obj[idx]) {
         if (w->bound)
@@ -650,7 +696,7 @@ void qp_to_err(shm_qp *q) noexcept
         q->desc->state.store(static_cast<std::uint32_t>(vq::qp_state::err), std::memory_order_release);
     // Tell the peer: it polls this flag when its ring from us runs empty.
     if (q->tx_ctrl)
-        q->tx_ctrl->sender_gone.store(1, std::memory_order_release);
+        say_gone(q->tx_ctrl, q->dest_qpn);
 }
 
 } // namespace shunt::drv::shm

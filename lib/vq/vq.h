@@ -171,9 +171,12 @@ inline constexpr unsigned QP_ATTR_DEST_QPN = 1u << 20;
  *  named in the mask are ignored. */
 struct qp_attr {
     qp_state state = qp_state::reset;
-    /** Remote operations the responder allows (ACCESS_REMOTE_WRITE/READ/ATOMIC).
-     *  Default when never set: all three (a Shunt choice; verbs defaults to none). */
-    unsigned qp_access_flags = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
+    /** Remote operations the responder allows (ACCESS_REMOTE_WRITE/READ/ATOMIC;
+     *  ACCESS_LOCAL_WRITE is accepted and ignored). As in verbs: none until set
+     *  with QP_ATTR_ACCESS_FLAGS (a QP never given them rejects every incoming
+     *  RDMA/atomic with rem_access_err at the initiator); a region's or
+     *  window's own access flags are checked in addition. */
+    unsigned qp_access_flags = 0;
     std::uint32_t qkey = 0;        ///< UD: receives accept only sends with this Q_Key
     dev_addr dest{};               ///< RC/UC: the peer context's address
     std::uint32_t dest_qp_num = 0; ///< RC/UC: the peer QP number
@@ -192,7 +195,8 @@ int get_device_list(std::vector<device *> &out);
 /** @return the device called @p name, or null. */
 device *find_device(const char *name);
 /** Open a device. @return 0 and *out; -FI_EINVAL null argument; the driver's
- *  error otherwise (shm: -FI_ENOMEM no segment memory). */
+ *  error otherwise (shm: -FI_ENOMEM no segment memory or no host-wide
+ *  QP-number table; -FI_ENOSPC 1024 contexts of this user already open). */
 [[nodiscard]] int open_device(device *dev, context **out);
 /** Close a context. @return 0; -FI_EBUSY objects remain; -FI_EINVAL null. */
 [[nodiscard]] int close_device(context *ctx);
@@ -270,7 +274,10 @@ device *find_device(const char *name);
  *  request (wr_flush_err completions); going to RESET discards them.
  *  @return 0; -FI_EINVAL null, bad transition, missing or malformed
  *  attribute; -FI_ENOENT (RTR) no such peer context or QP; -FI_EACCES
- *  (RTR) the peer's segment belongs to another user. */
+ *  (RTR) the peer's segment belongs to another user; -FI_EBUSY (RTR, shm)
+ *  the peer RC/UC QP is already connected to another QP (reset it first);
+ *  -FI_ENOMEM (RESET, shm) no segment memory for fresh rings while a peer
+ *  may still write into the old ones. */
 [[nodiscard]] int modify_qp(qp *q, const qp_attr *attr, unsigned attr_mask);
 /** @return 0 and *out (state and the attributes set so far); -FI_EINVAL null. */
 [[nodiscard]] int query_qp(qp *q, qp_attr *out);

@@ -105,7 +105,8 @@ int main(int argc, char **argv)
             vq::qp_attr a;
             a.state = vq::qp_state::init;
             a.qkey = 0x1234;
-            rs.rc = vq::modify_qp(s.qp, &a, vq::QP_ATTR_STATE | vq::QP_ATTR_QKEY);
+            a.qp_access_flags = vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ | vq::ACCESS_REMOTE_ATOMIC;
+            rs.rc = vq::modify_qp(s.qp, &a, vq::QP_ATTR_STATE | vq::QP_ATTR_QKEY | vq::QP_ATTR_ACCESS_FLAGS);
             a.state = vq::qp_state::rtr;
             a.dest = rq.addr.dev;
             a.dest_qp_num = rq.addr.qpn;

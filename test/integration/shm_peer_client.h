@@ -242,7 +242,8 @@ struct local_end {
         vq::qp_attr a;
         a.state = vq::qp_state::init;
         a.qkey = 0x1234;
-        int rc = vq::modify_qp(qp, &a, vq::QP_ATTR_STATE | vq::QP_ATTR_QKEY);
+        a.qp_access_flags = vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ | vq::ACCESS_REMOTE_ATOMIC;
+        int rc = vq::modify_qp(qp, &a, vq::QP_ATTR_STATE | vq::QP_ATTR_QKEY | vq::QP_ATTR_ACCESS_FLAGS);
         a.state = vq::qp_state::rtr;
         a.dest = peer.dev;
         a.dest_qp_num = peer.qpn;

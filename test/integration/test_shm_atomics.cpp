@@ -36,7 +36,8 @@ TEST(ShmAtomics, TwoInitiatorsReachTheExactTotal)
         ASSERT_EQ(vq::create_qp(pd, &ia, &q[i]), 0);
         vq::qp_attr a;
         a.state = vq::qp_state::init;
-        ASSERT_EQ(vq::modify_qp(q[i], &a, vq::QP_ATTR_STATE), 0);
+        a.qp_access_flags = vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ | vq::ACCESS_REMOTE_ATOMIC;
+        ASSERT_EQ(vq::modify_qp(q[i], &a, vq::QP_ATTR_STATE | vq::QP_ATTR_ACCESS_FLAGS), 0);
         a.state = vq::qp_state::rtr;
         a.dest = peers[i]->addr.dev;
         a.dest_qp_num = peers[i]->addr.qpn;

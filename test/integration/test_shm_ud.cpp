@@ -33,16 +33,18 @@ TEST(ShmUd, TwoSendersOneReceiver)
     EXPECT_EQ(p1.finish().rc, 0);
     EXPECT_EQ(p2.finish().rc, 0);
     ASSERT_EQ(w.size(), 2u * n);
-    // QP numbers are unique per context, not per host: both peers' QPs may
-    // carry the same number, so the payload tag tells the senders apart.
+    // QP numbers are unique on the host: the two processes' QPs differ and
+    // src_qp names the sender of every datagram (checked against its tag).
+    ASSERT_NE(p1.addr.qpn, p2.addr.qpn);
+    ASSERT_NE(p1.addr.qpn, vq::get_qp_addr(me.qp).qpn);
     std::map<std::uint8_t, std::uint32_t> next; // per sender tag: next index
     for (auto &x : w) {
         ASSERT_EQ(x.status, wc_status::success);
         ASSERT_EQ(x.byte_len, len);
-        EXPECT_TRUE(x.src_qp == p1.addr.qpn || x.src_qp == p2.addr.qpn);
         const std::uint8_t *m = me.buf.data() + x.wr_id * 128;
         std::uint8_t tag = m[0];
         ASSERT_TRUE(tag == 0xa1 || tag == 0xb2);
+        EXPECT_EQ(x.src_qp, tag == 0xa1 ? p1.addr.qpn : p2.addr.qpn) << "src_qp identifies the sender";
         std::uint32_t idx;
         std::memcpy(&idx, m + 1, 4);
         EXPECT_EQ(idx, next[tag]++) << "per-sender order";

@@ -89,12 +89,17 @@ struct vq_env {
     }
 };
 
-/** Move @p q to RTS, connected (RC/UC) to @p peer in context @p peer_addr. */
-inline int connect_qp(vq::qp *q, const vq::qp_addr &peer)
+inline constexpr unsigned all_remote = vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ | vq::ACCESS_REMOTE_ATOMIC;
+
+/** Move @p q to RTS, connected (RC/UC) to @p peer in context @p peer_addr,
+ *  allowing the remote operations @p access as a responder (the default is
+ *  none, as in verbs; ~0u: leave the access flags unset). */
+inline int connect_qp(vq::qp *q, const vq::qp_addr &peer, unsigned access = all_remote)
 {
     vq::qp_attr a;
     a.state = vq::qp_state::init;
-    int rc = vq::modify_qp(q, &a, vq::QP_ATTR_STATE);
+    a.qp_access_flags = access;
+    int rc = vq::modify_qp(q, &a, vq::QP_ATTR_STATE | (access == ~0u ? 0 : vq::QP_ATTR_ACCESS_FLAGS));
     if (rc)
         return rc;
     a.state = vq::qp_state::rtr;

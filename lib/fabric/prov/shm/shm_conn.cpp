@@ -52,6 +52,8 @@ int slot_open(shm_ep *e, const shm_addr &peer, std::uint32_t peer_qpn, bool conn
         return rc;
     vq::qp_attr a;
     a.state = vq::qp_state::init;
+    // The peer's RMA and atomics land on this QP (regions still check their own flags).
+    a.qp_access_flags = vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ | vq::ACCESS_REMOTE_ATOMIC;
     if ((rc = vq::modify_qp(sl.qp, &a, vq::QP_ATTR_STATE | vq::QP_ATTR_ACCESS_FLAGS))) {
         (void)vq::destroy_qp(sl.qp);
         sl.qp = nullptr;
