@@ -116,7 +116,12 @@ void unsupported_builders_body()
         c.L.qps[full].qp = nullptr;
         unsigned q;
         ASSERT_EQ(c.L.create_qp(qp_type::rc, vq::OPS_SEND, {}, &q), 0);
-        ASSERT_EQ(c.L.connect(q, c.peer_addr()), 0);
+        // A fresh local partner per round: an RC QP takes one connection, so
+        // the peer's QP (already connected) would refuse with -FI_EBUSY.
+        unsigned partner;
+        ASSERT_EQ(c.L.create_qp(qp_type::rc, vq::OPS_SEND, {}, &partner), 0);
+        ASSERT_EQ(c.L.connect(partner, vq::get_qp_addr(c.L.qp(q))), 0);
+        ASSERT_EQ(c.L.connect(q, vq::get_qp_addr(c.L.qp(partner))), 0);
         vq::qp *x = c.L.qp(q);
         auto expect_unsupported = [&](const char *what, auto &&build) {
             vq::wr_start(x);

@@ -190,8 +190,12 @@ int local_side::connect(unsigned idx, const vq::qp_addr &remote, std::uint32_t q
     if (q->type == vq::qp_type::ud) {
         a.qkey = qkey;
         mask |= vq::QP_ATTR_QKEY;
-    } else if (access != ~0u) {
-        a.qp_access_flags = access;
+    } else {
+        // ~0u: "the harness default", every remote access (verbs' own
+        // default, which shm follows, is none).
+        a.qp_access_flags = access == ~0u ? (vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ |
+                                              vq::ACCESS_REMOTE_ATOMIC)
+                                           : access;
         mask |= vq::QP_ATTR_ACCESS_FLAGS;
     }
     int rc = vq::modify_qp(q, &a, mask);

@@ -203,8 +203,12 @@ int do_connect(const connect_req &r)
     if (q->type == vq::qp_type::ud) {
         a.qkey = r.qkey;
         mask |= vq::QP_ATTR_QKEY;
-    } else if (r.access != ~0u) {
-        a.qp_access_flags = r.access;
+    } else {
+        // ~0u: "the harness default", every remote access (verbs' own
+        // default, which shm follows, is none).
+        a.qp_access_flags = r.access == ~0u ? (vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ |
+                                              vq::ACCESS_REMOTE_ATOMIC)
+                                           : r.access;
         mask |= vq::QP_ATTR_ACCESS_FLAGS;
     }
     int rc = vq::modify_qp(q, &a, mask);
