@@ -44,6 +44,7 @@ inline constexpr std::uint32_t hdr_max = 32;                 ///< largest wire h
 inline constexpr std::uint32_t frag_max = max_inline - hdr_max; ///< payload per fragment
 inline constexpr std::uint32_t bounce_size = max_inline;
 inline constexpr std::uint32_t rq_depth = 128;               ///< bounce buffers per RC QP
+inline constexpr std::uint32_t stage_keep = 64 * 1024;       ///< largest staging buffer kept per RC QP
 inline constexpr std::uint32_t max_qps = 63;                 ///< RC QPs per endpoint (vq CQ limit 64)
 inline constexpr std::uint32_t ud_depth = 64;
 inline constexpr std::uint32_t ud_buf = 512;
@@ -93,8 +94,12 @@ struct rc_slot {
     vq::mr *bounce_mr = nullptr;
     std::uint32_t accepted_from = 0;  ///< requester's QP when we accepted (REQ retries)
     bool retired = false;             ///< failed QP kept until the endpoint closes
-    // reassembly of a fragmented message
+    // reassembly of a fragmented message; the staging buffer is kept for the
+    // next one when it is at most stage_keep bytes (no allocation per message)
     std::uint8_t *stage = nullptr;
+    std::uint32_t stage_cap = 0;      ///< bytes of stage
+    bool staging = false;             ///< a fragmented message is being reassembled
+    bool stage_ok = false;            ///< ... and stage holds it (false: allocation failed, dropped)
     std::uint32_t stage_total = 0, stage_got = 0;
     std::uint8_t stage_op = 0, stage_flags = 0;
     std::uint64_t stage_tag = 0, stage_data = 0, stage_ack = 0;

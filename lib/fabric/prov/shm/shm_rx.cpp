@@ -44,6 +44,33 @@ void send_ack(shm_ep *e, rc_slot &sl, std::uint64_t id)
     }
 }
 
+/** Make sl.stage hold @p total bytes: the kept buffer when big enough, else
+ *  a new one (first fragmented message on this QP, or a larger one).
+ *  @return false if the allocation failed (the message is dropped). */
+bool stage_reserve(rc_slot &sl, std::uint32_t total)
+{
+    std::uint32_t need = total ? total : 1;
+    if (sl.stage && sl.stage_cap >= need) [[likely]]
+        return true;
+    delete[] sl.stage;
+    sl.stage = new (std::nothrow) std::uint8_t[need];
+    sl.stage_cap = sl.stage ? need : 0;
+    return sl.stage != nullptr;
+}
+
+/** A fragmented message is done: keep its buffer for the next one unless it
+ *  is larger than stage_keep. */
+void stage_release(rc_slot &sl)
+{
+    if (sl.stage_cap > stage_keep) {
+        delete[] sl.stage;
+        sl.stage = nullptr;
+        sl.stage_cap = 0;
+    }
+    sl.staging = sl.stage_ok = false;
+    sl.stage_total = sl.stage_got = 0;
+}
+
 void rc_rx(shm_ep *e, const vq::wc &w)
 {
     int s = int(w.wr_id >> 32);
@@ -105,8 +132,8 @@ void rc_rx(shm_ep *e, const vq::wc &w)
         if (off > len)
             break;
         if (h.flags & wf_more) {
-            delete[] sl.stage;
-            sl.stage = new (std::nothrow) std::uint8_t[h.total ? h.total : 1];
+            sl.staging = true;
+            sl.stage_ok = stage_reserve(sl, h.total);
             sl.stage_total = h.total;
             sl.stage_got = 0;
             sl.stage_op = h.op;
@@ -116,7 +143,7 @@ void rc_rx(shm_ep *e, const vq::wc &w)
             sl.stage_ack = ack;
             sl.stage_rx = h.pad;
             std::size_t n = std::min<std::size_t>(len - off, h.total);
-            if (sl.stage && n)
+            if (sl.stage_ok && n)
                 std::memcpy(sl.stage, b + off, n);
             sl.stage_got = std::uint32_t(n);
             break;
@@ -131,25 +158,23 @@ void rc_rx(shm_ep *e, const vq::wc &w)
         break;
     }
     case w_frag: {
-        if (!sl.stage_total && !sl.stage)
+        if (!sl.staging)
             break;
         std::size_t n = len - off;
-        if (sl.stage && h.total == sl.stage_got && sl.stage_got + n <= sl.stage_total) {
+        if (sl.stage_ok && h.total == sl.stage_got && sl.stage_got + n <= sl.stage_total) {
             std::memcpy(sl.stage + sl.stage_got, b + off, n);
             sl.stage_got += std::uint32_t(n);
         }
         if (!(h.flags & wf_more)) {
             if (e->scalable)
                 c = rx_target(e, sl.stage_rx);
-            if (c && sl.stage && sl.stage_got == sl.stage_total)
+            if (c && sl.stage_ok && sl.stage_got == sl.stage_total)
                 (void)util::rx_deliver(c, sl.stage_op == w_tagged, src, sl.stage_tag, sl.stage_data,
                                        (sl.stage_flags & wf_data) ? FI_REMOTE_CQ_DATA : 0, sl.stage, sl.stage_total,
                                        true);
             if (sl.stage_flags & wf_ack)
                 send_ack(e, sl, sl.stage_ack);
-            delete[] sl.stage;
-            sl.stage = nullptr;
-            sl.stage_total = sl.stage_got = 0;
+            stage_release(sl);
         }
         break;
     }
