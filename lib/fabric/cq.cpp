@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include "env/errors.h"
+#include "fabric/detail/err_data.h"
 #include "fabric/detail/live.h"
 #include "fabric/util/cq.h"
 
@@ -97,18 +98,7 @@ ssize_t cq_readerr_op(fid_cq *c, cq_err_entry *buf, std::uint64_t flags)
     void *user_data = buf->err_data;
     std::size_t user_size = buf->err_data_size;
     *buf = in.e;
-    if (user_size && user_data) {
-        // API >= 1.5: the caller lends a buffer for provider data.
-        std::size_t n = std::min(user_size, in.data.size());
-        if (n)
-            std::memcpy(user_data, in.data.data(), n);
-        buf->err_data = user_data;
-        buf->err_data_size = n;
-    } else {
-        cq->err_data_keep = in.data;
-        buf->err_data = cq->err_data_keep.empty() ? nullptr : cq->err_data_keep.data();
-        buf->err_data_size = cq->err_data_keep.size();
-    }
+    detail::lend_err_data(buf, user_data, user_size, in.data, cq->err_data_keep);
     if (!(flags & FI_PEEK)) {
         cq->errs.pop_front();
         cq->nerr.fetch_sub(1, std::memory_order_release);

@@ -3,6 +3,7 @@
 #include <new>
 
 #include "env/errors.h"
+#include "fabric/detail/err_data.h"
 #include "fabric/util/eq.h"
 
 namespace shunt::fabric::util {
@@ -60,17 +61,7 @@ ssize_t eq_readerr_op(fid_eq *f, eq_err_entry *buf, std::uint64_t flags)
     void *user = buf->err_data;
     std::size_t user_size = buf->err_data_size;
     *buf = ev.err;
-    if (user && user_size) {
-        std::size_t n = std::min(user_size, ev.err_data.size());
-        if (n)
-            std::memcpy(user, ev.err_data.data(), n);
-        buf->err_data = user;
-        buf->err_data_size = n;
-    } else {
-        eq->err_keep = ev.err_data;
-        buf->err_data = eq->err_keep.empty() ? nullptr : eq->err_keep.data();
-        buf->err_data_size = eq->err_keep.size();
-    }
+    detail::lend_err_data(buf, user, user_size, ev.err_data, eq->err_keep);
     if (!(flags & FI_PEEK))
         eq->q.pop_front();
     return sizeof(eq_err_entry);

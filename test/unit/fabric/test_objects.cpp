@@ -190,6 +190,26 @@ TEST_F(obj_test, EqWriteReadPeekErrAndSread)
     ASSERT_EQ(eq_readerr(eq, &got, 0), ssize_t(sizeof got));
     EXPECT_EQ(got.err, FI_ECONNREFUSED);
     EXPECT_EQ(got.context, this);
+    // Provider error data: kept by the EQ when no buffer is lent, copied
+    // (truncated to fit) into a lent buffer otherwise.
+    char data[] = "peer said no";
+    err.err_data = data;
+    err.err_data_size = sizeof data;
+    ASSERT_GT(eq_write(eq, 0, &err, sizeof err, FI_EQ_ERROR_FLAG), 0);
+    ASSERT_GT(eq_write(eq, 0, &err, sizeof err, FI_EQ_ERROR_FLAG), 0);
+    eq_err_entry kept{};
+    ASSERT_EQ(eq_readerr(eq, &kept, 0), ssize_t(sizeof kept));
+    ASSERT_EQ(kept.err_data_size, sizeof data);
+    EXPECT_NE(kept.err_data, static_cast<void *>(data)) << "the EQ keeps its own copy";
+    EXPECT_STREQ(static_cast<const char *>(kept.err_data), data);
+    char mine[4] = {};
+    eq_err_entry lent{};
+    lent.err_data = mine;
+    lent.err_data_size = sizeof mine;
+    ASSERT_EQ(eq_readerr(eq, &lent, 0), ssize_t(sizeof lent));
+    EXPECT_EQ(lent.err_data, static_cast<void *>(mine));
+    EXPECT_EQ(lent.err_data_size, sizeof mine);
+    EXPECT_EQ(std::memcmp(mine, "peer", 4), 0);
     EXPECT_EQ(eq_sread(eq, &ev, &out, sizeof out, 20, 0), -FI_EAGAIN);
     std::thread t([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
