@@ -2,9 +2,11 @@
  *
  * A provider implements the objects of this API for one kind of transport.
  * It describes itself with a `provider` record and is found in three ways:
- *  - built in: listed in the registry's built-in table (so that a static
- *    link keeps it), and/or registered by a static registrar object
- *    (SHUNT_REGISTER_PROVIDER) when its library is loaded;
+ *  - built in: defined with SHUNT_FABRIC_PROVIDER in a library under
+ *    providers/, which puts it on the generated built-in list (so that a
+ *    static link keeps it) and registers it when its library is loaded;
+ *  - registered: a record passed to register_provider() or to a static
+ *    registrar object (SHUNT_REGISTER_PROVIDER);
  *  - external: a shared object in a directory of SHUNT_PROVIDER_PATH
  *    (colon separated; files named libshunt-<name>.so or any *.so) exporting
  *    `extern "C" const shunt::fabric::provider *shunt_provider_ini()`.
@@ -64,6 +66,22 @@ struct provider {
 struct provider_registrar {
     explicit provider_registrar(const provider *prov) noexcept;
 };
+
+/** Define and register a built-in provider record, as SHUNT_VQ_DRIVER does
+ *  for drivers; use it once at global scope in the provider's library:
+ *  SHUNT_FABRIC_PROVIDER(vq, .version = FI_VERSION(1, 0), .getinfo = ...,
+ *  .fabric = ...). The arguments after the name initialise the remaining
+ *  fields of `provider` by designator, in declaration order. The record,
+ *  shunt_fabric_provider_<name>, is constant-initialised: the built-in list
+ *  that providers/meson.build generates references it (so static links and
+ *  --as-needed keep the provider) and registers it as built in; the static
+ *  registrar registers it when the library is loaded some other way. */
+#define SHUNT_FABRIC_PROVIDER(id, ...)                                                      \
+    extern const ::shunt::fabric::provider shunt_fabric_provider_##id;                       \
+    constinit const ::shunt::fabric::provider shunt_fabric_provider_##id{.name = #id,        \
+                                                                        __VA_ARGS__};        \
+    static const ::shunt::fabric::provider_registrar shunt_fabric_registrar_##id{            \
+        &shunt_fabric_provider_##id}
 
 #define SHUNT_PROV_CAT2(a, b) a##b
 #define SHUNT_PROV_CAT(a, b) SHUNT_PROV_CAT2(a, b)

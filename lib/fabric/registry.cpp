@@ -57,12 +57,41 @@ registry &reg()
     return *r;
 }
 
-// Registrars run before main, possibly before reg() exists: keep them in a
-// function-local list that the first load drains.
-std::vector<std::pair<const provider *, const util_provider *>> &pending()
+// Registrars and the built-in list run before main, possibly before reg()
+// exists, or inside a dlopen() that the registry itself makes while holding
+// its lock (a plugin library with registrars of its own): they only append
+// to this list, under its own lock, and every registry call drains it.
+struct pending_entry {
+    const provider *first = nullptr;
+    const util_provider *second = nullptr;
+    bool builtin = false;
+};
+struct pending_list {
+    std::mutex mu;
+    std::vector<pending_entry> list;
+};
+pending_list &pending()
 {
-    static auto *p = new std::vector<std::pair<const provider *, const util_provider *>>;
+    static auto *p = new pending_list;
     return *p;
+}
+void add_pending(const pending_entry &pe) noexcept
+{
+    pending_list &pl = pending();
+    std::lock_guard g(pl.mu);
+    try {
+        pl.list.push_back(pe);
+    } catch (...) {
+        // Out of memory at load time: the provider stays unregistered.
+    }
+}
+
+bool is_entry(const registry &r, const provider *p)
+{
+    for (auto &e : r.entries)
+        if (e.core == p)
+            return true;
+    return false;
 }
 
 bool has_name(const registry &r, const char *name)
@@ -198,20 +227,41 @@ void load_path(registry &r, const std::string &spec)
     }
 }
 
+// Move what registrars and the built-in list registered into the registry.
+// Caller holds r.mu.
+void drain_pending(registry &r)
+{
+    std::vector<pending_entry> list;
+    {
+        pending_list &pl = pending();
+        std::lock_guard g(pl.mu);
+        list.swap(pl.list);
+    }
+    // The built-in list first, so a provider that is both listed and has
+    // its own registrar is reported as built in.
+    for (auto &pe : list)
+        if (pe.builtin && !is_entry(r, pe.first) && add_locked(r, pe.first, nullptr, "builtin") == -FI_EINVAL)
+            SHUNT_LOG(fabric_log, error, "built-in provider %s is malformed",
+                      pe.first->name ? pe.first->name : "?");
+    for (auto &pe : list) {
+        if (pe.builtin || (pe.first && is_entry(r, pe.first)))
+            continue;
+        if (add_locked(r, pe.first, pe.second, "registrar") == -FI_EINVAL)
+            SHUNT_LOG(fabric_log, error, "registered provider is malformed");
+    }
+}
+
 // Caller holds r.mu.
 void ensure_loaded(registry &r)
 {
-    if (r.loaded)
+    if (r.loaded) {
+        drain_pending(r);
         return;
+    }
     r.loaded = true;
-    for (const provider *p : detail::builtin_providers())
-        if (p && add_locked(r, p, nullptr, "builtin") == -FI_EINVAL)
-            SHUNT_LOG(fabric_log, error, "built-in provider %s is malformed", p->name ? p->name : "?");
-    for (auto &[p, u] : pending())
-        if (add_locked(r, p, u, "registrar") == -FI_EINVAL)
-            SHUNT_LOG(fabric_log, error, "registered provider is malformed");
-    pending().clear();
+    drain_pending(r);
     load_path(r, provider_path_tunable.value());
+    drain_pending(r);
     r.filter = provider_tunable.value();
 }
 
@@ -303,11 +353,20 @@ int register_provider(const provider *p)
         return -FI_EINVAL;
     registry &r = reg();
     std::lock_guard g(r.mu);
+    drain_pending(r);
     if (!r.loaded) {
-        for (auto &pe : pending())
-            if (pe.first && ::strcasecmp(pe.first->name, p->name) == 0)
-                return -FI_EALREADY;
-        pending().emplace_back(p, nullptr);
+        // Before the first load, registered providers come after the built-in
+        // and registrar ones, as registrars do.
+        {
+            pending_list &pl = pending();
+            std::lock_guard pg(pl.mu);
+            for (auto &pe : pl.list)
+                if (pe.first && ::strcasecmp(pe.first->name, p->name) == 0)
+                    return -FI_EALREADY;
+        }
+        if (has_name(r, p->name))
+            return -FI_EALREADY;
+        add_pending({p, nullptr, false});
         return 0;
     }
     return add_locked(r, p, nullptr, "registered");
@@ -320,7 +379,7 @@ int register_util_provider(const util_provider *u)
     registry &r = reg();
     std::lock_guard g(r.mu);
     if (!r.loaded) {
-        pending().emplace_back(nullptr, u);
+        add_pending({nullptr, u, false});
         return 0;
     }
     return add_locked(r, nullptr, u, "registered");
@@ -329,13 +388,20 @@ int register_util_provider(const util_provider *u)
 provider_registrar::provider_registrar(const provider *p) noexcept
 {
     if (check_core(p) == 0)
-        pending().emplace_back(p, nullptr);
+        add_pending({p, nullptr, false});
 }
 
 util_provider_registrar::util_provider_registrar(const util_provider *u) noexcept
 {
     if (check_util(u) == 0)
-        pending().emplace_back(nullptr, u);
+        add_pending({nullptr, u, false});
+}
+
+void detail::register_builtin_provider(const provider *p) noexcept
+{
+    if (check_core(p))
+        return;
+    add_pending({p, nullptr, true});
 }
 
 std::vector<provider_status> providers()

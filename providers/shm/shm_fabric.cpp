@@ -10,9 +10,10 @@
 #include "fabric/util/info.h"
 #include "shm_prov.h"
 
+extern const ::shunt::fabric::provider shunt_fabric_provider_shm;
+
 namespace shunt::fabric {
 extern env::log::component fabric_log;
-const provider *shm_provider();
 } // namespace shunt::fabric
 
 namespace shunt::fabric::shm {
@@ -291,19 +292,10 @@ int fabric_open_op(fabric_attr *attr, fid_fabric **out, void *context)
     auto *f = new (std::nothrow) util::fabric_obj;
     if (!f)
         return -FI_ENOMEM;
-    util::fabric_init(f, shm_provider(), attr, context, &fabric_ops);
+    util::fabric_init(f, &shunt_fabric_provider_shm, attr, context, &fabric_ops);
     *out = &f->fabric;
     return 0;
 }
-
-const provider record = [] {
-    provider p;
-    p.name = "shm";
-    p.version = prov_version;
-    p.getinfo = shm_getinfo;
-    p.fabric = fabric_open_op;
-    return p;
-}();
 
 } // namespace
 
@@ -338,6 +330,5 @@ int wc_to_err(vq::wc_status s)
 
 } // namespace shunt::fabric::shm
 
-namespace shunt::fabric {
-const provider *shm_provider() { return &shm::record; }
-} // namespace shunt::fabric
+SHUNT_FABRIC_PROVIDER(shm, .version = shunt::fabric::shm::prov_version, .getinfo = shunt::fabric::shm::shm_getinfo,
+                      .fabric = shunt::fabric::shm::fabric_open_op);
