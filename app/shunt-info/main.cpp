@@ -124,9 +124,9 @@ void print_provider_list()
 {
     std::printf("providers:\n");
     for (const auto &p : fabric::providers())
-        std::printf("  %-12s %u.%u  %-10s %s%s\n", p.name.c_str(), fabric::FI_MAJOR(p.version),
+        std::printf("  %-12s %u.%u  %-10s %s%s%s%s\n", p.name.c_str(), fabric::FI_MAJOR(p.version),
                     fabric::FI_MINOR(p.version), p.origin.c_str(), p.usable ? "usable" : "not usable: ",
-                    p.note.c_str());
+                    p.note.c_str(), p.aliases.empty() ? "" : "  (also answers to: ", p.aliases.empty() ? "" : (p.aliases + ")").c_str());
 }
 
 const char *ep_type_name(fabric::ep_type t)

@@ -54,6 +54,12 @@ struct provider {
     int (*fabric)(fabric_attr *attr, fid_fabric **fabric, void *context) = nullptr;
     /** Called once when the registry is torn down (may be null). */
     void (*cleanup)() = nullptr;
+    /** Other names the provider answers to, comma separated (may be null):
+     *  SHUNT_PROVIDER, hints' prov_name and fabric_attr->prov_name select
+     *  it by any of them; getinfo answers carry `name`. For a provider
+     *  renamed with its users' settings kept working. Read only when `size`
+     *  covers it. */
+    const char *aliases = nullptr;
 };
 
 /** Register a provider. Setup only; the record must outlive the registry.
@@ -92,6 +98,7 @@ struct provider_registrar {
 /** Where a registered provider came from and whether it is usable. */
 struct provider_status {
     std::string name;
+    std::string aliases;  ///< the record's aliases ("" if none)
     std::uint32_t version = 0;
     std::string origin;   ///< "builtin", "registrar", a plugin path, or "stacked"
     bool usable = false;  ///< false: rejected or filtered (see note)
@@ -102,8 +109,8 @@ struct provider_status {
  *  search order (for shunt-info and tests). Loads plugins on first use. */
 std::vector<provider_status> providers();
 
-/** The usable provider named @p name (a core name), after SHUNT_PROVIDER
- *  filtering; null if none. */
+/** The usable provider named @p name (a core name or an alias), after
+ *  SHUNT_PROVIDER filtering; null if none. */
 const provider *find_provider(const char *name);
 
 /** Reload: forget external plugins and filtering and rescan
