@@ -49,12 +49,12 @@ TEST(ShmMatrix, FeatureMatrixMatchesGetinfo)
     info *all = nullptr; // no hints: each provider's full offer
     ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, nullptr, &all), 0);
     for (info *i = all; i; i = i->next)
-        if (std::string(i->fabric_attr->prov_name) == "shm")
+        if (std::string(i->fabric_attr->prov_name) == "vq")
             offered[i->ep_attr->type] |= i->caps;
     freeinfo(all);
-    ASSERT_EQ(offered.size(), 3u) << "shm offers RDM, MSG and DGRAM";
+    ASSERT_EQ(offered.size(), 3u) << "vq offers RDM, MSG and DGRAM";
     while (std::getline(doc, line)) {
-        if (line.rfind("### shm feature matrix", 0) == 0)
+        if (line.rfind("### vq feature matrix", 0) == 0)
             in = true;
         else if (in && line.rfind("#", 0) == 0)
             break;

@@ -1,5 +1,5 @@
-// The shm provider: record, getinfo offers, fabric and domain over a vq
-// shm context, address/MR/atomic hooks of the generic domain.
+// The vq provider: record, getinfo offers, fabric and domain over a vq
+// device context, address/MR/atomic hooks of the generic domain.
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -8,15 +8,13 @@
 #include "env/log.h"
 #include "fabric/util/atomic_apply.h"
 #include "fabric/util/info.h"
-#include "shm_prov.h"
+#include "prov.h"
 
-extern const ::shunt::fabric::provider shunt_fabric_provider_shm;
+extern const ::shunt::fabric::provider shunt_fabric_provider_vq;
 
-namespace shunt::fabric {
-extern env::log::component fabric_log;
-} // namespace shunt::fabric
+namespace shunt::prov::vqprov {
 
-namespace shunt::fabric::shm {
+SHUNT_LOG_COMPONENT(prov_log, "fabric");
 
 namespace {
 
@@ -32,7 +30,7 @@ info *offer(ep_type t)
         i->caps |= FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
     if (t == FI_EP_RDM)
         i->caps |= FI_NAMED_RX_CTX; // receive contexts of scalable endpoints by fi_rx_addr
-    // Addresses are a binary shm_addr (fi_getinfo(3): FI_FORMAT_UNSPEC is a
+    // Addresses are a binary ep_addr (fi_getinfo(3): FI_FORMAT_UNSPEC is a
     // provider-specific format, opaque to the application); av_straddr prints
     // them as "fi_shm://<segment>/<qpn>", which av_insertsvc accepts back.
     i->addr_format = FI_FORMAT_UNSPEC;
@@ -94,7 +92,7 @@ util::info_limits limits()
     return l;
 }
 
-int shm_getinfo(std::uint32_t version, const char *, const char *, std::uint64_t, const info *hints, info **out)
+int vq_getinfo(std::uint32_t version, const char *, const char *, std::uint64_t, const info *hints, info **out)
 {
     if (!vq::find_device("shm0"))
         return -FI_ENODATA;
@@ -127,7 +125,7 @@ int shm_getinfo(std::uint32_t version, const char *, const char *, std::uint64_t
 
 int addr_check(const void *a)
 {
-    shm_addr x;
+    ep_addr x;
     std::memcpy(&x, a, sizeof x);
     if (x.len == 0 || x.len > sizeof x.name || x.qpn == 0)
         return -FI_EINVAL;
@@ -136,7 +134,7 @@ int addr_check(const void *a)
 
 std::size_t addr_to_str(const void *a, char *buf, std::size_t len)
 {
-    shm_addr x;
+    ep_addr x;
     std::memcpy(&x, a, sizeof x);
     char tmp[96];
     int n = std::snprintf(tmp, sizeof tmp, "fi_shm://%.*s/%u", int(x.len <= 59 ? x.len : 59), x.name, x.qpn);
@@ -167,7 +165,7 @@ int addr_from_svc(const char *node, const char *service, void *out)
     unsigned long q = std::strtoul(qpn.c_str(), &end, 10);
     if (qpn.empty() || !end || *end || q == 0 || q > 0xffffffffUL || name.empty() || name.size() > 59)
         return -FI_EINVAL;
-    shm_addr a{};
+    ep_addr a{};
     a.qpn = std::uint32_t(q);
     a.len = std::uint8_t(name.size());
     std::memcpy(a.name, name.data(), name.size());
@@ -177,7 +175,7 @@ int addr_from_svc(const char *node, const char *service, void *out)
 
 int mr_reg_hook(util::domain_obj *d, util::mr_obj *m)
 {
-    shm_domain *sd = dom_of(d);
+    prov_domain *sd = dom_of(d);
     if (m->iov.size() != 1 || !m->iov[0].iov_len)
         return m->iov.size() > 1 ? -FI_EINVAL : 0;
     unsigned acc = vq::ACCESS_LOCAL_WRITE;
@@ -222,7 +220,7 @@ int query_atomic_hook(util::domain_obj *, datatype dt, op o, atomic_attr *attr, 
 
 void domain_close_hook(util::domain_obj *d)
 {
-    shm_domain *sd = dom_of(d);
+    prov_domain *sd = dom_of(d);
     if (sd->td)
         (void)vq::dealloc_td(sd->td);
     if (sd->pd)
@@ -233,7 +231,7 @@ void domain_close_hook(util::domain_obj *d)
 
 const util::domain_hooks hooks = [] {
     util::domain_hooks h;
-    h.addrlen = sizeof(shm_addr);
+    h.addrlen = sizeof(ep_addr);
     h.addr_check = addr_check;
     h.addr_from_svc = addr_from_svc;
     h.addr_to_str = addr_to_str;
@@ -258,10 +256,10 @@ int domain_open_op(fid_fabric *fabric, info *in, fid_domain **out, void *context
 {
     if (!in || !out)
         return -FI_EINVAL;
-    auto *d = new (std::nothrow) shm_domain;
+    auto *d = new (std::nothrow) prov_domain;
     if (!d)
         return -FI_ENOMEM;
-    d->free_fn = [](util::domain_obj *x) { delete static_cast<shm_domain *>(x); };
+    d->free_fn = [](util::domain_obj *x) { delete static_cast<prov_domain *>(x); };
     int rc = util::domain_init(d, util::to_fabric(fabric), in, context, &domain_ops, &hooks);
     if (rc) {
         delete d;
@@ -270,7 +268,7 @@ int domain_open_op(fid_fabric *fabric, info *in, fid_domain **out, void *context
     vq::device *dev = vq::find_device("shm0");
     if (!dev || (rc = vq::open_device(dev, &d->ctx)) || (rc = vq::alloc_pd(d->ctx, &d->pd)) ||
         (rc = vq::query_device(d->ctx, &d->dattr)) || (!d->mt && (rc = vq::alloc_td(d->ctx, &d->td)))) {
-        SHUNT_LOG(fabric_log, error, "shm: cannot open the shm0 queues: %s", shunt::strerror(dev ? rc : -FI_ENODEV));
+        SHUNT_LOG(prov_log, error, "vq: cannot open the shm0 queues: %s", shunt::strerror(dev ? rc : -FI_ENODEV));
         (void)util::domain_close(&d->domain.fid);
         return dev ? rc : -FI_ENODEV;
     }
@@ -292,19 +290,19 @@ int fabric_open_op(fabric_attr *attr, fid_fabric **out, void *context)
     auto *f = new (std::nothrow) util::fabric_obj;
     if (!f)
         return -FI_ENOMEM;
-    util::fabric_init(f, &shunt_fabric_provider_shm, attr, context, &fabric_ops);
+    util::fabric_init(f, &shunt_fabric_provider_vq, attr, context, &fabric_ops);
     *out = &f->fabric;
     return 0;
 }
 
 } // namespace
 
-std::string addr_key(const shm_addr &a)
+std::string addr_key(const ep_addr &a)
 {
     return std::string(a.name, a.len <= 59 ? a.len : 59) + "/" + std::to_string(a.qpn);
 }
 
-vq::dev_addr to_dev(const shm_addr &a)
+vq::dev_addr to_dev(const ep_addr &a)
 {
     vq::dev_addr d{};
     d.len = a.len;
@@ -328,7 +326,10 @@ int wc_to_err(vq::wc_status s)
     }
 }
 
-} // namespace shunt::fabric::shm
+} // namespace shunt::prov::vqprov
 
-SHUNT_FABRIC_PROVIDER(shm, .version = shunt::fabric::shm::prov_version, .getinfo = shunt::fabric::shm::shm_getinfo,
-                      .fabric = shunt::fabric::shm::fabric_open_op);
+// Named after what it stands on; "shm" is what users typed when the only
+// vq device was the shm driver's (SHUNT_PROVIDER=shm, shunt-perf -p shm).
+SHUNT_FABRIC_PROVIDER(vq, .version = shunt::prov::vqprov::prov_version,
+                      .getinfo = shunt::prov::vqprov::vq_getinfo, .fabric = shunt::prov::vqprov::fabric_open_op,
+                      .aliases = "shm");

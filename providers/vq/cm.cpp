@@ -1,4 +1,4 @@
-// shm provider: FI_EP_MSG connection management — passive endpoints
+// vq provider: FI_EP_MSG connection management — passive endpoints
 // (listen, CONNREQ, reject) and active ones (connect, accept, shutdown) over
 // UD datagrams, with CM data up to FI_OPT_CM_DATA_SIZE bytes.
 #include <cstring>
@@ -6,17 +6,17 @@
 
 #include "env/errors.h"
 #include "fabric/detail/live.h"
-#include "shm_prov.h"
+#include "prov.h"
 
-namespace shunt::fabric::shm {
+namespace shunt::prov::vqprov {
 
 namespace {
 
 /** A connection request waiting for accept or reject (info->handle). */
 struct connreq {
     struct fid fid;
-    shm_addr from{};
-    shm_addr rc_at{};             ///< where the requester's RC QP lives
+    ep_addr from{};
+    ep_addr rc_at{};             ///< where the requester's RC QP lives
     std::uint32_t req_qpn = 0;
     struct pep_obj *pep = nullptr;
 };
@@ -32,7 +32,7 @@ struct pep_obj {
     vq::qp *ud = nullptr;
     vq::mr *mr = nullptr;
     std::vector<std::uint8_t> bufs;
-    shm_addr addr{};
+    ep_addr addr{};
     util::eq_obj *eq = nullptr;
     bool listening = false;
     bool taken = false;           ///< an active endpoint took its address (info->handle)
@@ -42,7 +42,7 @@ struct pep_obj {
 };
 
 
-int ud_to(vq::pd *pd, vq::qp *ud, const shm_addr &to, const void *buf, std::size_t len)
+int ud_to(vq::pd *pd, vq::qp *ud, const ep_addr &to, const void *buf, std::size_t len)
 {
     vq::ah_attr at;
     at.dest = to_dev(to);
@@ -87,7 +87,7 @@ void pep_progress(void *arg)
                     cr->pep = p;
                     ci->handle = &cr->fid;
                     std::free(ci->dest_addr);
-                    ci->dest_addr = std::malloc(sizeof(shm_addr));
+                    ci->dest_addr = std::malloc(sizeof(ep_addr));
                     if (ci->dest_addr) {
                         std::memcpy(ci->dest_addr, &m.from, sizeof m.from);
                         ci->dest_addrlen = sizeof m.from;
@@ -171,8 +171,8 @@ int pep_control(fid *f, int cmd, void *arg)
 int pep_getname(fid *f, void *addr, std::size_t *len)
 {
     auto *p = reinterpret_cast<pep_obj *>(f);
-    if (*len < sizeof(shm_addr)) {
-        *len = sizeof(shm_addr);
+    if (*len < sizeof(ep_addr)) {
+        *len = sizeof(ep_addr);
         return -FI_ETOOSMALL;
     }
     std::memcpy(addr, &p->addr, sizeof p->addr);
@@ -247,34 +247,34 @@ constexpr ops_cm pep_cm_ops{.getname = pep_getname, .listen = pep_listen, .rejec
 
 int ep_getname(fid *f, void *addr, std::size_t *len)
 {
-    shm_ep *e = ep_of(util::ep_core_of(f));
-    if (*len < sizeof(shm_addr)) {
-        *len = sizeof(shm_addr);
+    prov_ep *e = ep_of(util::ep_core_of(f));
+    if (*len < sizeof(ep_addr)) {
+        *len = sizeof(ep_addr);
         return -FI_ETOOSMALL;
     }
     std::memcpy(addr, &e->addr, sizeof e->addr);
-    *len = sizeof(shm_addr);
+    *len = sizeof(ep_addr);
     return 0;
 }
 
 int ep_getpeer(fid_ep *ep, void *addr, std::size_t *len)
 {
-    shm_ep *e = ep_of(util::core_of(ep));
+    prov_ep *e = ep_of(util::core_of(ep));
     if (!e->msg_conn || e->msg_conn->state != conn::connected)
         return -FI_ENOTCONN;
-    if (*len < sizeof(shm_addr)) {
-        *len = sizeof(shm_addr);
+    if (*len < sizeof(ep_addr)) {
+        *len = sizeof(ep_addr);
         return -FI_ETOOSMALL;
     }
-    std::memcpy(addr, &e->msg_conn->peer, sizeof(shm_addr));
-    *len = sizeof(shm_addr);
+    std::memcpy(addr, &e->msg_conn->peer, sizeof(ep_addr));
+    *len = sizeof(ep_addr);
     return 0;
 }
 
 int ep_connect(fid_ep *ep, const void *addr, const void *param, std::size_t len)
 {
     util::ep_core *c = util::core_of(ep);
-    shm_ep *e = ep_of(c);
+    prov_ep *e = ep_of(c);
     if (len > cm_data_max)
         return -FI_EINVAL;
     if (!c->eq)
@@ -283,7 +283,7 @@ int ep_connect(fid_ep *ep, const void *addr, const void *param, std::size_t len)
         return -FI_EISCONN;
     if (int rc = util::ep_enable(c); rc)
         return rc;
-    shm_addr to;
+    ep_addr to;
     std::memcpy(&to, addr, sizeof to);
     if (to.len == 0 || to.len > 59)
         return -FI_EINVAL;
@@ -328,7 +328,7 @@ int ep_connect(fid_ep *ep, const void *addr, const void *param, std::size_t len)
 int ep_accept(fid_ep *ep, const void *param, std::size_t len)
 {
     util::ep_core *c = util::core_of(ep);
-    shm_ep *e = ep_of(c);
+    prov_ep *e = ep_of(c);
     if (len > cm_data_max)
         return -FI_EINVAL;
     fid *h = c->info->handle;
@@ -393,7 +393,7 @@ int ep_accept(fid_ep *ep, const void *param, std::size_t len)
 int ep_shutdown(fid_ep *ep, std::uint64_t flags)
 {
     util::ep_core *c = util::core_of(ep);
-    shm_ep *e = ep_of(c);
+    prov_ep *e = ep_of(c);
     if (flags)
         return -FI_EBADFLAGS;
     util::guard g(e->lock);
@@ -415,7 +415,7 @@ const ops_cm msg_cm_ops{.getname = ep_getname,
                         .accept = ep_accept,
                         .shutdown = ep_shutdown};
 
-void msg_event(shm_ep *e, std::uint32_t event)
+void msg_event(prov_ep *e, std::uint32_t event)
 {
     if (!e->core->eq)
         return;
@@ -424,7 +424,7 @@ void msg_event(shm_ep *e, std::uint32_t event)
 }
 
 // Active MSG endpoint: REP / REJ for our connect.
-void pep_cm(shm_ep *e, const cm_msg &m)
+void pep_cm(prov_ep *e, const cm_msg &m)
 {
     conn *cn = e->msg_conn;
     if (!cn || cn->state != conn::connecting || m.req_qpn != cn->req_qpn || m.datalen > cm_data_max)
@@ -457,7 +457,7 @@ void pep_cm(shm_ep *e, const cm_msg &m)
     }
 }
 
-int pep_adopt(fid *handle, shm_ep *e)
+int pep_adopt(fid *handle, prov_ep *e)
 {
     auto *p = reinterpret_cast<pep_obj *>(handle);
     if (!detail::live_is(handle, FI_CLASS_PEP) || p->pep.fid.ops != &pep_fid_ops)
@@ -488,7 +488,7 @@ int pep_adopt(fid *handle, shm_ep *e)
     return 0;
 }
 
-void adopted_progress(shm_ep *e)
+void adopted_progress(prov_ep *e)
 {
     adopted_ud *a = e->pep_ud;
     vq::wc w[8];
@@ -582,4 +582,4 @@ int pep_open(fid_fabric *fabric, info *in, fid_pep **out, void *context)
     return 0;
 }
 
-} // namespace shunt::fabric::shm
+} // namespace shunt::prov::vqprov

@@ -1,4 +1,4 @@
-// shm provider: endpoint creation, enable (auto progress), close.
+// vq provider: endpoint creation, enable (auto progress), close.
 #include <cstring>
 #include <new>
 
@@ -6,15 +6,11 @@
 #include "env/lcore.h"
 #include "env/log.h"
 #include "fabric/detail/live.h"
-#include "shm_prov.h"
+#include "prov.h"
 
-namespace shunt::fabric {
-extern env::log::component fabric_log;
-}
+namespace shunt::prov::vqprov {
 
-namespace shunt::fabric::shm {
-
-ssize_t dgram_transmit(util::ep_core *c, const util::tx_req &r); // shm_dgram.cpp
+ssize_t dgram_transmit(util::ep_core *c, const util::tx_req &r); // dgram.cpp
 int dgram_ops_open(util::ep_core *c, const char *name, void **ops);
 
 namespace {
@@ -31,7 +27,7 @@ int enable_hook(util::ep_core *c)
 {
     if (is_ctx(c))
         return 0; // a context of a scalable endpoint: the endpoint's transport (and poller) serve it
-    shm_ep *e = ep_of(c);
+    prov_ep *e = ep_of(c);
     if (e->dom->data_progress == FI_PROGRESS_AUTO && !e->progress_handle) {
         int h = env::progress::add(poller, c);
         if (h < 0)
@@ -41,7 +37,7 @@ int enable_hook(util::ep_core *c)
     return 0;
 }
 
-void destroy(shm_ep *e)
+void destroy(prov_ep *e)
 {
     if (e->progress_handle) {
         env::progress::remove(e->progress_handle);
@@ -79,7 +75,7 @@ void destroy(shm_ep *e)
 // (progress reads the context lists under the lock).
 void ctx_close(util::ep_core *c)
 {
-    shm_ep *e = ep_of(c);
+    prov_ep *e = ep_of(c);
     c->prov = nullptr;
     if (!e)
         return;
@@ -99,7 +95,7 @@ void close_hook(util::ep_core *c)
         ctx_close(c);
         return;
     }
-    shm_ep *e = ep_of(c);
+    prov_ep *e = ep_of(c);
     if (!e)
         return;
     if (e->msg_type && e->msg_conn && e->msg_conn->state == conn::connected && !e->msg_conn->shut) {
@@ -113,7 +109,7 @@ void close_hook(util::ep_core *c)
 
 ssize_t tx_left(util::ep_core *c)
 {
-    shm_ep *e = ep_of(c);
+    prov_ep *e = ep_of(c);
     util::guard g(e->lock);
     ssize_t n = 0;
     for (tx_entry *t = e->tx_free; t; t = t->next)
@@ -146,19 +142,19 @@ const util::ep_hooks hooks = [] {
 
 int getname_op(fid *f, void *addr, std::size_t *len)
 {
-    shm_ep *e = ep_of(util::ep_core_of(f));
-    if (*len < sizeof(shm_addr)) {
-        *len = sizeof(shm_addr);
+    prov_ep *e = ep_of(util::ep_core_of(f));
+    if (*len < sizeof(ep_addr)) {
+        *len = sizeof(ep_addr);
         return -FI_ETOOSMALL;
     }
     std::memcpy(addr, &e->addr, sizeof e->addr);
-    *len = sizeof(shm_addr);
+    *len = sizeof(ep_addr);
     return 0;
 }
 
 const ops_cm rdm_cm_ops{.getname = getname_op};
 
-// Contexts of a scalable endpoint share its transport (shm_ep): the base
+// Contexts of a scalable endpoint share its transport (prov_ep): the base
 // creates them, the provider points them at it.
 int sep_tx_ctx(fid_ep *sep, int index, tx_attr *attr, fid_ep **out, void *context)
 {
@@ -183,9 +179,9 @@ const ops_ep sep_ops = [] {
     return o;
 }();
 
-int setup(shm_ep *e, ep_type type)
+int setup(prov_ep *e, ep_type type)
 {
-    shm_domain *d = e->dom;
+    prov_domain *d = e->dom;
     vq::cq_init_attr ca;
     ca.cqe = 4096;
     ca.single_threaded = !d->mt;
@@ -254,7 +250,7 @@ namespace {
 
 int open_ep(fid_domain *domain, info *in, std::size_t fclass, fid_ep **out, void *context)
 {
-    shm_domain *d = dom_of(util::to_domain(domain));
+    prov_domain *d = dom_of(util::to_domain(domain));
     ep_type type = in->ep_attr && in->ep_attr->type != FI_EP_UNSPEC ? in->ep_attr->type : FI_EP_RDM;
     util::ep_tables t;
     t.msg = &msg_ops;
@@ -269,7 +265,7 @@ int open_ep(fid_domain *domain, info *in, std::size_t fclass, fid_ep **out, void
     util::ep_core *c = h->core;
     c->supported_op_flags = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
     c->cm_data_size = type == FI_EP_MSG ? cm_data_max : 0;
-    auto *e = new (std::nothrow) shm_ep;
+    auto *e = new (std::nothrow) prov_ep;
     if (!e) {
         (void)util::ep_close_generic(&h->ep.fid);
         return -FI_ENOMEM;
@@ -281,7 +277,7 @@ int open_ep(fid_domain *domain, info *in, std::size_t fclass, fid_ep **out, void
     e->scalable = fclass == FI_CLASS_SEP;
     c->prov = e;
     if ((rc = setup(e, type))) {
-        SHUNT_LOG(fabric_log, warning, "shm: endpoint set-up failed: %s", shunt::strerror(rc));
+        SHUNT_LOG(prov_log, warning, "vq: endpoint set-up failed: %s", shunt::strerror(rc));
         (void)util::ep_close_generic(&h->ep.fid);
         return rc;
     }
@@ -321,4 +317,4 @@ int sep_open(fid_domain *domain, info *in, fid_ep **out, void *context)
     return open_ep(domain, in, FI_CLASS_SEP, out, context);
 }
 
-} // namespace shunt::fabric::shm
+} // namespace shunt::prov::vqprov

@@ -1,5 +1,4 @@
-/* The shm provider (private): endpoints of lib/fabric over lib/vq queues of
- * drivers/shm.
+/* The vq provider (private): endpoints of lib/fabric over lib/vq queues.
  *
  * RDM: each endpoint owns a UD QP (its address: segment name + UD QP number)
  * used only for connection management, and one RC QP per peer, created on
@@ -21,23 +20,28 @@
 #include <unordered_map>
 #include <vector>
 
+#include "env/log.h"
 #include "fabric/api.h"
 #include "fabric/ext_tso.h"
 #include "fabric/util/ep.h"
 #include "fabric/util/mr.h"
 #include "vq/vq.h"
 
-namespace shunt::fabric::shm {
+namespace shunt::prov::vqprov {
 
-namespace vq = shunt::vq;
+using namespace ::shunt::fabric; // the API and kit this provider implements
+namespace vq = ::shunt::vq;
+
+/** The provider's logging component (SHUNT_LOG_LEVEL=fabric:...). */
+extern env::log::component prov_log;
 
 /** Address of an shm endpoint (addr_format FI_FORMAT_UNSPEC: opaque binary, 64 bytes). */
-struct shm_addr {
+struct ep_addr {
     std::uint32_t qpn;    ///< the endpoint's UD QP
     std::uint8_t len;     ///< bytes of name
     char name[59];        ///< vq context address (segment name)
 };
-static_assert(sizeof(shm_addr) == 64);
+static_assert(sizeof(ep_addr) == 64);
 
 inline constexpr std::uint32_t max_inline = 1024;            ///< vq shm's inline limit
 inline constexpr std::uint32_t hdr_max = 32;                 ///< largest wire header
@@ -75,16 +79,16 @@ struct cm_msg {
     std::uint32_t req_qpn;   ///< requester's RC QP
     std::uint32_t rep_qpn;   ///< responder's RC QP (REP)
     std::uint32_t pad;
-    shm_addr from;           ///< sender's endpoint address
+    ep_addr from;           ///< sender's endpoint address
     /** MSG REQ: the segment of the sender's RC QPs when it differs from
      *  from's (an endpoint that took over a passive endpoint's address);
      *  len 0 otherwise. */
-    shm_addr rc_at;
+    ep_addr rc_at;
     std::uint8_t data[cm_data_max];
 };
 
-struct shm_domain;
-struct shm_ep;
+struct prov_domain;
+struct prov_ep;
 
 /** One RC QP of an endpoint with its bounce buffers. */
 struct rc_slot {
@@ -111,7 +115,7 @@ struct tx_entry;
 /** A peer as seen by one endpoint. */
 struct conn {
     enum state_t : std::uint8_t { idle, connecting, connected, failed } state = idle;
-    shm_addr peer{};
+    ep_addr peer{};
     int slot = -1;                ///< rc_slot used to send to this peer
     vq::ah *ah = nullptr;         ///< to the peer's UD QP
     tx_entry *active = nullptr;   ///< fragmented send in progress (FIFO head)
@@ -148,7 +152,7 @@ struct tx_entry {
     std::uint32_t gen = 0;
 };
 
-struct shm_domain : util::domain_obj {
+struct prov_domain : util::domain_obj {
     vq::context *ctx = nullptr;
     vq::pd *pd = nullptr;
     vq::td *td = nullptr;         ///< FI_THREAD_DOMAIN + manual progress: lock-free queues
@@ -164,19 +168,19 @@ struct adopted_ud {
     vq::qp *ud = nullptr;
     vq::mr *mr = nullptr;
     std::vector<std::uint8_t> bufs;
-    shm_addr own{};               ///< the endpoint's own UD address (its RC QPs' segment)
+    ep_addr own{};               ///< the endpoint's own UD address (its RC QPs' segment)
 };
 
 /** The provider state of an endpoint (util::ep_core::prov). */
-struct shm_ep {
+struct prov_ep {
     util::ep_core *core = nullptr;
-    shm_domain *dom = nullptr;
+    prov_domain *dom = nullptr;
     vq::cq *scq = nullptr, *rcq = nullptr;
     vq::qp *ud = nullptr;
     std::uint8_t *ud_bufs = nullptr;
     vq::mr *ud_mr = nullptr;
     std::vector<std::uint8_t> ud_mem;
-    shm_addr addr{};
+    ep_addr addr{};
     util::maybe_lock lock;        ///< provider state when the domain is multi-threaded
     rc_slot slots[max_qps];
     // peers by AV index (chunks never move) and by address
@@ -207,13 +211,13 @@ inline std::uint16_t rx_index_of(const util::ep_core *c, fi_addr_t dest)
 /** The endpoint core a message for receive context @p index is reported on:
  *  the endpoint itself, or for a scalable endpoint that receive context if it
  *  is open and enabled (else the first enabled one; null if none). */
-util::ep_core *rx_target(shm_ep *e, std::uint16_t index);
+util::ep_core *rx_target(prov_ep *e, std::uint16_t index);
 
-/** Endpoint hooks and tables (shm_ep.cpp). */
+/** Endpoint hooks and tables (prov_ep.cpp). */
 int ep_open(fid_domain *domain, info *info, fid_ep **ep, void *context);
 /** Scalable endpoints (RDM): tx/rx contexts share the endpoint's transport. */
 int sep_open(fid_domain *domain, info *info, fid_ep **sep, void *context);
-/** Passive endpoints (shm_cm.cpp). */
+/** Passive endpoints (cm.cpp). */
 int pep_open(fid_fabric *fabric, info *info, fid_pep **pep, void *context);
 extern const ops_cm msg_cm_ops;
 /** Take over passive endpoint @p handle's address for MSG endpoint @p e
@@ -221,50 +225,50 @@ extern const ops_cm msg_cm_ops;
  *  is no longer usable (listen: -FI_EOPBADSTATE) and only needs closing.
  *  @return 0; -FI_EINVAL not an shm passive endpoint of this fabric;
  *  -FI_EOPBADSTATE already taken or listening; -FI_ENOMEM. */
-int pep_adopt(fid *handle, shm_ep *e);
+int pep_adopt(fid *handle, prov_ep *e);
 /** Poll the adopted UD QP (CM replies). Lock held. */
-void adopted_progress(shm_ep *e);
+void adopted_progress(prov_ep *e);
 void adopted_destroy(adopted_ud *a);
 
-/** Progress of one endpoint (shm_rx.cpp). */
+/** Progress of one endpoint (rx.cpp). */
 void progress(util::ep_core *c);
-/** Transmit hook (shm_tx.cpp). */
+/** Transmit hook (tx.cpp). */
 ssize_t transmit(util::ep_core *c, const util::tx_req &r);
-/** Resume fragmented sends (shm_tx.cpp). Lock held. */
-void tx_resume(shm_ep *e, conn *c);
+/** Resume fragmented sends (tx.cpp). Lock held. */
+void tx_resume(prov_ep *e, conn *c);
 /** Fail a transmit that will never complete and free its entry. Lock held. */
-void tx_abort(shm_ep *e, tx_entry *t, int err);
-/** Transmit completion from a vq send CQ entry (shm_tx.cpp). Lock held. */
-void tx_complete(shm_ep *e, const vq::wc &w);
-/** An ack for a delivery-complete send arrived (shm_tx.cpp). Lock held. */
-void tx_acked(shm_ep *e, std::uint64_t id);
-/** Fast inject ops (shm_tx.cpp). */
+void tx_abort(prov_ep *e, tx_entry *t, int err);
+/** Transmit completion from a vq send CQ entry (tx.cpp). Lock held. */
+void tx_complete(prov_ep *e, const vq::wc &w);
+/** An ack for a delivery-complete send arrived (tx.cpp). Lock held. */
+void tx_acked(prov_ep *e, std::uint64_t id);
+/** Fast inject ops (tx.cpp). */
 extern const ops_msg msg_ops;
 extern const ops_tagged tagged_ops;
 
 /** A connection's QP failed: RDM forgets it (the next send reconnects),
  *  MSG marks the connection failed. Lock held. */
-void conn_broken(shm_ep *e, conn *c);
-/** Connections (shm_conn.cpp). Lock held. */
-conn *conn_for(shm_ep *e, util::av_entry *peer);
-int conn_start(shm_ep *e, conn *c);
-void cm_handle(shm_ep *e, const cm_msg &m);
-int slot_open(shm_ep *e, const shm_addr &peer, std::uint32_t peer_qpn, bool connect_now, int &slot_out);
-void slot_close(shm_ep *e, int slot);
-void slot_retire(shm_ep *e, int slot);
-int slot_connect(shm_ep *e, int slot, const shm_addr &peer, std::uint32_t peer_qpn);
-int ud_send(shm_ep *e, vq::ah *ah, std::uint32_t qpn, const void *buf, std::size_t len);
-vq::ah *ah_for(shm_ep *e, const shm_addr &a);
-fi_addr_t conn_src(shm_ep *e, conn *c);
+void conn_broken(prov_ep *e, conn *c);
+/** Connections (conn.cpp). Lock held. */
+conn *conn_for(prov_ep *e, util::av_entry *peer);
+int conn_start(prov_ep *e, conn *c);
+void cm_handle(prov_ep *e, const cm_msg &m);
+int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool connect_now, int &slot_out);
+void slot_close(prov_ep *e, int slot);
+void slot_retire(prov_ep *e, int slot);
+int slot_connect(prov_ep *e, int slot, const ep_addr &peer, std::uint32_t peer_qpn);
+int ud_send(prov_ep *e, vq::ah *ah, std::uint32_t qpn, const void *buf, std::size_t len);
+vq::ah *ah_for(prov_ep *e, const ep_addr &a);
+fi_addr_t conn_src(prov_ep *e, conn *c);
 
-/** Address helpers (shm_fabric.cpp). */
-std::string addr_key(const shm_addr &a);
-vq::dev_addr to_dev(const shm_addr &a);
+/** Address helpers (fabric.cpp). */
+std::string addr_key(const ep_addr &a);
+vq::dev_addr to_dev(const ep_addr &a);
 
-inline shm_ep *ep_of(util::ep_core *c) { return static_cast<shm_ep *>(c->prov); }
-inline shm_domain *dom_of(util::domain_obj *d) { return static_cast<shm_domain *>(d); }
+inline prov_ep *ep_of(util::ep_core *c) { return static_cast<prov_ep *>(c->prov); }
+inline prov_domain *dom_of(util::domain_obj *d) { return static_cast<prov_domain *>(d); }
 
 /** Map a vq completion status to a positive fabric error code. */
 int wc_to_err(vq::wc_status s);
 
-} // namespace shunt::fabric::shm
+} // namespace shunt::prov::vqprov

@@ -1,10 +1,10 @@
-// shm provider: FI_EP_DGRAM over the endpoint's UD QP, and the TSO extension.
+// vq provider: FI_EP_DGRAM over the endpoint's UD QP, and the TSO extension.
 #include <cstring>
 
 #include "env/errors.h"
-#include "shm_prov.h"
+#include "prov.h"
 
-namespace shunt::fabric::shm {
+namespace shunt::prov::vqprov {
 
 namespace {
 
@@ -13,12 +13,12 @@ struct dgram_hdr {
     std::uint8_t flags; ///< wf_data
     std::uint16_t pad;
     std::uint32_t pad2;
-    shm_addr from;      ///< sender (for FI_SOURCE)
+    ep_addr from;      ///< sender (for FI_SOURCE)
 };
 
 std::size_t dgram_hdr_size(bool tagged, bool data) { return sizeof(dgram_hdr) + (tagged ? 8 : 0) + (data ? 8 : 0); }
 
-vq::ah *peer_ah(shm_ep *e, util::av_entry *pe, std::uint32_t &qpn)
+vq::ah *peer_ah(prov_ep *e, util::av_entry *pe, std::uint32_t &qpn)
 {
     conn *c = conn_for(e, pe);
     if (!c)
@@ -33,7 +33,7 @@ vq::ah *peer_ah(shm_ep *e, util::av_entry *pe, std::uint32_t &qpn)
 
 ssize_t dgram_transmit(util::ep_core *core, const util::tx_req &r)
 {
-    shm_ep *e = ep_of(core);
+    prov_ep *e = ep_of(core);
     if (r.kind != util::tx_req::send && r.kind != util::tx_req::tsend)
         return -FI_EOPNOTSUPP;
     util::guard g(e->lock);
@@ -80,7 +80,7 @@ ssize_t dgram_transmit(util::ep_core *core, const util::tx_req &r)
     return 0;
 }
 
-void dgram_rx(shm_ep *e, const std::uint8_t *b, std::size_t len)
+void dgram_rx(prov_ep *e, const std::uint8_t *b, std::size_t len)
 {
     if (len < sizeof(dgram_hdr))
         return;
@@ -125,7 +125,7 @@ ssize_t tso_send(fid_ep *ep, const void *hdr, std::size_t hdr_len, const iovec *
         return -FI_EINVAL;
     util::ep_handle *h = util::to_handle(ep);
     util::ep_core *core = h->core;
-    shm_ep *e = ep_of(core);
+    prov_ep *e = ep_of(core);
     if (!util::ep_ready(core))
         return -FI_EOPBADSTATE;
     if ((!hdr && hdr_len) || (!payload && count) || hdr_len > 256 || mss == 0 ||
@@ -181,4 +181,4 @@ int dgram_ops_open(util::ep_core *c, const char *name, void **ops)
     return 0;
 }
 
-} // namespace shunt::fabric::shm
+} // namespace shunt::prov::vqprov

@@ -1,17 +1,13 @@
-// shm provider: RC QP slots of an endpoint, and the hidden connection
+// vq provider: RC QP slots of an endpoint, and the hidden connection
 // set-up of RDM endpoints (REQ / REP over the endpoint's UD QP).
 #include <cstring>
 #include <ctime>
 
 #include "env/errors.h"
 #include "env/log.h"
-#include "shm_prov.h"
+#include "prov.h"
 
-namespace shunt::fabric {
-extern env::log::component fabric_log;
-}
-
-namespace shunt::fabric::shm {
+namespace shunt::prov::vqprov {
 
 namespace {
 
@@ -24,7 +20,7 @@ long long now_ns()
 
 } // namespace
 
-int slot_open(shm_ep *e, const shm_addr &peer, std::uint32_t peer_qpn, bool connect_now, int &slot_out)
+int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool connect_now, int &slot_out)
 {
     int s = -1;
     for (int i = 0; i < int(max_qps); i++)
@@ -84,7 +80,7 @@ int slot_open(shm_ep *e, const shm_addr &peer, std::uint32_t peer_qpn, bool conn
     return 0;
 }
 
-int slot_connect(shm_ep *e, int s, const shm_addr &peer, std::uint32_t peer_qpn)
+int slot_connect(prov_ep *e, int s, const ep_addr &peer, std::uint32_t peer_qpn)
 {
     rc_slot &sl = e->slots[s];
     vq::qp_attr a;
@@ -98,7 +94,7 @@ int slot_connect(shm_ep *e, int s, const shm_addr &peer, std::uint32_t peer_qpn)
     return vq::modify_qp(sl.qp, &a, vq::QP_ATTR_STATE);
 }
 
-void slot_close(shm_ep *e, int s)
+void slot_close(prov_ep *e, int s)
 {
     rc_slot &sl = e->slots[s];
     if (sl.qp)
@@ -110,7 +106,7 @@ void slot_close(shm_ep *e, int s)
     sl = rc_slot{};
 }
 
-void slot_retire(shm_ep *e, int s)
+void slot_retire(prov_ep *e, int s)
 {
     // A failed QP is kept (in ERR) until the endpoint closes instead of being
     // destroyed: destroying it makes drivers/shm write the peer's ring
@@ -122,7 +118,7 @@ void slot_retire(shm_ep *e, int s)
     sl.retired = true;
 }
 
-vq::ah *ah_for(shm_ep *e, const shm_addr &a)
+vq::ah *ah_for(prov_ep *e, const ep_addr &a)
 {
     vq::ah_attr at;
     at.dest = to_dev(a);
@@ -130,7 +126,7 @@ vq::ah *ah_for(shm_ep *e, const shm_addr &a)
     return vq::create_ah(e->dom->pd, &at, &ah) == 0 ? ah : nullptr;
 }
 
-int ud_send(shm_ep *e, vq::ah *ah, std::uint32_t qpn, const void *buf, std::size_t len)
+int ud_send(prov_ep *e, vq::ah *ah, std::uint32_t qpn, const void *buf, std::size_t len)
 {
     vq::wr_start(e->ud);
     e->ud->wr_id = ~0ULL;
@@ -141,12 +137,12 @@ int ud_send(shm_ep *e, vq::ah *ah, std::uint32_t qpn, const void *buf, std::size
     return vq::wr_complete(e->ud);
 }
 
-conn *conn_for(shm_ep *e, util::av_entry *peer)
+conn *conn_for(prov_ep *e, util::av_entry *peer)
 {
     std::size_t idx = peer->index;
     if (idx < e->by_index.size() && e->by_index[idx]) [[likely]]
         return e->by_index[idx];
-    shm_addr a;
+    ep_addr a;
     std::memcpy(&a, peer->addr, sizeof a);
     std::string key = addr_key(a);
     conn *c = nullptr;
@@ -167,7 +163,7 @@ conn *conn_for(shm_ep *e, util::av_entry *peer)
     return c;
 }
 
-int conn_start(shm_ep *e, conn *c)
+int conn_start(prov_ep *e, conn *c)
 {
     if (c->state == conn::connected)
         return 0;
@@ -204,7 +200,7 @@ int conn_start(shm_ep *e, conn *c)
     return -FI_EAGAIN;
 }
 
-void cm_handle(shm_ep *e, const cm_msg &m)
+void cm_handle(prov_ep *e, const cm_msg &m)
 {
     if (m.from.len == 0 || m.from.len > 59)
         return;
@@ -238,7 +234,7 @@ void cm_handle(shm_ep *e, const cm_msg &m)
             return;
         int s = -1;
         if (slot_open(e, m.from, m.req_qpn, true, s) != 0) {
-            SHUNT_LOG(fabric_log, warning, "shm: cannot accept a connection from %s", key.c_str());
+            SHUNT_LOG(prov_log, warning, "vq: cannot accept a connection from %s", key.c_str());
             return;
         }
         e->slots[s].c = c;
@@ -281,7 +277,7 @@ void cm_handle(shm_ep *e, const cm_msg &m)
     }
 }
 
-void conn_broken(shm_ep *e, conn *c)
+void conn_broken(prov_ep *e, conn *c)
 {
     if (!c || c->slot < 0)
         return;
@@ -295,7 +291,7 @@ void conn_broken(shm_ep *e, conn *c)
     c->state = conn::idle;
 }
 
-fi_addr_t conn_src(shm_ep *e, conn *c)
+fi_addr_t conn_src(prov_ep *e, conn *c)
 {
     util::av_obj *av = e->core->av;
     if (!c || !av)
@@ -308,4 +304,4 @@ fi_addr_t conn_src(shm_ep *e, conn *c)
     return c->src;
 }
 
-} // namespace shunt::fabric::shm
+} // namespace shunt::prov::vqprov
