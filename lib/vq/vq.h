@@ -48,7 +48,11 @@ struct device_attr {
     std::uint32_t max_srq_wr = 0;
     std::uint32_t max_msg_sz = 0;      ///< RC/UC message and RDMA size
     std::uint32_t ud_mtu = 0;          ///< largest UD message (and TSO segment incl. header)
+    std::uint32_t max_tso_hdr = 0;     ///< largest wr_send_tso header (0: no TSO on any QP type)
     bool atomics_global = false;       ///< atomics atomic against CPU atomics too
+    /** Contexts of this device reach only contexts on the same host (through
+     *  shared memory); false: peers may be on other hosts. */
+    bool host_local = false;
     /** Operations supported per QP type (OPS_* bits; 0: type not supported). */
     std::uint64_t ops[num_qp_types] = {};
 };
