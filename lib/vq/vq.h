@@ -198,6 +198,9 @@ struct qp_attr {
 int get_device_list(std::vector<device *> &out);
 /** @return the device called @p name, or null. */
 device *find_device(const char *name);
+/** Name of the driver that probed @p dev ("shm"); "" for null. Devices of
+ *  one driver reach each other (the fabric a provider offers them in). */
+const char *device_driver_name(const device *dev);
 /** Open a device. @return 0 and *out; -FI_EINVAL null argument; the driver's
  *  error otherwise (shm: -FI_ENOMEM no segment memory or no host-wide
  *  QP-number table; -FI_ENOSPC 1024 contexts of this user already open). */

@@ -5,7 +5,6 @@
 #include <new>
 
 #include "env/errors.h"
-#include "fabric/detail/live.h"
 #include "prov.h"
 
 namespace shunt::prov::vqprov {
@@ -32,6 +31,7 @@ struct pep_obj {
     vq::qp *ud = nullptr;
     vq::mr *mr = nullptr;
     std::vector<std::uint8_t> bufs;
+    std::uint32_t buf_size = 0;   ///< bytes of one receive buffer in bufs
     ep_addr addr{};
     util::eq_obj *eq = nullptr;
     bool listening = false;
@@ -72,7 +72,7 @@ void pep_progress(void *arg)
     for (int k = 0; k < n; k++) {
         if (w[k].qp_num != p->ud->qp_num || w[k].wr_id == ~0ULL)
             continue;
-        const std::uint8_t *b = p->bufs.data() + w[k].wr_id * ud_buf;
+        const std::uint8_t *b = p->bufs.data() + w[k].wr_id * p->buf_size;
         if (w[k].status == vq::wc_status::success && w[k].byte_len >= offsetof(cm_msg, data) && p->listening) {
             cm_msg m{};
             std::memcpy(&m, b, std::min<std::size_t>(w[k].byte_len, sizeof m));
@@ -106,8 +106,9 @@ void pep_progress(void *arg)
                 freeinfo(ci);
             }
         }
-        (void)vq::post_recv(p->ud, w[k].wr_id, reinterpret_cast<std::uint64_t>(p->bufs.data()) + w[k].wr_id * ud_buf,
-                            ud_buf, p->mr->lkey);
+        (void)vq::post_recv(p->ud, w[k].wr_id,
+                            reinterpret_cast<std::uint64_t>(p->bufs.data()) + w[k].wr_id * p->buf_size, p->buf_size,
+                            p->mr->lkey);
     }
 }
 
@@ -460,13 +461,15 @@ void pep_cm(prov_ep *e, const cm_msg &m)
 int pep_adopt(fid *handle, prov_ep *e)
 {
     auto *p = reinterpret_cast<pep_obj *>(handle);
-    if (!detail::live_is(handle, FI_CLASS_PEP) || p->pep.fid.ops != &pep_fid_ops)
-        return -FI_EINVAL; // not an shm passive endpoint
+    if (!(fid_live(handle) && handle->fclass == FI_CLASS_PEP) || p->pep.fid.ops != &pep_fid_ops)
+        return -FI_EINVAL; // not a passive endpoint of this provider
     if (p->fabric != e->dom->fabric)
         return -FI_EINVAL;
     std::lock_guard g(p->mu);
     if (p->taken || p->listening)
         return -FI_EOPBADSTATE; // a listening passive endpoint keeps its address
+    if (p->ctx->dev != e->dom->ctx->dev)
+        return -FI_EINVAL; // its address is on another device
     auto *a = new (std::nothrow) adopted_ud;
     if (!a)
         return -FI_ENOMEM;
@@ -476,6 +479,7 @@ int pep_adopt(fid *handle, prov_ep *e)
     a->ud = p->ud;
     a->mr = p->mr;
     a->bufs = std::move(p->bufs);
+    a->buf_size = p->buf_size;
     p->ctx = nullptr;
     p->pd = nullptr;
     p->cq = nullptr;
@@ -496,14 +500,15 @@ void adopted_progress(prov_ep *e)
     for (int k = 0; k < n; k++) {
         if (w[k].qp_num != a->ud->qp_num || w[k].wr_id == ~0ULL)
             continue;
-        const std::uint8_t *b = a->bufs.data() + w[k].wr_id * ud_buf;
+        const std::uint8_t *b = a->bufs.data() + w[k].wr_id * a->buf_size;
         if (w[k].status == vq::wc_status::success && w[k].byte_len >= offsetof(cm_msg, data)) {
             cm_msg m{};
             std::memcpy(&m, b, std::min<std::size_t>(w[k].byte_len, sizeof m));
             pep_cm(e, m); // REP / REJ for a connect from the adopted address
         }
-        (void)vq::post_recv(a->ud, w[k].wr_id, reinterpret_cast<std::uint64_t>(a->bufs.data()) + w[k].wr_id * ud_buf,
-                            ud_buf, a->mr->lkey);
+        (void)vq::post_recv(a->ud, w[k].wr_id,
+                            reinterpret_cast<std::uint64_t>(a->bufs.data()) + w[k].wr_id * a->buf_size, a->buf_size,
+                            a->mr->lkey);
     }
 }
 
@@ -532,10 +537,18 @@ int pep_open(fid_fabric *fabric, info *in, fid_pep **out, void *context)
     p->fabric = util::to_fabric(fabric);
     p->fabric->refs.fetch_add(1);
     p->info = dupinfo(in);
-    vq::device *dev = vq::find_device("shm0");
+    // The passive endpoint listens on the device its info's domain names
+    // (the fabric's first device when none is named).
+    vq::device *dev = device_named(p->fabric->name.c_str(), in && in->domain_attr ? in->domain_attr->name : nullptr);
     int rc = !p->info ? -FI_ENOMEM : !dev ? -FI_ENODEV : 0;
+    vq::device_attr da;
+    dev_limits l;
+    if (!rc)
+        rc = device_attr_of(dev, da);
+    if (!rc)
+        rc = limits_of(da, l);
     vq::cq_init_attr ca;
-    ca.cqe = 256;
+    ca.cqe = int(std::min<std::uint32_t>(256, da.max_cqe));
     vq::qp_init_attr ia;
     if (!rc)
         rc = vq::open_device(dev, &p->ctx);
@@ -546,9 +559,9 @@ int pep_open(fid_fabric *fabric, info *in, fid_pep **out, void *context)
     if (!rc) {
         ia.type = vq::qp_type::ud;
         ia.send_cq = ia.recv_cq = p->cq;
-        ia.cap.max_recv_wr = ud_depth;
-        ia.cap.max_send_wr = 64;
-        ia.cap.max_inline_data = max_inline;
+        ia.cap.max_recv_wr = l.ud_depth;
+        ia.cap.max_send_wr = l.ud_depth;
+        ia.cap.max_inline_data = l.inline_max;
         rc = vq::create_qp(p->pd, &ia, &p->ud);
     }
     vq::qp_attr a;
@@ -559,11 +572,12 @@ int pep_open(fid_fabric *fabric, info *in, fid_pep **out, void *context)
             rc = vq::modify_qp(p->ud, &a, vq::QP_ATTR_STATE | (st == vq::qp_state::init ? vq::QP_ATTR_QKEY : 0));
     }
     if (!rc) {
-        p->bufs.assign(std::size_t(ud_depth) * ud_buf, 0);
+        p->buf_size = l.ud_buf;
+        p->bufs.assign(std::size_t(l.ud_depth) * p->buf_size, 0);
         rc = vq::reg_mr(p->pd, p->bufs.data(), p->bufs.size(), vq::ACCESS_LOCAL_WRITE, &p->mr);
     }
-    for (std::uint64_t i = 0; !rc && i < ud_depth; i++)
-        rc = vq::post_recv(p->ud, i, reinterpret_cast<std::uint64_t>(p->bufs.data()) + i * ud_buf, ud_buf,
+    for (std::uint64_t i = 0; !rc && i < l.ud_depth; i++)
+        rc = vq::post_recv(p->ud, i, reinterpret_cast<std::uint64_t>(p->bufs.data()) + i * p->buf_size, p->buf_size,
                            p->mr->lkey);
     if (rc) {
         pep_destroy(p);

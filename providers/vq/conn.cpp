@@ -23,7 +23,7 @@ long long now_ns()
 int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool connect_now, int &slot_out)
 {
     int s = -1;
-    for (int i = 0; i < int(max_qps); i++)
+    for (int i = 0; i < int(e->slots.size()); i++)
         if (!e->slots[i].qp) {
             s = i;
             break;
@@ -37,11 +37,12 @@ int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool conn
     ia.recv_cq = e->rcq;
     ia.send_ops_flags = vq::OPS_SEND | vq::OPS_RDMA_WRITE | vq::OPS_RDMA_WRITE_WITH_IMM | vq::OPS_RDMA_READ |
                         vq::OPS_ATOMIC_CMP_AND_SWP | vq::OPS_ATOMIC_FETCH_AND_ADD;
-    ia.cap.max_send_wr = 1024;
-    ia.cap.max_recv_wr = rq_depth;
-    ia.cap.max_send_sge = 4;
+    const dev_limits &l = e->dom->lim;
+    ia.cap.max_send_wr = l.sq_depth;
+    ia.cap.max_recv_wr = l.rq_depth;
+    ia.cap.max_send_sge = l.send_sge;
     ia.cap.max_recv_sge = 1;
-    ia.cap.max_inline_data = max_inline;
+    ia.cap.max_inline_data = l.inline_max;
     ia.td = e->dom->td;
     int rc = vq::create_qp(e->dom->pd, &ia, &sl.qp);
     if (rc)
@@ -55,17 +56,18 @@ int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool conn
         sl.qp = nullptr;
         return rc;
     }
-    sl.bounce = new (std::nothrow) std::uint8_t[std::size_t(rq_depth) * bounce_size];
+    const std::size_t bounce = l.inline_max; // one inline message per receive
+    sl.bounce = new (std::nothrow) std::uint8_t[std::size_t(l.rq_depth) * bounce];
     vq::mr *m = nullptr;
     if (!sl.bounce ||
-        (rc = vq::reg_mr(e->dom->pd, sl.bounce, std::size_t(rq_depth) * bounce_size, vq::ACCESS_LOCAL_WRITE, &m))) {
+        (rc = vq::reg_mr(e->dom->pd, sl.bounce, std::size_t(l.rq_depth) * bounce, vq::ACCESS_LOCAL_WRITE, &m))) {
         slot_close(e, s);
         return rc ? rc : -FI_ENOMEM;
     }
     sl.bounce_mr = m;
-    for (std::uint32_t i = 0; i < rq_depth; i++) {
+    for (std::uint32_t i = 0; i < l.rq_depth; i++) {
         rc = vq::post_recv(sl.qp, (std::uint64_t(s) << 32) | i,
-                           reinterpret_cast<std::uint64_t>(sl.bounce) + std::uint64_t(i) * bounce_size, bounce_size,
+                           reinterpret_cast<std::uint64_t>(sl.bounce) + std::uint64_t(i) * bounce, std::uint32_t(bounce),
                            m->lkey);
         if (rc) {
             slot_close(e, s);
@@ -209,7 +211,7 @@ void cm_handle(prov_ep *e, const cm_msg &m)
     conn *c = it == e->by_addr.end() ? nullptr : it->second;
     if (m.op == cm_req) {
         // A repeated REQ for a QP we already accepted: answer again.
-        for (int i = 0; i < int(max_qps); i++) {
+        for (int i = 0; i < int(e->slots.size()); i++) {
             rc_slot &sl = e->slots[i];
             if (sl.qp && sl.c && sl.accepted_from == m.req_qpn && addr_key(sl.c->peer) == key) {
                 cm_msg r{};

@@ -5,7 +5,6 @@
 #include "env/errors.h"
 #include "env/lcore.h"
 #include "env/log.h"
-#include "fabric/detail/live.h"
 #include "prov.h"
 
 namespace shunt::prov::vqprov {
@@ -43,7 +42,7 @@ void destroy(prov_ep *e)
         env::progress::remove(e->progress_handle);
         e->progress_handle = 0;
     }
-    for (int s = 0; s < int(max_qps); s++)
+    for (int s = 0; s < int(e->slots.size()); s++)
         if (e->slots[s].qp)
             slot_close(e, s);
     for (conn *c : e->all) {
@@ -117,10 +116,11 @@ ssize_t tx_left(util::ep_core *c)
     return n;
 }
 
-int shm_permitted(util::ep_core *, bool permitted)
+int shm_permitted(util::ep_core *c, bool permitted)
 {
-    // Shared memory is the only way this provider communicates.
-    return permitted ? 0 : -FI_EOPNOTSUPP;
+    // On a host-local device shared memory is the only way to communicate;
+    // other devices never use it.
+    return permitted || !ep_of(c)->dom->lim.host_local ? 0 : -FI_EOPNOTSUPP;
 }
 
 ssize_t transmit_any(util::ep_core *c, const util::tx_req &r)
@@ -182,26 +182,28 @@ const ops_ep sep_ops = [] {
 int setup(prov_ep *e, ep_type type)
 {
     prov_domain *d = e->dom;
+    const dev_limits &l = d->lim;
+    e->slots.assign(l.max_conns, rc_slot{});
     vq::cq_init_attr ca;
-    ca.cqe = 4096;
+    ca.cqe = int(l.scq_depth);
     ca.single_threaded = !d->mt;
     int rc = vq::create_cq(d->ctx, &ca, &e->scq);
     if (rc)
         return rc;
-    ca.cqe = int(max_qps * rq_depth + ud_depth + 64);
+    ca.cqe = int(l.rcq_depth);
     if ((rc = vq::create_cq(d->ctx, &ca, &e->rcq)))
         return rc;
     e->dgram = type == FI_EP_DGRAM;
-    std::size_t usz = e->dgram ? 4096 : ud_buf;
+    std::size_t usz = e->dgram ? l.dgram_buf : l.ud_buf;
     vq::qp_init_attr ia;
     ia.type = vq::qp_type::ud;
     ia.send_cq = e->scq;
     ia.recv_cq = e->rcq;
     ia.send_ops_flags = vq::OPS_SEND | (e->dgram ? vq::OPS_TSO : 0);
-    ia.cap.max_send_wr = 1024;
-    ia.cap.max_recv_wr = ud_depth;
-    ia.cap.max_send_sge = 4;
-    ia.cap.max_inline_data = max_inline;
+    ia.cap.max_send_wr = l.sq_depth;
+    ia.cap.max_recv_wr = l.ud_depth;
+    ia.cap.max_send_sge = l.send_sge;
+    ia.cap.max_inline_data = l.inline_max;
     ia.td = d->td;
     if ((rc = vq::create_qp(d->pd, &ia, &e->ud)))
         return rc;
@@ -216,11 +218,11 @@ int setup(prov_ep *e, ep_type type)
     a.state = vq::qp_state::rts;
     if ((rc = vq::modify_qp(e->ud, &a, vq::QP_ATTR_STATE)))
         return rc;
-    e->ud_mem.assign(usz * ud_depth, 0);
+    e->ud_mem.assign(usz * l.ud_depth, 0);
     e->ud_bufs = e->ud_mem.data();
     if ((rc = vq::reg_mr(d->pd, e->ud_bufs, e->ud_mem.size(), vq::ACCESS_LOCAL_WRITE, &e->ud_mr)))
         return rc;
-    for (std::uint64_t i = 0; i < ud_depth; i++)
+    for (std::uint64_t i = 0; i < l.ud_depth; i++)
         if ((rc = vq::post_recv(e->ud, i, reinterpret_cast<std::uint64_t>(e->ud_bufs) + i * usz,
                                 std::uint32_t(usz), e->ud_mr->lkey)))
             return rc;
@@ -230,7 +232,9 @@ int setup(prov_ep *e, ep_type type)
     e->addr.qpn = qa.qpn;
     e->addr.len = qa.dev.len;
     std::memcpy(e->addr.name, qa.dev.raw, qa.dev.len);
-    std::size_t ntx = e->core->info->tx_attr && e->core->info->tx_attr->size ? e->core->info->tx_attr->size : 1024;
+    std::size_t ntx = e->core->info->tx_attr && e->core->info->tx_attr->size ? e->core->info->tx_attr->size : l.sq_depth;
+    if (e->dgram && l.tso_hdr_max)
+        e->tso_hdr.assign(dgram_hdr_size + l.tso_hdr_max, 0);
     e->tx.assign(ntx, tx_entry{});
     e->scratch = new (std::nothrow) std::uint64_t[ntx];
     if (!e->scratch)
@@ -281,7 +285,7 @@ int open_ep(fid_domain *domain, info *in, std::size_t fclass, fid_ep **out, void
         (void)util::ep_close_generic(&h->ep.fid);
         return rc;
     }
-    if (in->handle && detail::live_is(in->handle, FI_CLASS_PEP)) {
+    if (in->handle && fid_live(in->handle) && in->handle->fclass == FI_CLASS_PEP) {
         // fi_endpoint(3): the active endpoint acquires the passive endpoint's
         // address (MSG only; the passive endpoint must no longer be used).
         rc = type == FI_EP_MSG && fclass == FI_CLASS_EP ? pep_adopt(in->handle, e) : -FI_EINVAL;

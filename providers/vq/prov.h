@@ -35,29 +35,65 @@ namespace vq = ::shunt::vq;
 /** The provider's logging component (SHUNT_LOG_LEVEL=fabric:...). */
 extern env::log::component prov_log;
 
-/** Address of an shm endpoint (addr_format FI_FORMAT_UNSPEC: opaque binary, 64 bytes). */
+/** Address of an endpoint (addr_format FI_FORMAT_UNSPEC: opaque binary, 64
+ *  bytes): its device context's address and its UD QP. */
 struct ep_addr {
     std::uint32_t qpn;    ///< the endpoint's UD QP
     std::uint8_t len;     ///< bytes of name
-    char name[59];        ///< vq context address (segment name)
+    char name[59];        ///< vq context address (context::addr; shm: the segment name)
 };
 static_assert(sizeof(ep_addr) == 64);
 
-inline constexpr std::uint32_t max_inline = 1024;            ///< vq shm's inline limit
-inline constexpr std::uint32_t hdr_max = 32;                 ///< largest wire header
-inline constexpr std::uint32_t frag_max = max_inline - hdr_max; ///< payload per fragment
-inline constexpr std::uint32_t bounce_size = max_inline;
-inline constexpr std::uint32_t rq_depth = 128;               ///< bounce buffers per RC QP
+// The provider's own choices. Every limit of the device comes from its
+// device_attr (dev_limits below), never from a copy of a driver's constant.
+inline constexpr std::uint32_t hdr_max = 32;                 ///< largest wire header of an RC message
 inline constexpr std::uint32_t stage_keep = 64 * 1024;       ///< largest staging buffer kept per RC QP
-inline constexpr std::uint32_t max_qps = 63;                 ///< RC QPs per endpoint (vq CQ limit 64)
-inline constexpr std::uint32_t ud_depth = 64;
-inline constexpr std::uint32_t ud_buf = 512;
-inline constexpr std::uint32_t cm_data_max = 128;
+inline constexpr std::uint32_t cm_data_max = 128;            ///< CM data of connect/accept/reject
 inline constexpr std::size_t max_ctx = 16;                   ///< tx / rx contexts per scalable endpoint
 inline constexpr std::uint32_t qkey = 0x5348;                ///< "SH"
-inline constexpr std::size_t max_msg = std::size_t(64) << 20;
-/** DGRAM: one inline UD message (header carries the sender's address). */
-inline constexpr std::size_t dgram_max = max_inline - 64 - 8 - 16;
+inline constexpr std::size_t max_msg = std::size_t(64) << 20; ///< largest message (reassembled by the receiver)
+inline constexpr std::size_t iov_max = 4;                    ///< iov_limit of sends and receives
+inline constexpr std::uint32_t tso_segments_max = 64;        ///< TSO extension: segments per send
+/** Header of a DGRAM message (dgram.cpp): op, flags, padding, the sender's
+ *  address; a tag and remote CQ data follow when present. */
+inline constexpr std::uint32_t dgram_hdr_size = 8 + sizeof(ep_addr);
+inline constexpr std::uint32_t dgram_hdr_max = dgram_hdr_size + 16;
+
+/** What the provider uses of one vq device, derived from its device_attr by
+ *  limits_of(): each is the provider's wish bounded by the device. */
+struct dev_limits {
+    std::uint32_t inline_max = 0;  ///< bytes one send carries inline (max_inline_data): one bounce buffer
+    std::uint32_t frag_max = 0;    ///< RC payload per send: inline_max - hdr_max (larger messages fragment)
+    std::uint32_t dgram_max = 0;   ///< DGRAM message: inline_max - the datagram header
+    std::uint32_t sq_depth = 0;    ///< send queue entries per QP (wish 1024)
+    std::uint32_t rq_depth = 0;    ///< bounce buffers per RC QP (wish 128)
+    std::uint32_t ud_depth = 0;    ///< receives posted on the UD QP (wish 64)
+    std::uint32_t ud_buf = 0;      ///< a UD receive buffer of an RDM / MSG endpoint (CM messages)
+    std::uint32_t dgram_buf = 0;   ///< a UD receive buffer of a DGRAM endpoint: the UD MTU
+    std::uint32_t send_sge = 0;    ///< gather entries per send (wish iov_max)
+    std::uint32_t max_conns = 0;   ///< RC QPs (connections) per endpoint (wish 63; its receive CQ must hold them)
+    std::uint32_t scq_depth = 0;   ///< send CQ entries per endpoint (wish 4096)
+    std::uint32_t rcq_depth = 0;   ///< receive CQ entries: every bounce buffer, the UD receives, and slack
+    std::uint32_t ep_cnt = 0;      ///< endpoints per domain (wish 256)
+    std::uint32_t mr_cnt = 0;      ///< memory regions per domain (max_mr)
+    std::uint32_t tso_hdr_max = 0; ///< TSO extension: the application's header (0: no TSO)
+    std::uint32_t tso_mss_max = 0; ///< TSO extension: largest MSS
+    bool host_local = false;       ///< peers only on this host (shared memory)
+};
+
+/** Derive the provider's limits on a device.
+ *  @return 0; -FI_ENODATA the device cannot carry this provider's protocol
+ *  (no RC/UD send, inline data below a CM message, ...). */
+[[nodiscard]] int limits_of(const vq::device_attr &a, dev_limits &out);
+
+/** The device attributes of @p dev, queried once per process (getinfo and
+ *  every domain read them; opening a device context costs a segment).
+ *  @return 0 and *out; the device's open/query error. */
+[[nodiscard]] int device_attr_of(vq::device *dev, vq::device_attr &out);
+
+/** The device a domain name names; null: the first device of driver
+ *  @p fabric (any driver when null) when @p domain is null or empty. */
+vq::device *device_named(const char *fabric, const char *domain);
 
 /** Wire header of an RC message (before the payload). */
 enum : std::uint8_t { w_msg = 1, w_tagged = 2, w_frag = 3, w_ack = 4, w_shutdown = 5 };
@@ -157,6 +193,7 @@ struct prov_domain : util::domain_obj {
     vq::pd *pd = nullptr;
     vq::td *td = nullptr;         ///< FI_THREAD_DOMAIN + manual progress: lock-free queues
     vq::device_attr dattr{};
+    dev_limits lim{};             ///< from dattr
 };
 
 /** A passive endpoint's UD QP (its address) taken over by an active MSG
@@ -168,6 +205,7 @@ struct adopted_ud {
     vq::qp *ud = nullptr;
     vq::mr *mr = nullptr;
     std::vector<std::uint8_t> bufs;
+    std::uint32_t buf_size = 0;   ///< bytes of one receive buffer in bufs
     ep_addr own{};               ///< the endpoint's own UD address (its RC QPs' segment)
 };
 
@@ -182,7 +220,7 @@ struct prov_ep {
     std::vector<std::uint8_t> ud_mem;
     ep_addr addr{};
     util::maybe_lock lock;        ///< provider state when the domain is multi-threaded
-    rc_slot slots[max_qps];
+    std::vector<rc_slot> slots;   ///< dom->lim.max_conns RC QPs, sized at creation (never moves)
     // peers by AV index (chunks never move) and by address
     std::vector<conn *> by_index;
     std::unordered_map<std::string, conn *> by_addr;
@@ -198,6 +236,7 @@ struct prov_ep {
     bool dgram = false;
     bool scalable = false;        ///< core is a scalable endpoint: receives go to its rx contexts
     adopted_ud *pep_ud = nullptr; ///< MSG: a passive endpoint's address taken over (its CM replies arrive there)
+    std::vector<std::uint8_t> tso_hdr; ///< DGRAM: our datagram header + the application's, for send_tso
 };
 
 /** Receive context index a destination address names (fi_rx_addr with the
@@ -223,7 +262,7 @@ extern const ops_cm msg_cm_ops;
 /** Take over passive endpoint @p handle's address for MSG endpoint @p e
  *  (fi_endpoint(3): info->handle = a passive endpoint). The passive endpoint
  *  is no longer usable (listen: -FI_EOPBADSTATE) and only needs closing.
- *  @return 0; -FI_EINVAL not an shm passive endpoint of this fabric;
+ *  @return 0; -FI_EINVAL not a vq passive endpoint of this fabric;
  *  -FI_EOPBADSTATE already taken or listening; -FI_ENOMEM. */
 int pep_adopt(fid *handle, prov_ep *e);
 /** Poll the adopted UD QP (CM replies). Lock held. */

@@ -141,7 +141,7 @@ ssize_t send_msg(prov_ep *e, util::ep_core *core, const util::tx_req &r)
     bool delivery = r.flags & FI_DELIVERY_COMPLETE;
     std::uint8_t fl = (r.flags & FI_REMOTE_CQ_DATA) ? wf_data : 0;
     std::uint64_t data = r.data & 0xffffffffu; // cq_data_size is 4
-    if (r.len > frag_max) {
+    if (r.len > e->dom->lim.frag_max) {
         tx_entry *t = tx_get(e);
         if (!t)
             return -FI_EAGAIN;
@@ -232,7 +232,7 @@ ssize_t rma(prov_ep *e, util::ep_core *core, const util::tx_req &r)
         tx_put(e, t);
         return 0;
     }
-    bool inl = write && r.len <= max_inline;
+    bool inl = write && r.len <= e->dom->lim.inline_max;
     vq::sge sg[4];
     if (!inl) {
         for (std::size_t i = 0; i < r.count; i++) {
@@ -357,7 +357,7 @@ void tx_resume(prov_ep *e, conn *c)
     vq::qp *q = e->slots[c->slot].qp;
     bool at_post = completes_at_post(t->flags);
     while (t->off < t->len) {
-        std::size_t chunk = std::min<std::size_t>(frag_max, t->len - t->off);
+        std::size_t chunk = std::min<std::size_t>(e->dom->lim.frag_max, t->len - t->off);
         bool last = t->off + chunk == t->len;
         std::uint8_t h[hdr_max];
         std::size_t hl;
