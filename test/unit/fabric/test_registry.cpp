@@ -276,7 +276,8 @@ TEST(FabricRegistry, AliasesSelectTheProviderAndAnswersCarryItsName)
 
     EXPECT_EQ(find_provider("NICK"), &rec);
     EXPECT_EQ(find_provider("other"), &rec);
-    const provider_status *s = find(providers(), "aliased");
+    auto all = providers();
+    const provider_status *s = find(all, "aliased");
     ASSERT_NE(s, nullptr);
     EXPECT_EQ(s->aliases, "nick,other");
 
