@@ -282,6 +282,7 @@ TEST(FabricRegistry, AliasesSelectTheProviderAndAnswersCarryItsName)
     EXPECT_EQ(s->aliases, "nick,other");
 
     info *h = test::loop_hints(FI_EP_RDM, FI_MSG);
+    std::free(h->fabric_attr->prov_name);
     h->fabric_attr->prov_name = ::strdup("nick");
     info *out = nullptr;
     ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), 0);
