@@ -11,17 +11,6 @@ namespace {
 
 inline domain_w *dw(::fid_domain *d) { return reinterpret_cast<domain_w *>(d); }
 
-template <class W>
-int finish_wrap(W *w, sf::fid *sh)
-{
-    int rc = reg_wrapper(sh, &w->lf.fid);
-    if (rc) {
-        (void)sf::close(sh);
-        delete w;
-    }
-    return rc;
-}
-
 // ---- completion queues ----
 
 inline sf::fid_cq *sh_cq(::fid_cq *cq) { return reinterpret_cast<cq_w *>(cq)->sh; }
@@ -222,11 +211,7 @@ int wrap_mr(sf::fid_mr *sh, void *context, ::fid_mr **mr)
     w->lf.fid.context = context;
     w->lf.fid.ops = &g_mr_fi_ops;
     mr_refresh(w);
-    int rc = finish_wrap(w, &sh->fid);
-    if (rc)
-        return rc;
-    *mr = &w->lf;
-    return 0;
+    return publish(w, mr);
 }
 
 // fi_mr_reg and friends take the domain's fid (or an endpoint's, FI_MR_ENDPOINT
@@ -345,10 +330,7 @@ int cq_open(::fid_domain *domain, ::fi_cq_attr *attr, ::fid_cq **cq, void *conte
     w->lf.fid.context = context;
     w->lf.fid.ops = &g_cq_fi_ops;
     w->lf.ops = &g_cq_ops;
-    if ((rc = finish_wrap(w, &w->sh->fid)))
-        return rc;
-    *cq = &w->lf;
-    return 0;
+    return publish(w, cq);
 }
 
 int cntr_open(::fid_domain *domain, ::fi_cntr_attr *attr, ::fid_cntr **cntr, void *context)
@@ -375,10 +357,7 @@ int cntr_open(::fid_domain *domain, ::fi_cntr_attr *attr, ::fid_cntr **cntr, voi
     w->lf.fid.context = context;
     w->lf.fid.ops = &g_cntr_fi_ops;
     w->lf.ops = &g_cntr_ops;
-    if ((rc = finish_wrap(w, &w->sh->fid)))
-        return rc;
-    *cntr = &w->lf;
-    return 0;
+    return publish(w, cntr);
 }
 
 int av_open(::fid_domain *domain, ::fi_av_attr *attr, ::fid_av **av, void *context)
@@ -405,10 +384,7 @@ int av_open(::fid_domain *domain, ::fi_av_attr *attr, ::fid_av **av, void *conte
     w->lf.fid.context = context;
     w->lf.fid.ops = &g_av_fi_ops;
     w->lf.ops = &g_av_ops;
-    if ((rc = finish_wrap(w, &w->sh->fid)))
-        return rc;
-    *av = &w->lf;
-    return 0;
+    return publish(w, av);
 }
 
 } // namespace shunt::ofi

@@ -41,12 +41,10 @@ int ep_control(::fid *f, int command, void *arg)
         return rc;
     }
     ep_wrap(nw, reinterpret_cast<sf::fid_ep *>(sh_alias), w->lf.fid.context, w->api_version);
-    if ((rc = reg_wrapper(sh_alias, &nw->lf.fid))) {
-        (void)sf::close(sh_alias);
-        delete nw;
+    ::fid_ep *alias = nullptr;
+    if ((rc = publish(nw, &alias)))
         return rc;
-    }
-    *a->fid = &nw->lf.fid;
+    *a->fid = &alias->fid;
     return 0;
 }
 
@@ -111,13 +109,7 @@ int ep_ctx(::fid_ep *sep, int index, void *attr, ::fid_ep **ctx_ep, void *contex
         return rc;
     }
     ep_wrap(nw, sh, context, w->api_version);
-    if ((rc = reg_wrapper(&sh->fid, &nw->lf.fid))) {
-        (void)sf::close(&sh->fid);
-        delete nw;
-        return rc;
-    }
-    *ctx_ep = &nw->lf;
-    return 0;
+    return publish(nw, ctx_ep);
 }
 
 int ep_tx_ctx(::fid_ep *sep, int index, ::fi_tx_attr *attr, ::fid_ep **tx_ep, void *context)
@@ -233,14 +225,7 @@ ssize_t no_size_left(::fid_ep *) { return -FI_ENOSYS; }
 int wrap_new_ep(domain_w *d, sf::fid_ep *sh, ep_w *w, void *context, ::fid_ep **ep)
 {
     ep_wrap(w, sh, context, d->api_version);
-    int rc = reg_wrapper(&sh->fid, &w->lf.fid);
-    if (rc) {
-        (void)sf::close(&sh->fid);
-        delete w;
-        return rc;
-    }
-    *ep = &w->lf;
-    return 0;
+    return publish(w, ep);
 }
 
 } // namespace
@@ -392,13 +377,7 @@ int stx_ctx(::fid_domain *domain, ::fi_tx_attr *attr, ::fid_stx **stx, void *con
     w->lf.fid.context = context;
     w->lf.fid.ops = &g_stx_fi_ops;
     w->lf.ops = &g_stx_ops;
-    if ((rc = reg_wrapper(&w->sh->fid, &w->lf.fid))) {
-        (void)sf::close(&w->sh->fid);
-        delete w;
-        return rc;
-    }
-    *stx = &w->lf;
-    return 0;
+    return publish(w, stx);
 }
 
 int passive_ep(::fid_fabric *fabric, ::fi_info *info, ::fid_pep **pep, void *context)
@@ -422,13 +401,7 @@ int passive_ep(::fid_fabric *fabric, ::fi_info *info, ::fid_pep **pep, void *con
         return rc;
     }
     pep_wrap(w, w->sh, context, fab->lf.api_version);
-    if ((rc = reg_wrapper(&w->sh->fid, &w->lf.fid))) {
-        (void)sf::close(&w->sh->fid);
-        delete w;
-        return rc;
-    }
-    *pep = &w->lf;
-    return 0;
+    return publish(w, pep);
 }
 
 } // namespace shunt::ofi

@@ -29,14 +29,7 @@ int wrap_domain(fabric_w *fab, sf::fid_domain *sh, void *context, ::fid_domain *
     w->lf.fid.ops = &g_domain_fi_ops;
     w->lf.ops = &g_domain_ops;
     w->lf.mr = &g_domain_mr_ops;
-    int rc = reg_wrapper(&sh->fid, &w->lf.fid);
-    if (rc) {
-        (void)sf::close(&sh->fid);
-        delete w;
-        return rc;
-    }
-    *dom = &w->lf;
-    return 0;
+    return publish(w, dom);
 }
 
 } // namespace
@@ -222,13 +215,7 @@ int eq_open(::fid_fabric *fabric, ::fi_eq_attr *attr, ::fid_eq **eq, void *conte
     w->lf.fid.context = context;
     w->lf.fid.ops = &g_eq_fi_ops;
     w->lf.ops = &g_eq_ops;
-    if ((rc = reg_wrapper(&w->sh->fid, &w->lf.fid))) {
-        (void)sf::close(&w->sh->fid);
-        delete w;
-        return rc;
-    }
-    *eq = &w->lf;
-    return 0;
+    return publish(w, eq);
 }
 
 } // namespace shunt::ofi

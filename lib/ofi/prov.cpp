@@ -269,13 +269,7 @@ int fabric_open(::fi_fabric_attr *attr, ::fid_fabric **fabric, void *context)
     w->lf.fid.ops = &g_fabric_fi_ops;
     w->lf.ops = &g_fabric_ops;
     w->lf.api_version = attr->api_version; // libfabric's core sets it again after return
-    if ((rc = reg_wrapper(&w->sh->fid, &w->lf.fid))) {
-        (void)sf::close(&w->sh->fid);
-        delete w;
-        return rc;
-    }
-    *fabric = &w->lf;
-    return 0;
+    return publish(w, fabric);
 }
 
 namespace {

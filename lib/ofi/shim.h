@@ -191,6 +191,25 @@ int scalable_ep(::fid_domain *domain, ::fi_info *info, ::fid_ep **sep, void *con
 int stx_ctx(::fid_domain *domain, ::fi_tx_attr *attr, ::fid_stx **stx, void *context);
 int srx_ctx(::fid_domain *domain, ::fi_rx_attr *attr, ::fid_ep **rx_ep, void *context);
 
+/** The end of every open: record wrapper @p w of the Shunt object w->sh
+ *  (for to_lf) and hand its libfabric handle out in @p out. When it cannot
+ *  be recorded the Shunt object is closed, the wrapper freed and @p out left
+ *  alone.
+ *  @return 0 or -FI_ENOMEM. */
+template <class W>
+int publish(W *w, decltype(W::lf) **out)
+{
+    sf::fid *sh = &w->sh->fid;
+    int rc = reg_wrapper(sh, &w->lf.fid);
+    if (rc) {
+        (void)sf::close(sh);
+        delete w;
+        return rc;
+    }
+    *out = &w->lf;
+    return 0;
+}
+
 /** Close helper: close the Shunt object, then free the wrapper.
  *  A Shunt refusal (-FI_EBUSY...) leaves the wrapper alive. */
 template <class W>
