@@ -228,6 +228,33 @@ int wrap_new_ep(domain_w *d, sf::fid_ep *sh, ep_w *w, void *context, ::fid_ep **
     return publish(w, ep);
 }
 
+// fi_endpoint, fi_endpoint2 and fi_scalable_ep differ only in the Shunt call:
+// @p open(shunt domain, shunt info, &shunt endpoint) opens the endpoint.
+template <class Open>
+int open_ep(::fid_domain *domain, ::fi_info *info, ::fid_ep **ep, void *context, Open open)
+{
+    if (!domain || !info || !ep)
+        return -FI_EINVAL;
+    domain_w *d = dw(domain);
+    sf::info *si = nullptr;
+    int rc = info_to_shunt_for(d->fab, info, d->api_version, &si);
+    if (rc)
+        return rc;
+    auto *w = new (std::nothrow) ep_w{};
+    if (!w) {
+        sf::freeinfo(si);
+        return -FI_ENOMEM;
+    }
+    sf::fid_ep *sh = nullptr;
+    rc = open(d->sh, si, &sh);
+    sf::freeinfo(si);
+    if (rc) {
+        delete w;
+        return rc;
+    }
+    return wrap_new_ep(d, sh, w, context, ep);
+}
+
 } // namespace
 
 ::fi_ops g_ep_fi_ops = {sizeof(::fi_ops), ep_close, fid_bind, ep_control, fid_ops_open, fid_tostr, fid_ops_set};
@@ -263,74 +290,23 @@ void pep_wrap(pep_w *w, sf::fid_pep *sh, void *context, std::uint32_t api_versio
 
 int endpoint(::fid_domain *domain, ::fi_info *info, ::fid_ep **ep, void *context)
 {
-    if (!domain || !info || !ep)
-        return -FI_EINVAL;
-    domain_w *d = dw(domain);
-    sf::info *si = nullptr;
-    int rc = info_to_shunt_for(d->fab, info, d->api_version, &si);
-    if (rc)
-        return rc;
-    auto *w = new (std::nothrow) ep_w{};
-    if (!w) {
-        sf::freeinfo(si);
-        return -FI_ENOMEM;
-    }
-    sf::fid_ep *sh = nullptr;
-    rc = sf::endpoint(d->sh, si, &sh, context);
-    sf::freeinfo(si);
-    if (rc) {
-        delete w;
-        return rc;
-    }
-    return wrap_new_ep(d, sh, w, context, ep);
+    return open_ep(domain, info, ep, context, [context](sf::fid_domain *d, sf::info *si, sf::fid_ep **sh) {
+        return sf::endpoint(d, si, sh, context);
+    });
 }
 
 int endpoint2(::fid_domain *domain, ::fi_info *info, ::fid_ep **ep, std::uint64_t flags, void *context)
 {
-    if (!domain || !info || !ep)
-        return -FI_EINVAL;
-    domain_w *d = dw(domain);
-    sf::info *si = nullptr;
-    int rc = info_to_shunt_for(d->fab, info, d->api_version, &si);
-    if (rc)
-        return rc;
-    auto *w = new (std::nothrow) ep_w{};
-    if (!w) {
-        sf::freeinfo(si);
-        return -FI_ENOMEM;
-    }
-    sf::fid_ep *sh = nullptr;
-    rc = sf::endpoint2(d->sh, si, &sh, flags, context);
-    sf::freeinfo(si);
-    if (rc) {
-        delete w;
-        return rc;
-    }
-    return wrap_new_ep(d, sh, w, context, ep);
+    return open_ep(domain, info, ep, context, [flags, context](sf::fid_domain *d, sf::info *si, sf::fid_ep **sh) {
+        return sf::endpoint2(d, si, sh, flags, context);
+    });
 }
 
 int scalable_ep(::fid_domain *domain, ::fi_info *info, ::fid_ep **sep, void *context)
 {
-    if (!domain || !info || !sep)
-        return -FI_EINVAL;
-    domain_w *d = dw(domain);
-    sf::info *si = nullptr;
-    int rc = info_to_shunt_for(d->fab, info, d->api_version, &si);
-    if (rc)
-        return rc;
-    auto *w = new (std::nothrow) ep_w{};
-    if (!w) {
-        sf::freeinfo(si);
-        return -FI_ENOMEM;
-    }
-    sf::fid_ep *sh = nullptr;
-    rc = sf::scalable_ep(d->sh, si, &sh, context);
-    sf::freeinfo(si);
-    if (rc) {
-        delete w;
-        return rc;
-    }
-    return wrap_new_ep(d, sh, w, context, sep);
+    return open_ep(domain, info, sep, context, [context](sf::fid_domain *d, sf::info *si, sf::fid_ep **sh) {
+        return sf::scalable_ep(d, si, sh, context);
+    });
 }
 
 int srx_ctx(::fid_domain *domain, ::fi_rx_attr *attr, ::fid_ep **rx_ep, void *context)
