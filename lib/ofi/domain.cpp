@@ -317,20 +317,10 @@ int cq_open(::fid_domain *domain, ::fi_cq_attr *attr, ::fid_cq **cq, void *conte
     sa.wait_obj = static_cast<sf::wait_obj>(attr->wait_obj);
     sa.signaling_vector = attr->signaling_vector;
     sa.wait_cond = static_cast<sf::cq_wait_cond>(attr->wait_cond);
-    auto *w = new (std::nothrow) cq_w{};
-    if (!w)
-        return -FI_ENOMEM;
-    int rc = sf::cq_open(dw(domain)->sh, &sa, &w->sh, context);
-    if (rc) {
-        delete w;
-        return rc;
-    }
-    w->api_version = dw(domain)->api_version;
-    w->lf.fid.fclass = FI_CLASS_CQ;
-    w->lf.fid.context = context;
-    w->lf.fid.ops = &g_cq_fi_ops;
-    w->lf.ops = &g_cq_ops;
-    return publish(w, cq);
+    return open_wrapped<cq_w>(cq, context, FI_CLASS_CQ, &g_cq_fi_ops, &g_cq_ops, [&](cq_w *w) {
+        w->api_version = dw(domain)->api_version;
+        return sf::cq_open(dw(domain)->sh, &sa, &w->sh, context);
+    });
 }
 
 int cntr_open(::fid_domain *domain, ::fi_cntr_attr *attr, ::fid_cntr **cntr, void *context)
@@ -345,19 +335,8 @@ int cntr_open(::fid_domain *domain, ::fi_cntr_attr *attr, ::fid_cntr **cntr, voi
         sa.wait_obj = static_cast<sf::wait_obj>(attr->wait_obj);
         sa.flags = attr->flags;
     }
-    auto *w = new (std::nothrow) cntr_w{};
-    if (!w)
-        return -FI_ENOMEM;
-    int rc = sf::cntr_open(dw(domain)->sh, &sa, &w->sh, context);
-    if (rc) {
-        delete w;
-        return rc;
-    }
-    w->lf.fid.fclass = FI_CLASS_CNTR;
-    w->lf.fid.context = context;
-    w->lf.fid.ops = &g_cntr_fi_ops;
-    w->lf.ops = &g_cntr_ops;
-    return publish(w, cntr);
+    return open_wrapped<cntr_w>(cntr, context, FI_CLASS_CNTR, &g_cntr_fi_ops, &g_cntr_ops,
+                                [&](cntr_w *w) { return sf::cntr_open(dw(domain)->sh, &sa, &w->sh, context); });
 }
 
 int av_open(::fid_domain *domain, ::fi_av_attr *attr, ::fid_av **av, void *context)
@@ -372,19 +351,8 @@ int av_open(::fid_domain *domain, ::fi_av_attr *attr, ::fid_av **av, void *conte
     sa.name = attr->name;
     sa.map_addr = attr->map_addr;
     sa.flags = attr->flags;
-    auto *w = new (std::nothrow) av_w{};
-    if (!w)
-        return -FI_ENOMEM;
-    int rc = sf::av_open(dw(domain)->sh, &sa, &w->sh, context);
-    if (rc) {
-        delete w;
-        return rc;
-    }
-    w->lf.fid.fclass = FI_CLASS_AV;
-    w->lf.fid.context = context;
-    w->lf.fid.ops = &g_av_fi_ops;
-    w->lf.ops = &g_av_ops;
-    return publish(w, av);
+    return open_wrapped<av_w>(av, context, FI_CLASS_AV, &g_av_fi_ops, &g_av_ops,
+                              [&](av_w *w) { return sf::av_open(dw(domain)->sh, &sa, &w->sh, context); });
 }
 
 } // namespace shunt::ofi

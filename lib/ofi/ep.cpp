@@ -339,21 +339,12 @@ int stx_ctx(::fid_domain *domain, ::fi_tx_attr *attr, ::fid_stx **stx, void *con
     sf::tx_attr sa;
     if (attr)
         tx_attr_to_shunt(attr, &sa);
-    auto *w = new (std::nothrow) stx_w{};
-    if (!w)
-        return -FI_ENOMEM;
-    int rc = sf::stx_context(d->sh, attr ? &sa : nullptr, &w->sh, context);
-    if (rc) {
-        delete w;
+    return open_wrapped<stx_w>(stx, context, FI_CLASS_STX_CTX, &g_stx_fi_ops, &g_stx_ops, [&](stx_w *w) {
+        int rc = sf::stx_context(d->sh, attr ? &sa : nullptr, &w->sh, context);
+        if (rc == 0 && attr)
+            tx_attr_to_lf(&sa, attr);
         return rc;
-    }
-    if (attr)
-        tx_attr_to_lf(&sa, attr);
-    w->lf.fid.fclass = FI_CLASS_STX_CTX;
-    w->lf.fid.context = context;
-    w->lf.fid.ops = &g_stx_fi_ops;
-    w->lf.ops = &g_stx_ops;
-    return publish(w, stx);
+    });
 }
 
 int passive_ep(::fid_fabric *fabric, ::fi_info *info, ::fid_pep **pep, void *context)

@@ -202,20 +202,10 @@ int eq_open(::fid_fabric *fabric, ::fi_eq_attr *attr, ::fid_eq **eq, void *conte
     sa.flags = attr->flags;
     sa.wait_obj = static_cast<sf::wait_obj>(attr->wait_obj);
     sa.signaling_vector = attr->signaling_vector;
-    auto *w = new (std::nothrow) eq_w{};
-    if (!w)
-        return -FI_ENOMEM;
-    int rc = sf::eq_open(fab->sh, &sa, &w->sh, context);
-    if (rc) {
-        delete w;
-        return rc;
-    }
-    w->api_version = fab->lf.api_version;
-    w->lf.fid.fclass = FI_CLASS_EQ;
-    w->lf.fid.context = context;
-    w->lf.fid.ops = &g_eq_fi_ops;
-    w->lf.ops = &g_eq_ops;
-    return publish(w, eq);
+    return open_wrapped<eq_w>(eq, context, FI_CLASS_EQ, &g_eq_fi_ops, &g_eq_ops, [&](eq_w *w) {
+        w->api_version = fab->lf.api_version;
+        return sf::eq_open(fab->sh, &sa, &w->sh, context);
+    });
 }
 
 } // namespace shunt::ofi

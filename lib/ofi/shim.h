@@ -38,6 +38,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 
 namespace shunt::ofi {
 
@@ -208,6 +209,30 @@ int publish(W *w, decltype(W::lf) **out)
     }
     *out = &w->lf;
     return 0;
+}
+
+/** Open an object of a fixed class (fabric, EQ, CQ, counter, AV, STX):
+ *  allocate its wrapper W, let @p open(w) open the Shunt object into w->sh
+ *  (and set what else W holds), then fill the libfabric fid (@p fclass,
+ *  @p context, the fid ops @p fi_ops, the class's ops table @p ops) and
+ *  publish() it in @p out.
+ *  @return 0, -FI_ENOMEM, or the error of @p open (the wrapper is freed). */
+template <class W, class Ops, class Open>
+int open_wrapped(decltype(W::lf) **out, void *context, std::size_t fclass, ::fi_ops *fi_ops, Ops *ops, Open open)
+{
+    auto *w = new (std::nothrow) W{};
+    if (!w)
+        return -FI_ENOMEM;
+    int rc = open(w);
+    if (rc) {
+        delete w;
+        return rc;
+    }
+    w->lf.fid.fclass = fclass;
+    w->lf.fid.context = context;
+    w->lf.fid.ops = fi_ops;
+    w->lf.ops = ops;
+    return publish(w, out);
 }
 
 /** Close helper: close the Shunt object, then free the wrapper.
