@@ -1,7 +1,8 @@
 // Objects opened from a domain: CQs, counters, AVs, memory regions (and the
-// domain's own ops). CQ and counter reads are on the data path: they forward
-// the application's buffer to Shunt untouched (same entry layouts, see abi.cpp).
-#include "ofi/shim.h"
+// domain's own ops). CQ and counter reads are on the data path: fwd<> slots
+// (fwd.h) that forward the application's buffer to Shunt untouched (same
+// entry layouts, see abi.cpp).
+#include "ofi/fwd.h"
 
 #include <new>
 
@@ -12,33 +13,6 @@ namespace {
 inline domain_w *dw(::fid_domain *d) { return reinterpret_cast<domain_w *>(d); }
 
 // ---- completion queues ----
-
-inline sf::fid_cq *sh_cq(::fid_cq *cq) { return reinterpret_cast<cq_w *>(cq)->sh; }
-
-ssize_t cq_read(::fid_cq *cq, void *buf, std::size_t count)
-{
-    sf::fid_cq *s = sh_cq(cq);
-    return s->ops->read(s, buf, count);
-}
-
-ssize_t cq_readfrom(::fid_cq *cq, void *buf, std::size_t count, ::fi_addr_t *src_addr)
-{
-    sf::fid_cq *s = sh_cq(cq);
-    return s->ops->readfrom(s, buf, count, src_addr);
-}
-
-ssize_t cq_sread(::fid_cq *cq, void *buf, std::size_t count, const void *cond, int timeout)
-{
-    sf::fid_cq *s = sh_cq(cq);
-    return s->ops->sread(s, buf, count, cond, timeout);
-}
-
-ssize_t cq_sreadfrom(::fid_cq *cq, void *buf, std::size_t count, ::fi_addr_t *src_addr, const void *cond,
-                     int timeout)
-{
-    sf::fid_cq *s = sh_cq(cq);
-    return s->ops->sreadfrom(s, buf, count, src_addr, cond, timeout);
-}
 
 // The 1.17 error entry is shorter than Shunt's (no src_addr): read into a
 // Shunt entry and copy the common fields. Error path only.
@@ -70,63 +44,39 @@ ssize_t cq_readerr(::fid_cq *cq, ::fi_cq_err_entry *buf, std::uint64_t flags)
     return n;
 }
 
-int cq_signal(::fid_cq *cq) { return sf::cq_signal(sh_cq(cq)); }
+int cq_signal(::fid_cq *cq) { return sf::cq_signal(shunt_of(cq)); }
 
 const char *cq_strerror(::fid_cq *cq, int prov_errno, const void *err_data, char *buf, std::size_t len)
 {
-    return sf::cq_strerror(sh_cq(cq), prov_errno, err_data, buf, len);
+    return sf::cq_strerror(shunt_of(cq), prov_errno, err_data, buf, len);
 }
 
 int cq_close(::fid *f) { return close_wrapper<cq_w>(f); }
 
-::fi_ops_cq g_cq_ops = {
-    sizeof(::fi_ops_cq), cq_read, cq_readfrom, cq_readerr, cq_sread, cq_sreadfrom, cq_signal, cq_strerror,
+constinit ::fi_ops_cq g_cq_ops = {
+    .size = sizeof(::fi_ops_cq),
+    .read = fwd<&sf::fid_cq::ops, &sf::ops_cq::read>,
+    .readfrom = fwd<&sf::fid_cq::ops, &sf::ops_cq::readfrom>,
+    .readerr = cq_readerr,
+    .sread = fwd<&sf::fid_cq::ops, &sf::ops_cq::sread>,
+    .sreadfrom = fwd<&sf::fid_cq::ops, &sf::ops_cq::sreadfrom>,
+    .signal = cq_signal,
+    .strerror = cq_strerror,
 };
 
 // ---- counters ----
 
-inline sf::fid_cntr *sh_cntr(::fid_cntr *c) { return reinterpret_cast<cntr_w *>(c)->sh; }
-
-std::uint64_t cntr_read(::fid_cntr *c)
-{
-    sf::fid_cntr *s = sh_cntr(c);
-    return s->ops->read(s);
-}
-std::uint64_t cntr_readerr(::fid_cntr *c)
-{
-    sf::fid_cntr *s = sh_cntr(c);
-    return s->ops->readerr(s);
-}
-int cntr_add(::fid_cntr *c, std::uint64_t v)
-{
-    sf::fid_cntr *s = sh_cntr(c);
-    return s->ops->add(s, v);
-}
-int cntr_set(::fid_cntr *c, std::uint64_t v)
-{
-    sf::fid_cntr *s = sh_cntr(c);
-    return s->ops->set(s, v);
-}
-int cntr_wait(::fid_cntr *c, std::uint64_t threshold, int timeout)
-{
-    sf::fid_cntr *s = sh_cntr(c);
-    return s->ops->wait(s, threshold, timeout);
-}
-int cntr_adderr(::fid_cntr *c, std::uint64_t v)
-{
-    sf::fid_cntr *s = sh_cntr(c);
-    return s->ops->adderr(s, v);
-}
-int cntr_seterr(::fid_cntr *c, std::uint64_t v)
-{
-    sf::fid_cntr *s = sh_cntr(c);
-    return s->ops->seterr(s, v);
-}
-
 int cntr_close(::fid *f) { return close_wrapper<cntr_w>(f); }
 
-::fi_ops_cntr g_cntr_ops = {
-    sizeof(::fi_ops_cntr), cntr_read, cntr_readerr, cntr_add, cntr_set, cntr_wait, cntr_adderr, cntr_seterr,
+constinit ::fi_ops_cntr g_cntr_ops = {
+    .size = sizeof(::fi_ops_cntr),
+    .read = fwd<&sf::fid_cntr::ops, &sf::ops_cntr::read>,
+    .readerr = fwd<&sf::fid_cntr::ops, &sf::ops_cntr::readerr>,
+    .add = fwd<&sf::fid_cntr::ops, &sf::ops_cntr::add>,
+    .set = fwd<&sf::fid_cntr::ops, &sf::ops_cntr::set>,
+    .wait = fwd<&sf::fid_cntr::ops, &sf::ops_cntr::wait>,
+    .adderr = fwd<&sf::fid_cntr::ops, &sf::ops_cntr::adderr>,
+    .seterr = fwd<&sf::fid_cntr::ops, &sf::ops_cntr::seterr>,
 };
 
 // ---- address vectors ----

@@ -1,7 +1,7 @@
 // Endpoints (active, scalable, contexts, shared contexts, passive): opening,
 // binding, control, options and connection management. The data-transfer
 // ops tables are in ep_data.cpp.
-#include "ofi/shim.h"
+#include "ofi/fwd.h"
 
 #include <new>
 
@@ -122,20 +122,16 @@ int ep_rx_ctx(::fid_ep *sep, int index, ::fi_rx_attr *attr, ::fid_ep **rx_ep, vo
     return ep_ctx<false>(sep, index, attr, rx_ep, context);
 }
 
-ssize_t ep_rx_size_left(::fid_ep *ep)
-{
-    sf::fid_ep *s = ew(ep)->sh;
-    return s->ops->rx_size_left(s); // deprecated in the spec; forwarded as is
-}
-
-ssize_t ep_tx_size_left(::fid_ep *ep)
-{
-    sf::fid_ep *s = ew(ep)->sh;
-    return s->ops->tx_size_left(s);
-}
-
-::fi_ops_ep g_ep_ops = {
-    sizeof(::fi_ops_ep), ep_cancel, ep_getopt, ep_setopt, ep_tx_ctx, ep_rx_ctx, ep_rx_size_left, ep_tx_size_left,
+// fi_rx_size_left / fi_tx_size_left are deprecated in the spec; forwarded as they are.
+constinit ::fi_ops_ep g_ep_ops = {
+    .size = sizeof(::fi_ops_ep),
+    .cancel = ep_cancel,
+    .getopt = ep_getopt,
+    .setopt = ep_setopt,
+    .tx_ctx = ep_tx_ctx,
+    .rx_ctx = ep_rx_ctx,
+    .rx_size_left = fwd<&sf::fid_ep::ops, &sf::ops_ep::rx_size_left>,
+    .tx_size_left = fwd<&sf::fid_ep::ops, &sf::ops_ep::tx_size_left>,
 };
 
 // ---- connection management ----
