@@ -32,9 +32,10 @@ int wrap_domain(fabric_w *fab, sf::fid_domain *sh, void *context, ::fid_domain *
     return publish(w, dom);
 }
 
-} // namespace
-
-int domain_open(::fid_fabric *fabric, ::fi_info *info, ::fid_domain **dom, void *context)
+// fi_domain and fi_domain2 differ only in the Shunt call:
+// @p open(shunt fabric, shunt info, &shunt domain) opens the domain.
+template <class Open>
+int open_domain(::fid_fabric *fabric, ::fi_info *info, ::fid_domain **dom, void *context, Open open)
 {
     if (!fabric || !info || !dom)
         return -FI_EINVAL;
@@ -44,28 +45,28 @@ int domain_open(::fid_fabric *fabric, ::fi_info *info, ::fid_domain **dom, void 
     if (rc)
         return rc;
     sf::fid_domain *sh = nullptr;
-    rc = sf::domain_open(fab->sh, si, &sh, context);
+    rc = open(fab->sh, si, &sh);
     sf::freeinfo(si);
     if (rc)
         return rc;
     return wrap_domain(fab, sh, context, dom);
 }
 
+} // namespace
+
+int domain_open(::fid_fabric *fabric, ::fi_info *info, ::fid_domain **dom, void *context)
+{
+    return open_domain(fabric, info, dom, context, [context](sf::fid_fabric *f, sf::info *si, sf::fid_domain **sh) {
+        return sf::domain_open(f, si, sh, context);
+    });
+}
+
 int domain_open2(::fid_fabric *fabric, ::fi_info *info, ::fid_domain **dom, std::uint64_t flags, void *context)
 {
-    if (!fabric || !info || !dom)
-        return -FI_EINVAL;
-    auto *fab = reinterpret_cast<fabric_w *>(fabric);
-    sf::info *si = nullptr;
-    int rc = info_to_shunt_for(fab, info, fab->lf.api_version, &si);
-    if (rc)
-        return rc;
-    sf::fid_domain *sh = nullptr;
-    rc = sf::domain_open2(fab->sh, si, &sh, flags, context);
-    sf::freeinfo(si);
-    if (rc)
-        return rc;
-    return wrap_domain(fab, sh, context, dom);
+    return open_domain(fabric, info, dom, context,
+                       [flags, context](sf::fid_fabric *f, sf::info *si, sf::fid_domain **sh) {
+                           return sf::domain_open2(f, si, sh, flags, context);
+                       });
 }
 
 // ---- event queues ----
