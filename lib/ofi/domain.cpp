@@ -165,14 +165,20 @@ int wrap_mr(sf::fid_mr *sh, void *context, ::fid_mr **mr)
 }
 
 // fi_mr_reg and friends take the domain's fid (or an endpoint's, FI_MR_ENDPOINT
-// providers in 2.x); Shunt's ops_mr takes the Shunt fid the same way.
+// providers in 2.x); Shunt's ops_mr takes the Shunt fid the same way. The
+// Shunt domain behind @p f, or null when @p f is not one of our domains.
+sf::fid_domain *mr_domain(::fid *f)
+{
+    sf::fid *s = to_shunt(f);
+    return s && s->fclass == FI_CLASS_DOMAIN ? reinterpret_cast<sf::fid_domain *>(s) : nullptr;
+}
+
 int mr_reg(::fid *f, const void *buf, std::size_t len, std::uint64_t access, std::uint64_t offset,
            std::uint64_t requested_key, std::uint64_t flags, ::fid_mr **mr, void *context)
 {
-    sf::fid *s = to_shunt(f);
-    if (!s || !mr || s->fclass != FI_CLASS_DOMAIN)
+    sf::fid_domain *d = mr_domain(f);
+    if (!d || !mr)
         return -FI_EINVAL;
-    auto *d = reinterpret_cast<sf::fid_domain *>(s);
     sf::fid_mr *sh = nullptr;
     int rc = sf::mr_reg(d, buf, len, access, offset, requested_key, flags, &sh, context);
     if (rc)
@@ -183,10 +189,9 @@ int mr_reg(::fid *f, const void *buf, std::size_t len, std::uint64_t access, std
 int mr_regv(::fid *f, const ::iovec *iov, std::size_t count, std::uint64_t access, std::uint64_t offset,
             std::uint64_t requested_key, std::uint64_t flags, ::fid_mr **mr, void *context)
 {
-    sf::fid *s = to_shunt(f);
-    if (!s || !mr || s->fclass != FI_CLASS_DOMAIN)
+    sf::fid_domain *d = mr_domain(f);
+    if (!d || !mr)
         return -FI_EINVAL;
-    auto *d = reinterpret_cast<sf::fid_domain *>(s);
     sf::fid_mr *sh = nullptr;
     int rc = sf::mr_regv(d, iov, count, access, offset, requested_key, flags, &sh, context);
     if (rc)
@@ -196,10 +201,9 @@ int mr_regv(::fid *f, const ::iovec *iov, std::size_t count, std::uint64_t acces
 
 int mr_regattr(::fid *f, const ::fi_mr_attr *attr, std::uint64_t flags, ::fid_mr **mr)
 {
-    sf::fid *s = to_shunt(f);
-    if (!s || !attr || !mr || s->fclass != FI_CLASS_DOMAIN)
+    sf::fid_domain *d = mr_domain(f);
+    if (!d || !attr || !mr)
         return -FI_EINVAL;
-    auto *d = reinterpret_cast<sf::fid_domain *>(s);
     sf::mr_attr sa;
     sa.mr_iov = attr->mr_iov;
     sa.iov_count = attr->iov_count;
