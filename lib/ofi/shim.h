@@ -12,11 +12,12 @@
  *
  * Every libfabric object the provider hands out is a wrapper: the libfabric
  * struct first (so the wrapper's address is the libfabric handle), then the
- * Shunt object it forwards to. The Shunt object is opened with the wrapper
- * as its context, so a Shunt fid seen in an event maps back to its wrapper.
- * Data-path calls are one load and a tail call into the Shunt ops table:
- * no copies (structs of the data path have the same layout and are passed
- * through by pointer), no allocation, no locks. */
+ * Shunt object it forwards to. The Shunt object keeps the application's
+ * context; a Shunt fid seen in an event maps back to its wrapper through the
+ * table of live wrappers (reg_wrapper, to_lf). Data-path calls are one load
+ * and a tail call into the Shunt ops table (fwd.h): no copies (structs of
+ * the data path have the same layout and are passed through by pointer), no
+ * allocation, no locks. */
 #pragma once
 
 #include "env/errors.h"
@@ -173,8 +174,8 @@ int fabric_open(::fi_fabric_attr *attr, ::fid_fabric **fabric, void *context);
 int provider_getinfo(std::uint32_t version, const char *node, const char *service, std::uint64_t flags,
                      const ::fi_info *hints, ::fi_info **info);
 
-/** Wrap a Shunt endpoint-like object @p sh (already opened with the wrapper
- *  @p w as context, or whose context is set here). Fills the libfabric ops. */
+/** Make @p w the wrapper of Shunt endpoint-like object @p sh: the libfabric
+ *  fid (class of @p sh, @p context) and every ops table. publish() it next. */
 void ep_wrap(ep_w *w, sf::fid_ep *sh, void *context, std::uint32_t api_version) noexcept;
 void pep_wrap(pep_w *w, sf::fid_pep *sh, void *context, std::uint32_t api_version) noexcept;
 
