@@ -6,6 +6,7 @@
 #include "fabric/util/cq.h"
 #include "fabric/util/av.h"
 #include "fabric/util/eq.h"
+#include "fabric/util/info.h"
 #include "fabric/util/ep.h"
 
 namespace shunt::fabric::util {
@@ -144,7 +145,12 @@ int domain_init(domain_obj *d, fabric_obj *f, const info *in, void *context, con
         d->thread = a->threading == FI_THREAD_UNSPEC ? FI_THREAD_SAFE : a->threading;
         d->data_progress = a->data_progress == FI_PROGRESS_UNSPEC ? FI_PROGRESS_MANUAL : a->data_progress;
         d->control_progress = a->control_progress == FI_PROGRESS_UNSPEC ? d->data_progress : a->control_progress;
-        d->mr_mode = a->mr_mode;
+        // An info of the legacy registration modes (FI_MR_BASIC, or
+        // FI_MR_SCALABLE with the FI_LOCAL_MR mode bit) opens a domain that
+        // follows their rules.
+        d->mr_mode = mr_mode_normalize(a->mr_mode);
+        if ((a->mr_mode & (FI_MR_BASIC | FI_MR_SCALABLE)) && (in->mode & FI_LOCAL_MR))
+            d->mr_mode |= FI_MR_LOCAL;
         d->avt = a->av_type == FI_AV_UNSPEC ? FI_AV_TABLE : a->av_type;
     }
     d->caps = in->caps;

@@ -103,8 +103,19 @@ TEST(ShmInfo, MrModeIsWhatShmRequiresNotWhatTheHintsAccept)
         EXPECT_EQ(out->domain_attr->mr_mode, FI_MR_VIRT_ADDR | FI_MR_PROV_KEY) << t;
         freeinfo(out);
         out = nullptr;
-        h->domain_attr->mr_mode = FI_MR_VIRT_ADDR; // without PROV_KEY shm cannot serve
-        EXPECT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), -FI_ENODATA) << t;
+        // Without FI_MR_PROV_KEY shm cannot be an RMA target: hints asking
+        // for RMA get nothing, hints asking for no capability in particular
+        // get RMA as initiator only (libfabric's ofi_get_info_caps).
+        h->domain_attr->mr_mode = FI_MR_VIRT_ADDR;
+        if (t != FI_EP_DGRAM) {
+            h->caps = FI_RMA;
+            EXPECT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), -FI_ENODATA) << t;
+            h->caps = 0;
+        }
+        ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), 0) << t;
+        EXPECT_FALSE(out->caps & (FI_REMOTE_READ | FI_REMOTE_WRITE)) << t;
+        EXPECT_EQ(out->domain_attr->mr_mode, 0) << t;
+        freeinfo(out);
         freeinfo(h);
     }
 }

@@ -49,6 +49,9 @@ info *offer(ep_type t)
     i->domain_attr->mr_iov_limit = 4;
     i->domain_attr->max_ep_tx_ctx = 4;
     i->domain_attr->max_ep_rx_ctx = 4;
+    i->domain_attr->tx_ctx_cnt = 64 * 4;
+    i->domain_attr->rx_ctx_cnt = 64 * 4;
+    i->domain_attr->caps = FI_LOCAL_COMM;
     i->fabric_attr->name = ::strdup("loop");
     i->tx_attr->inject_size = 64;
     i->tx_attr->size = 256;
@@ -69,6 +72,8 @@ util::info_limits limits()
     l.progress_mask = 1u << FI_PROGRESS_MANUAL;
     l.av_type_mask = (1u << FI_AV_TABLE) | (1u << FI_AV_MAP);
     l.op_flags = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
+    // the generic memory regions follow either legacy mode's rules
+    l.mr_mode_legacy = FI_MR_BASIC | FI_MR_SCALABLE;
     return l;
 }
 
