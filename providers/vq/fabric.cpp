@@ -9,6 +9,7 @@
 
 #include "env/errors.h"
 #include "env/log.h"
+#include "env/tunable.h"
 #include "fabric/util/atomic_apply.h"
 #include "fabric/util/info.h"
 #include "prov.h"
@@ -19,9 +20,27 @@ namespace shunt::prov::vqprov {
 
 SHUNT_LOG_COMPONENT(prov_log, "fabric");
 
+SHUNT_TUNABLE(single_host_tunable, "SHUNT_VQ_SINGLE_HOST", boolean, "0",
+              "every peer is on this host: host-local devices (shm) report FI_REMOTE_COMM too, for applications "
+              "that demand it (Open MPI's OFI MTL); a peer on another host stays unreachable",
+              "vq");
+
 namespace {
 
 constexpr std::uint32_t prov_version = FI_VERSION(1, 0);
+
+// SHUNT_VQ_SINGLE_HOST, read once.
+bool single_host()
+{
+    static const bool on = [] {
+        bool b = false;
+        if (single_host_tunable.as_bool(b))
+            SHUNT_LOG(prov_log, warning, "SHUNT_VQ_SINGLE_HOST=%s is not a boolean: ignored",
+                      single_host_tunable.value().c_str());
+        return b;
+    }();
+    return on;
+}
 
 info *offer(const vq::device *dev, const dev_limits &l, ep_type t)
 {
@@ -29,7 +48,7 @@ info *offer(const vq::device *dev, const dev_limits &l, ep_type t)
     if (!i)
         return nullptr;
     i->caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM;
-    if (!l.host_local)
+    if (!l.host_local || single_host())
         i->caps |= FI_REMOTE_COMM;
     if (t != FI_EP_DGRAM)
         i->caps |= FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
@@ -69,6 +88,13 @@ info *offer(const vq::device *dev, const dev_limits &l, ep_type t)
     d->mr_iov_limit = 1;
     d->max_ep_tx_ctx = t == FI_EP_RDM ? max_ctx : 1; // scalable endpoints: RDM
     d->max_ep_rx_ctx = t == FI_EP_RDM ? max_ctx : 1;
+    // Every endpoint of the domain may have its contexts; an endpoint binds
+    // at most one shared transmit and one shared receive context.
+    d->tx_ctx_cnt = std::size_t(l.ep_cnt) * d->max_ep_tx_ctx;
+    d->rx_ctx_cnt = std::size_t(l.ep_cnt) * d->max_ep_rx_ctx;
+    d->max_ep_stx_ctx = 1;
+    d->max_ep_srx_ctx = 1;
+    d->caps = i->caps & FI_DOMAIN_CAPS;
     d->max_err_data = 0;
     d->mr_cnt = l.mr_cnt;
     i->fabric_attr->name = ::strdup(vq::device_driver_name(dev));
@@ -92,7 +118,7 @@ info *offer(const vq::device *dev, const dev_limits &l, ep_type t)
     return i;
 }
 
-util::info_limits limits()
+util::info_limits limits(ep_type t)
 {
     util::info_limits l;
     l.threading_mask = (1u << FI_THREAD_SAFE) | (1u << FI_THREAD_DOMAIN) | (1u << FI_THREAD_COMPLETION) |
@@ -100,6 +126,10 @@ util::info_limits limits()
     l.progress_mask = (1u << FI_PROGRESS_MANUAL) | (1u << FI_PROGRESS_AUTO);
     l.av_type_mask = (1u << FI_AV_TABLE) | (1u << FI_AV_MAP);
     l.mr_mode_required = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
+    // FI_MR_BASIC's rules are those: provider keys, virtual addresses.
+    // FI_MR_SCALABLE (keys the application picks, offsets) cannot name a vq
+    // region for RMA; a DGRAM endpoint has no RMA, so it follows either.
+    l.mr_mode_legacy = FI_MR_BASIC | (t == FI_EP_DGRAM ? FI_MR_SCALABLE : 0);
     l.op_flags = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
     l.shared_ctx = true;
     return l;
@@ -124,7 +154,7 @@ int vq_getinfo(std::uint32_t version, const char *, const char *, std::uint64_t,
                 return -FI_ENOMEM;
             }
             info *r = nullptr;
-            int rc = util::match(version, o, limits(), hints, &r);
+            int rc = util::match(version, o, limits(t), hints, &r);
             freeinfo(o);
             if (rc == -FI_EINVAL || rc == -FI_ENOMEM) {
                 freeinfo(head);
