@@ -173,8 +173,11 @@ int provider_getinfo(std::uint32_t version, const char *node, const char *servic
         if (rc)
             return rc;
     }
+    // The application's version: it decides how MR modes read (legacy
+    // enumeration before 1.5) and which domain checks apply.
     sf::info *res = nullptr;
-    int rc = sf::getinfo(k_shunt_api_version, node, service, flags, sh_hints, &res);
+    int rc = sf::getinfo(version < k_shunt_api_version ? version : k_shunt_api_version, node, service, flags,
+                         sh_hints, &res);
     sf::freeinfo(sh_hints);
     if (rc)
         return rc;
