@@ -300,7 +300,7 @@ int ud_send(prov_ep *e, vq::ah *ah, std::uint32_t qpn, const void *buf, std::siz
 vq::ah *ah_for(prov_ep *e, const ep_addr &a);
 fi_addr_t conn_src(prov_ep *e, conn *c);
 
-/** Address helpers (fabric.cpp). */
+/** Address helpers (addr.cpp). */
 std::string addr_key(const ep_addr &a);
 vq::dev_addr to_dev(const ep_addr &a);
 
