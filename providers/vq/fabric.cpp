@@ -56,8 +56,9 @@ info *offer(const vq::device *dev, const dev_limits &l, ep_type t)
     if (t == FI_EP_RDM)
         i->caps |= FI_NAMED_RX_CTX; // receive contexts of scalable endpoints by fi_rx_addr
     // Addresses are a binary ep_addr (fi_getinfo(3): FI_FORMAT_UNSPEC is a
-    // provider-specific format, opaque to the application); av_straddr prints
-    // them as "fi_shm://<segment>/<qpn>", which av_insertsvc accepts back.
+    // provider-specific format, opaque to the application), or their text
+    // (FI_ADDR_STR, "fi_shm://<segment>/<qpn>", "fi_shm://<host>:<service>")
+    // when the hints ask for it (addr.h).
     i->addr_format = FI_FORMAT_UNSPEC;
     i->ep_attr->type = t;
     // Shared memory, or IB transport semantics (RC and UD QPs) elsewhere.
@@ -133,21 +134,38 @@ util::info_limits limits(ep_type t)
     l.mr_mode_legacy = FI_MR_BASIC | (t == FI_EP_DGRAM ? FI_MR_SCALABLE : 0);
     l.op_flags = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
     l.shared_ctx = true;
+    l.addr_formats = 1ULL << FI_ADDR_STR;
     return l;
 }
 
 // One answer per device and endpoint type; the domain name is the device,
 // the fabric name its driver (devices of one driver reach each other).
-int vq_getinfo(std::uint32_t version, const char *, const char *, std::uint64_t, const info *hints, info **out)
+int vq_getinfo(std::uint32_t version, const char *node, const char *service, std::uint64_t flags,
+               const info *hints, info **out)
 {
+    if ((flags & FI_SOURCE) && !node && !service)
+        return -FI_EINVAL; // fi_getinfo(3): FI_SOURCE names the source in node and/or service
     std::vector<vq::device *> devs;
     vq::get_device_list(devs);
     info *head = nullptr, **tail = &head;
+    // The names resolve once per kind of device (host-local or not).
+    info_addrs addrs[2];
+    int addrs_rc[2] = {1, 1};
     for (vq::device *dev : devs) {
         vq::device_attr a;
         dev_limits l;
         if (device_attr_of(dev, a) || limits_of(a, l))
             continue; // logged; the device cannot serve this provider
+        const addr_resolver &res = resolver_for(l.host_local);
+        int &arc = addrs_rc[l.host_local];
+        if (arc == 1)
+            arc = resolve_info_addrs(res, node, service, flags, addrs[l.host_local]);
+        if (arc == -FI_EINVAL) {
+            freeinfo(head);
+            return arc;
+        }
+        if (arc)
+            continue; // the node names nothing this device reaches
         for (ep_type t : {FI_EP_RDM, FI_EP_MSG, FI_EP_DGRAM}) {
             info *o = offer(dev, l, t);
             if (!o) {
@@ -157,6 +175,10 @@ int vq_getinfo(std::uint32_t version, const char *, const char *, std::uint64_t,
             info *r = nullptr;
             int rc = util::match(version, o, limits(t), hints, &r);
             freeinfo(o);
+            if (rc == 0 && (rc = fill_info_addrs(res, addrs[l.host_local], r))) {
+                freeinfo(r);
+                r = nullptr;
+            }
             if (rc == -FI_EINVAL || rc == -FI_ENOMEM) {
                 freeinfo(head);
                 return rc;
@@ -235,8 +257,10 @@ const util::domain_hooks hooks = [] {
     util::domain_hooks h;
     h.addrlen = sizeof(ep_addr);
     h.addr_check = addr_check;
-    h.addr_from_svc = addr_from_svc;
-    h.addr_to_str = addr_to_str;
+    h.addr_resolve = addr_resolve_hook;
+    h.addr_from_str = addr_from_str_hook;
+    h.addr_from_names = addr_from_names_hook;
+    h.addr_to_text = addr_to_text_hook;
     h.query_atomic = query_atomic_hook;
     h.mr_reg = mr_reg_hook;
     h.mr_dereg = mr_dereg_hook;
