@@ -39,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <new>
 
 namespace shunt::ofi {
@@ -112,6 +113,9 @@ struct eq_w {
     ::fid_eq lf;
     sf::fid_eq *sh;
     std::uint32_t api_version;
+    /** Reads look at the next entry before taking it (is it the
+     *  application's own? fabric.cpp): one reader at a time. */
+    std::mutex read_mu;
 };
 
 struct mr_w {
