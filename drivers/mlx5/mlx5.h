@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "env/errors.h"
 #include "mlx5_prm.h"
@@ -140,6 +141,7 @@ struct qp_table {
 
 struct mlx5_ctx : vq::context {
     std::unique_ptr<backend> be;
+    std::vector<void *> bufs;    ///< alloc_buf memory
     vq::device_attr attr{};
     std::mutex lock;
     qp_table qps;
@@ -162,7 +164,9 @@ struct mlx5_ah : vq::ah {
     void *h = nullptr;
     alignas(16) mlx5_wqe_av av{};
 };
-struct mlx5_td : vq::td {};
+struct mlx5_td : vq::td {
+    int refs = 0;
+};
 
 /** Completion queue: the view and the consumer index. */
 struct mlx5_cq : vq::cq {
@@ -191,7 +195,8 @@ struct recv_ring {
     std::uint8_t *buf = nullptr;
     std::uint32_t mask = 0;       ///< wqe_cnt - 1
     std::uint32_t stride_shift = 0;
-    std::uint32_t max_sge = 0;    ///< data segments per WQE
+    std::uint32_t max_sge = 0;    ///< data segments per WQE (stride / 16)
+    std::uint32_t limit_sge = 0;  ///< SGEs a receive may have (cap.max_recv_sge)
     std::uint32_t max_post = 0;   ///< receives outstanding
     std::uint32_t head = 0;       ///< producer (post_recv)
     std::atomic<std::uint32_t> tail{0}; ///< consumer (poll)
@@ -251,9 +256,11 @@ struct alignas(64) send_state {
     std::uint64_t max_msg = 0;       ///< largest message (UD: the MTU)
     std::uint32_t bf_inline = 0;     ///< inline bytes that still fit one BlueFlame copy
     std::uint32_t max_tso_header = 0;
+    unsigned allowed_flags = 0;      ///< WR_* accepted (WR_IP_CSUM on RAW_PACKET only)
     struct bind { vq::mw *mw; std::uint32_t rkey; };
     bind *binds = nullptr;           ///< windows bound by this batch (their keys change at wr_complete)
     std::uint32_t max_bind = 0;
+    bind *bind_undo = nullptr;       ///< per BB index: the window and its key before this bind
     /* Line C: the consumer side (poll, maybe another thread). */
     alignas(64) std::atomic<std::uint32_t> tail{0}; ///< WQEs completed (wqe_head + 1 of the last CQE)
 };
@@ -275,6 +282,7 @@ struct mlx5_qp : vq::qp {
     send_state sq;
     recv_ring rq;             ///< unused with an SRQ
     mlx5_srq *msrq = nullptr;
+    struct mlx5_td *mtd = nullptr;
     spinlock lock;
     std::atomic<std::uint8_t> state{static_cast<std::uint8_t>(vq::qp_state::reset)};
     mlx5_ctx *mctx = nullptr;

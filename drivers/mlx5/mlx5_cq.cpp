@@ -142,12 +142,23 @@ void decode(mlx5_cq *c, mlx5_cqe64 *cqe, vq::wc *w) noexcept
     if (op == MLX5_CQE_REQ_ERR || op == MLX5_CQE_RESP_ERR) [[unlikely]] {
         auto *e = reinterpret_cast<mlx5_err_cqe *>(cqe);
         w->status = err_status(e->syndrome);
+        // The device moved the QP to ERR with this CQE (a UD or RAW receive
+        // error leaves it up); the state read back must say so.
+        bool connected = q->type == vq::qp_type::rc || q->type == vq::qp_type::uc;
+        if (e->syndrome != MLX5_CQE_SYNDROME_WR_FLUSH_ERR && (connected || op == MLX5_CQE_REQ_ERR))
+            q->state.store(static_cast<std::uint8_t>(vq::qp_state::err), std::memory_order_release);
         w->vendor_err = e->vendor_err_synd;
         w->byte_len = 0;
         if (op == MLX5_CQE_REQ_ERR) {
             std::uint32_t idx = req_done(q, cqe);
             w->wr_id = q->sq.wrid[idx];
             w->opcode = static_cast<wc_opcode>(q->sq.wc_op[idx]);
+            if (w->opcode == wc_opcode::bind_mw) [[unlikely]] { // the bind did not happen
+                send_state::bind &u = q->sq.bind_undo[idx];
+                if (u.mw)
+                    u.mw->rkey = u.rkey;
+                u.mw = nullptr;
+            }
         } else {
             const std::uint8_t *wqe;
             std::uint32_t ms;

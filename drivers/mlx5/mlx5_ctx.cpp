@@ -3,6 +3,7 @@
  * setup calls of a context. Setup turns requests into queue geometry, asks
  * the back end for the queues and keeps the driver-side bookkeeping. */
 #include <cstdio>
+#include <cstdlib>
 #include <new>
 #include <string>
 #include <vector>
@@ -248,6 +249,43 @@ int dealloc_mw(vq::mw *vw)
     return 0;
 }
 
+/** Memory a peer reaches without a copy: on a ConnectX that is any
+ *  registered memory (the device DMAs it), so plain page-aligned memory. */
+int alloc_buf(vq::context *vc, std::size_t size, void **out)
+{
+    auto *c = to_ctx(vc);
+    std::size_t n = (size + 4095) & ~std::size_t{4095};
+    if (n < size)
+        return -FI_EINVAL;
+    void *p = std::aligned_alloc(4096, n);
+    if (!p)
+        return -FI_ENOMEM;
+    std::lock_guard<std::mutex> g(c->lock);
+    try {
+        c->bufs.push_back(p);
+    } catch (...) {
+        std::free(p);
+        return -FI_ENOMEM;
+    }
+    c->nobj++;
+    *out = p;
+    return 0;
+}
+
+int free_buf(vq::context *vc, void *buf)
+{
+    auto *c = to_ctx(vc);
+    std::lock_guard<std::mutex> g(c->lock);
+    for (auto it = c->bufs.begin(); it != c->bufs.end(); ++it)
+        if (*it == buf) {
+            c->bufs.erase(it);
+            c->nobj--;
+            std::free(buf);
+            return 0;
+        }
+    return -FI_EINVAL;
+}
+
 int alloc_td(vq::context *vc, vq::td **out)
 {
     auto *c = to_ctx(vc);
@@ -265,6 +303,8 @@ int dealloc_td(vq::td *t)
 {
     auto *c = to_ctx(t->ctx);
     std::lock_guard<std::mutex> g(c->lock);
+    if (static_cast<mlx5_td *>(t)->refs > 0)
+        return -FI_EBUSY;
     c->nobj--;
     delete static_cast<mlx5_td *>(t);
     return 0;
@@ -387,13 +427,14 @@ int create_srq(vq::pd *vp, const vq::srq_init_attr *attr, vq::srq **out)
     s->rq.mask = cnt - 1;
     s->rq.stride_shift = log2u(v.stride);
     s->rq.max_sge = (v.stride - 16) / 16;
+    s->rq.limit_sge = std::min(s->rq.max_sge, c->attr.max_sge);
     s->rq.max_post = cnt - 1;
     s->rq.dbrec = v.dbrec;
     s->ctx = c;
     s->pd = p;
     s->mctx = c;
     s->max_wr = cnt - 1;
-    s->max_sge = s->rq.max_sge;
+    s->max_sge = s->rq.limit_sge;
     init_srq(s);
     p->refs++;
     c->nobj++;
@@ -439,6 +480,7 @@ void free_qp(mlx5_qp *q)
     delete[] q->sq.wqe_head;
     delete[] q->sq.wc_op;
     delete[] q->sq.binds;
+    delete[] q->sq.bind_undo;
     delete[] q->rq.wrid;
     delete q;
 }
@@ -519,7 +561,7 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
     q->cap.max_send_wr = rq.max_send_wr;
     q->cap.max_recv_wr = msrq ? 0 : rq_cnt;
     q->cap.max_send_sge = rq.max_send_sge;
-    q->cap.max_recv_sge = msrq ? 0 : rq.max_recv_sge;
+    q->cap.max_recv_sge = msrq ? 0 : std::min(rq.max_recv_sge, da.max_sge);
     q->cap.max_inline_data = cr.max_inline;
     send_state &s = q->sq;
     s.buf = cr.sq.buf;
@@ -537,23 +579,28 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
     s.max_msg = attr->type == vq::qp_type::ud ? da.ud_mtu : da.max_msg_sz;
     s.bf_inline = s.bf_size ? std::min<std::uint32_t>(cr.max_inline, s.bf_size - 16 - 4) : 0;
     s.max_tso_header = tso_hdr;
+    s.allowed_flags = vq::WR_FENCE | vq::WR_SIGNALED | vq::WR_SOLICITED | vq::WR_INLINE |
+                      (attr->type == vq::qp_type::raw_packet ? vq::WR_IP_CSUM : 0);
     s.wrid = new (std::nothrow) std::uint64_t[cr.sq.wqe_cnt]();
     s.wqe_head = new (std::nothrow) std::uint32_t[cr.sq.wqe_cnt]();
     s.wc_op = new (std::nothrow) std::uint8_t[cr.sq.wqe_cnt]();
     if (attr->send_ops_flags & vq::OPS_BIND_MW) {
         s.max_bind = s.max_post;
         s.binds = new (std::nothrow) send_state::bind[s.max_bind]();
+        s.bind_undo = new (std::nothrow) send_state::bind[cr.sq.wqe_cnt]();
     }
     if (!msrq) {
         q->rq.buf = cr.rq.buf;
         q->rq.mask = cr.rq.wqe_cnt - 1;
         q->rq.stride_shift = log2u(cr.rq.stride);
         q->rq.max_sge = cr.rq.stride / 16;
+        q->rq.limit_sge = q->cap.max_recv_sge;
         q->rq.max_post = cr.rq.wqe_cnt;
         q->rq.dbrec = cr.rq.dbrec;
         q->rq.wrid = new (std::nothrow) std::uint64_t[cr.rq.wqe_cnt]();
     }
-    bool oom = !s.wrid || !s.wqe_head || !s.wc_op || (s.max_bind && !s.binds) || (!msrq && !q->rq.wrid);
+    bool oom = !s.wrid || !s.wqe_head || !s.wc_op || (s.max_bind && (!s.binds || !s.bind_undo)) ||
+               (!msrq && !q->rq.wrid);
     if (oom || c->qps.set(cr.qpn, q) < 0) {
         (void)c->be->destroy_qp(q->h);
         free_qp(q);
@@ -565,6 +612,9 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
     static_cast<mlx5_cq *>(attr->recv_cq)->refs++;
     if (msrq)
         msrq->refs++;
+    if (attr->td)
+        static_cast<mlx5_td *>(attr->td)->refs++;
+    q->mtd = static_cast<mlx5_td *>(attr->td);
     p->refs++;
     c->nobj++;
     *out = q;
@@ -589,6 +639,8 @@ int destroy_qp(vq::qp *vqp)
     rcq->refs--;
     if (q->msrq)
         q->msrq->refs--;
+    if (q->mtd)
+        q->mtd->refs--;
     static_cast<mlx5_pd *>(q->pd)->refs--;
     c->nobj--;
     free_qp(q);
@@ -688,6 +740,8 @@ const vq::context_ops mlx5_ops = [] {
     o.dereg_mr = dereg_mr;
     o.alloc_mw = alloc_mw;
     o.dealloc_mw = dealloc_mw;
+    o.alloc_buf = alloc_buf;
+    o.free_buf = free_buf;
     o.alloc_td = alloc_td;
     o.dealloc_td = dealloc_td;
     o.create_ah = create_ah;

@@ -91,8 +91,10 @@ inline mlx5_wqe_ctrl_seg *begin(mlx5_qp *q, std::uint8_t opcode, wc_opcode wop, 
     if (s.err) [[unlikely]]
         return nullptr;
     unsigned f = q->wr_flags;
-    if (f & ~known_flags) [[unlikely]] {
-        latch(q, -FI_EINVAL);
+    if (f & ~s.allowed_flags) [[unlikely]] {
+        // WR_IP_CSUM: only RAW_PACKET has an Ethernet segment for cs_flags
+        // (UD checksum offload is for IPoIB underlay QPs, not these).
+        latch(q, (f & ~known_flags) ? -FI_EINVAL : -FI_EOPNOTSUPP);
         return nullptr;
     }
     if (s.head + s.nreq - s.tail.load(std::memory_order_acquire) >= s.max_post) [[unlikely]] {
@@ -375,10 +377,16 @@ void b_bind_mw(vq::qp *vqp, vq::mw *w, std::uint32_t rkey, const vq::mw_bind_inf
     }
     umr(q, w->rkey, rkey, bi, wc_opcode::bind_mw);
     send_state &s = q->sq;
-    if (!s.err && s.nbind < s.max_bind)
-        s.binds[s.nbind++] = {w, rkey};
-    else if (!s.err)
+    if (s.err)
+        return;
+    if (s.nbind == s.max_bind) [[unlikely]] {
         latch(q, -FI_ENOSPC);
+        return;
+    }
+    s.binds[s.nbind++] = {w, rkey};
+    // An error completion of this WQE gives the window its old key back.
+    std::uint32_t idx = static_cast<std::uint32_t>(reinterpret_cast<std::uint8_t *>(s.ctrl) - s.buf) >> wqe_shift;
+    s.bind_undo[idx] = {w, w->rkey};
 }
 
 void b_local_inv(vq::qp *vqp, std::uint32_t rkey) noexcept
@@ -818,7 +826,7 @@ int post_recv(vq::qp *vqp, std::uint64_t wr_id, const vq::sge *sg, std::uint32_t
     if (q->msrq) [[unlikely]]
         return -FI_EINVAL;
     recv_ring &r = q->rq;
-    if (n > r.max_sge) [[unlikely]]
+    if (n > r.limit_sge) [[unlikely]]
         return -FI_E2BIG;
     if (!sg && n) [[unlikely]]
         return -FI_EINVAL;
@@ -851,7 +859,7 @@ int srq_post(vq::srq *vs, std::uint64_t wr_id, const vq::sge *sg, std::uint32_t 
 {
     auto *s = static_cast<mlx5_srq *>(vs);
     recv_ring &r = s->rq;
-    if (n > r.max_sge) [[unlikely]]
+    if (n > r.limit_sge) [[unlikely]]
         return -FI_E2BIG;
     if (!sg && n) [[unlikely]]
         return -FI_EINVAL;
@@ -916,14 +924,12 @@ void install_qp_ops(mlx5_qp *q)
     q->set_inline_data_list_fn = s_inline_list;
     if (q->type == vq::qp_type::ud)
         q->set_ud_addr_fn = s_ud_addr;
-    if (q->type != vq::qp_type::ud) {
-        if (ops & vq::OPS_SEND) {
-            bool fast = !lk && !raw && q->sq.bf_size;
-            q->post_send_fn = fast ? post_send_inline_td : (lk ? post_send<true> : post_send<false>);
-        }
-        if (ops & vq::OPS_RDMA_WRITE)
-            q->post_write_fn = lk ? post_write<true> : post_write<false>;
+    if (ops & vq::OPS_SEND) { // (UD: -FI_EINVAL, there is no address)
+        bool fast = !lk && !raw && q->type != vq::qp_type::ud && q->sq.bf_size;
+        q->post_send_fn = fast ? post_send_inline_td : (lk ? post_send<true> : post_send<false>);
     }
+    if (ops & vq::OPS_RDMA_WRITE)
+        q->post_write_fn = lk ? post_write<true> : post_write<false>;
     vq::qp_stubs<latch_vq>::fill(q);
 }
 

@@ -141,7 +141,8 @@ bool pid_alive(int pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPE
 /** Claim a host-unique port tag in the shared tag table. */
 int claim_tag(mport &p)
 {
-    const std::string name = "shunt-mlx5m-tags";
+    // Per user: another user's ports are unreachable anyway (their segments are 0600).
+    const std::string name = "shunt-mlx5m-tags-" + std::to_string(getuid());
     for (int attempt = 0; attempt < 200 && !p.tags.is_open(); attempt++) {
         int rc = p.tags.attach(name);
         if (rc == 0)
@@ -551,13 +552,14 @@ public:
             std::uint64_t pid;
             if (!parse_address(a.dest.raw, a.dest.len, &pid))
                 return -FI_ENOENT; // no port answers to that address
-            peer *pe = get_peer(p, pid);
+            int err = -FI_ENOENT;
+            peer *pe = get_peer(p, pid, &err);
             if (!pe)
-                return -FI_ENOENT;
+                return err;
             std::uint32_t i = a.dest_qp_num & 0xfff;
             if ((a.dest_qp_num >> 12) != (pid & 0xffff) || i == 0 || i > max_qps)
                 return -FI_ENOENT;
-            auto *pub = reinterpret_cast<qp_pub *>(static_cast<char *>(pe->seg.data()) + pe->hdr->qpt_off) + i;
+            auto *pub = reinterpret_cast<qp_pub *>(pe->base + pe->hdr->qpt_off) + i;
             if (pub->qpn.load(std::memory_order_acquire) != a.dest_qp_num)
                 return -FI_ENOENT;
             if (pub->type != static_cast<std::uint32_t>(q->type))

@@ -209,6 +209,7 @@ struct mqp {
     /* Doorbells. */
     std::uint64_t bf_last[2] = {};
     bool bf_unverified[2] = {};
+    unsigned last_half = 1;       ///< half of the last doorbell seen (the first goes to half 0)
     std::uint16_t db_end = 0;     ///< BB after the furthest doorbelled WQE
     std::uint16_t sq_ci = 0;      ///< next BB the device fetches
     std::uint16_t rq_ci = 0;      ///< receive WQEs consumed
@@ -241,6 +242,7 @@ struct peer {
     std::uint64_t port_id = 0;
     env::segment seg;
     port_hdr *hdr = nullptr;
+    char *base = nullptr;         ///< the segment's data (ours for self)
     int lane = -1;
     std::uint32_t produced = 0;
     bool self = false;
@@ -324,7 +326,9 @@ int flush_rq(mport &p, mqp &q);
 /** Complete finished WQEs at the head of q.out (CQEs for the signaled ones). */
 int retire(mport &p, mqp &q);
 void reset_qp(mport &p, mqp &q);
-peer *get_peer(mport &p, std::uint64_t port_id);
+/** The peer port @p port_id (attached on first use); null when unreachable,
+ *  with the reason in *err (-FI_ENOENT, -FI_EACCES) when given. */
+peer *get_peer(mport &p, std::uint64_t port_id, int *err = nullptr);
 
 /* ---- model_trace.cpp ---- */
 enum trace_type : std::uint16_t { tr_wqe = 1, tr_cqe = 2, tr_rwqe = 3, tr_doorbell = 4, tr_violation = 5 };

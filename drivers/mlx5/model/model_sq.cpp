@@ -36,8 +36,11 @@ std::uint64_t load64(const void *p) noexcept
     return __atomic_load_n(static_cast<const std::uint64_t *>(p), __ATOMIC_ACQUIRE);
 }
 
-/** A new value in BF half @p h: the doorbell for the WQEs up to the one it names. */
-void doorbell(mport &p, mqp &q, unsigned h, std::uint64_t v)
+/** A new value in BF half @p h: the doorbell for the WQEs up to the one it
+ *  names. @p verifiable: nothing but this doorbell was written to the half
+ *  since the model last poisoned it, so bytes past the first 8 that are not
+ *  poison are a BlueFlame copy and must equal the WQE. */
+void doorbell(mport &p, mqp &q, unsigned h, std::uint64_t v, bool verifiable)
 {
     std::uint8_t *half = q.uar + uar_bf_offset + h * bf_buf_size;
     p.st.doorbells++;
@@ -65,7 +68,7 @@ void doorbell(mport &p, mqp &q, unsigned h, std::uint64_t v)
         for (unsigned i = 8; i < 16; i++)
             if (half[i] != poison)
                 bf = true;
-        if (bf && !q.bf_unverified[h]) {
+        if (bf && verifiable && !q.bf_unverified[h]) {
             kind = 1;
             p.st.bf_copies++;
             unsigned len = ((ds * octo) + 63) & ~63u;
@@ -260,13 +263,36 @@ int process_sq(mport &p, mqp &q)
     if (q.state != vq::qp_state::rts && q.state != vq::qp_state::err)
         return 0;
     int work = 0;
+    std::uint64_t v[2];
+    bool changed[2];
     for (unsigned h = 0; h < 2; h++) {
-        std::uint64_t v = load64(q.uar + uar_bf_offset + h * bf_buf_size);
-        if (v != q.bf_last[h]) {
-            q.bf_last[h] = v;
-            doorbell(p, q, h, v);
-            work++;
-        }
+        v[h] = load64(q.uar + uar_bf_offset + h * bf_buf_size);
+        changed[h] = v[h] != q.bf_last[h];
+        if (changed[h])
+            q.bf_last[h] = v[h];
+    }
+    // The driver alternates the halves. One new value on the half after the
+    // last one seen: nothing else was written there since the model poisoned
+    // it. Both new: the model was late, and the older half may hold what a
+    // doorbell it never saw left; take them oldest (by WQE index) first.
+    if (changed[0] && changed[1]) {
+        auto idx_of = [](std::uint64_t x) {
+            std::uint32_t w0;
+            std::memcpy(&w0, &x, 4);
+            return static_cast<std::uint16_t>((be32toh(w0) >> 8) & 0xffff);
+        };
+        unsigned first = dist(idx_of(v[0]), q.sq_ci) <= dist(idx_of(v[1]), q.sq_ci) ? 0 : 1;
+        doorbell(p, q, first, v[first], false);
+        doorbell(p, q, first ^ 1, v[first ^ 1], false);
+        q.last_half = first ^ 1;
+        work += 2;
+    } else {
+        for (unsigned h = 0; h < 2; h++)
+            if (changed[h]) {
+                doorbell(p, q, h, v[h], h != q.last_half);
+                q.last_half = h;
+                work++;
+            }
     }
     if (!p.opt.strict) { // lenient: the doorbell record alone is enough
         auto rec = static_cast<std::uint16_t>(be32toh(q.dbrec[MLX5_SND_DBR]) & 0xffff);

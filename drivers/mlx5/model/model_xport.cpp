@@ -194,7 +194,7 @@ bool send_pkt(mport &p, std::uint64_t dport, wire_pkt &h, const std::uint8_t *pa
     peer *pe = get_peer(p, dport);
     if (!pe)
         return true; // nobody there: lost, as on a wire
-    char *base = pe->self ? static_cast<char *>(p.seg.data()) : static_cast<char *>(pe->seg.data());
+    char *base = pe->base;
     auto *lanes = reinterpret_cast<lane_ctrl *>(base + pe->hdr->lanes_off);
     if (pe->lane < 0) {
         for (std::uint32_t l = 0; l < num_lanes; l++) {
@@ -416,7 +416,11 @@ bool send_packet(mport &p, mqp &q, swqe &w, std::uint32_t k)
     std::uint32_t pos = 0;
     if (!send_pkt(p, dport, h, buf, &pos))
         return false;
-    if (last && q.type != vq::qp_type::rc) {
+    // A UC write completes when the peer port has placed it: nothing else
+    // tells the peer's application the data is there, and a read of that
+    // memory right after our completion must see it. UD and UC sends complete
+    // once on the wire (the receiver's CQE orders what it reads).
+    if (last && q.type == vq::qp_type::uc && base_op == 6) {
         w.wire_port = pos ? dport : 0;
         w.wire_pos = pos;
     }
@@ -531,12 +535,7 @@ bool send_raw(mport &p, mqp &q, swqe &w)
         h.opcode = raw_frame;
         h.sqpn = q.qpn;
         h.len = static_cast<std::uint16_t>(f.size());
-        std::uint32_t pos = 0;
-        if (!send_pkt(p, dport, h, f.data(), &pos))
-            return false;
-        w.wire_port = pos ? dport : 0;
-        w.wire_pos = pos;
-        return true;
+        return send_pkt(p, dport, h, f.data());
     };
     if (w.opcode != MLX5_OPCODE_TSO) {
         if (w.sent)
@@ -1117,8 +1116,10 @@ void dispatch(mport &p, const wire_pkt &h, const std::uint8_t *pl)
             rx_ud(p, q, h, pl);
         return;
     }
+    std::uint8_t uo = static_cast<std::uint8_t>(h.opcode - uc_base);
     if ((q.type == vq::qp_type::rc && h.opcode < uc_base) ||
-        (q.type == vq::qp_type::uc && h.opcode >= uc_base && h.opcode < uc_base + 0x0c))
+        (q.type == vq::qp_type::uc && h.opcode >= uc_base &&
+         (uo < 0x0c || uo == rc_send_last_inv || uo == rc_send_only_inv)))
         rx_request(p, q, h, pl);
 }
 
@@ -1227,7 +1228,7 @@ void wire_done(mport &p, swqe &w, std::uint64_t now)
         w.done = true;
         return;
     }
-    char *base = pe->self ? static_cast<char *>(p.seg.data()) : static_cast<char *>(pe->seg.data());
+    char *base = pe->base;
     auto *lc = reinterpret_cast<lane_ctrl *>(base + pe->hdr->lanes_off) + pe->lane;
     if (static_cast<std::int32_t>(lc->consumed.load(std::memory_order_acquire) - w.wire_pos) >= 0)
         w.done = true;
@@ -1282,14 +1283,17 @@ int progress_requester(mport &p, mqp &q)
             if (rc && q.out.front().idx == w.idx)
                 q.last_progress = now;
         }
+        bool full = false;
         while (w.sent < w.npkts && (!rc || inflight < window)) {
-            if (!send_packet(p, q, w, is_read_like(w.opcode) ? 0 : w.sent))
-                return work;
+            if (!send_packet(p, q, w, is_read_like(w.opcode) ? 0 : w.sent)) {
+                full = true; // the wire is full: try again later (the timeout still runs)
+                break;
+            }
             w.sent = is_read_like(w.opcode) ? w.npkts : w.sent + 1;
             inflight++;
             work++;
         }
-        if (w.sent < w.npkts)
+        if (full || w.sent < w.npkts)
             break;
         inflight += w.npkts;
         if (!rc)
@@ -1369,11 +1373,14 @@ void reset_qp(mport &p, mqp &q)
         q.bf_last[h] = 0;
         q.bf_unverified[h] = false;
     }
+    q.last_half = 1;
     (void)p;
 }
 
-peer *get_peer(mport &p, std::uint64_t port_id)
+peer *get_peer(mport &p, std::uint64_t port_id, int *err)
 {
+    if (err)
+        *err = -FI_ENOENT;
     auto it = p.peers.find(port_id);
     if (it != p.peers.end()) {
         peer *pe = it->second.get();
@@ -1386,15 +1393,21 @@ peer *get_peer(mport &p, std::uint64_t port_id)
     if (port_id == p.port_id) {
         pe->self = true;
         pe->hdr = p.hdr;
-    } else if (pe->seg.attach(port_segment_name(port_id)) == 0) {
+        pe->base = static_cast<char *>(p.seg.data());
+    } else if (int rc = pe->seg.attach(port_segment_name(port_id)); rc < 0) {
+        if (err && rc == -FI_EACCES)
+            *err = rc;
+    } else {
         auto *h = static_cast<port_hdr *>(pe->seg.data());
         // Peer-written geometry: accept only our own layout, inside the segment.
         std::size_t need = h->qpt_off + (max_qps + 1) * sizeof(qp_pub);
         if (pe->seg.size() >= sizeof(port_hdr) && h->magic == port_magic && h->version == port_version &&
             h->port_id == port_id && h->nlanes == num_lanes && h->lane_slots == lane_slots &&
             h->slot_bytes == slot_bytes && h->lanes_off == p.hdr->lanes_off && h->slots_off == p.hdr->slots_off &&
-            h->qpt_off == p.hdr->qpt_off && need <= pe->seg.size())
+            h->qpt_off == p.hdr->qpt_off && need <= pe->seg.size()) {
             pe->hdr = h;
+            pe->base = static_cast<char *>(pe->seg.data());
+        }
         else
             pe->seg.close();
     }
