@@ -327,7 +327,7 @@ void umr(mlx5_qp *q, std::uint32_t orig_key, std::uint32_t new_key, const vq::mw
     std::uint64_t mask = MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE | MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY |
                          MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN;
     if (len) {
-        uc->klm_octowords = be16(2); // ALIGN(1, 3) / 2 * ... : one KLM, padded to 64 bytes (rdma-core get_klm_octo)
+        uc->klm_octowords = be16(4); // one KLM padded to 8 entries' space: ALIGN(1, 3) / 2 (rdma-core get_klm_octo)
         uc->flags |= MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE;
         mask |= MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN | MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR |
                 MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE | MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ |

@@ -194,6 +194,7 @@ int step_locked(mport &p)
         if (v != c.last_arm) {
             c.last_arm = v;
             c.arms++;
+            p.st.cq_arms++;
             trace(p, tr_doorbell, c.cqn, 0xffffffffu, &v, 8);
         }
     }

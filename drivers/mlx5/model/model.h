@@ -94,6 +94,7 @@ struct stats {
     std::uint64_t wqes = 0, cqes = 0, doorbells = 0, bf_copies = 0;
     std::uint64_t pkts_sent = 0, pkts_recv = 0, pkts_dropped = 0, retransmits = 0;
     std::uint64_t naks_sent = 0, rnr_naks = 0;
+    std::uint64_t cq_arms = 0;    ///< CQ arm doorbells seen
     std::uint64_t violations = 0; ///< driver behaviour a strict device rejects (see last_violation)
 };
 int get_stats(vq::context *ctx, stats *out);
