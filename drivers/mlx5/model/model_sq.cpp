@@ -51,7 +51,8 @@ void doorbell(mport &p, mqp &q, unsigned h, std::uint64_t v, bool verifiable)
     w1 = be32toh(w1);
     auto idx = static_cast<std::uint16_t>((w0 >> 8) & 0xffff);
     std::uint32_t ds = w1 & 0xff;
-    auto end = static_cast<std::uint16_t>(idx + (ds + 3) / 4);
+    // The device fetches at least the WQE the doorbell names (a bad ds is then its error).
+    auto end = static_cast<std::uint16_t>(idx + (ds ? (ds + 3) / 4 : 1));
     std::uint8_t kind = 0;
     if (p.opt.strict) {
         std::uint8_t wqe_first[8];
