@@ -1,5 +1,6 @@
 /* drivers/mlx5/model: the port (device memory, objects, the device thread)
  * and the back end the driver's setup calls reach. */
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -213,6 +214,13 @@ int step_locked(mport &p)
 
 void device_thread(mport *p)
 {
+    // A device is not the application's core: the thread runs on any CPU,
+    // whatever the opening thread was pinned to.
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    for (long c = 0, n = sysconf(_SC_NPROCESSORS_CONF); c < n && c < CPU_SETSIZE; c++)
+        CPU_SET(static_cast<int>(c), &all);
+    (void)sched_setaffinity(0, sizeof all, &all); // best effort: a restricted cpuset keeps its own
     unsigned idle = 0;
     while (!p->stop.load(std::memory_order_acquire)) {
         int w;
@@ -508,7 +516,9 @@ public:
         q->dbrec = db;
         q->snap.assign(static_cast<std::size_t>(r.sq_wqe_cnt) * wqe_bb, 0);
         q->mtu = max_mtu;
-        q->timeout_ns = 4096ull << 14; // IB timeout 14: 67 ms (the default when not set)
+        // IB timeout 16 (268 ms) when not set: a peer device thread descheduled
+        // on a loaded machine is not a lost packet. retry_cnt 7: ~1.9 s to declare a peer gone.
+        q->timeout_ns = 4096ull << 16;
         reset_qp(p, *q);
         out->sq.buf = q->sq;
         out->sq.wqe_cnt = r.sq_wqe_cnt;
