@@ -36,13 +36,28 @@ std::vector<mlx5_device *> &devices()
     return d;
 }
 
+std::string &status_line()
+{
+    static std::string s;
+    return s;
+}
+
+const char *status()
+{
+    return status_line().empty() ? nullptr : status_line().c_str();
+}
+
 int probe(std::vector<vq::device *> &out)
 {
     const char *names[16];
     const char *why = nullptr;
     int n = verbs_probe(names, 16, &why);
-    if (n <= 0)
+    if (n <= 0) {
         SHUNT_LOG(mlx5_log, info, "no ConnectX device: %s", why ? why : "none found");
+        status_line() = std::string("no ConnectX device: ") + (why ? why : "none found");
+    } else {
+        status_line() = std::to_string(n) + " ConnectX device(s)";
+    }
     for (int i = 0; i < n; i++) {
         auto *d = new (std::nothrow) mlx5_device;
         if (!d)
@@ -67,6 +82,8 @@ int probe(std::vector<vq::device *> &out)
         d->index = i;
         devices().push_back(d);
     }
+    status_line() += nm ? "; " + std::to_string(nm) + " model device(s) (SHUNT_MLX5_MODEL)"
+                        : "; no model device (SHUNT_MLX5_MODEL=N offers N)";
     for (mlx5_device *d : devices()) {
         d->name = d->name_s.c_str();
         d->description = d->desc_s.c_str();
@@ -784,4 +801,4 @@ qp_table::~qp_table()
 
 } // namespace shunt::drv::mlx5
 
-SHUNT_VQ_DRIVER(mlx5, shunt::drv::mlx5::probe, shunt::drv::mlx5::open);
+SHUNT_VQ_DRIVER_WITH_STATUS(mlx5, shunt::drv::mlx5::probe, shunt::drv::mlx5::open, shunt::drv::mlx5::status);
