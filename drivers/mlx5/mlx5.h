@@ -171,14 +171,17 @@ struct mlx5_td : vq::td {
 /** Completion queue: the view and the consumer index. */
 struct mlx5_cq : vq::cq {
     /* Hot (line 2): what a poll touches. */
-    alignas(64) std::uint8_t *buf = nullptr;
+    alignas(64) std::uint8_t *buf = nullptr; ///< the CQE64 of entry 0 (the second half of a 128-byte CQE)
     std::uint32_t ci = 0;                  ///< consumer index
     std::uint32_t mask = 0;                ///< cqe_cnt - 1
     std::uint32_t owner_shift = 0;         ///< log2(cqe_cnt): owner of index i is (i >> shift) & 1
-    std::uint32_t cqe_off = 0;             ///< 0 (64-byte CQEs) or 64 (128-byte)
-    std::uint32_t cqe_shift = 6;
+    std::uint32_t ncqe = 0;                ///< cqe_cnt: owner of index i is (i & ncqe) != 0
+    std::uint32_t cqe_shift = 6;           ///< log2(cqe_size)
     volatile std::uint32_t *dbrec = nullptr;
     mlx5_qp *last_qp = nullptr;            ///< QP of the previous CQE (cache)
+    /** sop_drop_qpn of last_qp's CQEs as loaded, its opcode byte cleared
+     *  (be32(qpn)); ~0 matches nothing. */
+    std::uint32_t last_qpn_key = ~0u;
     mlx5_cqe64 *cur = nullptr;             ///< start/next_poll: the current CQE
     spinlock lock;
     vq::wc cur_wc{};                       ///< start/next_poll: the current CQE decoded
@@ -188,6 +191,8 @@ struct mlx5_cq : vq::cq {
     mlx5_ctx *mctx = nullptr;
     int refs = 0;
     std::uint32_t arm_sn = 0;              ///< arm sequence number (mlx5_arm_cq)
+    std::uint8_t *entries = nullptr;       ///< the CQ buffer (entry 0)
+    void set_last(mlx5_qp *q) noexcept;
 };
 
 /** A receive ring (a QP's RQ or an SRQ). */
@@ -217,56 +222,79 @@ struct mlx5_srq : vq::srq {
     int refs = 0;
 };
 
+/** Per basic block of the SQ: what the poller needs of the WQE that starts
+ *  there (rdma-core keeps wrid[] and wqe_head[] apart; one 16-byte record is
+ *  one base pointer and one line for the poster and the poller). */
+struct wqe_meta {
+    std::uint64_t wr_id;
+    std::uint32_t head;   ///< WQEs posted before this one (the tail is head + 1 once it completes)
+    std::uint32_t opcode; ///< vq::wc_opcode of its completion
+};
+static_assert(sizeof(wqe_meta) == 16);
+
 /** Send-queue bookkeeping (rdma-core struct mlx5_wq for the SQ). */
 struct alignas(64) send_state {
-    /* Lines A: the session (producer). */
+    /* Line A: what the single-call inline send touches (and every post). */
     std::uint8_t *buf = nullptr;     ///< SQ start
-    std::uint8_t *qend = nullptr;    ///< SQ end
+    wqe_meta *meta = nullptr;        ///< per BB index
+    std::uint8_t *bf_cur = nullptr;  ///< the BlueFlame half the next doorbell goes to
+    volatile std::uint32_t *dbrec = nullptr; ///< [MLX5_RCV_DBR], [MLX5_SND_DBR]
+    /** The control segment's first 8 bytes before byte swapping, for the
+     *  single-call send: opcode SEND << 32 | qpn << 8 | 1 (the ctrl octoword
+     *  of ds); the WQE index and the inline octowords are added per post. */
+    std::uint64_t fast_ctrl0 = 0;
     std::uint32_t mask = 0;          ///< wqe_cnt - 1 (BBs)
     std::uint32_t cur_post = 0;      ///< next BB (16-bit wrap in the WQE)
-    std::uint32_t head = 0;          ///< WQEs posted (wqe_head values)
+    std::uint32_t head = 0;          ///< WQEs posted (wqe_meta::head values)
+    /** Single-call inline sends the fast path may post before it looks at the
+     *  queue again: free slots when it last looked, 0 whenever something else
+     *  must be checked first (a session batch took slots, a fence is pending,
+     *  the state changed). Never more than the slots really free. */
+    std::int32_t fast_credits = 0;
+    std::uint32_t fast_inline = 0;   ///< inline bytes the single-call send writes in one BB (0: never)
+    std::uint32_t bf_size = 0;       ///< bytes per BF half (the toggle between them)
+    /* Line B: the session. */
+    /** fm_ce_se of wr_flags & 7 (FENCE, SIGNALED, SOLICITED) with sq_sig_all's
+     *  CQ update, in place: the third word of the control segment. */
+    alignas(64) std::uint32_t ctrl_w2[8] = {};
     std::uint32_t max_post = 0;      ///< WQEs outstanding at most
+    std::uint32_t qpn_be = 0;        ///< be32(qpn << 8): qpn_ds without ds
+    std::uint8_t fm_cache = 0;       ///< fence for the next WQE (after a UMR)
+    std::uint8_t not_ready = 1;      ///< the QP is in neither RTS nor ERR (posting is refused)
+    std::uint8_t inl = 0;            ///< batch has inline data (prefer BlueFlame)
+    std::uint8_t need = 0;           ///< setters the open WQE still needs (need_* bits)
+    std::uint8_t *qend = nullptr;    ///< SQ end
     std::uint32_t cur_post_rb = 0;   ///< wr_start snapshot
     std::uint32_t nreq = 0;          ///< WQEs of this batch
     int err = 0;                     ///< latched error of the batch
-    std::uint32_t qpn_sh = 0;        ///< qpn << 8 (qpn_ds without ds)
+    std::uint32_t size = 0;          ///< ds of the open WQE
     mlx5_wqe_ctrl_seg *ctrl = nullptr; ///< open WQE, null when none
     std::uint8_t *data = nullptr;    ///< where the next segment goes
-    std::uint32_t size = 0;          ///< ds of the open WQE
-    std::uint8_t need = 0;           ///< setters the open WQE still needs (need_* bits)
-    std::uint8_t inl = 0;            ///< batch has inline data (prefer BlueFlame)
-    std::uint8_t fm_cache = 0;       ///< fence for the next WQE (after a UMR)
-    std::uint8_t sig_bits = 0;       ///< CQ_UPDATE when sq_sig_all
-    std::uint8_t fm_cache_rb = 0;    ///< wr_start snapshot of fm_cache
     mlx5_wqe_ctrl_seg *last_ctrl_ = nullptr; ///< last finished WQE (the doorbell's)
+    std::uint32_t last_bbs = 0;      ///< BBs of the last WQE (BlueFlame length)
     std::uint32_t nbind = 0;         ///< bind_mw requests of this batch
-    /* Lines B: doorbell and limits. */
-    alignas(64) volatile std::uint32_t *dbrec = nullptr;
-    std::uint8_t *bf_reg = nullptr;
-    std::uint32_t bf_offset = 0;     ///< toggles between the BF halves
-    std::uint32_t bf_size = 0;
+    std::uint8_t fm_cache_rb = 0;    ///< wr_start snapshot of fm_cache
+    /* Cold: limits and rarer state. */
+    std::uint8_t *bf_reg = nullptr;  ///< BlueFlame register pair (first half)
     std::uint32_t max_inline = 0;
     std::uint32_t max_sge = 0;
-    std::uint32_t last_bbs = 0;      ///< BBs of the last WQE (BlueFlame length)
     std::uint32_t eth_min_inline = 0;
-    std::uint64_t *wrid = nullptr;   ///< per BB index: wr_id of the WQE starting there
-    std::uint32_t *wqe_head = nullptr; ///< per BB index: head value of that WQE
-    std::uint8_t *wc_op = nullptr;   ///< per BB index: vq::wc_opcode of that WQE
     mlx5_wqe_eth_seg *eth = nullptr; ///< RAW_PACKET: the open WQE's eth seg needing inline headers
     std::uint64_t max_msg = 0;       ///< largest message (UD: the MTU)
-    std::uint32_t bf_inline = 0;     ///< inline bytes that still fit one BlueFlame copy
     std::uint32_t max_tso_header = 0;
     unsigned allowed_flags = 0;      ///< WR_* accepted (WR_IP_CSUM on RAW_PACKET only)
     struct bind { vq::mw *mw; std::uint32_t rkey; };
     bind *binds = nullptr;           ///< windows bound by this batch (their keys change at wr_complete)
     std::uint32_t max_bind = 0;
     bind *bind_undo = nullptr;       ///< per BB index: the window and its key before this bind
-    /* Line C: the consumer side (poll, maybe another thread). */
-    alignas(64) std::atomic<std::uint32_t> tail{0}; ///< WQEs completed (wqe_head + 1 of the last CQE)
+    /* Own line: the consumer side (poll, maybe another thread). */
+    alignas(64) std::atomic<std::uint32_t> tail{0}; ///< WQEs completed (head + 1 of the last CQE's WQE)
 };
-// The producer lines (session, doorbell) and the consumer's tail never share a line.
-static_assert(offsetof(send_state, dbrec) % 64 == 0 && offsetof(send_state, tail) % 64 == 0 &&
-              offsetof(send_state, tail) >= offsetof(send_state, max_bind) + sizeof(std::uint32_t));
+// The single-call send touches line A and the table opening line B; the
+// consumer's tail never shares a line with the producer.
+static_assert(offsetof(send_state, bf_size) < 64 && offsetof(send_state, ctrl_w2) == 64 &&
+              offsetof(send_state, tail) % 64 == 0 &&
+              offsetof(send_state, tail) >= offsetof(send_state, bind_undo) + sizeof(void *));
 
 /** need bits: what the open WQE still waits for. */
 enum : std::uint8_t {
@@ -292,6 +320,12 @@ struct mlx5_qp : vq::qp {
     vq::qp_attr attr{};       ///< what query_qp reports
     std::uint32_t rq_wqe_cnt = 0;
 };
+
+inline void mlx5_cq::set_last(mlx5_qp *q) noexcept
+{
+    last_qp = q;
+    last_qpn_key = q ? be32(q->qp_num) : ~0u;
+}
 
 /* ---------------- Fast path entry points (mlx5_post.cpp, mlx5_cq.cpp) ---------------- */
 

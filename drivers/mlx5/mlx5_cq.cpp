@@ -18,7 +18,7 @@ inline mlx5_cq *to_cq(vq::cq *c) noexcept { return static_cast<mlx5_cq *>(c); }
 /** The CQE at consumer index @p ci when software owns it, else null. */
 inline mlx5_cqe64 *sw_cqe(const mlx5_cq *c, std::uint32_t ci) noexcept
 {
-    auto *cqe = reinterpret_cast<mlx5_cqe64 *>(c->buf + ((ci & c->mask) << c->cqe_shift) + c->cqe_off);
+    auto *cqe = reinterpret_cast<mlx5_cqe64 *>(c->buf + ((ci & c->mask) << c->cqe_shift));
     std::uint8_t op_own = cqe->op_own;
     if ((op_own >> 4) == MLX5_CQE_INVALID || ((op_own ^ (ci >> c->owner_shift)) & MLX5_CQE_OWNER_MASK))
         return nullptr;
@@ -53,7 +53,7 @@ inline mlx5_qp *qp_of(mlx5_cq *c, const mlx5_cqe64 *cqe) noexcept
     if (q && q->qp_num == qpn) [[likely]]
         return q;
     q = c->mctx->qps.find(qpn);
-    c->last_qp = q;
+    c->set_last(q);
     return q;
 }
 
@@ -61,8 +61,8 @@ inline mlx5_qp *qp_of(mlx5_cq *c, const mlx5_cqe64 *cqe) noexcept
 inline std::uint32_t req_done(mlx5_qp *q, const mlx5_cqe64 *cqe) noexcept
 {
     std::uint32_t idx = be16toh(cqe->wqe_counter) & q->sq.mask;
-    // The slot's wrid is read before the tail store (release) hands it back to the poster.
-    q->sq.tail.store(q->sq.wqe_head[idx] + 1, std::memory_order_release);
+    // The slot's meta is read before the tail store (release) hands it back to the poster.
+    q->sq.tail.store(q->sq.meta[idx].head + 1, std::memory_order_release);
     return idx;
 }
 
@@ -130,9 +130,9 @@ void decode(mlx5_cq *c, mlx5_cqe64 *cqe, vq::wc *w) noexcept
     }
     if (op == MLX5_CQE_REQ) [[likely]] {
         std::uint32_t idx = req_done(q, cqe);
-        w->wr_id = q->sq.wrid[idx];
+        w->wr_id = q->sq.meta[idx].wr_id;
         w->status = wc_status::success;
-        auto o = static_cast<wc_opcode>(q->sq.wc_op[idx]);
+        auto o = static_cast<wc_opcode>(q->sq.meta[idx].opcode);
         w->opcode = o;
         w->byte_len = o == wc_opcode::rdma_read ? be32toh(cqe->byte_cnt)
                       : (o == wc_opcode::comp_swap || o == wc_opcode::fetch_add) ? 8
@@ -151,8 +151,8 @@ void decode(mlx5_cq *c, mlx5_cqe64 *cqe, vq::wc *w) noexcept
         w->byte_len = 0;
         if (op == MLX5_CQE_REQ_ERR) {
             std::uint32_t idx = req_done(q, cqe);
-            w->wr_id = q->sq.wrid[idx];
-            w->opcode = static_cast<wc_opcode>(q->sq.wc_op[idx]);
+            w->wr_id = q->sq.meta[idx].wr_id;
+            w->opcode = static_cast<wc_opcode>(q->sq.meta[idx].opcode);
             if (w->opcode == wc_opcode::bind_mw) [[unlikely]] { // the bind did not happen
                 send_state::bind &u = q->sq.bind_undo[idx];
                 if (u.mw)
@@ -250,22 +250,66 @@ int poll(vq::cq *vc, int n, vq::wc *out) noexcept
     return i;
 }
 
-/** Single-threaded poll of one completion: the common case, kept short. */
+[[gnu::noinline, gnu::cold]] int poll_st_slow(vq::cq *vc, int n, vq::wc *out) noexcept
+{
+    return poll<false>(vc, n, out);
+}
+
+/** Single-threaded poll of one completion on a CQ of 64-byte CQEs: a send
+ *  or write completion of the QP seen last is decoded here, with one test
+ *  of the owner byte for "software's and a requester CQE"; anything else
+ *  (nothing there, another QP, an error, a read or atomic, n != 1) goes to
+ *  poll(), before anything was consumed. */
 int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
 {
     mlx5_cq *c = to_cq(vc);
-    if (n != 1 || !out) [[unlikely]]
-        return poll<false>(vc, n, out);
-    mlx5_cqe64 *cqe = sw_cqe(c, c->ci);
-    if (!cqe)
-        return 0;
+    if (n != 1) [[unlikely]]
+        return poll_st_slow(vc, n, out);
+    if (!out) [[unlikely]]
+        return poll_st_slow(vc, n, out);
+    const std::uint32_t ci = c->ci;
+    const auto *cqe = reinterpret_cast<const mlx5_cqe64 *>(c->buf + ((ci & c->mask) << 6));
+    // op_own = opcode << 4 | ... | owner: REQ (0) with this pass's owner bit.
+    const std::uint32_t own = (ci & c->ncqe) != 0;
+    if ((cqe->op_own & 0xf1u) != own)
+        return poll_st_slow(vc, n, out);
     // The owner byte before the rest of the CQE.
     udma_from_device_barrier();
-    c->ci++;
-    decode(c, cqe, out);
-    publish_ci(c);
+    std::uint32_t key;
+    std::memcpy(&key, &cqe->sop_drop_qpn, 4);
+    if ((key & ~0xffu) != c->last_qpn_key) [[unlikely]] // another QP (its opcode byte cleared)
+        return poll_st_slow(vc, n, out);
+    mlx5_qp *q = c->last_qp;
+    const std::uint32_t idx = static_cast<std::uint32_t>(be16toh(cqe->wqe_counter)) & q->sq.mask;
+    const wqe_meta &m = q->sq.meta[idx];
+    const std::uint32_t op = m.opcode;
+    if (op > static_cast<std::uint32_t>(wc_opcode::rdma_write)) [[unlikely]] // byte_len to fill
+        return poll_st_slow(vc, n, out);
+    const std::uint64_t wr_id = m.wr_id;
+    // The slot's meta is read before the tail store (release) hands it back to the poster.
+    q->sq.tail.store(m.head + 1, std::memory_order_release);
+    // wr_id; status (success) and opcode; vendor_err, byte_len, imm and
+    // invalidated rkey (0); qp_num and src_qp (0); wc_flags (0).
+    auto *o = reinterpret_cast<std::uint8_t *>(out);
+    const std::uint64_t st_op = static_cast<std::uint64_t>(op) << 32, zero = 0, qpn = q->qp_num;
+    std::memcpy(o, &wr_id, 8);
+    std::memcpy(o + 8, &st_op, 8);
+    std::memcpy(o + 16, &zero, 8);
+    std::memcpy(o + 24, &zero, 8);
+    std::memcpy(o + 32, &qpn, 8);
+    std::memcpy(o + 40, &zero, 8);
+    c->ci = ci + 1;
+    // The CQE reads above are done before the device may reuse the slot.
+    udma_to_device_barrier();
+    c->dbrec[cq_set_ci] = be32((ci + 1) & 0xffffff);
     return 1;
 }
+static_assert(offsetof(vq::wc, status) == 8 && offsetof(vq::wc, opcode) == 12 && offsetof(vq::wc, vendor_err) == 16 &&
+              offsetof(vq::wc, byte_len) == 20 && offsetof(vq::wc, imm_data) == 24 && offsetof(vq::wc, qp_num) == 32 &&
+              offsetof(vq::wc, src_qp) == 36 && offsetof(vq::wc, wc_flags) == 40 && sizeof(vq::wc) == 48 &&
+              static_cast<unsigned>(wc_status::success) == 0,
+              "poll_st writes the wc in 8-byte words");
+static_assert(static_cast<unsigned>(wc_opcode::send) == 0 && static_cast<unsigned>(wc_opcode::rdma_write) == 1);
 
 /* ---- start/next/end_poll: the current CQE is decoded field by field ---- */
 
@@ -335,7 +379,7 @@ std::uint32_t r_vendor(vq::cq *c) noexcept { return to_cq(c)->cur_wc.vendor_err;
 void install_cq_ops(mlx5_cq *c)
 {
     const bool lk = !c->single_threaded;
-    c->poll_fn = lk ? poll<true> : poll_st;
+    c->poll_fn = lk ? poll<true> : c->cqe_shift == 6 ? poll_st : poll<false>;
     c->start_poll_fn = lk ? start_poll<true> : start_poll<false>;
     c->next_poll_fn = next_poll;
     c->end_poll_fn = lk ? end_poll<true> : end_poll<false>;
@@ -361,7 +405,7 @@ void cq_clean(mlx5_cq *c, std::uint32_t qpn, mlx5_srq *srq)
         prod++;
     std::uint32_t freed = 0;
     while (prod-- != c->ci) {
-        auto *cqe = reinterpret_cast<mlx5_cqe64 *>(c->buf + ((prod & c->mask) << c->cqe_shift) + c->cqe_off);
+        auto *cqe = reinterpret_cast<mlx5_cqe64 *>(c->buf + ((prod & c->mask) << c->cqe_shift));
         if ((be32toh(cqe->sop_drop_qpn) & 0xffffff) == qpn) {
             std::uint8_t op = cqe->op_own >> 4;
             if (srq && op != MLX5_CQE_REQ && op != MLX5_CQE_REQ_ERR) {
@@ -373,9 +417,9 @@ void cq_clean(mlx5_cq *c, std::uint32_t qpn, mlx5_srq *srq)
             freed++;
         } else if (freed) {
             std::uint32_t d = prod + freed;
-            std::uint8_t *dst = c->buf + ((d & c->mask) << c->cqe_shift);
-            std::uint8_t *src = c->buf + ((prod & c->mask) << c->cqe_shift);
-            auto *dcqe = reinterpret_cast<mlx5_cqe64 *>(dst + c->cqe_off);
+            std::uint8_t *dst = c->entries + ((d & c->mask) << c->cqe_shift);
+            std::uint8_t *src = c->entries + ((prod & c->mask) << c->cqe_shift);
+            auto *dcqe = reinterpret_cast<mlx5_cqe64 *>(dst + c->view.cqe_size - sizeof(mlx5_cqe64));
             std::uint8_t owner = dcqe->op_own & MLX5_CQE_OWNER_MASK;
             std::memcpy(dst, src, c->view.cqe_size);
             dcqe->op_own = static_cast<std::uint8_t>((dcqe->op_own & ~MLX5_CQE_OWNER_MASK) | owner);
@@ -386,7 +430,7 @@ void cq_clean(mlx5_cq *c, std::uint32_t qpn, mlx5_srq *srq)
         publish_ci(c);
     }
     if (c->last_qp && c->last_qp->qp_num == qpn)
-        c->last_qp = nullptr;
+        c->set_last(nullptr);
     c->lock.unlock();
 }
 

@@ -384,11 +384,12 @@ int create_cq(vq::context *vc, const vq::cq_init_attr *attr, vq::cq **out)
     q->mctx = c;
     q->cqe = static_cast<int>(q->view.cqe_cnt - 1);
     q->single_threaded = attr->single_threaded;
-    q->buf = q->view.buf;
+    q->entries = q->view.buf;
+    q->buf = q->view.buf + (q->view.cqe_size - sizeof(mlx5_cqe64));
     q->mask = q->view.cqe_cnt - 1;
     q->owner_shift = log2u(q->view.cqe_cnt);
+    q->ncqe = q->view.cqe_cnt;
     q->cqe_shift = log2u(q->view.cqe_size);
-    q->cqe_off = q->view.cqe_size - 64;
     q->dbrec = q->view.dbrec;
     install_cq_ops(q);
     c->nobj++;
@@ -493,9 +494,7 @@ std::uint32_t sq_overhead(vq::qp_type t, std::uint64_t ops, std::uint32_t tso_hd
 
 void free_qp(mlx5_qp *q)
 {
-    delete[] q->sq.wrid;
-    delete[] q->sq.wqe_head;
-    delete[] q->sq.wc_op;
+    delete[] q->sq.meta;
     delete[] q->sq.binds;
     delete[] q->sq.bind_undo;
     delete[] q->rq.wrid;
@@ -585,8 +584,7 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
     s.qend = cr.sq.buf + static_cast<std::size_t>(cr.sq.wqe_cnt) * wqe_bb;
     s.mask = cr.sq.wqe_cnt - 1;
     s.max_post = rq.max_send_wr;
-    s.qpn_sh = cr.qpn << 8;
-    s.sig_bits = attr->sq_sig_all ? ce_always : 0;
+    s.qpn_be = be32(cr.qpn << 8);
     s.dbrec = cr.sq.dbrec;
     s.bf_reg = cr.sq.bf_reg;
     s.bf_size = cr.sq.bf_size;
@@ -594,13 +592,10 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
     s.max_sge = q->cap.max_send_sge;
     s.eth_min_inline = cr.eth_min_inline;
     s.max_msg = attr->type == vq::qp_type::ud ? da.ud_mtu : da.max_msg_sz;
-    s.bf_inline = s.bf_size ? std::min<std::uint32_t>(cr.max_inline, s.bf_size - 16 - 4) : 0;
     s.max_tso_header = tso_hdr;
     s.allowed_flags = vq::WR_FENCE | vq::WR_SIGNALED | vq::WR_SOLICITED | vq::WR_INLINE |
                       (attr->type == vq::qp_type::raw_packet ? vq::WR_IP_CSUM : 0);
-    s.wrid = new (std::nothrow) std::uint64_t[cr.sq.wqe_cnt]();
-    s.wqe_head = new (std::nothrow) std::uint32_t[cr.sq.wqe_cnt]();
-    s.wc_op = new (std::nothrow) std::uint8_t[cr.sq.wqe_cnt]();
+    s.meta = new (std::nothrow) wqe_meta[cr.sq.wqe_cnt]();
     if (attr->send_ops_flags & vq::OPS_BIND_MW) {
         s.max_bind = s.max_post;
         s.binds = new (std::nothrow) send_state::bind[s.max_bind]();
@@ -616,7 +611,7 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
         q->rq.dbrec = cr.rq.dbrec;
         q->rq.wrid = new (std::nothrow) std::uint64_t[cr.rq.wqe_cnt]();
     }
-    bool oom = !s.wrid || !s.wqe_head || !s.wc_op || (s.max_bind && (!s.binds || !s.bind_undo)) ||
+    bool oom = !s.meta || (s.max_bind && (!s.binds || !s.bind_undo)) ||
                (!msrq && !q->rq.wrid);
     if (oom || c->qps.set(cr.qpn, q) < 0) {
         (void)c->be->destroy_qp(q->h);
@@ -729,6 +724,8 @@ int modify_qp(vq::qp *vqp, const vq::qp_attr *a, unsigned mask)
         q->rq.dbrec[0] = be32(q->rq.head & 0xffff);
     }
     q->attr.state = to;
+    q->sq.not_ready = to != vq::qp_state::rts && to != vq::qp_state::err;
+    q->sq.fast_credits = 0; // the single-call send looks at the new state
     q->state.store(static_cast<std::uint8_t>(to), std::memory_order_release);
     return 0;
 }

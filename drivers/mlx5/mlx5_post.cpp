@@ -4,6 +4,7 @@
  * mlx5_send_wr_*), with one difference: a WQE is finished where the next
  * builder or wr_complete begins, because vq needs no data setter for
  * zero-length operations. */
+#include <algorithm>
 #include <cstring>
 
 #include "mlx5.h"
@@ -62,7 +63,7 @@ inline std::uint8_t *copy_to_wq(const send_state &s, std::uint8_t *dst, const vo
 /** Close the open WQE: its ds, and cur_post past its basic blocks. */
 inline void finish(send_state &s) noexcept
 {
-    s.ctrl->qpn_ds = be32(s.qpn_sh | s.size);
+    s.ctrl->qpn_ds = s.qpn_be | be32(s.size); // ds < 64: its own byte
     s.last_bbs = (s.size + 3) >> 2;
     s.cur_post += s.last_bbs;
 }
@@ -103,14 +104,12 @@ inline mlx5_wqe_ctrl_seg *begin(mlx5_qp *q, std::uint8_t opcode, wc_opcode wop, 
     }
     std::uint32_t idx = s.cur_post & s.mask;
     auto *ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg *>(s.buf + (idx << wqe_shift));
-    s.wrid[idx] = q->wr_id;
-    s.wqe_head[idx] = s.head + s.nreq;
-    s.wc_op[idx] = static_cast<std::uint8_t>(wop);
+    s.meta[idx] = {q->wr_id, s.head + s.nreq, static_cast<std::uint32_t>(wop)};
     ctrl->opmod_idx_opcode = be32(((s.cur_post & 0xffff) << 8) | opcode);
-    std::uint8_t fence = (f & vq::WR_FENCE) ? 0 : s.fm_cache;
+    std::uint32_t fence = (f & vq::WR_FENCE) ? 0 : s.fm_cache;
     s.fm_cache = 0;
     // signature, dci_stream_channel_id and fm_ce_se share the third word.
-    std::uint32_t w2 = static_cast<std::uint32_t>(fm_ce_se_of[f & 7] | s.sig_bits | fence) << 24;
+    std::uint32_t w2 = s.ctrl_w2[f & 7] | fence << 24;
     std::memcpy(reinterpret_cast<std::uint8_t *>(ctrl) + 8, &w2, 4);
     ctrl->imm = 0;
     s.ctrl = ctrl;
@@ -137,15 +136,22 @@ void wr_start(vq::qp *vqp) noexcept
     s.inl = 0;
     s.nbind = 0;
     s.ctrl = nullptr;
-    auto st = static_cast<vq::qp_state>(q->state.load(std::memory_order_relaxed));
-    if (st != vq::qp_state::rts && st != vq::qp_state::err) [[unlikely]]
-        latch(q, -FI_EOPBADSTATE); // in ERR the device flushes what is posted
+    if (s.not_ready) [[unlikely]]
+        latch(q, -FI_EOPBADSTATE); // neither RTS nor ERR (in ERR the device flushes what is posted)
+}
+
+/** The other BlueFlame half for the next doorbell (rdma-core bf->offset ^=
+ *  buf_size): the pair starts on a multiple of twice the half's size. */
+inline void toggle_bf(send_state &s) noexcept
+{
+    s.bf_cur = reinterpret_cast<std::uint8_t *>(reinterpret_cast<std::uintptr_t>(s.bf_cur) ^ s.bf_size);
 }
 
 /** Ring the doorbell for the batch (rdma-core post_send_db). */
 inline void ring(send_state &s) noexcept
 {
     s.head += s.nreq;
+    s.fast_credits = 0; // the batch took slots: the next single-call send looks again
     // WQE stores before the doorbell record that tells the device they exist.
     udma_to_device_barrier();
     s.dbrec[MLX5_SND_DBR] = be32(s.cur_post & 0xffff);
@@ -153,15 +159,15 @@ inline void ring(send_state &s) noexcept
     mmio_wc_start();
     auto *ctrl = reinterpret_cast<std::uint8_t *>(s.last_ctrl_);
     if (s.nreq == 1 && s.inl && s.last_bbs * wqe_bb <= s.bf_size)
-        bf_copy(s.bf_reg + s.bf_offset, ctrl, s.last_bbs * wqe_bb, s.buf, s.qend);
+        bf_copy(s.bf_cur, ctrl, s.last_bbs * wqe_bb, s.buf, s.qend);
     else {
         std::uint64_t first;
         std::memcpy(&first, ctrl, 8);
-        mmio_write64(s.bf_reg + s.bf_offset, first);
+        mmio_write64(s.bf_cur, first);
     }
     // Out of the write-combining buffer now, before the next doorbell can pass it.
     mmio_flush_writes();
-    s.bf_offset ^= s.bf_size;
+    toggle_bf(s);
 }
 
 [[gnu::cold]] int complete_error(mlx5_qp *q) noexcept
@@ -753,48 +759,113 @@ int post_write(vq::qp *q, std::uint64_t wr_id, const void *buf, std::uint32_t le
     return post_one<Locked, true>(q, wr_id, buf, len, lkey, rkey, raddr, flags);
 }
 
-/** RC/UC send of inline data that fits BlueFlame, on a QP with a thread
- *  domain: the whole WQE written and copied in one pass (no session state). */
+[[gnu::noinline, gnu::cold]] int post_send_slow(vq::qp *q, std::uint64_t wr_id, const void *buf, std::uint32_t len,
+                                                std::uint32_t lkey, unsigned flags) noexcept
+{
+    return post_send<false>(q, wr_id, buf, len, lkey, flags);
+}
+
+/** Copy @p n (1..44) bytes to @p d with no call: overlapping loads and
+ *  stores, none past either end. */
+inline void copy_inline(std::uint8_t *d, const std::uint8_t *s, std::uint32_t n) noexcept
+{
+    if (n - 8 <= 8) [[likely]] { // 8..16
+        std::uint64_t x, y;
+        std::memcpy(&x, s, 8);
+        std::memcpy(&y, s + n - 8, 8);
+        std::memcpy(d, &x, 8);
+        std::memcpy(d + n - 8, &y, 8);
+    } else if (n < 8) {
+        if (n >= 4) {
+            std::uint32_t x, y;
+            std::memcpy(&x, s, 4);
+            std::memcpy(&y, s + n - 4, 4);
+            std::memcpy(d, &x, 4);
+            std::memcpy(d + n - 4, &y, 4);
+        } else {
+            d[0] = s[0];
+            d[n - 1] = s[n - 1];
+            d[n >> 1] = s[n >> 1];
+        }
+    } else { // 17..44
+        __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s));
+        __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s + 16));
+        __m128i z = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s + n - 16));
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(d), x);
+        if (n > 32)
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(d + 16), y);
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(d + n - 16), z);
+    }
+}
+
+int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::uint32_t len,
+                        std::uint32_t lkey, unsigned flags) noexcept;
+
+/** The single-call send found no credits: look at the queue (fence pending,
+ *  state, free slots) and post by the fast path again, or by the session. */
+[[gnu::noinline, gnu::cold]] int post_send_refill(vq::qp *vqp, std::uint64_t wr_id, const void *buf,
+                                                  std::uint32_t len, std::uint32_t lkey, unsigned flags) noexcept
+{
+    send_state &s = to_qp(vqp)->sq;
+    std::uint32_t used = s.head - s.tail.load(std::memory_order_acquire);
+    if (s.fm_cache || s.not_ready || used >= s.max_post)
+        return post_send<false>(vqp, wr_id, buf, len, lkey, flags);
+    // The acquire load above orders the poller's reads of these slots before our writes.
+    s.fast_credits = static_cast<std::int32_t>(s.max_post - used);
+    return post_send_inline_td(vqp, wr_id, buf, len, lkey, flags);
+}
+
+/** RC/UC send of 1..fast_inline bytes of inline data on a QP with a thread
+ *  domain: ctrl and inline segment (one basic block) written in one pass
+ *  with no session state, the doorbell record, and the BB BlueFlamed.
+ *  Anything else (no WR_INLINE, other flags, a longer message, no credits:
+ *  see fast_credits) goes to the session path, which writes the same bytes. */
 int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::uint32_t len,
                         std::uint32_t lkey, unsigned flags) noexcept
 {
     mlx5_qp *q = to_qp(vqp);
     send_state &s = q->sq;
-    if (!(flags & vq::WR_INLINE) || len > s.bf_inline || (flags & ~(vq::WR_INLINE | vq::WR_SIGNALED | vq::WR_SOLICITED | vq::WR_FENCE)) ||
-        q->state.load(std::memory_order_relaxed) != static_cast<std::uint8_t>(vq::qp_state::rts) ||
-        s.head - s.tail.load(std::memory_order_acquire) >= s.max_post || s.fm_cache) [[unlikely]]
-        return post_send<false>(vqp, wr_id, buf, len, lkey, flags);
-    std::uint32_t idx = s.cur_post & s.mask;
-    auto *ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg *>(s.buf + (idx << wqe_shift));
-    std::uint32_t ds = 1 + ((len + 4 + octo - 1) / octo) * (len != 0);
-    s.wrid[idx] = wr_id;
-    s.wqe_head[idx] = s.head;
-    s.wc_op[idx] = static_cast<std::uint8_t>(wc_opcode::send);
-    ctrl->opmod_idx_opcode = be32(((s.cur_post & 0xffff) << 8) | MLX5_OPCODE_SEND);
-    ctrl->qpn_ds = be32(s.qpn_sh | ds);
-    std::uint32_t w2 = static_cast<std::uint32_t>(fm_ce_se_of[flags & 7] | s.sig_bits) << 24;
-    std::memcpy(reinterpret_cast<std::uint8_t *>(ctrl) + 8, &w2, 4);
-    ctrl->imm = 0;
-    if (len) {
-        // A BlueFlame-sized WQE never wraps: WQEs start on a BB and this one
-        // spans at most bf_size bytes, which the SQ (a multiple of them) holds whole.
-        std::uint32_t bc = be32(len | MLX5_INLINE_SEG);
-        std::uint8_t *p = reinterpret_cast<std::uint8_t *>(ctrl) + octo;
-        std::memcpy(p, &bc, 4);
-        std::memcpy(p + 4, buf, len);
-    }
-    std::uint32_t bbs = (ds + 3) >> 2;
-    s.cur_post += bbs;
-    s.head++;
+    if (((flags ^ vq::WR_INLINE) & ~(vq::WR_SIGNALED | vq::WR_SOLICITED | vq::WR_FENCE)) || len - 1 >= s.fast_inline)
+        [[unlikely]]
+        return post_send_slow(vqp, wr_id, buf, len, lkey, flags);
+    // Take one credit; below zero there was none (refill overwrites the count).
+    if (--s.fast_credits < 0) [[unlikely]]
+        return post_send_refill(vqp, wr_id, buf, len, lkey, flags);
+    const std::uint32_t pi = s.cur_post, idx = pi & s.mask;
+    std::uint8_t *w = s.buf + (idx << wqe_shift);
+    wqe_meta &m = s.meta[idx];
+    m.wr_id = wr_id;
+    const std::uint32_t head = s.head;
+    const std::uint64_t head_op = head | static_cast<std::uint64_t>(wc_opcode::send) << 32;
+    std::memcpy(&m.head, &head_op, sizeof head_op); // head and opcode in one store
+    s.head = head + 1;
+    // Control segment: opmod_idx_opcode and qpn_ds as one big-endian 64-bit
+    // word (ds = ctrl + the inline octowords, 2..4); then signature, dci,
+    // fm_ce_se and imm (0).
+    const std::uint64_t c0 = be64((s.fast_ctrl0 + ((len + 4 + octo - 1) >> 4)) |
+                                  static_cast<std::uint64_t>(static_cast<std::uint16_t>(pi)) << 40);
+    const std::uint64_t c1 = s.ctrl_w2[flags & 7];
+    std::memcpy(w, &c0, 8);
+    std::memcpy(w + 8, &c1, 8);
+    const std::uint32_t bc = be32(len | MLX5_INLINE_SEG);
+    std::memcpy(w + octo, &bc, 4);
+    copy_inline(w + octo + 4, static_cast<const std::uint8_t *>(buf), len);
+    s.cur_post = pi + 1;
     // WQE stores before the doorbell record that tells the device they exist.
     udma_to_device_barrier();
-    s.dbrec[MLX5_SND_DBR] = be32(s.cur_post & 0xffff);
+    s.dbrec[MLX5_SND_DBR] = be32((pi + 1) & 0xffff);
     // The doorbell record before the BlueFlame stores.
     mmio_wc_start();
-    bf_copy(s.bf_reg + s.bf_offset, ctrl, bbs * wqe_bb, s.buf, s.qend);
+    // The BB is whole in the SQ (a BB never wraps): four 16-byte stores fill one WC line.
+    auto *d = reinterpret_cast<__m128i *>(s.bf_cur);
+    const auto *src = reinterpret_cast<const __m128i *>(w);
+    _mm_store_si128(d, _mm_load_si128(src));
+    _mm_store_si128(d + 1, _mm_load_si128(src + 1));
+    _mm_store_si128(d + 2, _mm_load_si128(src + 2));
+    _mm_store_si128(d + 3, _mm_load_si128(src + 3));
     // Out of the write-combining buffer before the next doorbell can pass it.
     mmio_flush_writes();
-    s.bf_offset ^= s.bf_size;
+    toggle_bf(s);
     return 0;
 }
 
@@ -925,12 +996,19 @@ void install_qp_ops(mlx5_qp *q)
     if (q->type == vq::qp_type::ud)
         q->set_ud_addr_fn = s_ud_addr;
     if (ops & vq::OPS_SEND) { // (UD: -FI_EINVAL, there is no address)
-        bool fast = !lk && !raw && q->type != vq::qp_type::ud && q->sq.bf_size;
+        bool fast = !lk && !raw && q->type != vq::qp_type::ud && q->sq.bf_size >= wqe_bb;
         q->post_send_fn = fast ? post_send_inline_td : (lk ? post_send<true> : post_send<false>);
     }
     if (ops & vq::OPS_RDMA_WRITE)
         q->post_write_fn = lk ? post_write<true> : post_write<false>;
     vq::qp_stubs<latch_vq>::fill(q);
+    send_state &s = q->sq;
+    for (unsigned f = 0; f < 8; f++)
+        s.ctrl_w2[f] = static_cast<std::uint32_t>(fm_ce_se_of[f] | (q->sq_sig_all ? ce_always : 0)) << 24;
+    // The single-call inline send writes ctrl + inline segment in one BB and BlueFlames it.
+    constexpr std::uint32_t one_bb_inline = wqe_bb - octo - 4;
+    s.fast_inline = s.bf_size >= wqe_bb ? std::min(s.max_inline, one_bb_inline) : 0;
+    s.fast_ctrl0 = static_cast<std::uint64_t>(MLX5_OPCODE_SEND) << 32 | (q->qp_num << 8) | 1;
 }
 
 void reset_qp_queues(mlx5_qp *q)
@@ -942,7 +1020,8 @@ void reset_qp_queues(mlx5_qp *q)
     s.ctrl = nullptr;
     s.last_ctrl_ = nullptr;
     s.fm_cache = s.fm_cache_rb = 0;
-    s.bf_offset = 0;
+    s.bf_cur = s.bf_reg;
+    s.fast_credits = 0;
     s.tail.store(0, std::memory_order_relaxed);
     s.dbrec[MLX5_SND_DBR] = 0;
     std::memset(s.buf, 0, static_cast<std::size_t>(s.qend - s.buf));

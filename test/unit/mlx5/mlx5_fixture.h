@@ -112,6 +112,12 @@ struct mport_ctx {
 };
 
 inline mlx5::mlx5_qp *mq(vq::qp *q) { return static_cast<mlx5::mlx5_qp *>(q); }
+/** The BlueFlame half the last doorbell of @p q went to. */
+inline std::uint8_t *last_bf_half(vq::qp *q)
+{
+    const mlx5::send_state &s = mq(q)->sq;
+    return reinterpret_cast<std::uint8_t *>(reinterpret_cast<std::uintptr_t>(s.bf_cur) ^ s.bf_size);
+}
 inline mlx5::mlx5_cq *mc(vq::cq *c) { return static_cast<mlx5::mlx5_cq *>(c); }
 
 /** The SQ bytes at basic block @p bb, @p n bytes, across the ring's end. */

@@ -71,7 +71,7 @@ TEST_F(Encoding, SendWithOneSgeIsCtrlPlusDataSegmentAndOneDoorbell)
     std::uint64_t first;
     std::memcpy(&first, w, 8);
     EXPECT_EQ(bf8(0), first) << "the 8-byte doorbell carries the WQE's first 8 bytes";
-    EXPECT_EQ(mq(q)->sq.wrid[pi & mq(q)->sq.mask], 7u);
+    EXPECT_EQ(mq(q)->sq.meta[pi & mq(q)->sq.mask].wr_id, 7u);
 }
 
 TEST_F(Encoding, SendImmAndSolicitedAndFenceSetTheirBits)
@@ -148,6 +148,93 @@ TEST_F(Encoding, SingleCallInlinePostOnAThreadDomainQpIsTheSameWqe)
     // The next post goes to the other BlueFlame half.
     ASSERT_EQ(vq::post_send(q, 10, buf, 8, 0, vq::WR_INLINE | vq::WR_SIGNALED), 0);
     EXPECT_BYTES_EQ(mq(q)->sqv.bf_reg + mq(q)->sqv.bf_size, sq_bytes(q, pi + 1, 64).data(), 64);
+}
+
+TEST_F(Encoding, SingleCallInlineSendsOfEveryLengthAndFlagWriteTheWqeTheHelpersBuild)
+{
+    // 1..44 bytes fit the single-call path's one basic block, 45..64 take the session.
+    open(vq::qp_type::rc, vq::OPS_SEND, {0, 0, 1, 1, 64});
+    const unsigned flag_sets[] = {vq::WR_SIGNALED, 0, vq::WR_SOLICITED | vq::WR_SIGNALED, vq::WR_FENCE};
+    for (std::uint32_t len = 1; len <= 64; len++) {
+        unsigned f = flag_sets[len % 4];
+        std::uint32_t pi = cur();
+        ASSERT_EQ(vq::post_send(q, 100 + len, buf + len, len, 0, vq::WR_INLINE | f), 0) << len;
+        alignas(64) std::uint8_t w[128] = {};
+        unsigned octs = put_inline(w + 16, buf + len, len);
+        std::uint8_t fm = ((f & vq::WR_SIGNALED) ? MLX5_WQE_CTRL_CQ_UPDATE : 0) |
+                          ((f & vq::WR_SOLICITED) ? MLX5_WQE_CTRL_SOLICITED : 0) |
+                          ((f & vq::WR_FENCE) ? MLX5_WQE_CTRL_FENCE : 0);
+        mlx5dv_set_ctrl_seg(reinterpret_cast<ctrl *>(w), static_cast<std::uint16_t>(pi), MLX5_OPCODE_SEND, 0, qpn(),
+                            fm, static_cast<std::uint8_t>(1 + octs), 0, 0);
+        expect_wqe(pi, w, 1 + octs);
+        EXPECT_EQ(dbrec(), (pi + (1 + octs + 3) / 4) & 0xffff) << len;
+        EXPECT_EQ(mq(q)->sq.meta[pi & mq(q)->sq.mask].wr_id, 100 + len);
+        unsigned bbs = (1 + octs + 3) / 4;
+        EXPECT_BYTES_EQ(last_bf_half(q), sq_bytes(q, pi, bbs * 64u).data(), bbs * 64u);
+        if (len % 16 == 0) { // keep the queue from filling: run the device, take the completions
+            run();
+            drain(q->send_cq);
+            drain(peer->recv_cq);
+        }
+    }
+}
+
+TEST_F(Encoding, SingleCallSendsAndBatchesShareTheQueueLimitExactly)
+{
+    open(vq::qp_type::rc, vq::OPS_SEND, {8, 0, 1, 1, 16});
+    ASSERT_EQ(q->cap.max_send_wr, 8u);
+    vq::mr *pm = B.reg(4096);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 8; i++)
+            ASSERT_EQ(vq::post_recv(peer, static_cast<std::uint64_t>(i), reinterpret_cast<std::uint64_t>(pm->addr),
+                                    256, pm->lkey),
+                      0);
+        int ok = 0;
+        for (int i = 0; i < 3; i++)
+            ok += vq::post_send(q, static_cast<std::uint64_t>(i), buf, 8, 0, vq::WR_INLINE) == 0;
+        vq::wr_start(q); // a batch of two between single-call sends
+        vq::wr_send(q);
+        vq::wr_set_inline_data(q, buf, 8);
+        vq::wr_send(q);
+        vq::wr_set_sge(q, m->lkey, a(0), 100);
+        ASSERT_EQ(vq::wr_complete(q), 0);
+        ok += 2;
+        for (int i = 0; i < 3; i++) // the last one signaled: its CQE completes all eight
+            ok += vq::post_send(q, static_cast<std::uint64_t>(10 + i), buf, 8, 0,
+                                vq::WR_INLINE | (i == 2 ? vq::WR_SIGNALED : 0)) == 0;
+        EXPECT_EQ(ok, 8) << "round " << round;
+        EXPECT_EQ(vq::post_send(q, 99, buf, 8, 0, vq::WR_INLINE), -FI_EAGAIN) << "a ninth send on a queue of eight";
+        vq::wr_start(q);
+        vq::wr_send(q);
+        vq::wr_set_inline_data(q, buf, 8);
+        EXPECT_EQ(vq::wr_complete(q), -FI_EAGAIN) << "and a ninth in a batch";
+        vq::wc c = one(q->send_cq);
+        EXPECT_EQ(c.status, vq::wc_status::success);
+        EXPECT_EQ(c.wr_id, 12u);
+        EXPECT_EQ(drain(peer->recv_cq).size(), 8u);
+    }
+}
+
+TEST_F(Encoding, SingleCallSendsAfterAUmrCarryItsFenceAndAreRefusedWhenNotReady)
+{
+    open(vq::qp_type::rc, vq::OPS_SEND | vq::OPS_LOCAL_INV, {0, 0, 1, 1, 16});
+    ASSERT_EQ(vq::post_send(q, 1, buf, 8, 0, vq::WR_INLINE), 0); // the fast path has credits now
+    vq::wr_start(q);
+    vq::wr_local_inv(q, 0x1234);
+    ASSERT_EQ(vq::wr_complete(q), 0);
+    std::uint32_t pi = cur();
+    ASSERT_EQ(vq::post_send(q, 2, buf, 8, 0, vq::WR_INLINE), 0);
+    EXPECT_EQ(sq_bytes(q, pi, 16)[11], MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE) << "the WQE after a UMR waits for it";
+    pi = cur();
+    ASSERT_EQ(vq::post_send(q, 3, buf, 8, 0, vq::WR_INLINE), 0);
+    EXPECT_EQ(sq_bytes(q, pi, 16)[11], 0) << "only the next one";
+    vq::qp_attr at;
+    at.state = vq::qp_state::reset;
+    ASSERT_EQ(vq::modify_qp(q, &at, vq::QP_ATTR_STATE), 0);
+    EXPECT_EQ(vq::post_send(q, 4, buf, 8, 0, vq::WR_INLINE), -FI_EOPBADSTATE);
+    at.state = vq::qp_state::init;
+    ASSERT_EQ(vq::modify_qp(q, &at, vq::QP_ATTR_STATE), 0);
+    EXPECT_EQ(vq::post_send(q, 5, buf, 8, 0, vq::WR_INLINE), -FI_EOPBADSTATE);
 }
 
 TEST_F(Encoding, InlineListIsConcatenatedIntoOneSegment)
@@ -419,7 +506,7 @@ TEST_F(Encoding, SendsCrossingTheSqEndWrap)
                         MLX5_WQE_CTRL_CQ_UPDATE, static_cast<std::uint8_t>(1 + octs), 0, 0);
     expect_wqe(pi, w, 1 + octs);
     // BlueFlame copies the wrapped WQE in order.
-    EXPECT_BYTES_EQ(mq(q)->sqv.bf_reg + (mq(q)->sq.bf_offset ^ mq(q)->sqv.bf_size), w, 128);
+    EXPECT_BYTES_EQ(last_bf_half(q), w, 128);
     vq::wc c = one(q->send_cq);
     EXPECT_EQ(c.status, vq::wc_status::success);
     vq::wc r = one(peer->recv_cq);

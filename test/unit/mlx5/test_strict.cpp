@@ -53,8 +53,7 @@ protected:
     }
     void send_state_doorbell(const std::uint8_t *w)
     {
-        const mlx5::send_state &s = mq(q)->sq;
-        std::memcpy(s.bf_reg + (s.bf_offset ^ s.bf_size), w, 8); // the half the last doorbell went to
+        std::memcpy(last_bf_half(q), w, 8); // the half the last doorbell went to
     }
     /** Run and expect one error completion with @p st and vendor syndrome @p vs. */
     void expect_error(wc_status st, std::uint8_t vs)
@@ -265,8 +264,7 @@ TEST_F(Strict, AForgottenDoorbellHangsUntilTheDoorbellIsRung)
     recv_at_peer();
     std::uint32_t pi = post_send();
     // Undo the doorbell: the WQE and the doorbell record are there, the register never written.
-    const mlx5::send_state &s = mq(q)->sq;
-    std::uint8_t *half = s.bf_reg + (s.bf_offset ^ s.bf_size);
+    std::uint8_t *half = last_bf_half(q);
     std::uint8_t saved[8];
     std::memcpy(saved, half, 8);
     std::memset(half, 0, 8);
@@ -298,8 +296,7 @@ TEST_F(Strict, ABlueFlameCopyThatIsNotTheWqeIsAViolation)
     open();
     recv_at_peer();
     ASSERT_EQ(vq::post_send(q, 1, m->addr, 8, 0, vq::WR_INLINE | vq::WR_SIGNALED), 0);
-    const mlx5::send_state &s = mq(q)->sq;
-    std::uint8_t *half = s.bf_reg + (s.bf_offset ^ s.bf_size);
+    std::uint8_t *half = last_bf_half(q);
     half[20] ^= 0xff; // the copy's inline data differs from the WQE's
     (void)one(q->send_cq);
     EXPECT_GE(stats(A).violations, 1u);
