@@ -1,0 +1,42 @@
+// mlx5-callgrind: N rounds of {post one 8-byte inline RC send with its
+// doorbell; run the model; poll its completion}, with the two measured calls
+// in their own functions so that callgrind counts exactly them:
+//
+//   valgrind --tool=callgrind --collect-atstart=no
+//     --toggle-collect="*mlx5_measure_post*" --toggle-collect="*mlx5_measure_poll*"
+//     build-cg/test/bench/mlx5-callgrind 10000
+//
+// (callgrind_annotate --inclusive=yes: each function's instructions / N).
+#include <cstdio>
+
+#include "mlx5_bench_pair.h"
+
+namespace vq = shunt::vq;
+
+[[gnu::noinline]] int mlx5_measure_post(vq::qp *q, std::uint64_t id, const void *msg)
+{
+    return vq::post_send(q, id, msg, 8, 0, vq::WR_INLINE | vq::WR_SIGNALED);
+}
+
+[[gnu::noinline]] int mlx5_measure_poll(vq::cq *c, vq::wc *w)
+{
+    return vq::poll_cq(c, 1, w);
+}
+
+int main(int argc, char **argv)
+{
+    long n = argc > 1 ? std::atol(argv[1]) : 10000;
+    shunt::bench::mlx5_pair p;
+    long ok = 0;
+    for (long i = 0; i < n; i++) {
+        if (mlx5_measure_post(p.a.qp, static_cast<std::uint64_t>(i), p.a.buf) != 0)
+            return 1;
+        p.settle(false);
+        vq::wc w;
+        if (mlx5_measure_poll(p.a.cq, &w) == 1 && w.status == vq::wc_status::success &&
+            w.wr_id == static_cast<std::uint64_t>(i))
+            ok++;
+    }
+    std::printf("%ld of %ld sends completed in order\n", ok, n);
+    return ok == n ? 0 : 1;
+}
