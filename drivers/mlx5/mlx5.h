@@ -62,6 +62,7 @@ struct qp_request {
     std::uint32_t rq_stride = 0;    ///< bytes per receive WQE
     std::uint32_t max_send_wr = 0, max_recv_wr = 0, max_send_sge = 0, max_recv_sge = 0;
     std::uint32_t max_inline = 0;
+    std::uint32_t max_tso_header = 0; ///< RAW_PACKET with OPS_TSO: header bytes a TSO WQE inlines
     bool sig_all = false;
 };
 /** What it answers. */

@@ -518,7 +518,8 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
     if (cap.max_send_wr > da.max_qp_wr || cap.max_recv_wr > da.max_qp_wr || cap.max_send_sge > da.max_sge ||
         cap.max_recv_sge > da.max_sge || cap.max_inline_data > da.max_inline_data)
         return -FI_EMSGSIZE;
-    const std::uint32_t tso_hdr = 256;
+    // A TSO WQE inlines the whole header: the device's limit, when the QP sends TSO.
+    const std::uint32_t tso_hdr = (attr->send_ops_flags & vq::OPS_TSO) ? da.max_tso_hdr : 0;
     std::uint32_t over = sq_overhead(attr->type, attr->send_ops_flags, tso_hdr);
     std::uint32_t data = std::max(cap.max_send_sge * 16, align_up(4 + cap.max_inline_data, 16));
     std::uint32_t wqe_size = align_up(over + data, wqe_bb);
@@ -552,6 +553,7 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
     rq.max_send_sge = std::min<std::uint32_t>((wqe_size - over) / 16, da.max_sge);
     rq.max_recv_sge = rq_stride / 16;
     rq.max_inline = granted_inline;
+    rq.max_tso_header = tso_hdr;
     rq.sig_all = attr->sq_sig_all;
     qp_created cr;
     std::lock_guard<std::mutex> g(c->lock);

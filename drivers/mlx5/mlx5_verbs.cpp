@@ -64,6 +64,10 @@ ibv_qp_state ibv_state(vq::qp_state s)
 
 std::uint32_t mtu_bytes(ibv_mtu m) { return 128u << static_cast<unsigned>(m); }
 
+/** Header bytes a TSO WQE may inline: what Shunt's RAW_PACKET WQE sizing
+ *  reserves (an Ethernet + IPv6 + TCP header with options fits). */
+constexpr std::uint32_t max_tso_header = 256;
+
 struct hw_qp {
     ibv_qp *qp = nullptr;
     vq::qp_type type = vq::qp_type::rc;
@@ -102,7 +106,13 @@ public:
         a.max_srq_wr = static_cast<std::uint32_t>(d.max_srq_wr);
         a.max_msg_sz = pattr.max_msg_sz;
         a.ud_mtu = mtu_bytes(pattr.active_mtu);
+        // TSO: RAW_PACKET on an Ethernet port whose device offers LSO. The
+        // header a TSO WQE inlines is the driver's limit (the WQE holds it).
+        const bool tso = pattr.link_layer == IBV_LINK_LAYER_ETHERNET && dattr.tso_caps.max_tso > 0 &&
+                         (dattr.tso_caps.supported_qpts & (1u << IBV_QPT_RAW_PACKET));
+        a.max_tso_hdr = tso ? max_tso_header : 0;
         a.atomics_global = d.atomic_cap == IBV_ATOMIC_GLOB;
+        a.host_local = false; // a ConnectX reaches other hosts
         std::uint64_t atomics = d.atomic_cap != IBV_ATOMIC_NONE
                                     ? (vq::OPS_ATOMIC_CMP_AND_SWP | vq::OPS_ATOMIC_FETCH_AND_ADD)
                                     : 0;
@@ -114,7 +124,7 @@ public:
             vq::OPS_SEND_WITH_INV | vq::OPS_RDMA_WRITE | vq::OPS_RDMA_WRITE_WITH_IMM | mw;
         a.ops[static_cast<unsigned>(vq::qp_type::ud)] = vq::OPS_SEND | vq::OPS_SEND_WITH_IMM;
         if (pattr.link_layer == IBV_LINK_LAYER_ETHERNET)
-            a.ops[static_cast<unsigned>(vq::qp_type::raw_packet)] = vq::OPS_SEND | vq::OPS_TSO;
+            a.ops[static_cast<unsigned>(vq::qp_type::raw_packet)] = vq::OPS_SEND | (tso ? vq::OPS_TSO : 0);
         *out = a;
     }
 
@@ -252,6 +262,10 @@ public:
         ia.sq_sig_all = r.sig_all ? 1 : 0;
         ia.pd = static_cast<ibv_pd *>(r.pd);
         ia.comp_mask = IBV_QP_INIT_ATTR_PD;
+        if (r.max_tso_header) { // rdma-core sizes the SQ for the inlined header (RAW_PACKET only)
+            ia.comp_mask |= IBV_QP_INIT_ATTR_MAX_TSO_HEADER;
+            ia.max_tso_header = static_cast<std::uint16_t>(r.max_tso_header);
+        }
         ibv_qp *qp = ibv_create_qp_ex(ctx, &ia);
         if (!qp)
             return neg_errno(errno);

@@ -270,7 +270,9 @@ public:
     {
         vq::device_attr a;
         a.max_qp = max_qps;
-        a.max_qp_wr = 4096;
+        // Any WQE size a QP within these limits asks for (up to 16 BBs) in
+        // the 32768 BBs of the largest send queue.
+        a.max_qp_wr = 2048;
         a.max_sge = 30;
         a.max_inline_data = 512; // a 1 KiB WQE (ds 63) holds it with any transport segment
         a.max_cq = 65536;
@@ -282,6 +284,8 @@ public:
         a.max_srq_wr = 32767;
         a.max_msg_sz = 1u << 30;
         a.ud_mtu = max_mtu;
+        a.max_tso_hdr = 256;      // the header a TSO WQE inlines (as the driver on hardware)
+        a.host_local = false;     // ports on other hosts are reachable in principle (the wire is a lane)
         a.atomics_global = false; // ConnectX atomics are atomic among HCA accesses (IBV_ATOMIC_HCA)
         a.ops[static_cast<unsigned>(vq::qp_type::rc)] = vq::OPS_SEND | vq::OPS_SEND_WITH_IMM |
             vq::OPS_SEND_WITH_INV | vq::OPS_RDMA_WRITE | vq::OPS_RDMA_WRITE_WITH_IMM | vq::OPS_RDMA_READ |
