@@ -479,6 +479,11 @@ int destroy_srq(vq::srq *vs)
 
 /* ---------------- QP ---------------- */
 
+/** The largest UMR WQE (bind_mw): ctrl + UMR ctrl + mkey context + one KLM padded to 64. */
+constexpr std::uint32_t umr_wqe_bytes = sizeof(mlx5_wqe_ctrl_seg) + sizeof(mlx5_wqe_umr_ctrl_seg) +
+                                        sizeof(mlx5_wqe_mkey_context_seg) + 64;
+static_assert(umr_wqe_bytes == 192);
+
 /** Bytes of fixed segments before the data of the largest WQE of a type. */
 std::uint32_t sq_overhead(vq::qp_type t, std::uint64_t ops, std::uint32_t tso_hdr)
 {
@@ -523,6 +528,10 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
     std::uint32_t over = sq_overhead(attr->type, attr->send_ops_flags, tso_hdr);
     std::uint32_t data = std::max(cap.max_send_sge * 16, align_up(4 + cap.max_inline_data, 16));
     std::uint32_t wqe_size = align_up(over + data, wqe_bb);
+    // bind_mw and local_inv are UMR WQEs: ctrl, UMR ctrl, mkey context and a
+    // KLM, 192 bytes (rdma-core counts them in its RC/UC sq_overhead too).
+    if (attr->send_ops_flags & (vq::OPS_BIND_MW | vq::OPS_LOCAL_INV))
+        wqe_size = std::max(wqe_size, umr_wqe_bytes);
     if (wqe_size > max_wqe_ds * octo + octo) // 1024: the largest WQE a ds of 63 covers, rounded to a BB
         return -FI_EMSGSIZE;
     std::uint32_t bbs = wqe_size / wqe_bb;
@@ -576,7 +585,15 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
     q->qp_num = cr.qpn;
     q->sqv = cr.sq;
     q->rqv = cr.rq;
-    q->cap.max_send_wr = rq.max_send_wr;
+    // What the device made holds at least max_post WQEs of the largest size
+    // (the hardware sizes its SQ itself: count from its wqe_cnt).
+    const std::uint32_t max_post = std::min(rq.max_send_wr, cr.sq.wqe_cnt / bbs);
+    if (max_post < cap.max_send_wr) {
+        (void)c->be->destroy_qp(q->h);
+        delete q;
+        return -FI_EMSGSIZE;
+    }
+    q->cap.max_send_wr = max_post;
     q->cap.max_recv_wr = msrq ? 0 : rq_cnt;
     q->cap.max_send_sge = rq.max_send_sge;
     q->cap.max_recv_sge = msrq ? 0 : std::min(rq.max_recv_sge, da.max_sge);
@@ -585,7 +602,7 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
     s.buf = cr.sq.buf;
     s.qend = cr.sq.buf + static_cast<std::size_t>(cr.sq.wqe_cnt) * wqe_bb;
     s.mask = cr.sq.wqe_cnt - 1;
-    s.max_post = rq.max_send_wr;
+    s.max_post = max_post;
     s.qpn_be = be32(cr.qpn << 8);
     s.dbrec = cr.sq.dbrec;
     s.bf_reg = cr.sq.bf_reg;

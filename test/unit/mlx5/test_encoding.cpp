@@ -441,6 +441,37 @@ TEST_F(Encoding, BindMwAndLocalInvAreUmrWqesAndTheNextWqeWaitsForThem)
     EXPECT_EQ(sq_bytes(q, p3, 16)[11], MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE);
 }
 
+TEST_F(Encoding, AQueueFullOfUmrWqesNeverOverwritesOneNotYetCompleted)
+{
+    // A 3-BB bind per slot: the SQ of a QP that binds holds max_send_wr of them.
+    open(vq::qp_type::rc, vq::OPS_SEND | vq::OPS_BIND_MW | vq::OPS_LOCAL_INV, {4, 0, 1, 1, 0});
+    const std::uint32_t n = q->cap.max_send_wr;
+    std::vector<vq::mw *> w(n);
+    for (auto &x : w) {
+        ASSERT_EQ(vq::alloc_mw(A.pd, vq::mw_type::type2, &x), 0);
+        A.mws.push_back(x);
+    }
+    std::uint32_t pi = cur();
+    vq::wr_start(q);
+    for (std::uint32_t i = 0; i < n; i++) {
+        vq::mw_bind_info bi{m, a(64 * i), 64, vq::ACCESS_REMOTE_READ};
+        q->wr_id = i;
+        vq::wr_bind_mw(q, w[i], (w[i]->rkey & ~0xffu) | ((w[i]->rkey + 1) & 0xff), &bi);
+    }
+    ASSERT_EQ(vq::wr_complete(q), 0);
+    const std::uint32_t used = cur() - pi;
+    EXPECT_EQ(used, 3 * n) << "a bind is a 192-byte WQE";
+    EXPECT_LE(used, mq(q)->sqv.wqe_cnt) << "the binds wrapped over each other";
+    // The first bind is still whole: its control segment names it.
+    auto first = sq_bytes(q, pi, 16);
+    std::uint32_t w0;
+    std::memcpy(&w0, first.data(), 4);
+    EXPECT_EQ(be32toh(w0), ((pi & 0xffff) << 8) | MLX5_OPCODE_UMR);
+    vq::wr_start(q);
+    vq::wr_local_inv(q, w[0]->rkey);
+    EXPECT_EQ(vq::wr_complete(q), -FI_EAGAIN) << "one more than max_send_wr";
+}
+
 TEST_F(Encoding, UdSendCopiesTheAddressVectorAndSetsQpnAndQkey)
 {
     open(vq::qp_type::ud, vq::OPS_SEND);
