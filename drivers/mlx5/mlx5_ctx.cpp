@@ -77,7 +77,8 @@ int probe(std::vector<vq::device *> &out)
         if (!d)
             return -FI_ENOMEM;
         d->name_s = "mlx5_model" + std::to_string(i);
-        d->desc_s = "software model of a ConnectX port (mlx5 WQEs, CQEs and doorbells; not a NIC)";
+        d->desc_s = "software model of a ConnectX port (mlx5 WQEs, CQEs and doorbells; its wire reaches "
+                    "model ports of this host; not a NIC)";
         d->model = true;
         d->index = i;
         devices().push_back(d);

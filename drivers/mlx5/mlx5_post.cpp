@@ -490,10 +490,7 @@ inline void put_dseg(send_state &s, std::uint32_t lkey, std::uint64_t addr, std:
 {
     if (s.data == s.qend) [[unlikely]]
         s.data = s.buf;
-    auto *d = reinterpret_cast<mlx5_wqe_data_seg *>(s.data);
-    d->byte_count = be32(len);
-    d->lkey = be32(lkey);
-    d->addr = be64(addr);
+    mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg *>(s.data), len, lkey, addr);
     s.data += octo;
     s.size++;
 }
@@ -878,16 +875,11 @@ inline void put_recv(recv_ring &r, std::uint8_t *wqe, const vq::sge *sg, std::ui
     for (std::uint32_t i = 0; i < n; i++) {
         if (!sg[i].length) // zero-length pieces take no segment (rdma-core mlx5_post_recv)
             continue;
-        d[j].byte_count = be32(sg[i].length);
-        d[j].lkey = be32(sg[i].lkey);
-        d[j].addr = be64(sg[i].addr);
+        mlx5dv_set_data_seg(&d[j], sg[i].length, sg[i].lkey, sg[i].addr);
         j++;
     }
-    if (j < r.max_sge) { // a shorter list ends with the invalid key
-        d[j].byte_count = 0;
-        d[j].lkey = be32(MLX5_INVALID_LKEY);
-        d[j].addr = 0;
-    }
+    if (j < r.max_sge) // a shorter list ends with the invalid key
+        mlx5dv_set_data_seg(&d[j], 0, MLX5_INVALID_LKEY, 0);
 }
 
 template <bool Locked>
