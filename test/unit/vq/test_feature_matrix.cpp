@@ -2,26 +2,13 @@
 // columns match ops_allowed(), the shm column matches what the driver reports.
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 
+#include "md_table.h"
 #include "vq_fixture.h"
 
 namespace shunt::test {
 namespace {
-
-std::vector<std::string> cells(const std::string &line)
-{
-    std::vector<std::string> out;
-    std::stringstream ss(line);
-    std::string c;
-    std::getline(ss, c, '|'); // before the first bar
-    while (std::getline(ss, c, '|')) {
-        auto b = c.find_first_not_of(' '), e = c.find_last_not_of(' ');
-        out.push_back(b == std::string::npos ? "" : c.substr(b, e - b + 1));
-    }
-    return out;
-}
 
 TEST(FeatureMatrix, GuideTableMatchesTheCode)
 {
@@ -43,7 +30,7 @@ TEST(FeatureMatrix, GuideTableMatchesTheCode)
     std::string line;
     int rows = 0;
     while (std::getline(in, line)) {
-        auto c = cells(line);
+        auto c = md_cells(line);
         if (c.size() < 8)
             continue;
         const std::string &name = c[0];
