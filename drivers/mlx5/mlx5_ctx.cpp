@@ -485,6 +485,9 @@ constexpr std::uint32_t umr_wqe_bytes = sizeof(mlx5_wqe_ctrl_seg) + sizeof(mlx5_
                                         sizeof(mlx5_wqe_mkey_context_seg) + 64;
 static_assert(umr_wqe_bytes == 192);
 
+/** The largest send queue: what the 16-bit WQE counter indexes. */
+constexpr std::uint32_t max_sq_bbs = 65536;
+
 /** Bytes of fixed segments before the data of the largest WQE of a type. */
 std::uint32_t sq_overhead(vq::qp_type t, std::uint64_t ops, std::uint32_t tso_hdr)
 {
@@ -537,7 +540,7 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
         return -FI_EMSGSIZE;
     std::uint32_t bbs = wqe_size / wqe_bb;
     std::uint32_t sq_cnt = pow2(static_cast<std::uint64_t>(cap.max_send_wr) * bbs);
-    if (sq_cnt > 32768)
+    if (sq_cnt > max_sq_bbs)
         return -FI_EMSGSIZE;
     std::uint32_t granted_inline = std::min(wqe_size - over - 4, da.max_inline_data);
     if (granted_inline < cap.max_inline_data)
@@ -558,7 +561,9 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
     rq.sq_wqe_cnt = sq_cnt;
     rq.rq_wqe_cnt = rq_cnt;
     rq.rq_stride = rq_stride;
-    rq.max_send_wr = sq_cnt / bbs;
+    // A ring of 2^16 BBs is never filled whole: its 16-bit WQE counter could
+    // not tell full from empty.
+    rq.max_send_wr = (sq_cnt < max_sq_bbs ? sq_cnt : sq_cnt - 1) / bbs;
     rq.max_recv_wr = rq_cnt;
     rq.max_send_sge = std::min<std::uint32_t>((wqe_size - over) / 16, da.max_sge);
     rq.max_recv_sge = rq_stride / 16;
@@ -588,7 +593,8 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
     q->rqv = cr.rq;
     // What the device made holds at least max_post WQEs of the largest size
     // (the hardware sizes its SQ itself: count from its wqe_cnt).
-    const std::uint32_t max_post = std::min(rq.max_send_wr, cr.sq.wqe_cnt / bbs);
+    const std::uint32_t max_post =
+        std::min(rq.max_send_wr, (cr.sq.wqe_cnt < max_sq_bbs ? cr.sq.wqe_cnt : cr.sq.wqe_cnt - 1) / bbs);
     if (max_post < cap.max_send_wr) {
         (void)c->be->destroy_qp(q->h);
         delete q;

@@ -270,9 +270,10 @@ public:
     {
         vq::device_attr a;
         a.max_qp = max_qps;
-        // Any WQE size a QP within these limits asks for (up to 16 BBs) in
-        // the 32768 BBs of the largest send queue.
-        a.max_qp_wr = 2048;
+        // Any QP within these limits fits the largest send queue (2^16 BBs):
+        // the largest WQE they allow is 13 BBs (RAW TSO, 256-byte header, 30
+        // SGEs or 512 inline bytes), and 4096 of them round up to 2^16.
+        a.max_qp_wr = 4096;
         a.max_sge = 30;
         a.max_inline_data = 512; // a 1 KiB WQE (ds 63) holds it with any transport segment
         a.max_cq = 65536;

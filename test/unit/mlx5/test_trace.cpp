@@ -7,8 +7,8 @@
 
 #include <fstream>
 #include <map>
-#include <sstream>
 
+#include "md_table.h"
 #include "mlx5_fixture.h"
 
 namespace shunt::test {
@@ -215,19 +215,6 @@ TEST_F(Trace, EveryWqeAndCqeIsRecordedAndDecodesPerThePrm)
 
 /* ---------------- The guide's feature matrix ---------------- */
 
-std::vector<std::string> cells(const std::string &line)
-{
-    std::vector<std::string> out;
-    std::stringstream ss(line);
-    std::string c;
-    std::getline(ss, c, '|');
-    while (std::getline(ss, c, '|')) {
-        auto b = c.find_first_not_of(' '), e = c.find_last_not_of(' ');
-        out.push_back(b == std::string::npos ? "" : c.substr(b, e - b + 1));
-    }
-    return out;
-}
-
 TEST_F(Mlx5Model, TheDriverGuidesFeatureMatrixMatchesTheDeviceClaims)
 {
     std::ifstream in(SHUNT_SOURCE_ROOT "/doc/guides/drivers/mlx5.md");
@@ -246,7 +233,7 @@ TEST_F(Mlx5Model, TheDriverGuidesFeatureMatrixMatchesTheDeviceClaims)
     std::string line;
     int rows = 0;
     while (std::getline(in, line)) {
-        auto c = cells(line);
+        auto c = md_cells(line);
         if (c.size() < 5 || !ops.count(c[0]))
             continue;
         rows++;
@@ -255,6 +242,29 @@ TEST_F(Mlx5Model, TheDriverGuidesFeatureMatrixMatchesTheDeviceClaims)
                 << c[0] << " column " << k;
     }
     EXPECT_EQ(rows, 12) << "every operation has a row in the feature matrix";
+}
+
+TEST_F(Mlx5Model, AQpWithEveryLimitOfTheDeviceAtOnceCanBeCreated)
+{
+    vq::device_attr da;
+    ASSERT_EQ(vq::query_device(A.ctx, &da), 0);
+    const vq::qp_type types[] = {vq::qp_type::rc, vq::qp_type::uc, vq::qp_type::ud, vq::qp_type::raw_packet};
+    for (vq::qp_type t : types) {
+        SCOPED_TRACE(static_cast<int>(t));
+        vq::qp_cap cap{da.max_qp_wr, da.max_qp_wr, da.max_sge, da.max_sge, da.max_inline_data};
+        vq::qp *q = A.qp(t, da.ops[static_cast<unsigned>(t)], cap, A.cq(static_cast<int>(2 * da.max_qp_wr)));
+        ASSERT_NE(q, nullptr);
+        EXPECT_GE(q->cap.max_send_wr, da.max_qp_wr);
+        EXPECT_GE(q->cap.max_recv_wr, da.max_qp_wr);
+        EXPECT_GE(q->cap.max_send_sge, da.max_sge);
+        EXPECT_GE(q->cap.max_inline_data, da.max_inline_data);
+    }
+    vq::srq_init_attr sa;
+    sa.max_wr = da.max_srq_wr;
+    sa.max_sge = da.max_sge;
+    vq::srq *s = nullptr;
+    ASSERT_EQ(vq::create_srq(A.pd, &sa, &s), 0);
+    A.srqs.push_back(s);
 }
 
 } // namespace
