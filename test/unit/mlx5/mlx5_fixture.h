@@ -82,6 +82,17 @@ struct mport_ctx {
         mrs.push_back(m);
         return m;
     }
+    /** An address handle towards the port of context @p dest. */
+    vq::ah *ah_to(const vq::context *dest)
+    {
+        vq::ah_attr aa;
+        aa.dest = dest->addr;
+        vq::ah *a = nullptr;
+        EXPECT_EQ(vq::create_ah(pd, &aa, &a), 0);
+        if (a)
+            ahs.push_back(a);
+        return a;
+    }
     vq::cq *cq(int n = 64)
     {
         vq::cq_init_attr a;

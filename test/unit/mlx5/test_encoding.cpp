@@ -475,11 +475,8 @@ TEST_F(Encoding, AQueueFullOfUmrWqesNeverOverwritesOneNotYetCompleted)
 TEST_F(Encoding, UdSendCopiesTheAddressVectorAndSetsQpnAndQkey)
 {
     open(vq::qp_type::ud, vq::OPS_SEND);
-    vq::ah_attr aa;
-    aa.dest = B.ctx->addr;
-    vq::ah *ah = nullptr;
-    ASSERT_EQ(vq::create_ah(A.pd, &aa, &ah), 0);
-    A.ahs.push_back(ah);
+    vq::ah *ah = A.ah_to(B.ctx);
+    ASSERT_NE(ah, nullptr);
     const mlx5_wqe_av &av = static_cast<mlx5::mlx5_ah *>(ah)->av;
     std::uint32_t pi = cur();
     // The data setter and set_ud_addr in either order.
