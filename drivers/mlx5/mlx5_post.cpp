@@ -249,27 +249,28 @@ void b_send_inv(vq::qp *vqp, std::uint32_t rkey) noexcept
         c->imm = be32(rkey);
 }
 
-inline void set_raddr(send_state &s, mlx5_wqe_ctrl_seg *c, std::uint32_t rkey, std::uint64_t raddr) noexcept
+/** The remote-address segment right after the control segment (never wrapped:
+ *  a WQE starts on a BB and this is its second octoword). */
+inline void set_raddr(mlx5_wqe_ctrl_seg *c, std::uint32_t rkey, std::uint64_t raddr) noexcept
 {
     auto *r = reinterpret_cast<mlx5_wqe_raddr_seg *>(reinterpret_cast<std::uint8_t *>(c) + octo);
     r->raddr = be64(raddr);
     r->rkey = be32(rkey);
     r->reserved = 0;
-    (void)s;
 }
 
 void b_write(vq::qp *vqp, std::uint32_t rkey, std::uint64_t raddr) noexcept
 {
     mlx5_qp *q = to_qp(vqp);
     if (auto *c = begin(q, MLX5_OPCODE_RDMA_WRITE, wc_opcode::rdma_write, sizeof(mlx5_wqe_raddr_seg)))
-        set_raddr(q->sq, c, rkey, raddr);
+        set_raddr(c, rkey, raddr);
 }
 
 void b_write_imm(vq::qp *vqp, std::uint32_t rkey, std::uint64_t raddr, std::uint32_t imm) noexcept
 {
     mlx5_qp *q = to_qp(vqp);
     if (auto *c = begin(q, MLX5_OPCODE_RDMA_WRITE_IMM, wc_opcode::rdma_write, sizeof(mlx5_wqe_raddr_seg))) {
-        set_raddr(q->sq, c, rkey, raddr);
+        set_raddr(c, rkey, raddr);
         c->imm = imm;
     }
 }
@@ -278,7 +279,7 @@ void b_read(vq::qp *vqp, std::uint32_t rkey, std::uint64_t raddr) noexcept
 {
     mlx5_qp *q = to_qp(vqp);
     if (auto *c = begin(q, MLX5_OPCODE_RDMA_READ, wc_opcode::rdma_read, sizeof(mlx5_wqe_raddr_seg))) {
-        set_raddr(q->sq, c, rkey, raddr);
+        set_raddr(c, rkey, raddr);
         q->sq.need |= need_no_inline;
     }
 }
@@ -294,7 +295,7 @@ inline void atomic(mlx5_qp *q, std::uint8_t op, wc_opcode wop, std::uint32_t rke
     auto *c = begin(q, op, wop, sizeof(mlx5_wqe_raddr_seg) + sizeof(mlx5_wqe_atomic_seg));
     if (!c)
         return;
-    set_raddr(q->sq, c, rkey, raddr);
+    set_raddr(c, rkey, raddr);
     auto *a = reinterpret_cast<mlx5_wqe_atomic_seg *>(reinterpret_cast<std::uint8_t *>(c) + 2 * octo);
     a->swap_add = be64(swap_add);
     a->compare = be64(compare);
