@@ -33,17 +33,21 @@ protected:
     std::uint64_t pa(std::size_t off = 0) const { return reinterpret_cast<std::uint64_t>(pm->addr) + off; }
 };
 
-vq::qp_attr fast_timeout(std::uint8_t retries)
+/** Retry attributes: @p retries after a timeout of 4.096 us << @p timeout
+ *  (8: 1 ms, to exhaust retries quickly; 12: 17 ms, for tests that must
+ *  recover: a test thread descheduled for a millisecond on a loaded machine
+ *  is a timeout, and seven of them would end the QP). */
+vq::qp_attr fast_timeout(std::uint8_t retries, std::uint8_t timeout = 8)
 {
     vq::qp_attr a;
-    a.timeout = 8; // 4.096 us << 8 = 1 ms
+    a.timeout = timeout;
     a.retry_cnt = retries;
     return a;
 }
 
 TEST_F(Transport, DroppedPacketsOfAnRcWriteAreRetransmitted)
 {
-    open_rc(vq::QP_ATTR_TIMEOUT | vq::QP_ATTR_RETRY_CNT, fast_timeout(7));
+    open_rc(vq::QP_ATTR_TIMEOUT | vq::QP_ATTR_RETRY_CNT, fast_timeout(7, 12));
     model::fault f;
     f.kind = model::fault_kind::drop;
     f.skip = 2;
@@ -60,7 +64,7 @@ TEST_F(Transport, DroppedPacketsOfAnRcWriteAreRetransmitted)
 
 TEST_F(Transport, ACorruptedPacketFailsItsIcrcAndIsResent)
 {
-    open_rc(vq::QP_ATTR_TIMEOUT | vq::QP_ATTR_RETRY_CNT, fast_timeout(7));
+    open_rc(vq::QP_ATTR_TIMEOUT | vq::QP_ATTR_RETRY_CNT, fast_timeout(7, 12));
     ASSERT_EQ(vq::post_recv(peer, 1, pa(), 1 << 20, pm->lkey), 0);
     model::fault f;
     f.kind = model::fault_kind::corrupt;
@@ -158,11 +162,8 @@ TEST_F(Transport, UdDeliversWithAGrhNamingBothPorts)
     connect(q, nullptr, 0x99);
     connect(peer, nullptr, 0x99);
     regs();
-    vq::ah_attr aa;
-    aa.dest = B.ctx->addr;
-    vq::ah *ah = nullptr;
-    ASSERT_EQ(vq::create_ah(A.pd, &aa, &ah), 0);
-    A.ahs.push_back(ah);
+    vq::ah *ah = A.ah_to(B.ctx);
+    ASSERT_NE(ah, nullptr);
     ASSERT_EQ(vq::post_recv(peer, 1, pa(), 4096, pm->lkey), 0);
     vq::wr_start(q);
     q->wr_flags = vq::WR_SIGNALED;
@@ -192,11 +193,8 @@ TEST_F(Transport, UdOverTheMtuIsRefusedAtPostAndADroppedDatagramStillCompletes)
     connect(q, nullptr, 1);
     connect(peer, nullptr, 1);
     regs();
-    vq::ah_attr aa;
-    aa.dest = B.ctx->addr;
-    vq::ah *ah = nullptr;
-    ASSERT_EQ(vq::create_ah(A.pd, &aa, &ah), 0);
-    A.ahs.push_back(ah);
+    vq::ah *ah = A.ah_to(B.ctx);
+    ASSERT_NE(ah, nullptr);
     vq::wr_start(q);
     vq::wr_send(q);
     vq::wr_set_sge(q, m->lkey, reinterpret_cast<std::uint64_t>(m->addr), 4097);
