@@ -107,8 +107,9 @@ public:
 /** The hardware back end for ConnectX device @p index of ibv_get_device_list
  *  (null when it cannot be opened; the reason is logged). */
 std::unique_ptr<backend> make_verbs_backend(int index);
-/** Number of ConnectX devices verbs offers (0: none; reason in *why). */
-int verbs_probe(const char **names, int max, const char **why);
+/** The names of the ConnectX devices verbs offers, in ibv_get_device_list
+ *  order (none: the reason in *why). */
+std::vector<std::string> verbs_probe(const char **why);
 
 /* ---------------- Driver objects ---------------- */
 

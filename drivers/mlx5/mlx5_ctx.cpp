@@ -30,9 +30,10 @@ struct mlx5_device : vq::device {
     int index = 0; ///< verbs device index, or model index
 };
 
-std::vector<mlx5_device *> &devices()
+/** The devices probe() found, alive until the process exits (vq keeps pointers to them). */
+std::vector<std::unique_ptr<mlx5_device>> &devices()
 {
-    static std::vector<mlx5_device *> d;
+    static std::vector<std::unique_ptr<mlx5_device>> d;
     return d;
 }
 
@@ -49,46 +50,51 @@ const char *status()
 
 int probe(std::vector<vq::device *> &out)
 {
-    const char *names[16];
     const char *why = nullptr;
-    int n = verbs_probe(names, 16, &why);
-    if (n <= 0) {
+    std::vector<std::string> names = verbs_probe(&why);
+    const int n = static_cast<int>(names.size());
+    if (n == 0) {
         SHUNT_LOG(mlx5_log, info, "no ConnectX device: %s", why ? why : "none found");
         status_line() = std::string("no ConnectX device: ") + (why ? why : "none found");
     } else {
         status_line() = std::to_string(n) + " ConnectX device(s)";
     }
-    for (int i = 0; i < n; i++) {
-        auto *d = new (std::nothrow) mlx5_device;
-        if (!d)
+    // Setup path: allocation failures become -FI_ENOMEM, never an exception.
+    auto add = [](std::string name, std::string desc, bool model, int index) noexcept {
+        try {
+            auto d = std::make_unique<mlx5_device>();
+            d->name_s = std::move(name);
+            d->desc_s = std::move(desc);
+            d->model = model;
+            d->index = index;
+            devices().push_back(std::move(d));
+            return 0;
+        } catch (...) {
             return -FI_ENOMEM;
-        d->name_s = names[i];
-        d->desc_s = std::string("ConnectX through rdma-core mlx5dv (") + names[i] + ")";
-        d->index = i;
-        devices().push_back(d);
+        }
+    };
+    for (int i = 0; i < n; i++) {
+        const std::string &nm = names[static_cast<std::size_t>(i)];
+        if (int rc = add(nm, "ConnectX through rdma-core mlx5dv (" + nm + ")", false, i))
+            return rc;
     }
     std::int64_t nm = 0;
     if (t_model.as_int(nm) < 0 || nm < 0 || nm > 8) {
         SHUNT_LOG(mlx5_log, warning, "SHUNT_MLX5_MODEL must be 0..8: no model device");
         nm = 0;
     }
-    for (int i = 0; i < nm; i++) {
-        auto *d = new (std::nothrow) mlx5_device;
-        if (!d)
-            return -FI_ENOMEM;
-        d->name_s = "mlx5_model" + std::to_string(i);
-        d->desc_s = "software model of a ConnectX port (mlx5 WQEs, CQEs and doorbells; its wire reaches "
-                    "model ports of this host; not a NIC)";
-        d->model = true;
-        d->index = i;
-        devices().push_back(d);
-    }
+    for (int i = 0; i < nm; i++)
+        if (int rc = add("mlx5_model" + std::to_string(i),
+                         "software model of a ConnectX port (mlx5 WQEs, CQEs and doorbells; its wire reaches "
+                         "model ports of this host; not a NIC)",
+                         true, i))
+            return rc;
     status_line() += nm ? "; " + std::to_string(nm) + " model device(s) (SHUNT_MLX5_MODEL)"
                         : "; no model device (SHUNT_MLX5_MODEL=N offers N)";
-    for (mlx5_device *d : devices()) {
+    for (auto &d : devices()) {
         d->name = d->name_s.c_str();
         d->description = d->desc_s.c_str();
-        out.push_back(d);
+        out.push_back(d.get());
     }
     return 0;
 }

@@ -445,22 +445,28 @@ int pick_gid(ibv_context *ctx, std::uint8_t port, const ibv_port_attr &pa)
 
 } // namespace
 
-int verbs_probe(const char **names, int max, const char **why)
+std::vector<std::string> verbs_probe(const char **why)
 {
+    std::vector<std::string> names;
     int n = 0;
     ibv_device **list = ibv_get_device_list(&n);
     if (!list) {
         *why = "ibv_get_device_list failed (no RDMA subsystem in this kernel?)";
-        return 0;
+        return names;
     }
     ibv_device *mlx[16];
-    int k = mlx5_devices(list, n, mlx, max < 16 ? max : 16);
-    for (int i = 0; i < k; i++)
-        names[i] = strdup(ibv_get_device_name(mlx[i]));
+    int k = mlx5_devices(list, n, mlx, 16);
+    try {
+        for (int i = 0; i < k; i++)
+            names.emplace_back(ibv_get_device_name(mlx[i]));
+    } catch (...) {
+        *why = "out of memory";
+        names.clear();
+    }
     if (k == 0)
         *why = n ? "verbs has devices, but none is a ConnectX (mlx5)" : "verbs lists no RDMA device";
     ibv_free_device_list(list);
-    return k;
+    return names;
 }
 
 std::unique_ptr<backend> make_verbs_backend(int index)
