@@ -600,8 +600,9 @@ TEST_F(Encoding, RawSendWithoutInlineHeadersHasA16ByteEthernetSegment)
     alignas(64) std::uint8_t w[64] = {};
     mlx5dv_set_ctrl_seg(reinterpret_cast<ctrl *>(w), static_cast<std::uint16_t>(pi), MLX5_OPCODE_SEND, 0, qpn(),
                         MLX5_WQE_CTRL_CQ_UPDATE, 3, 0, 0);
+    std::uint8_t no_header[1] = {}; // the helper memcpy()s 0 bytes from it: not null
     mlx5dv_set_eth_seg(reinterpret_cast<mlx5_wqe_eth_seg *>(w + 16), MLX5_ETH_WQE_L3_CSUM | MLX5_ETH_WQE_L4_CSUM,
-                       0, 0, nullptr);
+                       0, 0, no_header);
     mlx5dv_set_data_seg(reinterpret_cast<dseg *>(w + 32), 60, m->lkey, a(0));
     expect_wqe(pi, w, 3);
 }
