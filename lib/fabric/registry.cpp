@@ -15,6 +15,7 @@
 
 #include "env/errors.h"
 #include "env/log.h"
+#include "env/plugin.h"
 #include "env/tunable.h"
 #include "fabric/detail/builtin.h"
 #include "fabric/detail/live.h"
@@ -321,6 +322,27 @@ void drain_pending(registry &r)
     }
 }
 
+// An installed Shunt keeps its providers in the plugin directory
+// (env/plugin.h): each libshunt_prov_<name>.so defines
+// shunt_fabric_provider_<name>, the record the built-in list names. A
+// provider also linked into the program is the same record, kept once.
+// Caller holds r.mu.
+void load_installed(registry &r)
+{
+    for (const env::plugin &p : env::open_plugins("shunt_prov_")) {
+        const std::string sym = "shunt_fabric_provider_" + p.name;
+        auto *prov = static_cast<const provider *>(::dlsym(p.handle, sym.c_str()));
+        if (!prov) {
+            reject(r, p.path, "defines no " + sym, nullptr);
+            continue;
+        }
+        if (is_entry(r, prov))
+            continue;
+        if (add_locked(r, prov, nullptr, "builtin") == -FI_EINVAL)
+            reject(r, p.path, "malformed provider record (size, name or entry points)", nullptr);
+    }
+}
+
 // Caller holds r.mu.
 void ensure_loaded(registry &r)
 {
@@ -330,6 +352,7 @@ void ensure_loaded(registry &r)
     }
     r.loaded = true;
     drain_pending(r);
+    load_installed(r);
     load_path(r, provider_path_tunable.value());
     drain_pending(r);
     r.filter = provider_tunable.value();
