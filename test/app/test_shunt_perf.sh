@@ -325,8 +325,11 @@ ns = '{http://www.w3.org/2000/svg}'
 texts = [t.text for t in r.iter(ns + 'text')]
 assert 'message size, bytes (log2 scale)' in texts and 'p99' in texts, texts
 assert len(list(r.iter(ns + 'polyline'))) >= 3 and len(list(r.iter(ns + 'circle'))) == 4 * 4"
-"$perf" pingpong -p line -S 8 -I 10 $cores $T --plot /nonexistent-dir/x.svg >/dev/null 2>"$work/err"; rc=$?
-check "--plot into a missing directory: exit 1 with a message" bash -c "test $rc -eq 1 && grep -q 'cannot write' '$work/err'"
+"$perf" pingpong -p line -S 8 -I 10 $cores $T --plot /nonexistent-dir/x.svg >"$work/out" 2>"$work/err"; rc=$?
+check "--plot into a missing directory: refused before running (exit 2, a message, no table)" \
+  bash -c "test $rc -eq 2 && grep -q 'cannot write' '$work/err' && ! test -s '$work/out'"
+"$perf" --version >"$work/out"; rc=$?
+check "--version prints the Shunt version" bash -c "test $rc -eq 0 && grep -qE '^shunt-perf \\(Shunt\\) [0-9]+\\.[0-9]+\\.[0-9]+$' '$work/out'"
 
 # ---- the shm provider and the vq shm driver: real runs ----
 # JSON of the endpoint level: the fields the issue names.
