@@ -11,6 +11,7 @@ shunt_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libfabric-dev libfabric-bin
   valgrind iproute2 procps util-linux
+  go-md2man man-db dpdk
 )
 
 shunt_log() { printf '== %s\n' "$*" >&2; }
