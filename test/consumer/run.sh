@@ -42,7 +42,8 @@ ls "$lib"/shunt/libshunt_prov_*.so >/dev/null 2>&1 || fail "no provider in the p
 for b in shunt-info shunt-perf; do
   readelf -d "$inst/bin/$b" | grep -q 'RUNPATH.*\$ORIGIN/\.\./' || fail "$b has no \$ORIGIN-relative RUNPATH"
 done
-readelf -d "$inst/bin/shunt-info" | grep -q 'RUNPATH.*/work\|RUNPATH.*/tmp' && fail "shunt-info's RUNPATH names the build machine"
+rp=$(readelf -d "$inst/bin/shunt-info" | sed -n 's/.*RUNPATH.*\[\(.*\)\]/\1/p')
+tr ':' '\n' <<<"$rp" | grep -qv '^\$ORIGIN' && fail "shunt-info's RUNPATH has an absolute entry: $rp"
 
 step "installed tools start and find the plugins"
 out=$("$inst/bin/shunt-info" -l -D 2>&1) || { echo "$out"; fail "installed shunt-info does not run"; }
