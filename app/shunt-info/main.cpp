@@ -115,8 +115,15 @@ void print_env(const std::string &filter)
     for (const env::tunable *t : env::tunables()) {
         if (!filter.empty() && std::string(t->name).find(filter) == std::string::npos)
             continue;
+        std::string mark;
+        if (t->is_set()) {
+            std::string accepted;
+            mark = " [set: " + t->value() + "]";
+            if (t->check(accepted) != 0)
+                mark += " INVALID (accepted: " + accepted + ")";
+        }
         std::printf("%-28s %-8s %-10s %s%s\n", t->name, t->layer, t->defval[0] ? t->defval : "-", t->help,
-                    t->is_set() ? (" [set: " + t->value() + "]").c_str() : "");
+                    mark.c_str());
     }
 }
 

@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 
+#include "env/env.h"
 #include "env/log.h"
 #include "env/plugin.h"
 #include "vq/driver.h"
@@ -90,6 +91,10 @@ std::vector<const driver *> registered_drivers()
 
 int get_device_list(std::vector<device *> &out)
 {
+    // The first use of the layer initialises the environment (env.h); a bad
+    // SHUNT_* value fails here, with the variable named in the log.
+    if (int rc = env::ensure_init())
+        return rc;
     load_installed_drivers();
     registry &r = reg();
     std::lock_guard<std::mutex> g(r.lock);

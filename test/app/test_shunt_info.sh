@@ -29,6 +29,22 @@ for v in SHUNT_LCORES SHUNT_HUGEPAGES SHUNT_LOG_LEVEL SHUNT_MEMORY_MB SHUNT_EAL_
 done
 set_out=$(SHUNT_LCORES=0 "$info" --env)
 check "--env shows a set value" grep -q 'SHUNT_LCORES.*\[set: 0\]' <<<"$set_out"
+# A bad SHUNT_* value: -E marks it, and the first use of a layer (getinfo
+# here) fails with the variable and the accepted values named.
+for v in SHUNT_LCORES=4096 SHUNT_HUGEPAGES=maybe SHUNT_MEMORY_MB=8 SHUNT_OFI_LAYERING=perhaps SHUNT_PROGRESS_CPU=x; do
+  name=${v%%=*}
+  marked=$(env "$v" "$info" --env)
+  check "--env marks $v invalid with the accepted values" grep -q "^$name .*INVALID (accepted: " <<<"$marked"
+  env "$v" "$info" -p shm -e rdm >/dev/null 2>"${TMPDIR:-/tmp}/shunt-info-env.$$"; rc=$?
+  check "$v: first use fails" test $rc -ne 0
+  check "$v: the error names $name and what is accepted" grep -q "$name.*accepted" "${TMPDIR:-/tmp}/shunt-info-env.$$"
+done
+SHUNT_EAL_ARGS=--bogus "$info" -p shm -e rdm >/dev/null 2>"${TMPDIR:-/tmp}/shunt-info-env.$$"; rc=$?
+check "SHUNT_EAL_ARGS=--bogus: first use fails naming SHUNT_EAL_ARGS" \
+  bash -c "test $rc -ne 0 && grep -q SHUNT_EAL_ARGS '${TMPDIR:-/tmp}/shunt-info-env.$$'"
+rm -f "${TMPDIR:-/tmp}/shunt-info-env.$$"
+check "--env lists SHUNT_OFI_LAYERING" grep -q '^SHUNT_OFI_LAYERING ' <<<"$envs"
+check "--env lists SHUNT_PLUGIN_DIR" grep -q '^SHUNT_PLUGIN_DIR ' <<<"$envs"
 # fi_info counterpart: list, filters, verbose dump, exit codes.
 for opt in --list --provider --ep-type --caps --verbose --devices --getenv; do
   check "--help documents $opt" grep -q -- "$opt" <<<"$out"
