@@ -111,6 +111,13 @@ struct side {
         if (rc)
             die("post_send", rc);
     }
+    void close()
+    {
+        // In reverse order of creation; each call fails only on misuse.
+        if (vq::destroy_qp(qp) || vq::dereg_mr(mr) || vq::destroy_cq(cq) || vq::dealloc_pd(pd) ||
+            vq::close_device(ctx))
+            die("teardown", -FI_EBUSY);
+    }
     /** Wait (10 s at most) for the receive and the send completion. */
     void wait_round()
     {
@@ -176,6 +183,7 @@ int run(bool parent, int fd, long rounds, std::size_t size)
     }
     if (!xfer(fd, &go, 1, true) || !xfer(fd, &go, 1, false)) // both done before closing
         die("sync", -FI_EIO);
+    s.close();
     if (parent)
         std::printf("vq-pingpong: %ld round trips of %zu bytes, every byte checked\n", rounds, size);
     return 0;
