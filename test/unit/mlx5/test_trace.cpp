@@ -9,6 +9,7 @@
 #include <map>
 
 #include "md_table.h"
+#include "vq_op_names.h"
 #include "mlx5_fixture.h"
 
 namespace shunt::test {
@@ -219,14 +220,7 @@ TEST_F(Mlx5Model, TheDriverGuidesFeatureMatrixMatchesTheDeviceClaims)
 {
     std::ifstream in(SHUNT_SOURCE_ROOT "/doc/guides/drivers/mlx5.md");
     ASSERT_TRUE(in) << "cannot read doc/guides/drivers/mlx5.md";
-    const std::map<std::string, std::uint64_t> ops = {
-        {"SEND", vq::OPS_SEND}, {"SEND_WITH_IMM", vq::OPS_SEND_WITH_IMM},
-        {"SEND_WITH_INV", vq::OPS_SEND_WITH_INV}, {"TSO", vq::OPS_TSO},
-        {"RDMA_WRITE", vq::OPS_RDMA_WRITE}, {"RDMA_WRITE_WITH_IMM", vq::OPS_RDMA_WRITE_WITH_IMM},
-        {"RDMA_READ", vq::OPS_RDMA_READ}, {"ATOMIC_CMP_AND_SWP", vq::OPS_ATOMIC_CMP_AND_SWP},
-        {"ATOMIC_FETCH_AND_ADD", vq::OPS_ATOMIC_FETCH_AND_ADD}, {"BIND_MW", vq::OPS_BIND_MW},
-        {"LOCAL_INV", vq::OPS_LOCAL_INV}, {"FLUSH", vq::OPS_FLUSH},
-    };
+    const auto &ops = vq_ops_by_name();
     const vq::qp_type cols[] = {vq::qp_type::rc, vq::qp_type::uc, vq::qp_type::ud, vq::qp_type::raw_packet};
     vq::device_attr da;
     ASSERT_EQ(vq::query_device(A.ctx, &da), 0);

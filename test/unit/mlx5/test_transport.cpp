@@ -23,6 +23,15 @@ protected:
         connect(peer, q);
         regs();
     }
+    /** A UD pair with Q_Key @p qkey; @p ops on our side. */
+    void open_ud(std::uint32_t qkey, std::uint64_t ops = vq::OPS_SEND)
+    {
+        q = A.qp(vq::qp_type::ud, ops);
+        peer = B.qp(vq::qp_type::ud, vq::OPS_SEND);
+        connect(q, nullptr, qkey);
+        connect(peer, nullptr, qkey);
+        regs();
+    }
     void regs()
     {
         m = A.reg(1 << 20);
@@ -157,11 +166,7 @@ TEST_F(Transport, ReadsLargerThanTheMtuComeBackInOrder)
 
 TEST_F(Transport, UdDeliversWithAGrhNamingBothPorts)
 {
-    q = A.qp(vq::qp_type::ud, vq::OPS_SEND | vq::OPS_SEND_WITH_IMM);
-    peer = B.qp(vq::qp_type::ud, vq::OPS_SEND);
-    connect(q, nullptr, 0x99);
-    connect(peer, nullptr, 0x99);
-    regs();
+    open_ud(0x99, vq::OPS_SEND | vq::OPS_SEND_WITH_IMM);
     vq::ah *ah = A.ah_to(B.ctx);
     ASSERT_NE(ah, nullptr);
     ASSERT_EQ(vq::post_recv(peer, 1, pa(), 4096, pm->lkey), 0);
@@ -188,11 +193,7 @@ TEST_F(Transport, UdDeliversWithAGrhNamingBothPorts)
 
 TEST_F(Transport, UdOverTheMtuIsRefusedAtPostAndADroppedDatagramStillCompletes)
 {
-    q = A.qp(vq::qp_type::ud, vq::OPS_SEND);
-    peer = B.qp(vq::qp_type::ud, vq::OPS_SEND);
-    connect(q, nullptr, 1);
-    connect(peer, nullptr, 1);
-    regs();
+    open_ud(1);
     vq::ah *ah = A.ah_to(B.ctx);
     ASSERT_NE(ah, nullptr);
     vq::wr_start(q);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "md_table.h"
+#include "vq_op_names.h"
 #include "vq_fixture.h"
 
 namespace shunt::test {
@@ -14,14 +15,7 @@ TEST(FeatureMatrix, GuideTableMatchesTheCode)
 {
     std::ifstream in(SHUNT_SOURCE_ROOT "/doc/guides/vq.md");
     ASSERT_TRUE(in) << "cannot read doc/guides/vq.md";
-    const std::map<std::string, std::uint64_t> ops = {
-        {"SEND", vq::OPS_SEND}, {"SEND_WITH_IMM", vq::OPS_SEND_WITH_IMM},
-        {"SEND_WITH_INV", vq::OPS_SEND_WITH_INV}, {"TSO", vq::OPS_TSO},
-        {"RDMA_WRITE", vq::OPS_RDMA_WRITE}, {"RDMA_WRITE_WITH_IMM", vq::OPS_RDMA_WRITE_WITH_IMM},
-        {"RDMA_READ", vq::OPS_RDMA_READ}, {"ATOMIC_CMP_AND_SWP", vq::OPS_ATOMIC_CMP_AND_SWP},
-        {"ATOMIC_FETCH_AND_ADD", vq::OPS_ATOMIC_FETCH_AND_ADD}, {"BIND_MW", vq::OPS_BIND_MW},
-        {"LOCAL_INV", vq::OPS_LOCAL_INV}, {"FLUSH", vq::OPS_FLUSH},
-    };
+    const auto &ops = vq_ops_by_name();
     const vq::qp_type spec_cols[] = {vq::qp_type::rc, vq::qp_type::uc, vq::qp_type::ud, vq::qp_type::raw_packet,
                                      vq::qp_type::xrc_send};
     vq_env e;
