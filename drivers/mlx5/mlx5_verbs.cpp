@@ -71,7 +71,33 @@ constexpr std::uint32_t max_tso_header = 256;
 struct hw_qp {
     ibv_qp *qp = nullptr;
     vq::qp_type type = vq::qp_type::rc;
+    ibv_flow *flow = nullptr; ///< RAW_PACKET: the steering rule that feeds its receive queue
 };
+
+/** A flow rule of one Ethernet spec: the spec right after the attribute,
+ *  as ibv_create_flow reads them (no padding between: checked). */
+struct eth_flow {
+    ibv_flow_attr attr;
+    ibv_flow_spec_eth eth;
+};
+static_assert(offsetof(eth_flow, eth) == sizeof(ibv_flow_attr) &&
+              sizeof(eth_flow) == sizeof(ibv_flow_attr) + sizeof(ibv_flow_spec_eth));
+
+/** The port's MAC from its default GID (index 0: the link-local address
+ *  RoCE derives from the MAC as an EUI-64). @return false when it is not one. */
+bool mac_of_gid(const ibv_gid &g, std::uint8_t mac[6])
+{
+    const std::uint8_t *r = g.raw;
+    if (r[0] != 0xfe || r[1] != 0x80 || r[11] != 0xff || r[12] != 0xfe)
+        return false;
+    mac[0] = r[8] ^ 0x02;
+    mac[1] = r[9];
+    mac[2] = r[10];
+    mac[3] = r[13];
+    mac[4] = r[14];
+    mac[5] = r[15];
+    return true;
+}
 
 class verbs_backend final : public backend {
 public:
@@ -304,6 +330,8 @@ public:
     int destroy_qp(void *h) override
     {
         auto *hq = static_cast<hw_qp *>(h);
+        if (hq->flow && ibv_destroy_flow(hq->flow) == 0)
+            hq->flow = nullptr;
         int e = ibv_destroy_qp(hq->qp);
         if (e)
             return neg_errno(e);
@@ -370,7 +398,46 @@ public:
             m |= IBV_QP_ACCESS_FLAGS;
         }
         int e = ibv_modify_qp(hq->qp, &x, m);
-        return e ? neg_errno(e) : 0;
+        if (e)
+            return neg_errno(e);
+        if (hq->type == vq::qp_type::raw_packet)
+            return raw_steering(*hq, to);
+        return 0;
+    }
+
+    /** A RAW_PACKET QP receives only what a steering rule sends it: from RTR
+     *  on, the frames addressed to the port's MAC (the model delivers those
+     *  to every RAW_PACKET QP of the port alike); none in RESET or ERR. */
+    int raw_steering(hw_qp &hq, vq::qp_state to)
+    {
+        const bool want = to == vq::qp_state::rtr || to == vq::qp_state::rts;
+        if (!want && hq.flow) {
+            if (int e = ibv_destroy_flow(hq.flow))
+                return neg_errno(e);
+            hq.flow = nullptr;
+        }
+        if (!want || hq.flow)
+            return 0;
+        ibv_gid g0{};
+        std::uint8_t mac[6];
+        if (ibv_query_gid(ctx, port, 0, &g0) || !mac_of_gid(g0, mac)) {
+            SHUNT_LOG(mlx5_hw_log, warning, "port %u: no MAC in GID 0; RAW_PACKET QP %u receives nothing",
+                      static_cast<unsigned>(port), hq.qp->qp_num);
+            return 0;
+        }
+        eth_flow f{};
+        f.attr.type = IBV_FLOW_ATTR_NORMAL;
+        f.attr.size = sizeof f;
+        f.attr.num_of_specs = 1;
+        f.attr.port = port;
+        f.eth.type = IBV_FLOW_SPEC_ETH;
+        f.eth.size = sizeof f.eth;
+        std::memcpy(f.eth.val.dst_mac, mac, 6);
+        std::memset(f.eth.mask.dst_mac, 0xff, 6);
+        hq.flow = ibv_create_flow(hq.qp, &f.attr);
+        if (!hq.flow)
+            return neg_errno(errno);
+        return 0;
     }
 
     int create_ah(void *pd, const vq::dev_addr &dest, mlx5_wqe_av *av, void **h) override
