@@ -7,6 +7,7 @@
 #include "fabric/util/av.h"
 #include "fabric/util/eq.h"
 #include "fabric/util/info.h"
+#include "fabric/util/poll.h"
 #include "fabric/util/ep.h"
 
 namespace shunt::fabric::util {
@@ -29,7 +30,7 @@ int trywait_op(fid_fabric *, fid **fids, int count)
                 return -FI_EINVAL;
             cq->wait.arm();
             cq_progress(cq);
-            if (cq_pending(cq)) {
+            if (cq_pending(cq) || wait_needs_progress(f)) {
                 cq->wait.disarm();
                 return -FI_EAGAIN;
             }
@@ -40,6 +41,10 @@ int trywait_op(fid_fabric *, fid **fids, int count)
             cntr_obj *c = reinterpret_cast<cntr_obj *>(f);
             if (!c->wait.enabled())
                 return -FI_EINVAL;
+            if (wait_needs_progress(f)) {
+                cntr_progress(c);
+                return -FI_EAGAIN;
+            }
             c->wait.arm();
             break;
         }
@@ -48,9 +53,36 @@ int trywait_op(fid_fabric *, fid **fids, int count)
             if (!eq->wait.enabled())
                 return -FI_EINVAL;
             eq->wait.arm();
-            if (eq_pending(eq)) {
+            if (eq_pending(eq) || wait_needs_progress(f)) {
                 eq->wait.disarm();
+                if (wait_needs_progress(f))
+                    eq_progress(eq);
                 return -FI_EAGAIN;
+            }
+            break;
+        }
+        case FI_CLASS_WAIT: {
+            // fi_poll(3): only the set is passed for its members; they stay
+            // armed so that a later event wakes the user's wait on its fd
+            wait_set_obj *ws = reinterpret_cast<wait_set_obj *>(f);
+            if (!ws->w.enabled())
+                return -FI_EINVAL;
+            std::lock_guard g(ws->mu);
+            auto waiter_of = [](fid *m) -> waiter & {
+                if (m->fclass == FI_CLASS_CQ)
+                    return reinterpret_cast<cq_obj *>(m)->wait;
+                if (m->fclass == FI_CLASS_CNTR)
+                    return reinterpret_cast<cntr_obj *>(m)->wait;
+                return reinterpret_cast<eq_obj *>(m)->wait;
+            };
+            for (fid *m : ws->members)
+                waiter_of(m).arm();
+            for (fid *m : ws->members) {
+                if (has_events(m) || wait_needs_progress(m)) {
+                    for (fid *x : ws->members)
+                        waiter_of(x).disarm();
+                    return -FI_EAGAIN;
+                }
             }
             break;
         }
@@ -95,6 +127,7 @@ ops_fabric default_fabric_ops()
     ops_fabric o;
     o.eq_open = eq_open;
     o.trywait = trywait_op;
+    o.wait_open = wait_open;
     return o;
 }
 
@@ -107,6 +140,7 @@ ops_domain default_domain_ops()
     o.stx_ctx = stx_open;
     o.srx_ctx = srx_open;
     o.query_atomic = query_atomic_op;
+    o.poll_open = poll_open;
     return o;
 }
 

@@ -94,6 +94,12 @@ struct domain_obj {
     /** True when objects of this domain may be touched by two threads at
      *  once (FI_THREAD_SAFE, or auto progress): locks are enabled. */
     bool mt = true;
+    /** Completions reach the CQs and counters only through the provider's
+     *  progress (manual progress over queues a peer cannot signal): blocking
+     *  natively on their wait objects could hang, so trywait says
+     *  -FI_EAGAIN (fi_poll(3)) and waits wake up to drive progress. Set by
+     *  the provider at domain open. */
+    bool waits_need_progress = false;
     std::atomic<int> refs{0};           ///< open child objects
     eq_obj *eq = nullptr;               ///< bound with domain_bind
     // memory regions by key
