@@ -291,6 +291,9 @@ int domain_open_op(fid_fabric *fabric, info *in, fid_domain **out, void *context
         delete d;
         return rc;
     }
+    // A peer writes into our queues, not our wait objects: with manual
+    // progress only polling turns arrivals into completions.
+    d->waits_need_progress = d->data_progress != FI_PROGRESS_AUTO;
     // The domain name names the device (getinfo answers carry it); an info
     // built by hand without one gets the fabric's first device.
     const char *want = in->domain_attr ? in->domain_attr->name : nullptr;
