@@ -244,18 +244,60 @@ int eq_open(::fid_fabric *fabric, ::fi_eq_attr *attr, ::fid_eq **eq, void *conte
 {
     if (!fabric || !attr || !eq)
         return -FI_EINVAL;
-    if (attr->wait_set)
-        return -FI_ENOSYS; // wait sets are not part of Shunt
     auto *fab = reinterpret_cast<fabric_w *>(fabric);
     sf::eq_attr sa;
     sa.size = attr->size;
     sa.flags = attr->flags;
     sa.wait_obj = static_cast<sf::wait_obj>(attr->wait_obj);
     sa.signaling_vector = attr->signaling_vector;
+    if (int rc = shunt_wait_set(attr->wait_set, &sa.wait_set); rc)
+        return rc;
     return open_wrapped<eq_w>(eq, context, FI_CLASS_EQ, &g_eq_fi_ops, &g_eq_ops, [&](eq_w *w) {
         w->api_version = fab->lf.api_version;
         return sf::eq_open(fab->sh, &sa, &w->sh, context);
     });
+}
+
+} // namespace shunt::ofi
+
+// ---- wait sets ----
+
+namespace shunt::ofi {
+
+namespace {
+
+int wait_wait(::fid_wait *w, int timeout) { return sf::wait(reinterpret_cast<wait_w *>(w)->sh, timeout); }
+int wait_close(::fid *f) { return close_wrapper<wait_w>(f); }
+
+::fi_ops_wait g_wait_ops = {sizeof(::fi_ops_wait), wait_wait};
+
+} // namespace
+
+::fi_ops g_wait_fi_ops = {
+    sizeof(::fi_ops), wait_close, fid_bind, fid_control, fid_ops_open, fid_tostr, fid_ops_set,
+};
+
+int wait_open(::fid_fabric *fabric, ::fi_wait_attr *attr, ::fid_wait **waitset)
+{
+    if (!fabric || !attr || !waitset)
+        return -FI_EINVAL;
+    auto *fab = reinterpret_cast<fabric_w *>(fabric);
+    sf::wait_attr sa;
+    sa.wait_obj = static_cast<sf::wait_obj>(attr->wait_obj);
+    sa.flags = attr->flags;
+    return open_wrapped<wait_w>(waitset, nullptr, FI_CLASS_WAIT, &g_wait_fi_ops, &g_wait_ops,
+                                [&](wait_w *w) { return sf::wait_open(fab->sh, &sa, &w->sh); });
+}
+
+int shunt_wait_set(::fid_wait *w, sf::fid_wait **out)
+{
+    *out = nullptr;
+    if (!w)
+        return 0;
+    if (w->fid.ops != &g_wait_fi_ops)
+        return -FI_EINVAL; // another provider's wait set
+    *out = reinterpret_cast<wait_w *>(w)->sh;
+    return 0;
 }
 
 } // namespace shunt::ofi
