@@ -68,13 +68,6 @@ int trywait_op(fid_fabric *, fid **fids, int count)
             if (!ws->w.enabled())
                 return -FI_EINVAL;
             std::lock_guard g(ws->mu);
-            auto waiter_of = [](fid *m) -> waiter & {
-                if (m->fclass == FI_CLASS_CQ)
-                    return reinterpret_cast<cq_obj *>(m)->wait;
-                if (m->fclass == FI_CLASS_CNTR)
-                    return reinterpret_cast<cntr_obj *>(m)->wait;
-                return reinterpret_cast<eq_obj *>(m)->wait;
-            };
             for (fid *m : ws->members)
                 waiter_of(m).arm();
             for (fid *m : ws->members) {

@@ -11,8 +11,6 @@
 
 namespace shunt::fabric::util {
 
-namespace {
-
 waiter &waiter_of(fid *f)
 {
     switch (f->fclass) {
@@ -21,6 +19,8 @@ waiter &waiter_of(fid *f)
     default: return reinterpret_cast<eq_obj *>(f)->wait;
     }
 }
+
+namespace {
 
 // Manual progress: nothing else moves the members' endpoints forward, so a
 // wait wakes up every millisecond to drive them.
@@ -144,12 +144,6 @@ std::atomic<int> &refs_of(fid *f)
     return f->fclass == FI_CLASS_CQ ? reinterpret_cast<cq_obj *>(f)->refs : reinterpret_cast<cntr_obj *>(f)->refs;
 }
 
-domain_obj *domain_of(fid *f)
-{
-    return f->fclass == FI_CLASS_CQ ? reinterpret_cast<cq_obj *>(f)->domain
-                                    : reinterpret_cast<cntr_obj *>(f)->domain;
-}
-
 int poll_add_op(fid_poll *f, fid *m, std::uint64_t flags)
 {
     poll_obj *ps = poll_of(f);
@@ -157,7 +151,7 @@ int poll_add_op(fid_poll *f, fid *m, std::uint64_t flags)
         return -FI_EBADFLAGS;
     if (m->fclass != FI_CLASS_CQ && m->fclass != FI_CLASS_CNTR)
         return -FI_EINVAL;
-    if (domain_of(m) != ps->domain)
+    if (owner_domain(m) != ps->domain)
         return -FI_EINVAL;
     std::lock_guard g(ps->mu);
     if (std::find(ps->members.begin(), ps->members.end(), m) != ps->members.end())

@@ -48,6 +48,9 @@ int poll_open(fid_domain *domain, poll_attr *attr, fid_poll **pollset);
 /** Leave the set (the member closes). */
 void wait_set_leave(fid_wait *set, fid *member);
 
+/** The waiter of @p f, a generic CQ, counter or EQ. */
+waiter &waiter_of(fid *f);
+
 /** Could blocking natively on @p f's wait object (a generic CQ, counter or
  *  EQ) hang the application, because only polling it makes progress? */
 bool wait_needs_progress(fid *f);
