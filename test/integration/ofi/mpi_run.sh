@@ -40,9 +40,13 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # Leak checking stays with Shunt's own programs (Open MPI keeps its
 # allocations to the end).
+# Pass on what is set (mpirun warns about names that are not).
+pass=(-x ASAN_OPTIONS=detect_leaks=0)
+for v in FI_PROVIDER FI_PROVIDER_PATH FI_LOG_LEVEL SHUNT_VQ_SINGLE_HOST LD_PRELOAD UBSAN_OPTIONS; do
+    [ -n "${!v+set}" ] && pass+=(-x "$v")
+done
 timeout 300 "$mpirun" --allow-run-as-root --oversubscribe --bind-to none -np "$ranks" "${args[@]}" \
-    -x FI_PROVIDER -x FI_PROVIDER_PATH -x FI_LOG_LEVEL -x SHUNT_VQ_SINGLE_HOST -x LD_PRELOAD \
-    -x ASAN_OPTIONS=detect_leaks=0 -x UBSAN_OPTIONS "$prog" >"$tmp/out" 2>&1
+    "${pass[@]}" "$prog" >"$tmp/out" 2>&1
 rc=$?
 cat "$tmp/out"
 [ $rc -eq 0 ] || { echo "FAIL: mpirun exited $rc"; exit 1; }
