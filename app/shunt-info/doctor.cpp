@@ -56,12 +56,6 @@ std::string read_line(const std::string &path)
     return s;
 }
 
-bool exists(const std::string &path)
-{
-    struct stat st {};
-    return ::stat(path.c_str(), &st) == 0;
-}
-
 std::vector<unsigned> cpu_list_of(const std::string &text)
 {
     // Kernel lists ("0-3,6") of CPUs that may be outside our affinity.
