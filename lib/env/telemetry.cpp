@@ -135,6 +135,7 @@ int cmd_stats(const char *cmd, const char *params, rte_tel_data *d)
 struct dir_state {
     std::mutex mu;
     char path[4096] = {}; // a char array: read by the atexit handler after static destructors may have run
+    pid_t owner = 0;      // the process that initialised: a forked child exiting must not remove it
     bool registered = false;
 };
 
@@ -166,7 +167,7 @@ bool remove_dir(const char *dir) noexcept
 void remove_at_exit() noexcept
 {
     dir_state &s = ds();
-    if (s.path[0])
+    if (s.path[0] && s.owner == getpid())
         remove_dir(s.path);
     s.path[0] = 0;
 }
@@ -327,6 +328,7 @@ void telemetry_started(const std::string &runtime_dir, bool socket)
     dir_state &s = ds();
     std::lock_guard g(s.mu);
     std::snprintf(s.path, sizeof s.path, "%s", runtime_dir.c_str());
+    s.owner = getpid();
     if (!s.registered) {
         s.registered = true;
         std::atexit(remove_at_exit);
@@ -339,7 +341,7 @@ void telemetry_stopped() noexcept
 {
     dir_state &s = ds();
     std::lock_guard g(s.mu);
-    if (s.path[0])
+    if (s.path[0] && s.owner == getpid())
         remove_dir(s.path);
     s.path[0] = 0;
 }
