@@ -558,7 +558,7 @@ int main(int argc, char **argv)
         {nullptr, 0, nullptr, 0},
     };
     bool topo = false, huge = false, envs = false, list_provs = false, verbose = false, devices = false;
-    bool offers = false, doctor = false, clean = false, json = false, live_opts = false;
+    bool offers = false, doctor = false, clean = false, json = false, live_opts = false, version = false;
     long live_pid = 0, count = 0;
     double interval = 1.0;
     char *end = nullptr;
@@ -617,7 +617,7 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
-        case 'V': std::printf("shunt-info %s\n", SHUNT_VERSION); return 0;
+        case 'V': version = true; break;
         case 'h': std::fputs(usage, stdout); return 0;
         case ':':
             std::fprintf(stderr, "shunt-info: option '%s' needs an argument\nTry 'shunt-info --help'.\n",
@@ -631,6 +631,13 @@ int main(int argc, char **argv)
     if (optind < argc) {
         std::fprintf(stderr, "shunt-info: unexpected argument '%s'\nTry 'shunt-info --help'.\n", argv[optind]);
         return 2;
+    }
+    if (version) {
+        if (json)
+            std::printf("%s\n", info::json().begin_object().key("version").str(SHUNT_VERSION).end_object().text().c_str());
+        else
+            std::printf("shunt-info %s\n", SHUNT_VERSION);
+        return 0;
     }
     if (clean && !doctor) {
         std::fprintf(stderr, "shunt-info: --clean goes with --doctor\nTry 'shunt-info --help'.\n");

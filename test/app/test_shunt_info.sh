@@ -146,6 +146,8 @@ assert set(d) == {'build', 'devices', 'topology', 'hugepages'}, d.keys()
 assert d['build']['drivers'] == '$(sed -n 's/^drivers: *//p' <<<"$all")'.split() and d['build']['version'].count('.') == 2
 assert d['topology']['hardware_threads'] == $ncpu and d['topology']['numa_nodes'][0]['os_index'] == 0
 assert isinstance(d['hugepages']['reserved'], int)"
+jsonchk "-V: the version" "
+assert d == {'version': '$("$info" -V | awk '{print $2}')'}, d" -V
 jsonchk "-D lists shm0 with its limits and operations" "
 dev = [x for x in d['devices'] if x['name'] == 'shm0'][0]
 assert dev['ud_mtu'] > 0 and dev['max_inline_data'] > 0 and 'send' in dev['ops']['ud'], dev" -D
