@@ -9,6 +9,7 @@
 #include "fabric/api.h"
 #include "fabric/provider.h"
 #include "shunt_config.h"
+#include "vq/driver.h"
 #include "vq/vq.h"
 
 #include <getopt.h>
@@ -493,16 +494,28 @@ int print_devices(info::json *j)
 {
     std::vector<vq::device *> devs;
     vq::get_device_list(devs);
-    if (j)
+    if (j) {
         j->key("devices").begin_array();
-    else
+    } else {
         std::printf("vq devices: %zu\n", devs.size());
+        for (const vq::driver *d : vq::registered_drivers())
+            if (d->status)
+                if (const char *st = d->status())
+                    std::printf("  driver %s: %s\n", d->name, st);
+    }
     int rc = 0;
     for (vq::device *d : devs) {
-        if (j)
+        if (j) {
             j->begin_object().key("name").str(d->name).key("description").str(d->description ? d->description : "");
-        else
+            if (d->drv) {
+                j->key("driver").str(d->drv->name);
+                if (d->drv->status)
+                    if (const char *st = d->drv->status())
+                        j->key("driver_status").str(st);
+            }
+        } else {
             std::printf("  %s: %s\n", d->name, d->description ? d->description : "");
+        }
         vq::context *ctx = nullptr;
         vq::device_attr a;
         int e = vq::open_device(d, &ctx);

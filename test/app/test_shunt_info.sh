@@ -148,9 +148,9 @@ assert d['topology']['hardware_threads'] == $ncpu and d['topology']['numa_nodes'
 assert isinstance(d['hugepages']['reserved'], int)"
 jsonchk "-V: the version" "
 assert d == {'version': '$("$info" -V | awk '{print $2}')'}, d" -V
-jsonchk "-D lists shm0 with its limits and operations" "
+jsonchk "-D lists shm0 with its driver, limits and operations" "
 dev = [x for x in d['devices'] if x['name'] == 'shm0'][0]
-assert dev['ud_mtu'] > 0 and dev['max_inline_data'] > 0 and 'send' in dev['ops']['ud'], dev" -D
+assert dev['driver'] == 'shm' and dev['ud_mtu'] > 0 and dev['max_inline_data'] > 0 and 'send' in dev['ops']['ud'], dev" -D
 jsonchk "-t has every core and L3 group" "
 t = d['topology']
 assert set(d) == {'topology'} and len(t['cores']) == $(grep -c '^  core ' <<<"$topo") and t['l3_groups'], t" -t
