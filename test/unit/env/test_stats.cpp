@@ -9,6 +9,8 @@
 #include "env/stats.h"
 #include "env/telemetry.h"
 
+#include "no_huge.h"
+
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -26,18 +28,10 @@
 
 using namespace shunt;
 using namespace shunt::env;
+using shunt::test::no_huge;
 using stats::histogram;
 
 namespace {
-
-options no_huge()
-{
-    options o;
-    o.hugepages = hugepage_policy::off;
-    o.hugepages_set = true;
-    o.memory_mb = 64;
-    return o;
-}
 
 bool exists(const std::string &p)
 {
