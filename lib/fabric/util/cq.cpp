@@ -314,6 +314,7 @@ int cq_open(fid_domain *domain, cq_attr *attr, fid_cq **out, void *context)
     cq->rlock.enable(d->thread == FI_THREAD_SAFE);
     cq->plock.enable(d->mt);
     cq->do_progress = d->data_progress != FI_PROGRESS_AUTO;
+    cq->wait_bound = cq->wait.enabled();
     cq->cq.fid.fclass = FI_CLASS_CQ;
     cq->cq.fid.context = context;
     cq->cq.fid.ops = &cq_fid_ops;

@@ -52,6 +52,7 @@ struct cq_obj {
     std::size_t mask = 0;
     alignas(64) std::atomic<std::size_t> head{0}; ///< next slot to write (producer)
     std::size_t cached_tail = 0;                  ///< producer's copy of tail
+    bool wait_bound = false;                      ///< has a wait object: writes signal it (set at open)
     maybe_lock wlock;
     alignas(64) std::atomic<std::size_t> tail{0}; ///< next slot to read (consumer)
     maybe_lock rlock;
@@ -91,7 +92,8 @@ inline void cq_write(cq_obj *cq, void *ctx, std::uint64_t flags, std::size_t len
         if (cq->spilled.load(std::memory_order_relaxed) || h - cq->cached_tail > cq->mask) {
             cq_spill(cq, cq_slot{ctx, flags, len, buf, data, tag, src});
             cq->wlock.unlock();
-            cq->wait.signal();
+            if (cq->wait_bound)
+                cq->wait.signal();
             return;
         }
     }
@@ -99,7 +101,8 @@ inline void cq_write(cq_obj *cq, void *ctx, std::uint64_t flags, std::size_t len
     // Publish the slot: the consumer's acquire load of head sees its contents.
     cq->head.store(h + 1, std::memory_order_release);
     cq->wlock.unlock();
-    cq->wait.signal();
+    if (cq->wait_bound) [[unlikely]]
+        cq->wait.signal(); // the ordering argument is at waiter::signal()
 }
 
 /** Write an error completion (slow path; never lost).
