@@ -281,6 +281,15 @@ struct shm_srq : vq::srq {
     shm_ctx *sctx = nullptr;
 };
 
+/** How far the execution of a send-queue entry got (sq_run). */
+enum class wqe_stage : std::uint8_t {
+    fresh,        ///< posted, nothing done yet
+    keys_checked, ///< its local keys were validated (a blocked send resumes here)
+    data_written, ///< write_imm: the data is written, its notification waits for ring space
+    rndv_pending, ///< rendezvous published: completes when the receiver's ack passes rndv_ticket
+    finished,     ///< executed (or failed): status holds the outcome, the completion is owed
+};
+
 /** Send work-queue entry (local). */
 struct wqe {
     std::uint64_t wr_id;
@@ -296,8 +305,11 @@ struct wqe {
     void *p1;              ///< bind: mr
     std::uint32_t done;    ///< bytes already pushed (chunked sends, TSO)
     std::uint16_t mss, hdr_sz;
-    std::uint8_t has_data, is_inline, need, pad8;
+    std::uint8_t has_data, is_inline, need;
+    wqe_stage stage;       ///< execution progress
     std::uint32_t qkey;
+    vq::wc_status status;  ///< outcome once stage is finished
+    std::uint32_t rndv_ticket; ///< rendezvous: the value of rndv_acked that completes it
 };
 
 enum : std::uint8_t {

@@ -54,7 +54,7 @@ inline wqe *begin(shm_qp *q, std::uint8_t op) noexcept
     w->done = 0;
     w->has_data = 0;
     w->is_inline = 0;
-    w->pad8 = 0;
+    w->stage = wqe_stage::fresh;
     w->need = q->type == vq::qp_type::ud ? need_ud : 0;
     return w;
 }

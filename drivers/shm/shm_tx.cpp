@@ -21,8 +21,6 @@ namespace {
  *  for the receiver's copy; later requests may execute meanwhile). */
 enum exec_rc { ex_done, ex_blocked, ex_pending };
 
-constexpr std::uint32_t executed_flag = 0x80;
-
 inline const vq::sge *wqe_sges(shm_qp *q, const wqe *w) noexcept
 {
     return &q->sq_sge[static_cast<std::size_t>(w - q->sq) * q->max_sge_cap];
@@ -117,12 +115,12 @@ inline bool push_wc(shm_qp *q, const wqe *w, vq::wc_status st, bool cq_locked) n
 
 /* ---- sends ---- */
 
-/** Wait for the receiver to copy a rendezvous send (ticket in w->a0). */
+/** Wait for the receiver to copy a rendezvous send (w->rndv_ticket). */
 exec_rc rndv_wait(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
 {
     // Observe the receiver's ack (acquire): it copied our buffer before it.
     std::uint32_t acked = q->desc->rndv_acked.load(std::memory_order_acquire);
-    if (static_cast<std::int32_t>(acked - static_cast<std::uint32_t>(w->a0)) >= 0) {
+    if (static_cast<std::int32_t>(acked - w->rndv_ticket) >= 0) {
         q->blocked_since = 0;
         *st = vq::wc_status::success;
         return ex_done;
@@ -175,8 +173,8 @@ exec_rc rndv_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexce
     c.flat = buf;
     std::uint8_t fl = sf_first | sf_last | ((w->flags & vq::WR_SOLICITED) ? sf_solicited : 0);
     ring_put(r, msg_rndv, fl, w->imm, c, bytes, bytes);
-    w->a0 = ++q->rndv_posted;
-    w->pad8 = 3;
+    w->rndv_ticket = ++q->rndv_posted;
+    w->stage = wqe_stage::rndv_pending;
     q->blocked_since = 0;
     return ex_pending;
 }
@@ -575,14 +573,14 @@ namespace {
 exec_rc exec(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
 {
     bool rc_like = q->type != vq::qp_type::ud;
-    if (w->done == 0 && w->pad8 == 0) {
+    if (w->stage == wqe_stage::fresh) {
         // First attempt: check local keys (send data is read, read/atomic results written).
         unsigned need = (w->op == op_read || w->op == op_cas || w->op == op_faa) ? vq::ACCESS_LOCAL_WRITE : 0;
         if (w->op != op_bind && w->op != op_local_inv && w->op != op_flush && !local_sges_ok(q, w, need)) {
             *st = vq::wc_status::loc_prot_err;
             return ex_done;
         }
-        w->pad8 = 1;
+        w->stage = wqe_stage::keys_checked;
     }
     switch (w->op) {
     case op_send:
@@ -597,11 +595,11 @@ exec_rc exec(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
         *st = do_write(q, w);
         break;
     case op_write_imm:
-        if (w->pad8 == 1) {
+        if (w->stage == wqe_stage::keys_checked) {
             *st = do_write(q, w);
             if (*st != vq::wc_status::success)
                 break;
-            w->pad8 = 2; // data written; the notification may wait for ring space
+            w->stage = wqe_stage::data_written; // the notification may wait for ring space
         }
         return rc_send(q, w, msg_write_imm, st);
     case op_read:
@@ -652,8 +650,8 @@ void sq_run(shm_qp *q, bool cq_locked) noexcept
             break;
         q->sq_exec++;
         if (r == ex_done) {
-            w->flags |= executed_flag;
-            w->mss = static_cast<std::uint16_t>(st);
+            w->stage = wqe_stage::finished;
+            w->status = st;
             if (st != vq::wc_status::success)
                 qp_to_err(q);
         }
@@ -662,9 +660,9 @@ void sq_run(shm_qp *q, bool cq_locked) noexcept
     while (q->sq_head != q->sq_tail) {
         wqe *w = &q->sq[q->sq_head & q->sq_mask];
         vq::wc_status st;
-        if (w->flags & executed_flag) {
-            st = static_cast<vq::wc_status>(w->mss);
-        } else if (w->pad8 == 3 && rndv_wait(q, w, &st) == ex_done) {
+        if (w->stage == wqe_stage::finished) {
+            st = w->status;
+        } else if (w->stage == wqe_stage::rndv_pending && rndv_wait(q, w, &st) == ex_done) {
             // the receiver copied it (or the peer is gone: retry_exc_err)
         } else if (in_err()) {
             // Only the first outstanding request reports the dead peer.
@@ -675,8 +673,8 @@ void sq_run(shm_qp *q, bool cq_locked) noexcept
         }
         if (((w->flags & vq::WR_SIGNALED) || st != vq::wc_status::success) &&
             !push_wc(q, w, st, cq_locked)) [[unlikely]] {
-            w->flags |= executed_flag; // completion owed: retried on the next progress
-            w->mss = static_cast<std::uint16_t>(st);
+            w->stage = wqe_stage::finished; // completion owed: retried on the next progress
+            w->status = st;
             break;
         }
         q->sq_head++;
