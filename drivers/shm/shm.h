@@ -525,6 +525,25 @@ int destroy_cq(vq::cq *c);
 int create_srq(vq::pd *p, const vq::srq_init_attr *a, vq::srq **out);
 int destroy_srq(vq::srq *s);
 
+/** Fill a completion: the one place a vq::wc is written field by field
+ *  (receives, send completions, flushes). */
+inline void fill_wc(vq::wc &w, std::uint64_t wr_id, vq::wc_status status, vq::wc_opcode opcode,
+                    std::uint32_t byte_len, std::uint32_t qp_num, std::uint32_t src_qp = 0, std::uint32_t imm = 0,
+                    unsigned wc_flags = 0, std::uint32_t invalidated_rkey = 0) noexcept
+{
+    w.wr_id = wr_id;
+    w.status = status;
+    w.opcode = opcode;
+    w.vendor_err = 0;
+    w.byte_len = byte_len;
+    w.imm_data = imm;
+    w.invalidated_rkey = invalidated_rkey;
+    w.qp_num = qp_num;
+    w.src_qp = src_qp;
+    w.wc_flags = wc_flags;
+    w.reserved = 0;
+}
+
 /** Push a completion (CQ lock held by the caller or single-threaded). */
 inline void cq_push(shm_cq *c, const vq::wc &w) noexcept
 {

@@ -214,19 +214,9 @@ unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask, st
             }
             if (ok) {
                 small_copy(reinterpret_cast<void *>(sg.addr), s->data, len);
-                vq::wc &w = *c->next_entry();
-                w.wr_id = r.wr_id;
-                w.status = wc_status::success;
-                w.opcode = vq::wc_opcode::recv;
-                w.vendor_err = 0;
-                w.byte_len = len;
-                w.imm_data = op == msg_send_imm ? s->imm : 0;
-                w.invalidated_rkey = 0;
-                w.qp_num = q->qp_num;
-                w.src_qp = src_qp;
-                w.wc_flags = (op == msg_send_imm ? vq::WC_WITH_IMM : 0) |
-                             ((flags & sf_solicited) ? vq::WC_SOLICITED : 0);
-                w.reserved = 0;
+                fill_wc(*c->next_entry(), r.wr_id, wc_status::success, vq::wc_opcode::recv, len, q->qp_num, src_qp,
+                        op == msg_send_imm ? s->imm : 0,
+                        (op == msg_send_imm ? vq::WC_WITH_IMM : 0) | ((flags & sf_solicited) ? vq::WC_SOLICITED : 0));
                 c->commit();
                 rq->head.store(h + 1, std::memory_order_release); // entry read: free it
                 n++;
@@ -256,16 +246,9 @@ unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask, st
             if (!take_recv(q))
                 break; // no receive posted: the message waits (infinite RNR retry)
             vq::wc &w = q->rx_wc;
-            w.status = wc_status::success;
-            w.opcode = eop == msg_write_imm ? vq::wc_opcode::recv_rdma_with_imm : vq::wc_opcode::recv;
-            w.vendor_err = 0;
-            w.byte_len = 0;
-            w.imm_data = 0;
-            w.invalidated_rkey = 0;
-            w.qp_num = q->qp_num;
-            w.src_qp = src_qp;
-            w.wc_flags = (flags & sf_solicited) ? vq::WC_SOLICITED : 0;
-            w.reserved = 0;
+            fill_wc(w, w.wr_id, wc_status::success,
+                    eop == msg_write_imm ? vq::wc_opcode::recv_rdma_with_imm : vq::wc_opcode::recv, 0, q->qp_num,
+                    src_qp, 0, (flags & sf_solicited) ? vq::WC_SOLICITED : 0);
             if (eop == msg_send_imm || eop == msg_write_imm) {
                 w.imm_data = s->imm;
                 w.wc_flags |= vq::WC_WITH_IMM;
@@ -326,10 +309,8 @@ unsigned rx_flush(shm_qp *q, unsigned budget) noexcept
 {
     shm_cq *c = q->rcq;
     unsigned n = 0;
-    vq::wc w{};
-    w.status = wc_status::wr_flush_err;
-    w.opcode = vq::wc_opcode::recv;
-    w.qp_num = q->qp_num;
+    vq::wc w;
+    fill_wc(w, 0, wc_status::wr_flush_err, vq::wc_opcode::recv, 0, q->qp_num);
     if (q->rx_busy && n < budget && c->space()) {
         w.wr_id = q->rx_wc.wr_id;
         cq_push(c, w);

@@ -88,24 +88,14 @@ inline bool push_wc(shm_qp *q, const wqe *w, vq::wc_status st, bool cq_locked) n
         c->lock.lock();
     bool ok = c->space() > 0;
     if (ok) {
-        vq::wc &e = *c->next_entry();
-        e.wr_id = w->wr_id;
-        e.status = st;
         static constexpr vq::wc_opcode opc[] = {
             vq::wc_opcode::send, vq::wc_opcode::send, vq::wc_opcode::send, vq::wc_opcode::send,
             vq::wc_opcode::tso, vq::wc_opcode::rdma_write, vq::wc_opcode::rdma_write,
             vq::wc_opcode::rdma_read, vq::wc_opcode::comp_swap, vq::wc_opcode::fetch_add,
             vq::wc_opcode::bind_mw, vq::wc_opcode::local_inv, vq::wc_opcode::flush,
         };
-        e.opcode = opc[w->op];
-        e.vendor_err = 0;
-        e.byte_len = (w->op == op_read) ? w->len : (w->op == op_cas || w->op == op_faa) ? 8 : 0;
-        e.imm_data = 0;
-        e.invalidated_rkey = 0;
-        e.qp_num = q->qp_num;
-        e.src_qp = 0;
-        e.wc_flags = 0;
-        e.reserved = 0;
+        std::uint32_t byte_len = (w->op == op_read) ? w->len : (w->op == op_cas || w->op == op_faa) ? 8 : 0;
+        fill_wc(*c->next_entry(), w->wr_id, st, opc[w->op], byte_len, q->qp_num);
         c->commit();
     }
     if (lk)
