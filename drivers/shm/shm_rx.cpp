@@ -401,9 +401,13 @@ unsigned rx_progress(shm_qp *q, unsigned budget) noexcept
     std::size_t stride = sizeof(ring_ctrl) + static_cast<std::size_t>(q->desc->ud_ring_slots) * sizeof(slot);
     char *base = q->sctx->self.base + q->desc->ud_rings_off;
     unsigned n = 0;
-    for (std::uint32_t k = 0; k < nr && n < budget; k++) {
-        std::uint32_t i = (static_cast<std::uint32_t>(q->rx_ud_next) + k) % nr;
-        if (!(act & (1ull << i)))
+    // Visit only the claimed rings (set bits), starting after the last one
+    // that delivered: rotate the bitmap so that ring rx_ud_next is bit 0.
+    const unsigned first = static_cast<unsigned>(q->rx_ud_next) & 63;
+    std::uint64_t rot = first ? (act >> first) | (act << (64 - first)) : act;
+    for (; rot && n < budget; rot &= rot - 1) {
+        std::uint32_t i = (static_cast<std::uint32_t>(__builtin_ctzll(rot)) + first) & 63;
+        if (i >= nr)
             continue;
         auto *ctrl = reinterpret_cast<ring_ctrl *>(base + i * stride);
         auto *slots = reinterpret_cast<slot *>(base + i * stride + sizeof(ring_ctrl));
