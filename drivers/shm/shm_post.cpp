@@ -512,6 +512,53 @@ int post_send(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t l
     return wr_complete<Locked, false>(q);
 }
 
+/** post_send_imm_inline (RC/UC): an unsignaled one on an idle queue is
+ *  gathered straight into the peer's ring, header and payload in one copy
+ *  (one slot up to slot_payload bytes, consecutive slots beyond, up to the
+ *  QP's inline limit and one chunk); anything else is the session. */
+template <bool Locked>
+int post_send_imm_inline(vq::qp *vq_, std::uint64_t wr_id, std::uint32_t imm, const vq::data_buf *list,
+                         std::size_t n, unsigned flags) noexcept
+{
+    shm_qp *q = to_qp(vq_);
+    if ((flags & ~(vq::WR_SOLICITED | vq::WR_FENCE | vq::WR_INLINE)) == 0 && !q->sq_sig_all && list) [[likely]] {
+        std::size_t total = 0;
+        bool ok = true;
+        for (std::size_t i = 0; i < n; i++) {
+            total += list[i].length;
+            ok &= list[i].addr != nullptr || list[i].length == 0;
+        }
+        if (ok && total <= q->cap.max_inline_data && total <= max_chunk_bytes(q->tx_mask + 1)) [[likely]] {
+            if constexpr (Locked)
+                q->lock.lock();
+            bool done = false;
+            if (q->sq_head == q->sq_tail &&
+                q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::rts))
+                [[likely]] {
+                txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
+                auto len = static_cast<std::uint32_t>(total);
+                if (ring_reserve(r, slots_for(len))) [[likely]] {
+                    src_cursor c;
+                    c.bufs = list;
+                    std::uint8_t fl = sf_first | sf_last | ((flags & vq::WR_SOLICITED) ? sf_solicited : 0);
+                    ring_put(r, msg_send_imm, fl, imm, c, len, len);
+                    done = true;
+                }
+            }
+            if constexpr (Locked)
+                q->lock.unlock();
+            if (done)
+                return 0;
+        }
+    }
+    wr_start<Locked>(q);
+    q->wr_id = wr_id;
+    q->wr_flags = flags & ~vq::WR_INLINE;
+    b_send_imm<false>(q, imm);
+    s_inline_list<false>(q, n, list);
+    return wr_complete<Locked, false>(q);
+}
+
 template <bool Locked>
 int post_write(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t len, std::uint32_t lkey,
                std::uint32_t rkey, std::uint64_t raddr, unsigned flags) noexcept
@@ -526,6 +573,12 @@ int post_write(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t 
     else
         s_sge<false>(q, lkey, reinterpret_cast<std::uintptr_t>(buf), len);
     return wr_complete<Locked, false>(q);
+}
+
+/** Lent receives post nothing (qp_init_attr::lend_recv). */
+int post_recv_lend(vq::qp *, std::uint64_t, const vq::sge *, std::uint32_t) noexcept
+{
+    return -FI_EINVAL;
 }
 
 template <bool Locked>
@@ -547,6 +600,11 @@ int post_send_ud(vq::qp *, std::uint64_t, const void *, std::uint32_t, std::uint
 {
     return -FI_EINVAL;
 }
+int post_send_imm_inline_ud(vq::qp *, std::uint64_t, std::uint32_t, const vq::data_buf *, std::size_t,
+                            unsigned) noexcept
+{
+    return -FI_EINVAL;
+}
 
 template <bool Locked, bool Ud>
 void install_session(shm_qp *q) noexcept
@@ -554,10 +612,12 @@ void install_session(shm_qp *q) noexcept
     q->wr_start_fn = wr_start<Locked>;
     q->wr_complete_fn = wr_complete<Locked, Ud>;
     q->wr_abort_fn = wr_abort<Locked>;
-    q->post_recv_fn = post_recv<Locked>;
+    q->post_recv_fn = q->lend ? post_recv_lend : post_recv<Locked>;
     std::uint64_t ops = q->send_ops_flags;
     if (ops & vq::OPS_SEND)
         q->post_send_fn = Ud ? post_send_ud : post_send<Locked>;
+    if (ops & vq::OPS_SEND_WITH_IMM)
+        q->post_send_imm_inline_fn = Ud ? post_send_imm_inline_ud : post_send_imm_inline<Locked>;
     if (ops & vq::OPS_RDMA_WRITE)
         q->post_write_fn = post_write<Locked>;
 }

@@ -299,6 +299,132 @@ SHUNT_COLD rx_step rx_general(shm_qp *q, slot *slots, std::uint32_t mask, std::u
     return rx_consumed;
 }
 
+/* ---- Lent receives (qp_init_attr::lend_recv) ----
+ * A message is one chunk of the ring; its completion points at its bytes in
+ * place (a chunk's bytes run on from its first slot's data into the next
+ * slots), so nothing is copied. Credits for the slots are returned only at
+ * the QP's next receive progress (lend_release), which runs inside the next
+ * poll of the receive CQ that finds the CQ empty: by then the consumer has
+ * been handed every completion that points into them. */
+
+/** The bytes of a @p len-byte chunk whose first slot is at @p pos: in place,
+ *  or, when they wrap around the ring's end, copied into the QP's bounce
+ *  buffer. @return null when the bounce already holds a message lent in this
+ *  poll (the message waits for the next one). */
+inline const std::uint8_t *lend_bytes(shm_qp *q, slot *slots, std::uint32_t mask, std::uint32_t pos,
+                                      std::uint32_t len) noexcept
+{
+    std::uint32_t i = pos & mask;
+    const std::size_t room = static_cast<std::size_t>(mask + 1 - i) * sizeof(slot) - offsetof(slot, data);
+    if (len <= room) [[likely]]
+        return slots[i].data;
+    if (q->lend_bounce_used)
+        return nullptr;
+    std::memcpy(q->lend_bounce, slots[i].data, room);
+    std::memcpy(q->lend_bounce + room, &slots[0], len - room);
+    q->lend_bounce_used = true;
+    return q->lend_bounce;
+}
+
+/** Everything but a one-slot send: multi-slot sends, send_inv, write_imm,
+ *  and what a lent receive cannot take (a rendezvous, a message cut into
+ *  chunks, a malformed header: an error completion; RC/UC then go to ERR). */
+SHUNT_COLD rx_step rx_lend_general(shm_qp *q, slot *slots, std::uint32_t mask, std::uint32_t &head,
+                                   std::uint32_t src_qp, unsigned *completions) noexcept
+{
+    const slot *s = &slots[head & mask];
+    const std::uint8_t op = s->op, flags = s->flags;
+    const std::uint32_t len = s->len, nslots = s->nslots;
+    wc_status st = wc_status::success;
+    vq::wc_opcode opc = vq::wc_opcode::recv;
+    unsigned wf = (flags & sf_solicited) ? vq::WC_SOLICITED : 0;
+    std::uint32_t imm = 0, inv = 0, byte_len = len;
+    const std::uint8_t *data = nullptr;
+    bool whole = (flags & (sf_first | sf_last)) == (sf_first | sf_last);
+    if (op == msg_rndv) {
+        // The sender ignored our descriptor's desc_lend: refuse, so that its
+        // request fails (rem_inv_req_err) instead of waiting for a copy.
+        st = wc_status::loc_len_err;
+        if (q->rdesc)
+            q->rdesc->rndv_nak.store(1, std::memory_order_release);
+    } else if (op == msg_write_imm) {
+        opc = vq::wc_opcode::recv_rdma_with_imm;
+        imm = s->imm;
+        wf |= vq::WC_WITH_IMM;
+        if (nslots != 1 || !whole)
+            st = wc_status::loc_len_err;
+    } else if (op != msg_send && op != msg_send_imm && op != msg_send_inv) {
+        st = wc_status::loc_qp_op_err;
+    } else if (!whole || len > q->max_lend || nslots != slots_for(len)) {
+        st = wc_status::loc_len_err; // cut into chunks, or a header that does not describe its slots
+    } else {
+        if (op == msg_send_imm) {
+            imm = s->imm;
+            wf |= vq::WC_WITH_IMM;
+        } else if (op == msg_send_inv) {
+            if (invalidate_key(q->sctx, s->imm)) {
+                inv = s->imm;
+                wf |= vq::WC_WITH_INV;
+            } else {
+                st = wc_status::rem_inv_req_err;
+            }
+        }
+        if (st == wc_status::success && !(data = lend_bytes(q, slots, mask, head, len)))
+            return rx_stop;
+    }
+    if (st != wc_status::success)
+        byte_len = 0;
+    fill_wc(*q->rcq->next_entry(), 0, st, opc, byte_len, q->qp_num, src_qp, imm, wf, inv, data);
+    q->rcq->commit();
+    ++*completions;
+    // A header whose slot count is out of range advances by one slot; RC/UC
+    // end in ERR below anyway.
+    head += (nslots >= 1 && nslots <= (mask + 1) / 2) ? nslots : 1;
+    if (st != wc_status::success && q->type != vq::qp_type::ud)
+        qp_to_err(q);
+    return rx_consumed;
+}
+
+/** Lent receives: one message, as a completion pointing at its bytes. */
+inline rx_step rx_lend(shm_qp *q, slot *slots, std::uint32_t mask, std::uint32_t &head, std::uint32_t src_qp,
+                       unsigned *completions) noexcept
+{
+    const slot *s = &slots[head & mask];
+    const std::uint8_t op = s->op, flags = s->flags;
+    const std::uint32_t len = s->len;
+    if (s->nslots == 1 && (flags & (sf_first | sf_last)) == (sf_first | sf_last) && len <= slot_payload &&
+        (op == msg_send || op == msg_send_imm)) [[likely]] {
+        fill_wc(*q->rcq->next_entry(), 0, wc_status::success, vq::wc_opcode::recv, len, q->qp_num, src_qp,
+                op == msg_send_imm ? s->imm : 0,
+                (op == msg_send_imm ? vq::WC_WITH_IMM : 0) | ((flags & sf_solicited) ? vq::WC_SOLICITED : 0), 0,
+                s->data);
+        q->rcq->commit();
+        ++*completions;
+        head++;
+        return rx_consumed;
+    }
+    return rx_lend_general(q, slots, mask, head, src_qp, completions);
+}
+
+/** Lent receives: take back what the previous poll lent (return the credits
+ *  of every slot consumed so far, in quarter-ring batches as always). */
+inline void lend_release(shm_qp *q) noexcept
+{
+    q->lend_bounce_used = false;
+    if (q->type != vq::qp_type::ud) {
+        rx_credit(q->rx_ctrl, q->rx_mask, q->rx_head, q->rx_published);
+        return;
+    }
+    std::uint64_t act = q->desc->ud_active.load(std::memory_order_acquire);
+    std::size_t stride = sizeof(ring_ctrl) + static_cast<std::size_t>(q->desc->ud_ring_slots) * sizeof(slot);
+    char *base = q->sctx->self.base + q->desc->ud_rings_off;
+    for (; act; act &= act - 1) {
+        unsigned i = static_cast<unsigned>(__builtin_ctzll(act));
+        rx_credit(reinterpret_cast<ring_ctrl *>(base + i * stride), q->desc->ud_ring_slots - 1, q->ud_rx_head[i],
+                  q->ud_rx_pub[i]);
+    }
+}
+
 /** Consume messages of one ring. @return completions produced. */
 unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask, std::uint32_t &head,
                  std::uint32_t &pub, std::uint32_t src_qp, unsigned budget) noexcept
@@ -317,6 +443,13 @@ unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask, st
         }
         if (c->space() == 0)
             break;
+        if (q->lend) {
+            if (rx_lend(q, slots, mask, head, src_qp, &n) == rx_stop)
+                break;
+            if (q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::err))
+                break;
+            continue; // credits wait for lend_release
+        }
         const std::uint8_t op = s->op;
         const std::uint8_t flags = s->flags;
         rx_step r = rx_general_path;
@@ -346,6 +479,15 @@ unsigned rx_flush(shm_qp *q, unsigned budget) noexcept
     unsigned n = 0;
     vq::wc w;
     fill_wc(w, 0, wc_status::wr_flush_err, vq::wc_opcode::recv, 0, q->qp_num);
+    if (q->lend) {
+        // Nothing was posted: one flush completion tells the consumer.
+        if (!q->lend_flushed && budget && c->space()) {
+            cq_push(c, w);
+            q->lend_flushed = true;
+            n++;
+        }
+        return n;
+    }
     if (q->rx_busy && n < budget && c->space()) {
         w.wr_id = q->rx_wc.wr_id;
         cq_push(c, w);
@@ -390,6 +532,8 @@ unsigned rx_progress(shm_qp *q, unsigned budget) noexcept
         return rx_flush(q, budget);
     if (st < static_cast<std::uint32_t>(vq::qp_state::rtr))
         return 0; // RESET/INIT: messages wait in the ring
+    if (q->lend)
+        lend_release(q);
     if (q->type != vq::qp_type::ud)
         return rx_ring(q, q->rx_slots, q->rx_ctrl, q->rx_mask, q->rx_head, q->rx_published, q->dest_qpn,
                        budget);

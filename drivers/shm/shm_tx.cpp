@@ -173,7 +173,7 @@ exec_rc rndv_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexce
 exec_rc rc_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
 {
     txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
-    const std::uint32_t max_chunk = ((q->tx_mask + 1) / 2 - 1) * 64 + slot_payload;
+    const std::uint32_t max_chunk = max_chunk_bytes(q->tx_mask + 1);
     std::uint8_t sol = (w->flags & vq::WR_SOLICITED) ? sf_solicited : 0;
     if (mop == msg_write_imm) {
         // Data already written; one header-only message carries imm and the length.
@@ -191,8 +191,15 @@ exec_rc rc_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
         *st = vq::wc_status::success;
         return ex_done;
     }
-    if (!w->is_inline && lim().rndv_bytes && w->len >= lim().rndv_bytes)
+    if (q->peer_lends) [[unlikely]] {
+        // The receiver lends its ring: every message is one chunk of it.
+        if (w->len > max_chunk) {
+            *st = vq::wc_status::rem_inv_req_err;
+            return ex_done;
+        }
+    } else if (!w->is_inline && lim().rndv_bytes && w->len >= lim().rndv_bytes) {
         return rndv_send(q, w, mop, st);
+    }
     std::uint32_t len = w->len;
     std::uint32_t imm = w->imm;
     src_cursor src = cursor_of(q, w);

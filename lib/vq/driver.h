@@ -134,6 +134,10 @@ struct qp_stubs {
             };
         if (!q->post_recv_fn)
             q->post_recv_fn = [](qp *, u64, const sge *, u32) { return -FI_EOPNOTSUPP; };
+        if (!q->post_send_imm_inline_fn)
+            q->post_send_imm_inline_fn = [](qp *, u64, u32, const data_buf *, std::size_t, unsigned) {
+                return -FI_EOPNOTSUPP;
+            };
     }
 };
 
@@ -153,6 +157,7 @@ inline void cq_fill_stubs(cq *c) noexcept
     if (!c->read_src_qp_fn) c->read_src_qp_fn = [](cq *) { return std::uint32_t{0}; };
     if (!c->read_wc_flags_fn) c->read_wc_flags_fn = [](cq *) { return 0u; };
     if (!c->read_vendor_err_fn) c->read_vendor_err_fn = [](cq *) { return std::uint32_t{0}; };
+    if (!c->read_data_fn) c->read_data_fn = [](cq *) -> const std::uint8_t * { return nullptr; };
 }
 
 } // namespace shunt::vq

@@ -203,6 +203,12 @@ int create_qp(pd *p, const qp_init_attr *attr, qp **out)
         return -FI_EOPNOTSUPP;
     if (attr->send_ops_flags & ~da.ops[t])
         return -FI_EOPNOTSUPP;
+    if (attr->lend_recv) {
+        if (attr->srq)
+            return -FI_EINVAL; // lent receives post nothing: there is no receive queue to share
+        if (!(da.lend_qp_types & (1u << t)))
+            return -FI_EOPNOTSUPP;
+    }
     return ctx->ops->create_qp(p, attr, out);
 }
 
