@@ -276,11 +276,13 @@ TEST(FabricRegistry, AliasesSelectTheProviderAndAnswersCarryItsName)
 
     EXPECT_EQ(find_provider("NICK"), &rec);
     EXPECT_EQ(find_provider("other"), &rec);
-    const provider_status *s = find(providers(), "aliased");
+    auto all = providers();
+    const provider_status *s = find(all, "aliased");
     ASSERT_NE(s, nullptr);
     EXPECT_EQ(s->aliases, "nick,other");
 
     info *h = test::loop_hints(FI_EP_RDM, FI_MSG);
+    std::free(h->fabric_attr->prov_name);
     h->fabric_attr->prov_name = ::strdup("nick");
     info *out = nullptr;
     ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), 0);
