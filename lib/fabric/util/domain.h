@@ -55,6 +55,8 @@ struct domain_hooks {
     void (*mr_dereg)(domain_obj *d, mr_obj *m) = nullptr;
     /** Domain close: release provider state (objects are closed already). */
     void (*close)(domain_obj *d) = nullptr;
+    /** Extensions of the domain by name (open_ops). @return 0 / -FI_ENOSYS. */
+    int (*ops_open)(domain_obj *d, const char *name, void **ops) = nullptr;
 };
 
 /** A domain. */
