@@ -41,7 +41,7 @@ int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool conn
     // (remote CQ data of direct writes) and atomics.
     ia.send_ops_flags |= e->dom->dattr.ops[static_cast<unsigned>(vq::qp_type::rc)] &
                          (vq::OPS_RDMA_WRITE_WITH_IMM | vq::OPS_ATOMIC_CMP_AND_SWP | vq::OPS_ATOMIC_FETCH_AND_ADD);
-    ia.cap.max_send_wr = l.sq_depth;
+    ia.cap.max_send_wr = e->sq_depth;
     ia.cap.max_recv_wr = l.rq_depth;
     ia.cap.max_send_sge = l.send_sge;
     ia.cap.max_recv_sge = 1;
@@ -121,6 +121,7 @@ void slot_retire(prov_ep *e, int s)
     // control without checking that the peer's QP is still the one it was
     // connected to, which corrupts a newer connection reusing that memory.
     // The slot stays taken; its completions are ignored.
+    frag_fail(e, s, FI_ECONNRESET); // a fragmented message on it never completes
     rc_slot &sl = e->slots[s];
     sl.c = nullptr;
     sl.retired = true;

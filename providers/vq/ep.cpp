@@ -1,4 +1,5 @@
 // vq provider: endpoint creation, enable (auto progress), close.
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -51,6 +52,7 @@ void destroy(prov_ep *e)
         delete c;
     }
     e->all.clear();
+    frag_destroy(e);
     e->by_addr.clear();
     e->by_index.clear();
     adopted_destroy(e->pep_ud);
@@ -237,6 +239,10 @@ int setup(prov_ep *e, ep_type type)
     e->addr.len = qa.dev.len;
     std::memcpy(e->addr.name, qa.dev.raw, qa.dev.len);
     std::size_t ntx = e->core->info->tx_attr && e->core->info->tx_attr->size ? e->core->info->tx_attr->size : l.sq_depth;
+    // Each RC QP's send queue holds tx_attr.size requests (the device's
+    // depth at most); a quarter of them may go unsignaled in a row.
+    e->sq_depth = std::uint32_t(std::clamp<std::size_t>(ntx, 8, l.sq_depth));
+    e->signal_every = std::max<std::uint32_t>(1, e->sq_depth / 4);
     if (e->dgram && l.tso_hdr_max)
         e->tso_hdr.assign(dgram_hdr_size + l.tso_hdr_max, 0);
     e->tx.assign(ntx, tx_entry{});

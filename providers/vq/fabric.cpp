@@ -9,6 +9,7 @@
 
 #include "env/errors.h"
 #include "env/log.h"
+#include "env/tunable.h"
 #include "fabric/util/atomic_apply.h"
 #include "fabric/util/info.h"
 #include "prov.h"
@@ -18,6 +19,15 @@ extern const ::shunt::fabric::provider shunt_fabric_provider_vq;
 namespace shunt::prov::vqprov {
 
 SHUNT_LOG_COMPONENT(prov_log, "fabric");
+
+SHUNT_TUNABLE(t_rndv_bytes, "SHUNT_VQ_RNDV_BYTES", integer, "4194304",
+              "vq provider: messages from private memory of at least this many bytes are copied once by the "
+              "receiver (rendezvous, cross-memory attach on shm); smaller ones go through the ring (two copies)",
+              "vq");
+SHUNT_TUNABLE(t_rndv_shared_bytes, "SHUNT_VQ_RNDV_SHARED_BYTES", integer, "16384",
+              "vq provider: messages from memory peers reach directly (shunt_mem) of at least this many bytes are "
+              "copied once by the receiver (rendezvous, memcpy on shm); smaller ones go through the ring",
+              "vq");
 
 namespace {
 
@@ -345,6 +355,20 @@ int fabric_open_op(fabric_attr *attr, fid_fabric **out, void *context)
 
 } // namespace
 
+namespace {
+
+std::uint64_t rndv_threshold(const env::tunable &t, std::uint64_t def)
+{
+    std::int64_t v = std::int64_t(def);
+    if (t.as_int(v) < 0 || v < 0) {
+        SHUNT_LOG(prov_log, warning, "%s is not a byte count: using %llu", t.name, static_cast<unsigned long long>(def));
+        v = std::int64_t(def);
+    }
+    return v == 0 ? ~std::uint64_t(0) : std::uint64_t(v); // 0: never
+}
+
+} // namespace
+
 int limits_of(const vq::device_attr &a, dev_limits &out)
 {
     auto rc_ops = a.ops[static_cast<unsigned>(vq::qp_type::rc)];
@@ -369,19 +393,24 @@ int limits_of(const vq::device_attr &a, dev_limits &out)
     // takes; without lent receives every receive buffer holds that much.
     l.eager_max = l.lend ? 16384 : 4096;
     if (l.lend && a.max_lend_msg)
-        l.eager_max = std::min<std::uint32_t>(l.eager_max, a.max_lend_msg - std::uint32_t(fields_max));
+        l.eager_max = std::min<std::uint32_t>(l.eager_max, a.max_lend_msg - 32);
+    // Larger messages through the ring go in fragments small enough that
+    // several are in the ring at once (the sender fills one while the
+    // receiver empties another).
+    l.frag_max = std::min<std::uint32_t>(8192, l.eager_max);
+    l.rndv_private = rndv_threshold(t_rndv_bytes, 4u << 20);
+    l.rndv_shared = rndv_threshold(t_rndv_shared_bytes, 16384);
     l.rma_inline = std::min<std::uint32_t>(1024, l.inline_max - std::uint32_t(sizeof(rma_hdr)));
     l.dgram_max = l.inline_max - dgram_hdr_max;
     l.sq_depth = std::min<std::uint32_t>(1024, a.max_qp_wr);
     l.rq_depth = l.lend ? 0 : std::min<std::uint32_t>(128, a.max_qp_wr);
-    l.bounce = l.eager_max + std::uint32_t(fields_max);
+    l.bounce = l.eager_max + 32; // the fields, and a fragment's length
     l.ud_depth = std::min<std::uint32_t>(64, a.max_qp_wr);
     l.ud_buf = std::uint32_t(std::min<std::size_t>(512, l.inline_max));
     l.dgram_buf = a.ud_mtu ? a.ud_mtu : l.inline_max;
     // Gather: a message's header fields plus iov_max buffers.
     l.send_sge = std::min<std::uint32_t>(iov_max + 1, a.max_sge);
     l.scq_depth = std::min<std::uint32_t>(4096, a.max_cqe);
-    l.signal_every = std::max<std::uint32_t>(1, l.sq_depth / 4);
     // RC QPs of an endpoint: the UD QP takes one; their receives complete
     // on the endpoint's one receive CQ (posted buffers, or at most one poll's
     // worth of lent ones plus a flush each).

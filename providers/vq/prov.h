@@ -83,12 +83,15 @@ struct dev_limits {
     std::uint32_t inline_max = 0;  ///< bytes one send carries inline (max_inline_data)
     std::uint32_t inject_max = 0;  ///< RDM/MSG inject_size: inline_max minus the largest header fields
     std::uint32_t slot_max = 0;    ///< payload of the cheapest send (max_inline_slot; 0: inline_max)
-    std::uint32_t eager_max = 0;   ///< messages up to this go through the ring; larger ones rendezvous
+    std::uint32_t eager_max = 0;   ///< messages up to this are one message through the ring
+    std::uint32_t frag_max = 0;    ///< larger ones sent through the ring go in fragments of this payload
+    std::uint64_t rndv_private = 0; ///< messages from private memory of at least this go by rendezvous (SHUNT_VQ_RNDV_BYTES)
+    std::uint64_t rndv_shared = 0; ///< from memory peers reach directly (SHUNT_VQ_RNDV_SHARED_BYTES)
     std::uint32_t rma_inline = 0;  ///< RMA to private memory up to this is carried in the message
     std::uint32_t dgram_max = 0;   ///< DGRAM message: inline_max - the datagram header
     std::uint32_t sq_depth = 0;    ///< send queue entries per QP (wish 1024)
     std::uint32_t rq_depth = 0;    ///< receive buffers per RC QP without lent receives (wish 128)
-    std::uint32_t bounce = 0;      ///< a receive buffer of an RC QP without lent receives: eager_max + header
+    std::uint32_t bounce = 0;      ///< a receive buffer of an RC QP without lent receives: eager_max + fields
     std::uint32_t ud_depth = 0;    ///< receives posted on the UD QP (wish 64)
     std::uint32_t ud_buf = 0;      ///< a UD receive buffer of an RDM / MSG endpoint (CM messages)
     std::uint32_t dgram_buf = 0;   ///< a UD receive buffer of a DGRAM endpoint: the UD MTU
@@ -100,7 +103,6 @@ struct dev_limits {
     std::uint32_t mr_cnt = 0;      ///< memory regions per domain (max_mr)
     std::uint32_t tso_hdr_max = 0; ///< TSO extension: the application's header (0: no TSO)
     std::uint32_t tso_mss_max = 0; ///< TSO extension: largest MSS
-    std::uint32_t signal_every = 0; ///< an unsignaled send in this many is signaled (reclaims send queue slots)
     bool lend = false;             ///< RC QPs use lent receives (device_attr::lend_qp_types)
     bool host_local = false;       ///< peers only on this host (shared memory)
 };
@@ -179,6 +181,7 @@ struct rc_slot {
     vq::mr *bounce_mr = nullptr;
     std::uint32_t accepted_from = 0;  ///< requester's QP when we accepted (REQ retries)
     std::uint32_t unsignaled = 0;     ///< unsignaled sends since the last signaled one
+    struct frag_msg *rx_frag = nullptr; ///< a fragmented message being received on this QP (frag.cpp)
     bool retired = false;             ///< failed QP kept until the endpoint closes
 };
 
@@ -281,12 +284,41 @@ struct adopted_ud {
     ep_addr own{};               ///< the endpoint's own UD address (its RC QPs' segment)
 };
 
+/** A message sent through the ring in fragments (w_frag_first, then
+ *  w_frag until total bytes arrived), as its receiver tracks it: copied
+ *  straight into the matched receive, or into a staging buffer while no
+ *  receive matches it (then into the receive that matches it later). */
+struct frag_msg {
+    frag_msg *next = nullptr;     ///< free list
+    conn *c = nullptr;            ///< the peer (its acknowledgement goes there)
+    int slot = -1;                ///< the QP the fragments come on (-1: no more come)
+    std::size_t total = 0, got = 0;
+    util::rx_entry *e = nullptr;  ///< the matched receive
+    util::rx_fetch_req r;         ///< what the kit needs to complete it
+    std::uint8_t *buf = nullptr;  ///< staging (unexpected), stash_class(total) bytes
+    std::uint64_t ack_id = 0;     ///< FI_DELIVERY_COMPLETE: the sender's id
+    int err = 0;                  ///< positive fabric code: the message failed
+    bool want_ack = false;
+    bool done = false;            ///< every fragment arrived (or err)
+    bool discarded = false;       ///< nobody takes it: fragments are dropped
+};
+
+/** What the kit keeps of a message whose data the provider moves itself
+ *  (rx_deliver_fetch): a rendezvous (fm null: the sender's buffers in d) or
+ *  a fragmented message (fm). */
+struct fetch_blob {
+    conn *c;               ///< where it came from (connections live until the endpoint closes)
+    std::uint64_t peer_id; ///< the sender's id for the fin (rendezvous)
+    frag_msg *fm;          ///< fragmented message, or null
+    rndv_desc d;           ///< rendezvous: the sender's buffers
+};
+
 /** A fetch the kit asked for (rx_fetch) while this endpoint's lock was not
  *  held by the calling thread: started by its next progress. */
 struct queued_fetch {
     util::rx_entry *e;            ///< null: a discarded message, only its sender is told
     util::rx_fetch_req r;
-    std::uint8_t desc[16 + sizeof(rndv_desc)]; ///< the provider's description (rx.cpp fetch_blob)
+    std::uint8_t desc[sizeof(fetch_blob)]; ///< the provider's description
 };
 
 /** The provider state of an endpoint (util::ep_core::prov). */
@@ -318,11 +350,18 @@ struct prov_ep {
     std::vector<rx_op *> rx_by_index;
     rx_op *rx_free = nullptr;
     std::vector<queued_fetch> fetch_q; ///< rx_fetch calls from other threads
+    // fragmented messages being received or kept unexpected, and their
+    // staging buffers (free lists by power-of-two class; grown on demand)
+    std::vector<std::unique_ptr<frag_msg[]>> frag_chunks;
+    frag_msg *frag_free = nullptr;
+    void *stash_free[12] = {};      ///< 32 KiB << class, up to max_msg
     util::maybe_lock fetch_lock;
     std::atomic<bool> fetch_waiting{false};
     /** Signaled vq sends not yet completed: the send CQ is polled only while
      *  there are some (and on a periodic sweep for unsignaled errors). */
     std::uint32_t scq_pending = 0;
+    std::uint32_t sq_depth = 0;   ///< send queue entries per RC QP: tx_attr.size, at most lim.sq_depth
+    std::uint32_t signal_every = 0; ///< an unsignaled send in this many is signaled (a quarter of sq_depth)
     std::uint32_t sweep = 0;
     int progress_handle = 0;      ///< auto progress poller, 0 if none
     bool msg_type = false;        ///< FI_EP_MSG
@@ -386,6 +425,17 @@ bool ctl_flush(prov_ep *e, conn *c);
 /** Put @p c on the pending list (idempotent). Lock held. */
 void conn_pend(prov_ep *e, conn *c);
 
+/** Fragmented messages, receive side (frag.cpp). Lock held. */
+void frag_rx(prov_ep *e, int slot, hdr_word h, const std::uint8_t *p, std::size_t len);
+/** The kit's rx_fetch of a fragmented message. @return as ep_hooks::rx_fetch. */
+int frag_match(prov_ep *e, util::rx_entry *en, const util::rx_fetch_req &r, frag_msg *fm);
+/** An unexpected fragmented message was discarded. */
+void frag_discard(prov_ep *e, frag_msg *fm);
+/** The QP of a message in progress failed or closes: the message fails. */
+void frag_fail(prov_ep *e, int slot, int err);
+/** Release every fragmented message and staging buffer (endpoint close). */
+void frag_destroy(prov_ep *e);
+
 /** Receive-side operations (rx.cpp). */
 rx_op *rx_op_get(prov_ep *e);
 void rx_op_put(prov_ep *e, rx_op *o);
@@ -416,7 +466,7 @@ tx_entry *tx_from_id(prov_ep *e, std::uint64_t id);
 int conn_ready(prov_ep *e, conn *c);
 conn *conn_of(prov_ep *e, const util::tx_req &r);
 /** Post a send_imm of gathered pieces on @p c (signaled with @p wr_id when
- *  @p signaled, or every lim.signal_every-th one to reclaim queue slots).
+ *  @p signaled, or every signal_every-th one to reclaim queue slots).
  *  @return 0 or the vq error. Lock held. */
 int post_imm(prov_ep *e, conn *c, std::uint32_t imm, const vq::data_buf *bufs, std::size_t n, bool signaled,
              std::uint64_t wr_id);

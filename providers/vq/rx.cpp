@@ -20,13 +20,6 @@ namespace {
 /** The endpoint whose progress this thread is running (its lock held). */
 thread_local prov_ep *tl_progressing = nullptr;
 
-/** What the kit keeps of a rendezvous message until a receive matches it. */
-struct fetch_blob {
-    conn *c;              ///< where it came from (connections live until the endpoint closes)
-    std::uint64_t peer_id; ///< the sender's id for the fin
-    rndv_desc d;
-};
-
 void repost_ud(prov_ep *e, std::uint64_t i)
 {
     std::size_t sz = e->dgram ? e->dom->lim.dgram_buf : e->dom->lim.ud_buf;
@@ -88,7 +81,7 @@ inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p,
     case w_rts: {
         msg_fields f;
         std::size_t n = parse_fields(h.flags, p, len, f);
-        fetch_blob b{sl.c, f.ack, {}};
+        fetch_blob b{sl.c, f.ack, nullptr, {}};
         if (!(h.flags & wf_ack) || n == 0 || !parse_desc(p + n, len - n, b.d) || !sl.c)
             return; // malformed: the sender's send fails when its connection does
         util::ep_core *c = e->scalable ? rx_target(e, h.rx) : e->core;
@@ -120,6 +113,10 @@ inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p,
         }
         return;
     }
+    case w_frag_first:
+    case w_frag:
+        frag_rx(e, int(&sl - e->slots.data()), h, p, len);
+        return;
     case w_shutdown:
         if (e->msg_type && sl.c && !sl.c->shut) {
             sl.c->shut = true;
@@ -145,6 +142,7 @@ inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p,
 [[gnu::cold]] void rc_rx_error(prov_ep *e, int s)
 {
     rc_slot &sl = e->slots[s];
+    frag_fail(e, s, FI_ECONNRESET); // a fragmented message on it never completes
     if (sl.c && sl.c->slot == s)
         conn_broken(e, sl.c);
     else if (!e->msg_type && sl.c && sl.c->dead_slot < 0) {
@@ -214,9 +212,13 @@ inline void rc_rx(prov_ep *e, const vq::wc &w, int &last)
 int fetch_start(prov_ep *e, util::rx_entry *en, const util::rx_fetch_req &r, const void *desc, std::size_t dlen)
 {
     fetch_blob b;
-    if (dlen < offsetof(fetch_blob, d) + 16 || dlen > sizeof b)
+    if (dlen < offsetof(fetch_blob, d) || dlen > sizeof b)
         return -FI_EINVAL;
     std::memcpy(&b, desc, dlen);
+    if (b.fm)
+        return frag_match(e, en, r, b.fm);
+    if (dlen < offsetof(fetch_blob, d) + 16)
+        return -FI_EINVAL;
     int rc = -FI_EHOSTUNREACH; // the sender's connection is gone
     if (b.c && b.c->state == conn::connected && b.c->slot >= 0) {
         rx_op *o = rx_op_get(e);
@@ -271,12 +273,16 @@ int queue_fetch(prov_ep *e, util::rx_entry *en, const util::rx_fetch_req &r, con
         if (!f.e) { // a discarded message: its sender is done
             fetch_blob b;
             std::memcpy(&b, f.desc, std::min(sizeof b, sizeof f.desc));
+            if (b.fm) {
+                frag_discard(e, b.fm);
+                continue;
+            }
             fin_body fb{b.peer_id, 0, 0};
             ctl_send(e, b.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
             continue;
         }
         if (int rc = fetch_start(e, f.e, f.r, f.desc, f.r.desc_len))
-            util::rx_fetch_done(f.e, f.r, -rc);
+            util::rx_fetch_done(f.e, f.r, rc > 0 ? 0 : -rc);
     }
 }
 
@@ -332,6 +338,10 @@ void discard_hook(util::ep_core *c, const void *desc, std::size_t dlen)
         return;
     if (!e->lock.enabled() || tl_progressing == e) {
         std::memcpy(&b, desc, dlen);
+        if (b.fm) {
+            frag_discard(e, b.fm);
+            return;
+        }
         fin_body fb{b.peer_id, 0, 0};
         ctl_send(e, b.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
         return;

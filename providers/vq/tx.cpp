@@ -135,9 +135,105 @@ ssize_t send_rndv(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *
     return 0;
 }
 
-/** A message of up to eager_max bytes, through the peer's ring: inline
- *  (copied at the call, one copy into the ring) up to inline_max, from the
- *  user's buffers (an SGE list behind a registered header) above. */
+/** Do peers reach every buffer of @p r directly (shunt_mem memory, or a
+ *  device with RDMA in hardware)? Then a rendezvous is one memcpy (or DMA). */
+bool reachable(prov_ep *e, const util::tx_req &r)
+{
+    if (!e->dom->lim.host_local)
+        return true;
+    for (std::size_t i = 0; i < r.count; i++) {
+        if (!r.iov[i].iov_len)
+            continue;
+        auto *m = r.desc ? static_cast<util::mr_obj *>(r.desc[i]) : nullptr;
+        if (m && (m->key & key_direct))
+            continue;
+        if (!mem_is_shared(e->dom, r.iov[i].iov_base, r.iov[i].iov_len))
+            return false;
+    }
+    return true;
+}
+
+/** A message larger than one lent receive, through the ring in fragments
+ *  of frag_max bytes (the driver copies each from the user's buffers into
+ *  the ring, the receiver copies it out into the matched receive: two
+ *  copies, made by both cores at once). All fragments are one vq batch, so
+ *  they are posted whole or not at all and nothing comes between them on
+ *  the QP; the last one, signaled, completes the send. */
+ssize_t send_frags(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c, std::uint8_t fl,
+                   std::uint64_t cqf)
+{
+    tx_entry *t = new_tx(e, core, r, c, cqf);
+    if (!t) [[unlikely]]
+        return -FI_EAGAIN;
+    const bool delivery = r.flags & FI_DELIVERY_COMPLETE;
+    if (delivery) {
+        t->waits = tx_entry::on_fin; // acknowledged once the whole message was taken
+        fl |= wf_ack;
+    }
+    // Local keys of the user's buffers, once for all fragments.
+    std::uint32_t lkey[iov_max] = {};
+    for (std::size_t i = 0; i < r.count; i++) {
+        if (!r.iov[i].iov_len)
+            continue;
+        vq::mr *m = nullptr;
+        if (int rc = region_of(e, t, r.desc, i, r.iov[i], 0, &m)) {
+            tx_put(e, t);
+            return rc;
+        }
+        lkey[i] = m->lkey;
+    }
+    // The first fragment's fields and the message's length, from the
+    // entry's registered scratch line.
+    auto *hdr = reinterpret_cast<std::uint8_t *>(&e->scratch[4 * std::size_t(t - e->tx.data())]);
+    std::size_t hn = put_fields(hdr, fl, r.tag, tx_id(e, t), std::uint32_t(r.data));
+    const std::uint64_t total = r.len;
+    std::memcpy(hdr + hn, &total, 8);
+    hn += 8;
+    const std::uint16_t rx = rx_index_of(core, r.dest);
+    const std::size_t fmax = e->dom->lim.frag_max;
+    vq::qp *q = e->slots[c->slot].qp;
+    vq::wr_start(q);
+    for (std::size_t off = 0; off < r.len;) {
+        const std::size_t n = std::min(fmax, r.len - off);
+        const bool first = off == 0, last = off + n == r.len;
+        vq::sge sg[1 + iov_max];
+        std::size_t ns = 0;
+        if (first)
+            sg[ns++] = {reinterpret_cast<std::uint64_t>(hdr), std::uint32_t(hn), e->scratch_mr->lkey};
+        // The user's bytes [off, off + n).
+        for (std::size_t i = 0, skip = off, left = n; i < r.count && left; i++) {
+            if (skip >= r.iov[i].iov_len) {
+                skip -= r.iov[i].iov_len;
+                continue;
+            }
+            std::size_t k = std::min(left, r.iov[i].iov_len - skip);
+            sg[ns++] = {reinterpret_cast<std::uint64_t>(r.iov[i].iov_base) + skip, std::uint32_t(k), lkey[i]};
+            left -= k;
+            skip = 0;
+        }
+        // The last one is signaled: it completes the send (or, under
+        // delivery complete, only reclaims send-queue entries).
+        q->wr_id = last ? (delivery ? reclaim_id : tx_id(e, t)) : ~0ULL;
+        q->wr_flags = last ? vq::WR_SIGNALED : 0;
+        vq::wr_send_imm(q, first ? imm_wire(w_frag_first, fl, rx) : imm_wire(w_frag, 0, rx));
+        vq::wr_set_sge_list(q, ns, sg);
+        off += n;
+    }
+    if (int rc = vq::wr_complete(q)) {
+        tx_put(e, t);
+        return rc;
+    }
+    e->scq_pending++;
+    e->slots[c->slot].unsignaled = 0;
+    return 0;
+}
+
+/** A message through the peer's ring: inline (copied at the call, one copy
+ *  into the ring) up to inline_max, from the user's buffers (an SGE list
+ *  behind a registered header) up to eager_max, in fragments above; or by
+ *  rendezvous from the size where one copy by the receiver beats two
+ *  (rndv_shared when the receiver reaches the buffers directly, rndv_private
+ *  when it needs cross-memory attach). */
 ssize_t send_msg(prov_ep *e, util::ep_core *core, const util::tx_req &r)
 {
     conn *c = conn_of(e, r);
@@ -147,8 +243,17 @@ ssize_t send_msg(prov_ep *e, util::ep_core *core, const util::tx_req &r)
     const bool tagged = r.kind == util::tx_req::tsend;
     const std::uint64_t cqf = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
     std::uint8_t fl = std::uint8_t((tagged ? wf_tagged : 0) | ((r.flags & FI_REMOTE_CQ_DATA) ? wf_data : 0));
-    if (r.len > l.eager_max)
-        return send_rndv(e, core, r, c, fl, cqf);
+    if (r.len > l.inline_max) [[unlikely]] {
+        if (r.len >= (reachable(e, r) ? l.rndv_shared : l.rndv_private))
+            return send_rndv(e, core, r, c, fl, cqf);
+        // Fragments of one message are one batch: at most half the send
+        // queue (beyond, the rendezvous does it in one request).
+        if (r.len > l.eager_max) {
+            if ((r.len + l.frag_max - 1) / l.frag_max > e->sq_depth / 2)
+                return send_rndv(e, core, r, c, fl, cqf);
+            return send_frags(e, core, r, c, fl, cqf);
+        }
+    }
     const bool delivery = r.flags & FI_DELIVERY_COMPLETE;
     const bool inl = fields_len(std::uint8_t(fl | (delivery ? wf_ack : 0))) + r.len <= l.inline_max;
     const bool at_post = inl && completes_at_post(r.flags);
@@ -278,7 +383,7 @@ int post_imm(prov_ep *e, conn *c, std::uint32_t imm, const vq::data_buf *bufs, s
     unsigned fl = 0;
     if (signaled) {
         fl = vq::WR_SIGNALED;
-    } else if (++sl.unsignaled >= e->dom->lim.signal_every) [[unlikely]] {
+    } else if (++sl.unsignaled >= e->signal_every) [[unlikely]] {
         // Now and then an unsignaled stream is signaled: a device reclaims
         // send-queue entries when their completions are polled.
         fl = vq::WR_SIGNALED;

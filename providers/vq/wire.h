@@ -11,7 +11,11 @@
  * wf_ack), remote CQ data (4, wf_data); then the op's own payload. A message
  * of the application of up to max_inline_slot bytes (minus a tag) is
  * therefore one ring slot: one line written by the sender, one read by the
- * receiver. Peers are the same code: every field is in host order except
+ * receiver. A message larger than one lent receive goes through the ring
+ * in fragments: w_frag_first carries the fields and the message's length,
+ * w_frag the rest, in order on one QP (fragments of two messages never
+ * interleave: a sender posts all of one message in one vq batch). Peers are
+ * the same code: every field is in host order except
  * the immediate, and every field a peer wrote is checked before use. */
 #pragma once
 
@@ -34,6 +38,8 @@ enum : std::uint8_t {
     w_read_resp = 8,   ///< small read: id (8) then the data
     w_atomic_req = 9,  ///< atomic_hdr
     w_atomic_resp = 10,///< fin_body then the old value (8)
+    w_frag_first = 11, ///< first fragment of a larger message: [fields] total (8) payload
+    w_frag = 12,       ///< next fragment of the message in progress on this QP: payload
 };
 enum : std::uint8_t { wf_tagged = 1, wf_data = 2, wf_ack = 4, wf_complete = 8 };
 

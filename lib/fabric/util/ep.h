@@ -96,8 +96,9 @@ struct ep_hooks {
     int (*shm_permitted)(ep_core *c, bool permitted) = nullptr;
     /** Start fetching r.n bytes of a rendezvous message into receive @p e at
      *  r.offset; the provider completes it later with rx_fetch_done. Called
-     *  with the receive lock held. @return 0; an error code completes the
-     *  receive with that error at once. */
+     *  with the receive lock held. @return 0 started; 1 the bytes are in
+     *  place already (the kit completes the receive at once); a negative
+     *  error code completes the receive with that error at once. */
     int (*rx_fetch)(ep_core *c, rx_entry *e, const rx_fetch_req &r) = nullptr;
     /** A rendezvous message kept as unexpected was discarded (FI_DISCARD):
      *  tell its sender, whose send is waiting for the fetch. Rx lock held. */

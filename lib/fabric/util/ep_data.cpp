@@ -312,7 +312,7 @@ bool fetch(ep_core *c, rxq *q, rx_entry *e, bool tagged, fi_addr_t src, std::uin
         return false;
     if (e->flags & FI_MULTI_RECV)
         e->pending--;
-    return complete(c, q, e, p, tagged, src, tag, data, msg_flags, len, -rc);
+    return complete(c, q, e, p, tagged, src, tag, data, msg_flags, len, rc > 0 ? 0 : -rc);
 }
 
 // The endpoint that reports a receive of an unexpected message: the one it
