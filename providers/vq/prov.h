@@ -360,6 +360,9 @@ struct prov_ep {
     /** Signaled vq sends not yet completed: the send CQ is polled only while
      *  there are some (and on a periodic sweep for unsignaled errors). */
     std::uint32_t scq_pending = 0;
+    /** A post found the send queue full: the driver may hold requests it
+     *  executes only when the send CQ is polled, so the next progress does. */
+    bool tx_unpolled = false;
     std::uint32_t sq_depth = 0;   ///< send queue entries per RC QP: tx_attr.size, at most lim.sq_depth
     std::uint32_t signal_every = 0; ///< an unsignaled send in this many is signaled (a quarter of sq_depth)
     std::uint32_t sweep = 0;
@@ -496,6 +499,15 @@ int mem_ops_open(util::domain_obj *d, const char *name, void **ops);
 bool mem_is_shared(prov_domain *d, const void *addr, std::size_t len);
 
 inline prov_ep *ep_of(util::ep_core *c) { return static_cast<prov_ep *>(c->prov); }
+
+/** vq::wr_complete of a batch of @p e, noting a full send queue (tx_unpolled). */
+[[nodiscard]] inline int wr_finish(prov_ep *e, vq::qp *q)
+{
+    int rc = vq::wr_complete(q);
+    if (rc == -FI_EAGAIN) [[unlikely]]
+        e->tx_unpolled = true;
+    return rc;
+}
 inline prov_domain *dom_of(util::domain_obj *d) { return static_cast<prov_domain *>(d); }
 
 /** Map a vq completion status to a positive fabric error code. */

@@ -107,7 +107,7 @@ ssize_t rma_direct(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn 
     } else if (ns) {
         vq::wr_set_sge_list(q, ns, sg);
     }
-    int rc = vq::wr_complete(q);
+    int rc = wr_finish(e, q);
     if (rc) {
         tx_put(e, t);
         return rc;
@@ -428,7 +428,7 @@ ssize_t atomic_op(prov_ep *e, util::ep_core *core, const util::tx_req &r)
     else
         vq::wr_atomic_fetch_add(q, rkey, r.rma[0].addr, r.aop == FI_ATOMIC_READ ? 0 : operand);
     vq::wr_set_sge(q, e->scratch_mr->lkey, reinterpret_cast<std::uint64_t>(scratch), 8);
-    int rc = vq::wr_complete(q);
+    int rc = wr_finish(e, q);
     if (rc) {
         tx_put(e, t);
         return rc;

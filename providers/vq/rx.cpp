@@ -498,7 +498,7 @@ int rdma_move(prov_ep *e, conn *c, bool read, const rndv_desc &remote, const iov
         else
             vq::wr_rdma_write(q, remote.niov ? remote.iov[0].rkey : 0, remote.niov ? remote.iov[0].addr : 0);
     }
-    int rc = vq::wr_complete(q);
+    int rc = wr_finish(e, q);
     if (rc == 0)
         e->scq_pending++;
     return rc;
@@ -523,11 +523,13 @@ void progress(util::ep_core *c)
     }
     if (e->fetch_waiting.load(std::memory_order_acquire)) [[unlikely]]
         run_queued_fetches(e);
-    // The send CQ only while signaled requests are outstanding, and on a
+    // The send CQ only while signaled requests are outstanding, after a post
+    // found the send queue full, while control messages wait, and on a
     // sweep every 64th call (errors of unsignaled requests, requests the
     // driver still holds for lack of ring space).
-    if (e->scq_pending || ++e->sweep >= 64) {
+    if (e->scq_pending || e->tx_unpolled || !e->pending.empty() || ++e->sweep >= 64) {
         e->sweep = 0;
+        e->tx_unpolled = false;
         int k;
         do {
             k = vq::poll_cq(e->scq, 16, w);

@@ -219,7 +219,7 @@ ssize_t send_frags(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn 
         vq::wr_set_sge_list(q, ns, sg);
         off += n;
     }
-    if (int rc = vq::wr_complete(q)) {
+    if (int rc = wr_finish(e, q)) {
         tx_put(e, t);
         return rc;
     }
@@ -299,7 +299,7 @@ ssize_t send_msg(prov_ep *e, util::ep_core *core, const util::tx_req &r)
         q->wr_flags = signaled ? vq::WR_SIGNALED : 0;
         vq::wr_send_imm(q, imm);
         vq::wr_set_sge_list(q, ns, sg);
-        rc = vq::wr_complete(q);
+        rc = wr_finish(e, q);
         if (rc == 0 && signaled)
             e->scq_pending++;
     }
@@ -390,9 +390,13 @@ int post_imm(prov_ep *e, conn *c, std::uint32_t imm, const vq::data_buf *bufs, s
         wr_id = reclaim_id;
     }
     int rc = vq::post_send_imm_inline(sl.qp, wr_id, imm, bufs, n, fl);
-    if (rc == 0 && fl) {
-        e->scq_pending++;
-        sl.unsignaled = 0;
+    if (rc == 0) [[likely]] {
+        if (fl) {
+            e->scq_pending++;
+            sl.unsignaled = 0;
+        }
+    } else if (rc == -FI_EAGAIN) {
+        e->tx_unpolled = true;
     }
     return rc;
 }
