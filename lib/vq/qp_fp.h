@@ -272,8 +272,8 @@ inline void wr_set_xrc_srqn(qp *q, std::uint32_t remote_srqn) noexcept
  *  WR_SOLICITED, WR_FENCE (WR_INLINE is implied). -FI_EINVAL on UD.
  *  shm writes an unsignaled one straight into the peer's ring when the send
  *  queue is idle (up to max_inline_slot bytes in one line, larger ones in
- *  consecutive slots); mlx5: one SEND_IMM WQE with an inline segment filled
- *  from the list, rung with BlueFlame. */
+ *  consecutive slots); a driver without its own form (mlx5 today) gets
+ *  exactly that session sequence from lib/vq. */
 [[nodiscard]] inline int post_send_imm_inline(qp *q, std::uint64_t wr_id, std::uint32_t imm_data,
                                               const data_buf *buf_list, std::size_t num_buf,
                                               unsigned flags) noexcept
