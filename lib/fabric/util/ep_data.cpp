@@ -91,6 +91,8 @@ ssize_t g_sendv(fid_ep *e, const iovec *iov, void **desc, std::size_t count, fi_
 }
 ssize_t g_sendmsg(fid_ep *e, const msg *m, std::uint64_t flags)
 {
+    if (!m) [[unlikely]] // the C++ wrappers check it; the libfabric shim calls this directly
+        return -FI_EINVAL;
     if (flags & ~msg_tx_ok) [[unlikely]]
         return tx_flag_error(core_of(e), flags);
     if (flags & (FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE) & ~core_of(e)->supported_op_flags)
@@ -132,6 +134,8 @@ ssize_t g_tsendv(fid_ep *e, const iovec *iov, void **desc, std::size_t count, fi
 }
 ssize_t g_tsendmsg(fid_ep *e, const msg_tagged *m, std::uint64_t flags)
 {
+    if (!m) [[unlikely]] // the C++ wrappers check it; the libfabric shim calls this directly
+        return -FI_EINVAL;
     if (flags & ~msg_tx_ok) [[unlikely]]
         return tx_flag_error(core_of(e), flags);
     if (flags & (FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE) & ~core_of(e)->supported_op_flags)
@@ -414,6 +418,8 @@ ssize_t g_recvv(fid_ep *e, const iovec *iov, void **desc, std::size_t count, fi_
 }
 ssize_t g_recvmsg(fid_ep *e, const msg *m, std::uint64_t flags)
 {
+    if (!m) [[unlikely]] // the C++ wrappers check it; the libfabric shim calls this directly
+        return -FI_EINVAL;
     if (flags & ~(FI_COMPLETION | FI_MULTI_RECV | FI_MORE)) [[unlikely]]
         return -FI_EBADFLAGS;
     return post_recv(e, m->msg_iov, m->desc, m->iov_count, m->addr, 0, 0, flags | to_handle(e)->rx_comp_force,
@@ -509,6 +515,8 @@ ssize_t peek_claim(fid_ep *ep, const msg_tagged *m, std::uint64_t flags)
 
 ssize_t g_trecvmsg(fid_ep *e, const msg_tagged *m, std::uint64_t flags)
 {
+    if (!m) [[unlikely]] // the C++ wrappers check it; the libfabric shim calls this directly
+        return -FI_EINVAL;
     if (flags & ~(FI_COMPLETION | FI_MULTI_RECV | FI_MORE | FI_PEEK | FI_CLAIM | FI_DISCARD)) [[unlikely]]
         return -FI_EBADFLAGS;
     if (flags & (FI_PEEK | FI_CLAIM)) [[unlikely]]
