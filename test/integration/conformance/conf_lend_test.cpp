@@ -326,6 +326,29 @@ TEST_P(LentReceives, CreationWithAnSrqIsInvalid)
     EXPECT_EQ(vq::destroy_srq(s), 0);
 }
 
+// A device that does not offer lent receives on a type (mlx5 today, every
+// type) refuses such a QP instead of creating one with a receive queue.
+TEST_P(LentReceives, CreationOnATypeTheDeviceDoesNotLendIsNotSupported)
+{
+    if (!L.ok)
+        return;
+    if (L.attr.lend_qp_types & (1u << static_cast<unsigned>(GetParam())))
+        GTEST_SKIP() << "the device lends receives on this QP type";
+    vq::cq_init_attr ca;
+    ca.cqe = 16;
+    vq::cq *c = nullptr;
+    ASSERT_EQ(vq::create_cq(L.ctx, &ca, &c), 0);
+    vq::qp_init_attr ia;
+    ia.type = GetParam();
+    ia.send_cq = ia.recv_cq = c;
+    ia.lend_recv = true;
+    ia.send_ops_flags = vq::OPS_SEND;
+    vq::qp *q = nullptr;
+    EXPECT_EQ(vq::create_qp(L.pd, &ia, &q), -FI_EOPNOTSUPP);
+    EXPECT_EQ(q, nullptr);
+    EXPECT_EQ(vq::destroy_cq(c), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, LentReceives, ::testing::Values(qp_type::rc, qp_type::uc, qp_type::ud),
                          type_name);
 
