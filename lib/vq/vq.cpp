@@ -171,25 +171,6 @@ int destroy_srq(srq *s)
     return s->ctx->ops->destroy_srq(s);
 }
 
-namespace {
-
-/** post_send_imm_inline of a driver without its own: the session calls it is
- *  defined as (qp_fp.h), so every driver offers it. */
-int session_send_imm_inline(qp *q, std::uint64_t wr_id, std::uint32_t imm_data, const data_buf *buf_list,
-                            std::size_t num_buf, unsigned flags) noexcept
-{
-    if (q->type == qp_type::ud)
-        return -FI_EINVAL; // no address: use the session API
-    wr_start(q);
-    q->wr_id = wr_id;
-    q->wr_flags = flags | WR_INLINE;
-    wr_send_imm(q, imm_data);
-    wr_set_inline_data_list(q, num_buf, buf_list);
-    return wr_complete(q);
-}
-
-} // namespace
-
 int create_qp(pd *p, const qp_init_attr *attr, qp **out)
 {
     if (!p || !attr || !out || !attr->send_cq || !attr->recv_cq)
@@ -230,7 +211,7 @@ int create_qp(pd *p, const qp_init_attr *attr, qp **out)
     }
     rc = ctx->ops->create_qp(p, attr, out);
     if (rc == 0 && *out && !(*out)->post_send_imm_inline_fn)
-        (*out)->post_send_imm_inline_fn = session_send_imm_inline;
+        (*out)->post_send_imm_inline_fn = session_send_imm_inline; // a driver without qp_stubs
     return rc;
 }
 
