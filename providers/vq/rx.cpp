@@ -170,7 +170,7 @@ inline void rc_rx(prov_ep *e, const vq::wc &w, int &last)
         return;
     }
     const std::uint8_t *p =
-        w.data ? w.data : sl.bounce + std::size_t(std::uint32_t(w.wr_id)) * e->dom->lim.bounce;
+        w.data || !sl.bounce ? w.data : sl.bounce + std::size_t(std::uint32_t(w.wr_id)) * e->dom->lim.bounce;
     if (w.opcode == vq::wc_opcode::recv_rdma_with_imm) [[unlikely]] {
         // vq RDMA write with immediate: remote CQ data of a direct RMA write.
         util::ep_core *c = e->scalable ? rx_target(e, 0) : e->core;
@@ -183,7 +183,9 @@ inline void rc_rx(prov_ep *e, const vq::wc &w, int &last)
         else
             rx_other(e, sl, h, p, w.byte_len);
     }
-    if (!w.data)
+    // Posted receives (a device without lent receives): give the buffer
+    // back. Not by w.data: a lent RDMA write with immediate has none either.
+    if (!e->dom->lim.lend)
         repost(e, s, std::uint32_t(w.wr_id));
 }
 

@@ -241,6 +241,22 @@ TEST_P(paths, RmaOfEverySize)
         }
         std::uint64_t want = 28;
         EXPECT_EQ(p.checksum(64, 8), fnv(&want, 8));
+        // A write with remote CQ data: the target sees exactly one event
+        // with the data (into shareable memory it is a vq RDMA write with
+        // immediate, which arrives as a lent completion without data).
+        const std::uint64_t before = p.stats().b;
+        w[0] = 0x1122334455667788ULL;
+        ASSERT_EQ(retry(n.cq, [&] { return writedata(n.ep, w, 8, nullptr, 0xabc0 + shared, to, p.mem + 128, p.key, &c); }),
+                  0);
+        ASSERT_EQ(wait_cq(n.cq, e), 1);
+        EXPECT_EQ(p.checksum(128, 8), fnv(w, 8));
+        auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        response s;
+        do
+            s = p.stats();
+        while (s.b == before && std::chrono::steady_clock::now() < end);
+        EXPECT_EQ(s.b, before + 1) << "one remote CQ data event at the target";
+        EXPECT_EQ(s.n, 0xabc0u + shared);
     }
     EXPECT_EQ(p.stats().c, 0u);
 }
