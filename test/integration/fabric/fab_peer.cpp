@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <vector>
 
 #include "fab_common.h"
@@ -31,7 +32,7 @@ struct peer {
     std::vector<std::uint8_t> heap = std::vector<std::uint8_t>(mem_size);
     std::uint8_t *mem = heap.data();     ///< the RMA region: heap, or shunt_mem memory
     const ops_mem *shm_mem = nullptr;    ///< "shared": where send buffers come from
-    std::deque<void *> inflight_shared;  ///< "shared": the send buffer of each echo in flight
+    std::map<std::uintptr_t, void *> inflight_shared; ///< "shared": the send buffer of each echo in flight
     fid_mr *mr = nullptr;
     std::vector<std::vector<std::uint8_t>> bufs;
     context ctx[2 * nbufs];
@@ -46,7 +47,10 @@ struct peer {
         std::uint64_t cq_data;
     };
     std::deque<pending> todo;
-    std::deque<std::vector<std::uint8_t>> inflight; // echo buffers until their send completes
+    /** Echo buffers until their send completes, by the send's context (sends
+     *  complete out of order: a rendezvous when the receiver pulls it). */
+    std::map<std::uintptr_t, std::vector<std::uint8_t>> inflight;
+    std::uintptr_t next_send = 1;
     response st;
     bool reject = false;
     bool connected = false;
@@ -91,7 +95,8 @@ void flush_todo(peer &p)
             src = block;
         }
         ssize_t rc;
-        void *ctx = reinterpret_cast<void *>(std::uintptr_t(1));
+        const std::uintptr_t id = p.next_send;
+        void *ctx = reinterpret_cast<void *>(id);
         if (t.tagged)
             rc = t.has_data ? tsenddata(p.n.ep, src, t.data.size(), nullptr, t.cq_data + 1, to, t.tag + 1, ctx)
                             : tsend(p.n.ep, src, t.data.size(), nullptr, to, t.tag + 1, ctx);
@@ -107,9 +112,14 @@ void flush_todo(peer &p)
             std::fprintf(stderr, "fab_peer: echo send failed: %s\n", shunt::strerror(int(rc)));
             p.st.c++;
         }
-        if (p.shm_mem)
-            p.inflight_shared.push_back(block);
-        p.inflight.push_back(std::move(t.data));
+        if (rc == 0) {
+            p.next_send++;
+            if (p.shm_mem)
+                p.inflight_shared[id] = block;
+            p.inflight[id] = std::move(t.data);
+        } else if (block) {
+            (void)p.shm_mem->free(p.n.domain, block);
+        }
         p.todo.pop_front();
         p.st.a++;
     }
@@ -128,12 +138,11 @@ void drain_cq(peer &p)
     }
     for (ssize_t k = 0; k < n; k++) {
         if (e[k].flags & FI_SEND) {
-            if (!p.inflight.empty())
-                p.inflight.pop_front();
-            if (!p.inflight_shared.empty()) {
-                if (p.inflight_shared.front())
-                    (void)p.shm_mem->free(p.n.domain, p.inflight_shared.front());
-                p.inflight_shared.pop_front();
+            const auto id = reinterpret_cast<std::uintptr_t>(e[k].op_context);
+            p.inflight.erase(id);
+            if (auto it = p.inflight_shared.find(id); it != p.inflight_shared.end()) {
+                (void)p.shm_mem->free(p.n.domain, it->second);
+                p.inflight_shared.erase(it);
             }
             continue;
         }
@@ -332,9 +341,8 @@ int main(int argc, char **argv)
         (void)fabric::close(&p.n.ep->fid); // before its send buffers go
         p.n.ep = nullptr;
     }
-    for (void *b : p.inflight_shared)
-        if (b)
-            (void)p.shm_mem->free(p.n.domain, b);
+    for (auto &[id, b] : p.inflight_shared)
+        (void)p.shm_mem->free(p.n.domain, b);
     if (p.shm_mem)
         (void)p.shm_mem->free(p.n.domain, p.mem);
     p.n.close();
