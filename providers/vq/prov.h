@@ -325,6 +325,12 @@ struct queued_fetch {
 struct prov_ep {
     util::ep_core *core = nullptr;
     prov_domain *dom = nullptr;
+    /** With a lock (above FI_THREAD_DOMAIN): the thread running this
+     *  endpoint's progress (pthread_self), else 0; written only by that
+     *  thread under the lock. Not thread_local: dynamic TLS in a module the
+     *  libfabric shim dlopens costs a call per access, and LeakSanitizer
+     *  mis-reads it in forked children. */
+    std::atomic<std::uintptr_t> progress_owner{0};
     vq::cq *scq = nullptr, *rcq = nullptr;
     vq::qp *ud = nullptr;
     std::uint8_t *ud_bufs = nullptr;

@@ -2,6 +2,8 @@
 // once from the lent ring, rendezvous fetches, fins, RMA requests, CM
 // datagrams), send completions while some are outstanding, and the
 // connections on the pending list.
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -17,8 +19,13 @@ void rma_op_done(prov_ep *e, rx_op *o, vq::wc_status st);             // rma.cpp
 
 namespace {
 
-/** The endpoint whose progress this thread is running (its lock held). */
-thread_local prov_ep *tl_progressing = nullptr;
+/** Does this thread hold @p e (a single-threaded domain, or inside the
+ *  endpoint's progress, whose lock it holds)? */
+inline bool holds(prov_ep *e)
+{
+    return !e->lock.enabled() ||
+           e->progress_owner.load(std::memory_order_relaxed) == std::uintptr_t(::pthread_self());
+}
 
 void repost_ud(prov_ep *e, std::uint64_t i)
 {
@@ -325,7 +332,7 @@ int fetch_hook(util::ep_core *c, util::rx_entry *en, const util::rx_fetch_req &r
     prov_ep *e = ep_of(c);
     if (!e)
         return -FI_ECANCELED;
-    if (!e->lock.enabled() || tl_progressing == e)
+    if (holds(e))
         return fetch_start(e, en, r, r.desc, r.desc_len);
     return queue_fetch(e, en, r, r.desc, r.desc_len);
 }
@@ -338,7 +345,7 @@ void discard_hook(util::ep_core *c, const void *desc, std::size_t dlen)
     fetch_blob b;
     if (!e || dlen < offsetof(fetch_blob, d) || dlen > sizeof b)
         return;
-    if (!e->lock.enabled() || tl_progressing == e) {
+    if (holds(e)) {
         std::memcpy(&b, desc, dlen);
         if (b.fm) {
             frag_discard(e, b.fm);
@@ -510,8 +517,12 @@ void progress(util::ep_core *c)
 {
     prov_ep *e = ep_of(c);
     util::guard g(e->lock);
-    prov_ep *outer = tl_progressing;
-    tl_progressing = e;
+    const bool locked = e->lock.enabled();
+    std::uintptr_t outer = 0;
+    if (locked) [[unlikely]] {
+        outer = e->progress_owner.load(std::memory_order_relaxed);
+        e->progress_owner.store(std::uintptr_t(::pthread_self()), std::memory_order_relaxed);
+    }
     if (e->pep_ud) [[unlikely]]
         adopted_progress(e);
     vq::wc w[16];
@@ -541,7 +552,8 @@ void progress(util::ep_core *c)
     }
     if (!e->pending.empty()) [[unlikely]]
         pending_progress(e);
-    tl_progressing = outer;
+    if (locked) [[unlikely]]
+        e->progress_owner.store(outer, std::memory_order_relaxed);
 }
 
 util::ep_core *rx_target(prov_ep *e, std::uint16_t index)
