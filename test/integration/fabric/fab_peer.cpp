@@ -91,7 +91,8 @@ void flush_todo(peer &p)
                 p.todo.pop_front();
                 continue;
             }
-            std::memcpy(block, t.data.data(), t.data.size());
+            if (!t.data.empty()) // (data() of an empty vector may be null)
+                std::memcpy(block, t.data.data(), t.data.size());
             src = block;
         }
         ssize_t rc;
