@@ -45,6 +45,12 @@ const char usage_text[] =
     "                        the endpoint level\n"
     "      --driver NAME     vq driver for --vq (default: the first in this build)\n"
     "      --qp-type TYPE    QP type for --vq: rc (default), uc, ud\n"
+    "      --shared-buffers  endpoint level: take both sides' buffers from the\n"
+    "                        provider's shareable memory (the shunt_mem\n"
+    "                        extension), which peers reach without a system\n"
+    "                        call; default: plain aligned_alloc memory. The\n"
+    "                        queue level always uses the driver's alloc_buf\n"
+    "                        memory\n"
     "\n"
     "Sizes and duration:\n"
     "  -S, --size SIZES      message size in bytes: one (8), a comma list\n"
@@ -255,7 +261,7 @@ std::string to_wire(const test_config &c)
     std::ostringstream s;
     s << "test=" << name(c.test) << " provider=" << c.provider << " vq=" << (c.vq ? 1 : 0)
       << " ep_type=" << c.ep_type << " qp_type=" << c.qp_type << " op=" << c.op << " window=" << c.window
-      << " verify=" << (c.verify ? 1 : 0);
+      << " verify=" << (c.verify ? 1 : 0) << " shared=" << (c.shared_buffers ? 1 : 0);
     return s.str();
 }
 
@@ -292,12 +298,16 @@ int from_wire(const std::string &line, test_config &c)
             if (v != "0" && v != "1")
                 return -FI_EINVAL;
             r.verify = v == "1";
+        } else if (k == "shared") {
+            if (v != "0" && v != "1")
+                return -FI_EINVAL;
+            r.shared_buffers = v == "1";
         } else {
             return -FI_EINVAL;
         }
         seen++;
     }
-    if (seen != 8)
+    if (seen != 9)
         return -FI_EINVAL;
     c = r;
     return 0;
@@ -306,7 +316,7 @@ int from_wire(const std::string &line, test_config &c)
 int parse_command_line(int argc, char **argv, options &o)
 {
     enum { OPT_OP = 256, OPT_VQ, OPT_DRIVER, OPT_QP, OPT_DURATION, OPT_CSV, OPT_PLOT, OPT_TIMEOUT, OPT_ROLE,
-           OPT_OOB_FD, OPT_VERIFY };
+           OPT_OOB_FD, OPT_VERIFY, OPT_SHARED };
     static const option longopts[] = {
         {"provider", required_argument, nullptr, 'p'}, {"ep-type", required_argument, nullptr, 'e'},
         {"op", required_argument, nullptr, OPT_OP},      {"vq", no_argument, nullptr, OPT_VQ},
@@ -319,6 +329,7 @@ int parse_command_line(int argc, char **argv, options &o)
         {"csv", no_argument, nullptr, OPT_CSV},        {"plot", required_argument, nullptr, OPT_PLOT},
         {"verify", no_argument, nullptr, OPT_VERIFY}, {"help", no_argument, nullptr, 'h'},
         {"quiet", no_argument, nullptr, 'q'},
+        {"shared-buffers", no_argument, nullptr, OPT_SHARED},
         {"version", no_argument, nullptr, 'V'},
         // Hidden: the locally spawned responder.
         {"role", required_argument, nullptr, OPT_ROLE}, {"oob-fd", required_argument, nullptr, OPT_OOB_FD},
@@ -395,6 +406,7 @@ int parse_command_line(int argc, char **argv, options &o)
         case 'q': o.quiet = true; break;
         case 'V': std::printf("shunt-perf (Shunt) %s\n", SHUNT_VERSION); return 0;
         case OPT_VERIFY: o.verify = true; break;
+        case OPT_SHARED: o.cfg.shared_buffers = true; break;
         case OPT_ROLE:
             if (std::strcmp(optarg, "responder") != 0)
                 return usage_error("bad role '%s'", optarg);

@@ -29,6 +29,7 @@ struct test_config {
     std::string op = "msg";        ///< msg | tagged | write | atomic
     unsigned window = 64;          ///< bw / rate: outstanding operations
     bool verify = false;           ///< --verify (transports may lay out receives for it)
+    bool shared_buffers = false;   ///< --shared-buffers: endpoint-level buffers peers reach directly
 };
 
 /** Everything the command line says. */

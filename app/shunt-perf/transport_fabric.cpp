@@ -8,7 +8,9 @@
  * transmit counter (FI_SEND | FI_WRITE: what the window is read from), an AV
  * (RDM, DGRAM) or an EQ and connect/accept (MSG), and one registered buffer
  * per side: tx | rx | a ring the peer writes into | a credit word | an
- * atomic word.
+ * atomic word — aligned_alloc memory, or with --shared-buffers memory from
+ * the provider's shunt_mem extension (fabric/ext_mem.h), which the peer
+ * reaches without a system call.
  *
  * Data calls, per --op (a template argument, so the per-message code has no
  * branch on it):
@@ -37,6 +39,7 @@
 #include "env/compiler.h"
 #include "env/errors.h"
 #include "fabric/api.h"
+#include "fabric/ext_mem.h"
 #include "fabric/provider.h"
 #include "loops.h"
 #include "oob.h"
@@ -124,6 +127,7 @@ struct fab_res {
     fab::fid_ep *ep = nullptr;
     fab::fid_mr *mr = nullptr;
     std::byte *buf = nullptr;
+    const fab::ops_mem *mem = nullptr; ///< --shared-buffers: buf came from the provider's shunt_mem
 
     ~fab_res()
     {
@@ -140,11 +144,15 @@ struct fab_res {
         cl(rxcq);
         cl(txcntr);
         cl(eq);
+        if (mem && buf)
+            (void)mem->free(domain, buf);
+        else
+            std::free(buf);
+        buf = nullptr;
         cl(domain);
         cl(fabric);
         if (fi)
             fab::freeinfo(fi);
-        std::free(buf);
     }
 };
 
@@ -540,8 +548,20 @@ int open_fabric(const test_config &c, bool initiator, oob_channel &oob, double t
     fab::cntr_attr na;
     if ((rc = fab::cntr_open(r->domain, &na, &r->txcntr, nullptr)))
         return fail("cntr_open", rc);
-    // aligned_alloc wants a size that is a multiple of the alignment.
-    r->buf = static_cast<std::byte *>(std::aligned_alloc(4096, (buf_bytes + 4095) & ~std::size_t{4095}));
+    if (c.shared_buffers) {
+        // Memory the peer reaches without a system call (fabric/ext_mem.h).
+        void *ops = nullptr;
+        if ((rc = fab::open_ops(&r->domain->fid, fab::FI_SHUNT_MEM_OPS_1, 0, &ops, nullptr)))
+            return fail("--shared-buffers (the provider has no shareable memory)", rc);
+        r->mem = static_cast<const fab::ops_mem *>(ops);
+        void *p = nullptr;
+        if ((rc = r->mem->alloc(r->domain, buf_bytes, &p)))
+            return fail("--shared-buffers allocation", rc);
+        r->buf = static_cast<std::byte *>(p);
+    } else {
+        // aligned_alloc wants a size that is a multiple of the alignment.
+        r->buf = static_cast<std::byte *>(std::aligned_alloc(4096, (buf_bytes + 4095) & ~std::size_t{4095}));
+    }
     if (!r->buf)
         return fail("buffer", -FI_ENOMEM);
     std::memset(r->buf, 0, buf_bytes); // fault the pages in now

@@ -212,6 +212,10 @@ int validate(const test_config &c, std::string &why)
         why = "transport 'line' supports --op msg only, not '" + c.op + "'";
         return -FI_EOPNOTSUPP;
     }
+    if (c.shared_buffers) {
+        why = "--shared-buffers selects endpoint-level provider memory; transport 'line' has none";
+        return -FI_EOPNOTSUPP;
+    }
     if (c.vq ? c.qp_type != "rc" : c.ep_type == "dgram") {
         why = c.vq ? "driver 'raw-line' supports --qp-type rc only, not '" + c.qp_type + "'"
                    : std::string("transport 'line' is reliable: -e rdm or msg, not dgram");

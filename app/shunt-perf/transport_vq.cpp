@@ -375,6 +375,10 @@ int validate(const test_config &c, std::string &why)
         why = "--qp-type ud has no RDMA write (IBV_WR API: send only); use rc or uc";
         return -FI_EOPNOTSUPP;
     }
+    if (c.shared_buffers) {
+        why = "--shared-buffers is an endpoint-level option; the vq level always uses the driver's alloc_buf memory";
+        return -FI_EOPNOTSUPP;
+    }
     if (c.ep_type != "rdm") {
         why = "-e selects an endpoint type, which the vq level does not have; use --qp-type";
         return -FI_EOPNOTSUPP;

@@ -120,6 +120,7 @@ void decode(mlx5_cq *c, mlx5_cqe64 *cqe, vq::wc *w) noexcept
     w->src_qp = 0;
     w->wc_flags = 0;
     w->reserved = 0;
+    w->data = nullptr; // no lent receives on mlx5 (yet)
     w->qp_num = be32toh(cqe->sop_drop_qpn) & 0xffffff;
     if (!q) [[unlikely]] { // the QP was destroyed with completions in flight
         w->wr_id = 0;
@@ -289,7 +290,8 @@ int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
     // The slot's meta is read before the tail store (release) hands it back to the poster.
     q->sq.tail.store(m.head + 1, std::memory_order_release);
     // wr_id; status (success) and opcode; vendor_err, byte_len, imm and
-    // invalidated rkey (0); qp_num and src_qp (0); wc_flags (0).
+    // invalidated rkey (0); qp_num and src_qp (0); wc_flags (0); data (null:
+    // no lent receives).
     auto *o = reinterpret_cast<std::uint8_t *>(out);
     const std::uint64_t st_op = static_cast<std::uint64_t>(op) << 32, zero = 0, qpn = q->qp_num;
     std::memcpy(o, &wr_id, 8);
@@ -298,6 +300,7 @@ int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
     std::memcpy(o + 24, &zero, 8);
     std::memcpy(o + 32, &qpn, 8);
     std::memcpy(o + 40, &zero, 8);
+    std::memcpy(o + 48, &zero, 8);
     c->ci = ci + 1;
     // The CQE reads above are done before the device may reuse the slot.
     udma_to_device_barrier();
@@ -306,7 +309,7 @@ int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
 }
 static_assert(offsetof(vq::wc, status) == 8 && offsetof(vq::wc, opcode) == 12 && offsetof(vq::wc, vendor_err) == 16 &&
               offsetof(vq::wc, byte_len) == 20 && offsetof(vq::wc, imm_data) == 24 && offsetof(vq::wc, qp_num) == 32 &&
-              offsetof(vq::wc, src_qp) == 36 && offsetof(vq::wc, wc_flags) == 40 && sizeof(vq::wc) == 48 &&
+              offsetof(vq::wc, src_qp) == 36 && offsetof(vq::wc, wc_flags) == 40 && offsetof(vq::wc, data) == 48 && sizeof(vq::wc) == 56 &&
               static_cast<unsigned>(wc_status::success) == 0,
               "poll_st writes the wc in 8-byte words");
 static_assert(static_cast<unsigned>(wc_opcode::send) == 0 && static_cast<unsigned>(wc_opcode::rdma_write) == 1);

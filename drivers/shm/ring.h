@@ -8,17 +8,15 @@
 
 namespace shunt::drv::shm {
 
-inline std::uint32_t slots_for(std::uint32_t len) noexcept
-{
-    return len <= slot_payload ? 1 : 1 + (len - slot_payload + 63) / 64;
-}
-
-/** Reads a WR's data (inline bytes or SGEs) sequentially. */
+/** Reads a WR's data (inline bytes, SGEs, or a caller's buffer list)
+ *  sequentially. */
 struct src_cursor {
     const std::uint8_t *flat = nullptr; ///< inline / staged data, or null for SGEs
     const vq::sge *sg = nullptr;
+    const vq::data_buf *bufs = nullptr; ///< a post_send_imm_inline list, read during the call
     std::uint32_t idx = 0, off = 0;
 
+    void copy_bufs(std::uint8_t *d, std::uint32_t n) noexcept;
     void skip(std::uint32_t n) noexcept
     {
         if (flat) {
@@ -47,6 +45,10 @@ struct src_cursor {
             flat += n;
             return;
         }
+        if (bufs) {
+            copy_bufs(d, n);
+            return;
+        }
         while (n) {
             std::uint32_t left = sg[idx].length - off;
             std::uint32_t k = n < left ? n : left;
@@ -61,6 +63,26 @@ struct src_cursor {
         }
     }
 };
+
+inline void src_cursor::copy_bufs(std::uint8_t *d, std::uint32_t n) noexcept
+{
+    while (n) {
+        std::size_t left = bufs[idx].length - off;
+        std::uint32_t k = n < left ? n : static_cast<std::uint32_t>(left);
+        const auto *from = static_cast<const std::uint8_t *>(bufs[idx].addr) + off;
+        if (k <= 64)
+            small_copy(d, from, k);
+        else
+            std::memcpy(d, from, k);
+        d += k;
+        off += k;
+        n -= k;
+        if (off == bufs[idx].length) {
+            idx++;
+            off = 0;
+        }
+    }
+}
 
 /** A transmit ring: the fields of shm_qp or ud_dest. */
 struct txring {

@@ -24,7 +24,7 @@ namespace vq = shunt::vq;
 /* ---------------- Shared layout (offsets only, never pointers) ---------------- */
 
 inline constexpr std::uint64_t ctx_magic = 0x314d48535154564eull; // "NVTQSHM1"
-inline constexpr std::uint32_t layout_version = 2;
+inline constexpr std::uint32_t layout_version = 3;
 inline constexpr unsigned num_lock_stripes = 64;
 
 /** Head of a context's segment (data area offset 0). Written by the owner at
@@ -97,6 +97,7 @@ struct alignas(64) qp_desc {
     std::uint32_t type;
     std::uint32_t qkey;
     std::uint32_t access;              ///< qp_access_flags (responder)
+    std::uint32_t flags;               ///< desc_* bits (set at creation)
     std::uint64_t ring_off;            ///< RC/UC: ring_ctrl + slots
     std::uint32_t ring_slots;
     std::uint32_t ud_nrings;           ///< UD: rings, each ring_ctrl + ud_ring_slots slots
@@ -112,6 +113,10 @@ struct alignas(64) qp_desc {
     std::atomic<std::uint32_t> entering;
 };
 inline constexpr std::uint32_t desc_free = 0xff;
+/** qp_desc::flags: the QP lends its ring to its consumer (lent receives):
+ *  senders must deliver each message as one chunk of the ring, never by
+ *  rendezvous (the receiver has no buffer of its own to copy into). */
+inline constexpr std::uint32_t desc_lend = 1;
 
 /** A sender's goodbye: tell the receiver of ring @p c, whose QP number was
  *  @p qpn when we attached, that we stopped writing. Skipped when the ring
@@ -167,6 +172,15 @@ struct alignas(64) slot {
 };
 static_assert(sizeof(slot) == 64);
 inline constexpr std::uint32_t slot_payload = 48;
+static_assert(offsetof(slot, data) + slot_payload == sizeof(slot),
+              "a chunk's bytes run on from the first slot's data into the next slots");
+/** Slots a chunk of @p len bytes takes. */
+inline std::uint32_t slots_for(std::uint32_t len) noexcept
+{
+    return len <= slot_payload ? 1 : 1 + (len - slot_payload + 63) / 64;
+}
+/** Largest chunk (one message part) in a ring of @p slots slots: half the ring. */
+constexpr std::uint32_t max_chunk_bytes(std::uint32_t slots) noexcept { return (slots / 2 - 1) * 64 + slot_payload; }
 
 /* ---------------- Local objects ---------------- */
 
@@ -281,6 +295,15 @@ struct shm_srq : vq::srq {
     shm_ctx *sctx = nullptr;
 };
 
+/** How far the execution of a send-queue entry got (sq_run). */
+enum class wqe_stage : std::uint8_t {
+    fresh,        ///< posted, nothing done yet
+    keys_checked, ///< its local keys were validated (a blocked send resumes here)
+    data_written, ///< write_imm: the data is written, its notification waits for ring space
+    rndv_pending, ///< rendezvous published: completes when the receiver's ack passes rndv_ticket
+    finished,     ///< executed (or failed): status holds the outcome, the completion is owed
+};
+
 /** Send work-queue entry (local). */
 struct wqe {
     std::uint64_t wr_id;
@@ -296,8 +319,11 @@ struct wqe {
     void *p1;              ///< bind: mr
     std::uint32_t done;    ///< bytes already pushed (chunked sends, TSO)
     std::uint16_t mss, hdr_sz;
-    std::uint8_t has_data, is_inline, need, pad8;
+    std::uint8_t has_data, is_inline, need;
+    wqe_stage stage;       ///< execution progress
     std::uint32_t qkey;
+    vq::wc_status status;  ///< outcome once stage is finished
+    std::uint32_t rndv_ticket; ///< rendezvous: the value of rndv_acked that completes it
 };
 
 enum : std::uint8_t {
@@ -370,6 +396,13 @@ struct shm_qp : vq::qp {
     qp_desc *rdesc = nullptr;    ///< peer's descriptor
     vq::qp_attr attr{};
     std::uint8_t *stage = nullptr; ///< staging for TSO / IP_CSUM messages (ud_mtu bytes)
+    /* Lent receives (qp_init_attr::lend_recv). */
+    bool lend = false;           ///< completions point into our ring; credits return at the next poll
+    bool lend_flushed = false;   ///< ERR: the one flush completion was given
+    bool lend_bounce_used = false; ///< the bounce holds a message lent in this poll
+    bool peer_lends = false;     ///< RC/UC: the peer QP lends (no rendezvous, one chunk per message)
+    std::uint32_t max_lend = 0;  ///< largest message we take (one chunk of our ring; UD: the MTU)
+    std::uint8_t *lend_bounce = nullptr; ///< a message that wraps around the ring's end is lent from here
     ud_dest *dests = nullptr;    ///< UD destinations
     std::uint16_t *dest_hash = nullptr; ///< (peer, qpn) → index + 1 into dests, 0 = empty
     std::uint32_t ndests = 0;
@@ -512,6 +545,27 @@ int create_cq(vq::context *c, const vq::cq_init_attr *a, vq::cq **out);
 int destroy_cq(vq::cq *c);
 int create_srq(vq::pd *p, const vq::srq_init_attr *a, vq::srq **out);
 int destroy_srq(vq::srq *s);
+
+/** Fill a completion: the one place a vq::wc is written field by field
+ *  (receives, send completions, flushes). */
+inline void fill_wc(vq::wc &w, std::uint64_t wr_id, vq::wc_status status, vq::wc_opcode opcode,
+                    std::uint32_t byte_len, std::uint32_t qp_num, std::uint32_t src_qp = 0, std::uint32_t imm = 0,
+                    unsigned wc_flags = 0, std::uint32_t invalidated_rkey = 0,
+                    const std::uint8_t *data = nullptr) noexcept
+{
+    w.wr_id = wr_id;
+    w.status = status;
+    w.opcode = opcode;
+    w.vendor_err = 0;
+    w.byte_len = byte_len;
+    w.imm_data = imm;
+    w.invalidated_rkey = invalidated_rkey;
+    w.qp_num = qp_num;
+    w.src_qp = src_qp;
+    w.wc_flags = wc_flags;
+    w.reserved = 0;
+    w.data = data;
+}
 
 /** Push a completion (CQ lock held by the caller or single-threaded). */
 inline void cq_push(shm_cq *c, const vq::wc &w) noexcept

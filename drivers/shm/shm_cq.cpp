@@ -263,6 +263,7 @@ int create_cq(vq::context *vc, const vq::cq_init_attr *a, vq::cq **out)
     c->read_src_qp_fn = [](vq::cq *x) { return current(x).src_qp; };
     c->read_wc_flags_fn = [](vq::cq *x) { return current(x).wc_flags; };
     c->read_vendor_err_fn = [](vq::cq *x) { return current(x).vendor_err; };
+    c->read_data_fn = [](vq::cq *x) { return current(x).data; };
     vq::cq_fill_stubs(c);
     c->next_check = env::tsc::now() + peer_check_cycles();
     shm_ctx *sc = to_ctx(vc);

@@ -392,6 +392,10 @@ int query_device(vq::context *, vq::device_attr *out)
     a.ops[static_cast<unsigned>(vq::qp_type::rc)] = vq::ops_allowed(vq::qp_type::rc);
     a.ops[static_cast<unsigned>(vq::qp_type::uc)] = vq::ops_allowed(vq::qp_type::uc);
     a.ops[static_cast<unsigned>(vq::qp_type::ud)] = vq::ops_allowed(vq::qp_type::ud);
+    a.max_inline_slot = slot_payload;
+    a.lend_qp_types = (1u << static_cast<unsigned>(vq::qp_type::rc)) | (1u << static_cast<unsigned>(vq::qp_type::uc)) |
+                      (1u << static_cast<unsigned>(vq::qp_type::ud));
+    a.max_lend_msg = max_chunk_bytes(l.ring_slots);
     *out = a;
     return 0;
 }

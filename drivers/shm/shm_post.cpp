@@ -21,7 +21,10 @@ SHUNT_COLD void latch(shm_qp *q, int err) noexcept
 constexpr unsigned wr_flags_ok = vq::WR_FENCE | vq::WR_SIGNALED | vq::WR_SOLICITED | vq::WR_INLINE |
                                  vq::WR_IP_CSUM;
 
-/** Start a work request: the shared part of every builder. */
+/** Start a work request: the shared part of every builder. @p Ud: the
+ *  builder was installed on a UD QP (chosen at creation, never tested per
+ *  call). */
+template <bool Ud>
 inline wqe *begin(shm_qp *q, std::uint8_t op) noexcept
 {
     if (q->err) [[unlikely]]
@@ -39,7 +42,7 @@ inline wqe *begin(shm_qp *q, std::uint8_t op) noexcept
         latch(q, -FI_EINVAL);
         return nullptr;
     }
-    if ((f & vq::WR_IP_CSUM) && q->type != vq::qp_type::ud) [[unlikely]] {
+    if (!Ud && (f & vq::WR_IP_CSUM)) [[unlikely]] {
         latch(q, -FI_EOPNOTSUPP);
         return nullptr;
     }
@@ -54,8 +57,8 @@ inline wqe *begin(shm_qp *q, std::uint8_t op) noexcept
     w->done = 0;
     w->has_data = 0;
     w->is_inline = 0;
-    w->pad8 = 0;
-    w->need = q->type == vq::qp_type::ud ? need_ud : 0;
+    w->stage = wqe_stage::fresh;
+    w->need = Ud ? need_ud : 0;
     return w;
 }
 
@@ -64,21 +67,28 @@ inline std::uint32_t wqe_index(const shm_qp *q, const wqe *w) noexcept
     return static_cast<std::uint32_t>(w - q->sq);
 }
 
-void b_send(vq::qp *vq_) noexcept { begin(to_qp(vq_), op_send); }
+// Builders of operations that UD allows come in both forms; the others
+// exist only on RC/UC QPs (begin<false>) and TSO only on UD (begin<true>).
+template <bool Ud>
+void b_send(vq::qp *vq_) noexcept
+{
+    begin<Ud>(to_qp(vq_), op_send);
+}
+template <bool Ud>
 void b_send_imm(vq::qp *vq_, std::uint32_t imm) noexcept
 {
-    if (wqe *w = begin(to_qp(vq_), op_send_imm))
+    if (wqe *w = begin<Ud>(to_qp(vq_), op_send_imm))
         w->imm = imm;
 }
 void b_send_inv(vq::qp *vq_, std::uint32_t rkey) noexcept
 {
-    if (wqe *w = begin(to_qp(vq_), op_send_inv))
+    if (wqe *w = begin<false>(to_qp(vq_), op_send_inv))
         w->imm = rkey;
 }
 void b_send_tso(vq::qp *vq_, const void *hdr, std::uint16_t hdr_sz, std::uint16_t mss) noexcept
 {
     shm_qp *q = to_qp(vq_);
-    wqe *w = begin(q, op_tso);
+    wqe *w = begin<true>(q, op_tso);
     if (!w)
         return;
     if (!hdr || hdr_sz == 0 || mss == 0 || hdr_sz > max_tso_hdr) {
@@ -96,14 +106,14 @@ void b_send_tso(vq::qp *vq_, const void *hdr, std::uint16_t hdr_sz, std::uint16_
 }
 void b_write(vq::qp *vq_, std::uint32_t rkey, std::uint64_t raddr) noexcept
 {
-    if (wqe *w = begin(to_qp(vq_), op_write)) {
+    if (wqe *w = begin<false>(to_qp(vq_), op_write)) {
         w->rkey = rkey;
         w->raddr = raddr;
     }
 }
 void b_write_imm(vq::qp *vq_, std::uint32_t rkey, std::uint64_t raddr, std::uint32_t imm) noexcept
 {
-    if (wqe *w = begin(to_qp(vq_), op_write_imm)) {
+    if (wqe *w = begin<false>(to_qp(vq_), op_write_imm)) {
         w->rkey = rkey;
         w->raddr = raddr;
         w->imm = imm;
@@ -111,7 +121,7 @@ void b_write_imm(vq::qp *vq_, std::uint32_t rkey, std::uint64_t raddr, std::uint
 }
 void b_read(vq::qp *vq_, std::uint32_t rkey, std::uint64_t raddr) noexcept
 {
-    if (wqe *w = begin(to_qp(vq_), op_read)) {
+    if (wqe *w = begin<false>(to_qp(vq_), op_read)) {
         w->rkey = rkey;
         w->raddr = raddr;
     }
@@ -119,7 +129,7 @@ void b_read(vq::qp *vq_, std::uint32_t rkey, std::uint64_t raddr) noexcept
 inline void atomic_common(shm_qp *q, std::uint8_t op, std::uint32_t rkey, std::uint64_t raddr,
                           std::uint64_t a0, std::uint64_t a1) noexcept
 {
-    wqe *w = begin(q, op);
+    wqe *w = begin<false>(q, op);
     if (!w)
         return;
     if (raddr & 7) {
@@ -142,7 +152,7 @@ void b_faa(vq::qp *vq_, std::uint32_t rkey, std::uint64_t raddr, std::uint64_t a
 void b_bind(vq::qp *vq_, vq::mw *mw, std::uint32_t rkey, const vq::mw_bind_info *info) noexcept
 {
     shm_qp *q = to_qp(vq_);
-    wqe *w = begin(q, op_bind);
+    wqe *w = begin<false>(q, op_bind);
     if (!w)
         return;
     if (!mw || !info || mw->ctx != q->ctx || (info->mr && info->mr->ctx != q->ctx) ||
@@ -158,12 +168,12 @@ void b_bind(vq::qp *vq_, vq::mw *mw, std::uint32_t rkey, const vq::mw_bind_info 
     w->a0 = info->addr;
     w->a1 = info->length;
     w->imm = info->mw_access_flags;
-    w->need = 0; // no setters, even on UD (not allowed there anyway)
+    w->need = 0; // no setters
 }
 void b_local_inv(vq::qp *vq_, std::uint32_t rkey) noexcept
 {
     shm_qp *q = to_qp(vq_);
-    if (wqe *w = begin(q, op_local_inv)) {
+    if (wqe *w = begin<false>(q, op_local_inv)) {
         w->imm = rkey;
         w->need = 0;
     }
@@ -172,7 +182,7 @@ void b_flush(vq::qp *vq_, std::uint32_t rkey, std::uint64_t raddr, std::size_t l
              std::uint8_t level) noexcept
 {
     shm_qp *q = to_qp(vq_);
-    wqe *w = begin(q, op_flush);
+    wqe *w = begin<false>(q, op_flush);
     if (!w)
         return;
     if ((type != vq::FLUSH_GLOBAL && type != vq::FLUSH_PERSISTENT) ||
@@ -219,14 +229,17 @@ inline wqe *data_target(shm_qp *q, bool inl) noexcept
     return w;
 }
 
+/** Length rules of the data setters; UD messages (not TSO sends) are
+ *  bounded by the UD MTU, everything else by the message size. */
+template <bool Ud>
 inline bool check_len(shm_qp *q, wqe *w, std::uint64_t len) noexcept
 {
-    if ((w->op == op_cas || w->op == op_faa) && len != 8) [[unlikely]] {
+    if (!Ud && (w->op == op_cas || w->op == op_faa) && len != 8) [[unlikely]] {
         latch(q, -FI_EINVAL);
         return false;
     }
     std::uint64_t lim = max_msg;
-    if (q->type == vq::qp_type::ud && w->op != op_tso)
+    if (Ud && w->op != op_tso)
         lim = ud_mtu;
     if (len > lim) [[unlikely]] {
         latch(q, -FI_EMSGSIZE);
@@ -235,11 +248,12 @@ inline bool check_len(shm_qp *q, wqe *w, std::uint64_t len) noexcept
     return true;
 }
 
+template <bool Ud>
 void s_sge(vq::qp *vq_, std::uint32_t lkey, std::uint64_t addr, std::uint32_t len) noexcept
 {
     shm_qp *q = to_qp(vq_);
     wqe *w = data_target(q, false);
-    if (!w || !check_len(q, w, len))
+    if (!w || !check_len<Ud>(q, w, len))
         return;
     vq::sge &s = q->sq_sge[static_cast<std::size_t>(wqe_index(q, w)) * q->max_sge_cap];
     s.addr = addr;
@@ -249,6 +263,7 @@ void s_sge(vq::qp *vq_, std::uint32_t lkey, std::uint64_t addr, std::uint32_t le
     w->len = len;
 }
 
+template <bool Ud>
 void s_sge_list(vq::qp *vq_, std::size_t n, const vq::sge *list) noexcept
 {
     shm_qp *q = to_qp(vq_);
@@ -269,7 +284,7 @@ void s_sge_list(vq::qp *vq_, std::size_t n, const vq::sge *list) noexcept
         dst[i] = list[i];
         total += list[i].length;
     }
-    if (!check_len(q, w, total))
+    if (!check_len<Ud>(q, w, total))
         return;
     w->num_sge = static_cast<std::uint16_t>(n);
     w->len = static_cast<std::uint32_t>(total);
@@ -281,6 +296,7 @@ inline std::uint8_t *inline_area(shm_qp *q, wqe *w) noexcept
     return w->op == op_tso ? p + max_tso_hdr : p;
 }
 
+template <bool Ud>
 void s_inline(vq::qp *vq_, const void *addr, std::size_t len) noexcept
 {
     shm_qp *q = to_qp(vq_);
@@ -295,7 +311,7 @@ void s_inline(vq::qp *vq_, const void *addr, std::size_t len) noexcept
         latch(q, -FI_EINVAL);
         return;
     }
-    if (!check_len(q, w, len))
+    if (!check_len<Ud>(q, w, len))
         return;
     if (len <= 64)
         small_copy(inline_area(q, w), addr, static_cast<std::uint32_t>(len));
@@ -305,6 +321,7 @@ void s_inline(vq::qp *vq_, const void *addr, std::size_t len) noexcept
     w->len = static_cast<std::uint32_t>(len);
 }
 
+template <bool Ud>
 void s_inline_list(vq::qp *vq_, std::size_t n, const vq::data_buf *list) noexcept
 {
     shm_qp *q = to_qp(vq_);
@@ -327,7 +344,7 @@ void s_inline_list(vq::qp *vq_, std::size_t n, const vq::data_buf *list) noexcep
             return;
         }
     }
-    if (!check_len(q, w, total))
+    if (!check_len<Ud>(q, w, total))
         return;
     std::uint8_t *dst = inline_area(q, w);
     for (std::size_t i = 0; i < n; i++) {
@@ -394,8 +411,7 @@ inline bool single_slot_send(shm_qp *q) noexcept
 {
     wqe *w = &q->sq[q->sq_start & q->sq_mask];
     if ((w->op != op_send && w->op != op_send_imm) || !w->is_inline || w->len > slot_payload ||
-        (w->flags & vq::WR_SIGNALED) || q->type == vq::qp_type::ud ||
-        q->state.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(vq::qp_state::rts))
+        (w->flags & vq::WR_SIGNALED) || q->state.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(vq::qp_state::rts))
         return false;
     txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
     if (!ring_reserve(r, 1))
@@ -425,7 +441,7 @@ void wr_start(vq::qp *vq_) noexcept
     q->cur = nullptr;
 }
 
-template <bool Locked>
+template <bool Locked, bool Ud>
 int wr_complete(vq::qp *vq_) noexcept
 {
     shm_qp *q = to_qp(vq_);
@@ -436,7 +452,7 @@ int wr_complete(vq::qp *vq_) noexcept
     if (rc) [[unlikely]] {
         q->sq_tail = q->sq_start; // discard the whole batch
         q->err = 0;
-    } else if (q->sq_tail == q->sq_start + 1 && q->sq_head == q->sq_start && single_slot_send(q)) {
+    } else if (!Ud && q->sq_tail == q->sq_start + 1 && q->sq_head == q->sq_start && single_slot_send(q)) {
         // done: the one small unsignaled send went straight into the ring
     } else if (q->sq_head != q->sq_tail) {
         sq_progress(q, false);
@@ -457,14 +473,12 @@ void wr_abort(vq::qp *vq_) noexcept
         q->lock.unlock();
 }
 
-/* Single-call posts: the session, inlined. */
+/* Single-call posts (RC/UC): the session, inlined. */
 template <bool Locked>
 int post_send(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t len, std::uint32_t lkey,
               unsigned flags) noexcept
 {
     shm_qp *q = to_qp(vq_);
-    if (q->type == vq::qp_type::ud) [[unlikely]]
-        return -FI_EINVAL;
     // Fast path: a small unsignaled inline send on an idle send queue goes
     // straight into the ring (what the session would do, minus the queue).
     if ((flags & ~(vq::WR_SOLICITED | vq::WR_FENCE)) == vq::WR_INLINE && !q->sq_sig_all &&
@@ -490,12 +504,59 @@ int post_send(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t l
     wr_start<Locked>(q);
     q->wr_id = wr_id;
     q->wr_flags = flags & ~vq::WR_INLINE;
-    b_send(q);
+    b_send<false>(q);
     if (flags & vq::WR_INLINE)
-        s_inline(q, buf, len);
+        s_inline<false>(q, buf, len);
     else
-        s_sge(q, lkey, reinterpret_cast<std::uintptr_t>(buf), len);
-    return wr_complete<Locked>(q);
+        s_sge<false>(q, lkey, reinterpret_cast<std::uintptr_t>(buf), len);
+    return wr_complete<Locked, false>(q);
+}
+
+/** post_send_imm_inline (RC/UC): an unsignaled one on an idle queue is
+ *  gathered straight into the peer's ring, header and payload in one copy
+ *  (one slot up to slot_payload bytes, consecutive slots beyond, up to the
+ *  QP's inline limit and one chunk); anything else is the session. */
+template <bool Locked>
+int post_send_imm_inline(vq::qp *vq_, std::uint64_t wr_id, std::uint32_t imm, const vq::data_buf *list,
+                         std::size_t n, unsigned flags) noexcept
+{
+    shm_qp *q = to_qp(vq_);
+    if ((flags & ~(vq::WR_SOLICITED | vq::WR_FENCE | vq::WR_INLINE)) == 0 && !q->sq_sig_all && list) [[likely]] {
+        std::size_t total = 0;
+        bool ok = true;
+        for (std::size_t i = 0; i < n; i++) {
+            total += list[i].length;
+            ok &= list[i].addr != nullptr || list[i].length == 0;
+        }
+        if (ok && total <= q->cap.max_inline_data && total <= max_chunk_bytes(q->tx_mask + 1)) [[likely]] {
+            if constexpr (Locked)
+                q->lock.lock();
+            bool done = false;
+            if (q->sq_head == q->sq_tail &&
+                q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::rts))
+                [[likely]] {
+                txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
+                auto len = static_cast<std::uint32_t>(total);
+                if (ring_reserve(r, slots_for(len))) [[likely]] {
+                    src_cursor c;
+                    c.bufs = list;
+                    std::uint8_t fl = sf_first | sf_last | ((flags & vq::WR_SOLICITED) ? sf_solicited : 0);
+                    ring_put(r, msg_send_imm, fl, imm, c, len, len);
+                    done = true;
+                }
+            }
+            if constexpr (Locked)
+                q->lock.unlock();
+            if (done)
+                return 0;
+        }
+    }
+    wr_start<Locked>(q);
+    q->wr_id = wr_id;
+    q->wr_flags = flags & ~vq::WR_INLINE;
+    b_send_imm<false>(q, imm);
+    s_inline_list<false>(q, n, list);
+    return wr_complete<Locked, false>(q);
 }
 
 template <bool Locked>
@@ -508,10 +569,16 @@ int post_write(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t 
     q->wr_flags = flags & ~vq::WR_INLINE;
     b_write(q, rkey, raddr);
     if (flags & vq::WR_INLINE)
-        s_inline(q, buf, len);
+        s_inline<false>(q, buf, len);
     else
-        s_sge(q, lkey, reinterpret_cast<std::uintptr_t>(buf), len);
-    return wr_complete<Locked>(q);
+        s_sge<false>(q, lkey, reinterpret_cast<std::uintptr_t>(buf), len);
+    return wr_complete<Locked, false>(q);
+}
+
+/** Lent receives post nothing (qp_init_attr::lend_recv). */
+int post_recv_lend(vq::qp *, std::uint64_t, const vq::sge *, std::uint32_t) noexcept
+{
+    return -FI_EINVAL;
 }
 
 template <bool Locked>
@@ -528,47 +595,73 @@ int post_recv(vq::qp *vq_, std::uint64_t wr_id, const vq::sge *sg, std::uint32_t
     return rq_post(q->rq, Locked, wr_id, sg, n);
 }
 
-template <bool Locked>
+/** UD has no address in a single-call post: use the session (qp_fp.h). */
+int post_send_ud(vq::qp *, std::uint64_t, const void *, std::uint32_t, std::uint32_t, unsigned) noexcept
+{
+    return -FI_EINVAL;
+}
+int post_send_imm_inline_ud(vq::qp *, std::uint64_t, std::uint32_t, const vq::data_buf *, std::size_t,
+                            unsigned) noexcept
+{
+    return -FI_EINVAL;
+}
+
+template <bool Locked, bool Ud>
 void install_session(shm_qp *q) noexcept
 {
     q->wr_start_fn = wr_start<Locked>;
-    q->wr_complete_fn = wr_complete<Locked>;
+    q->wr_complete_fn = wr_complete<Locked, Ud>;
     q->wr_abort_fn = wr_abort<Locked>;
-    q->post_recv_fn = post_recv<Locked>;
+    q->post_recv_fn = q->lend ? post_recv_lend : post_recv<Locked>;
     std::uint64_t ops = q->send_ops_flags;
     if (ops & vq::OPS_SEND)
-        q->post_send_fn = post_send<Locked>;
+        q->post_send_fn = Ud ? post_send_ud : post_send<Locked>;
+    if (ops & vq::OPS_SEND_WITH_IMM)
+        q->post_send_imm_inline_fn = Ud ? post_send_imm_inline_ud : post_send_imm_inline<Locked>;
     if (ops & vq::OPS_RDMA_WRITE)
         q->post_write_fn = post_write<Locked>;
+}
+
+/** Builders and setters of a QP type (rdma-core's fill_wr_setters_*): the
+ *  type is decided here, once, and never tested by the calls. */
+template <bool Ud>
+void install_builders(shm_qp *q) noexcept
+{
+    std::uint64_t ops = q->send_ops_flags;
+    if (ops & vq::OPS_SEND) q->send_fn = b_send<Ud>;
+    if (ops & vq::OPS_SEND_WITH_IMM) q->send_imm_fn = b_send_imm<Ud>;
+    if constexpr (Ud) {
+        if (ops & vq::OPS_TSO) q->send_tso_fn = b_send_tso;
+        q->set_ud_addr_fn = s_ud_addr;
+    } else {
+        if (ops & vq::OPS_SEND_WITH_INV) q->send_inv_fn = b_send_inv;
+        if (ops & vq::OPS_RDMA_WRITE) q->rdma_write_fn = b_write;
+        if (ops & vq::OPS_RDMA_WRITE_WITH_IMM) q->rdma_write_imm_fn = b_write_imm;
+        if (ops & vq::OPS_RDMA_READ) q->rdma_read_fn = b_read;
+        if (ops & vq::OPS_ATOMIC_CMP_AND_SWP) q->atomic_cmp_swp_fn = b_cas;
+        if (ops & vq::OPS_ATOMIC_FETCH_AND_ADD) q->atomic_fetch_add_fn = b_faa;
+        if (ops & vq::OPS_BIND_MW) q->bind_mw_fn = b_bind;
+        if (ops & vq::OPS_LOCAL_INV) q->local_inv_fn = b_local_inv;
+        if (ops & vq::OPS_FLUSH) q->flush_fn = b_flush;
+    }
+    q->set_sge_fn = s_sge<Ud>;
+    q->set_sge_list_fn = s_sge_list<Ud>;
+    q->set_inline_data_fn = s_inline<Ud>;
+    q->set_inline_data_list_fn = s_inline_list<Ud>;
 }
 
 } // namespace
 
 void install_fast_path(shm_qp *q) noexcept
 {
+    // The spec's table (ops_allowed, checked by the front end) keeps the
+    // RC/UC-only operations out of a UD QP's send_ops_flags and TSO out of RC/UC.
+    bool ud = q->type == vq::qp_type::ud;
     if (q->has_td)
-        install_session<false>(q);
+        ud ? install_session<false, true>(q) : install_session<false, false>(q);
     else
-        install_session<true>(q);
-    std::uint64_t ops = q->send_ops_flags;
-    if (ops & vq::OPS_SEND) q->send_fn = b_send;
-    if (ops & vq::OPS_SEND_WITH_IMM) q->send_imm_fn = b_send_imm;
-    if (ops & vq::OPS_SEND_WITH_INV) q->send_inv_fn = b_send_inv;
-    if (ops & vq::OPS_TSO) q->send_tso_fn = b_send_tso;
-    if (ops & vq::OPS_RDMA_WRITE) q->rdma_write_fn = b_write;
-    if (ops & vq::OPS_RDMA_WRITE_WITH_IMM) q->rdma_write_imm_fn = b_write_imm;
-    if (ops & vq::OPS_RDMA_READ) q->rdma_read_fn = b_read;
-    if (ops & vq::OPS_ATOMIC_CMP_AND_SWP) q->atomic_cmp_swp_fn = b_cas;
-    if (ops & vq::OPS_ATOMIC_FETCH_AND_ADD) q->atomic_fetch_add_fn = b_faa;
-    if (ops & vq::OPS_BIND_MW) q->bind_mw_fn = b_bind;
-    if (ops & vq::OPS_LOCAL_INV) q->local_inv_fn = b_local_inv;
-    if (ops & vq::OPS_FLUSH) q->flush_fn = b_flush;
-    q->set_sge_fn = s_sge;
-    q->set_sge_list_fn = s_sge_list;
-    q->set_inline_data_fn = s_inline;
-    q->set_inline_data_list_fn = s_inline_list;
-    if (q->type == vq::qp_type::ud)
-        q->set_ud_addr_fn = s_ud_addr;
+        ud ? install_session<true, true>(q) : install_session<true, false>(q);
+    ud ? install_builders<true>(q) : install_builders<false>(q);
     vq::qp_stubs<latch_stub>::fill(q);
 }
 

@@ -37,6 +37,7 @@ void free_qp_memory(shm_qp *q)
     delete[] q->dest_hash;
     delete[] q->ud_rx_head;
     delete[] q->ud_rx_pub;
+    delete[] q->lend_bounce;
     rq_free(&q->own_rq);
 }
 
@@ -52,6 +53,8 @@ void reset_rings(shm_qp *q)
             ->epoch.store(q->qp_num, std::memory_order_release);
     q->rx_head = q->rx_published = 0;
     q->rx_busy = false;
+    q->lend_flushed = false;
+    q->lend_bounce_used = false;
     if (q->ud_rx_head) {
         std::memset(q->ud_rx_head, 0, 64 * sizeof(std::uint32_t));
         std::memset(q->ud_rx_pub, 0, 64 * sizeof(std::uint32_t));
@@ -185,6 +188,16 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
         q->ud_rx_pub = new (std::nothrow) std::uint32_t[64]();
         ok = q->stage && q->dests && q->dest_hash && q->ud_rx_head && q->ud_rx_pub;
     }
+    if (ok && a->lend_recv) {
+        // Lent receives: nothing is posted; a message that wraps around the
+        // ring's end is lent from a bounce buffer of the largest message.
+        q->lend = true;
+        q->max_lend = ud ? ud_mtu : max_chunk_bytes(l.ring_slots);
+        q->lend_bounce = new (std::nothrow) std::uint8_t[q->max_lend];
+        ok = q->lend_bounce != nullptr;
+        cap.max_recv_wr = 1; // a placeholder queue: post_recv is refused
+        cap.max_recv_sge = 1;
+    }
     if (ok && !a->srq)
         ok = rq_init(&q->own_rq, cap.max_recv_wr, cap.max_recv_sge) == 0;
     if (!ok) {
@@ -197,6 +210,8 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
         q->cap.max_recv_wr = 0;
         q->cap.max_recv_sge = q->ssrq->max_sge;
     }
+    if (q->lend)
+        q->cap.max_recv_wr = q->cap.max_recv_sge = 0;
 
     std::lock_guard<std::mutex> g(c->lock);
     if (sc->ntx >= max_cq_qps || rc->nrx >= max_cq_qps) {
@@ -241,6 +256,7 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
     d->type = static_cast<std::uint32_t>(a->type);
     d->qkey = 0;
     d->access = q->attr.qp_access_flags;
+    d->flags = q->lend ? desc_lend : 0;
     if (ud) {
         d->ring_off = 0;
         d->ring_slots = 0;
@@ -428,6 +444,7 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
         q->tx_ctrl = ctrl;
         q->tx_slots = reinterpret_cast<slot *>(p->base + roff + sizeof(ring_ctrl));
         q->tx_mask = rd->ring_slots - 1;
+        q->peer_lends = (rd->flags & desc_lend) != 0;
         q->tx_tail = 0;
         q->tx_credit_head = 0;
         q->attr.dest = a->dest;

@@ -164,157 +164,308 @@ wc_status rndv_copy(shm_qp *q, const rndv_hdr &h, const rndv_piece *pc) noexcept
     return wc_status::success;
 }
 
+/** Return credits in batches of a quarter ring: the slots before @p head
+ *  are read (published with release: our reads of them come first). */
+inline void rx_credit(ring_ctrl *ctrl, std::uint32_t mask, std::uint32_t head, std::uint32_t &pub) noexcept
+{
+    if (head - pub >= (mask + 1) / 4) {
+        ctrl->consumed.store(head, std::memory_order_release);
+        pub = head;
+    }
+}
+
+/** Is [addr, addr+len) of @p sg in a region of ours with local write? The
+ *  last receive SGE validated is cached until a key of ours changes. */
+inline bool rx_sge_ok(shm_qp *q, const vq::sge &sg) noexcept
+{
+    std::uint32_t gen = q->sctx->key_gen.load(std::memory_order_relaxed);
+    if (sg.lkey == q->ck_lkey && gen == q->ck_gen && sg.addr >= q->ck_lo && sg.addr + sg.length <= q->ck_hi)
+        [[likely]]
+        return true;
+    region_ref ref;
+    if (!check_key(&q->sctx->self, sg.lkey, sg.addr, sg.length, vq::ACCESS_LOCAL_WRITE, &ref, true))
+        return false;
+    q->ck_lkey = sg.lkey;
+    q->ck_gen = gen;
+    q->ck_lo = sg.addr;
+    q->ck_hi = sg.addr + sg.length;
+    return true;
+}
+
+/** What a receive step did. */
+enum rx_step { rx_consumed, rx_general_path, rx_stop };
+
+/** Fast path: a one-slot send (or send_imm) into a one-SGE receive of the
+ *  QP's own queue. Produces its completion on success. */
+inline rx_step rx_one_slot(shm_qp *q, const slot *s, std::uint8_t op, std::uint8_t flags,
+                           std::uint32_t src_qp) noexcept
+{
+    recvq *rq = q->rq;
+    std::uint32_t h = rq->head.load(std::memory_order_relaxed);
+    // Observe a posted receive: its entry was written before tail was released.
+    if (h == rq->tail.load(std::memory_order_acquire))
+        return rx_stop; // no receive posted: the message waits
+    const rwqe &r = rq->wqe[h & rq->mask];
+    const vq::sge &sg = rq->sges[static_cast<std::size_t>(h & rq->mask) * rq->max_sge];
+    const std::uint32_t len = s->len;
+    if (r.num_sge != 1 || len > sg.length || (len && !rx_sge_ok(q, sg))) [[unlikely]]
+        return rx_general_path; // the general path reports the error
+    small_copy(reinterpret_cast<void *>(sg.addr), s->data, len);
+    shm_cq *c = q->rcq;
+    fill_wc(*c->next_entry(), r.wr_id, wc_status::success, vq::wc_opcode::recv, len, q->qp_num, src_qp,
+            op == msg_send_imm ? s->imm : 0,
+            (op == msg_send_imm ? vq::WC_WITH_IMM : 0) | ((flags & sf_solicited) ? vq::WC_SOLICITED : 0));
+    c->commit();
+    rq->head.store(h + 1, std::memory_order_release); // entry read: free it
+    return rx_consumed;
+}
+
+/** The general path: any chunk of any message (multi-slot, multi-chunk,
+ *  rendezvous, write_imm, send_inv, SGE lists, SRQ, errors). Advances @p head
+ *  past the chunk. @return rx_consumed, or rx_stop when no receive is posted. */
+SHUNT_COLD rx_step rx_general(shm_qp *q, slot *slots, std::uint32_t mask, std::uint32_t &head,
+                              std::uint32_t src_qp, unsigned *completions) noexcept
+{
+    shm_cq *c = q->rcq;
+    const bool ud = q->type == vq::qp_type::ud;
+    slot *s = &slots[head & mask];
+    const std::uint8_t op = s->op;
+    const std::uint8_t flags = s->flags;
+    // A rendezvous message carries the send's own opcode in its descriptor.
+    alignas(16) std::uint8_t desc[sizeof(rndv_hdr) + max_sge * sizeof(rndv_piece)];
+    std::uint8_t eop = op;
+    if (op == msg_rndv) {
+        std::uint32_t dl = s->len < sizeof desc ? s->len : static_cast<std::uint32_t>(sizeof desc);
+        std::uint32_t first = dl < slot_payload ? dl : slot_payload;
+        std::memcpy(desc, s->data, first);
+        for (std::uint32_t at = first, i = (head + 1) & mask; at < dl; i = (i + 1) & mask) {
+            std::uint32_t k = dl - at < 64 ? dl - at : 64;
+            std::memcpy(desc + at, &slots[i], k);
+            at += k;
+        }
+        eop = reinterpret_cast<const rndv_hdr *>(desc)->op;
+    }
+    if (!q->rx_busy) {
+        if (!take_recv(q))
+            return rx_stop; // no receive posted: the message waits (infinite RNR retry)
+        vq::wc &w = q->rx_wc;
+        fill_wc(w, w.wr_id, wc_status::success,
+                eop == msg_write_imm ? vq::wc_opcode::recv_rdma_with_imm : vq::wc_opcode::recv, 0, q->qp_num,
+                src_qp, 0, (flags & sf_solicited) ? vq::WC_SOLICITED : 0);
+        if (eop == msg_send_imm || eop == msg_write_imm) {
+            w.imm_data = s->imm;
+            w.wc_flags |= vq::WC_WITH_IMM;
+        } else if (eop == msg_send_inv) {
+            if (invalidate_key(q->sctx, s->imm)) {
+                w.invalidated_rkey = s->imm;
+                w.wc_flags |= vq::WC_WITH_INV;
+            } else {
+                w.status = wc_status::rem_inv_req_err;
+            }
+        }
+        q->rx_off = 0;
+        q->rx_busy = true;
+    }
+    const std::uint32_t len = s->len;
+    if (op == msg_rndv) {
+        auto *h = reinterpret_cast<const rndv_hdr *>(desc);
+        bool sane = h->nsge <= max_sge && sizeof(rndv_hdr) + h->nsge * sizeof(rndv_piece) <= len;
+        if (q->rx_wc.status == wc_status::success)
+            q->rx_wc.status = sane ? rndv_copy(q, *h, reinterpret_cast<const rndv_piece *>(desc + sizeof(rndv_hdr)))
+                                   : wc_status::rem_inv_req_err;
+        // Tell the sender its buffer is free; on an error it learns from
+        // our QP going to ERR instead (its request then does not succeed).
+        if (q->rdesc) {
+            if (q->rx_wc.status == wc_status::success)
+                q->rdesc->rndv_acked.fetch_add(1, std::memory_order_release);
+            else // the sender's request fails as a remote invalid request
+                q->rdesc->rndv_nak.store(1, std::memory_order_release);
+        }
+    } else if (op == msg_write_imm) {
+        q->rx_off = len;
+    } else if (q->rx_wc.status == wc_status::success) {
+        q->rx_wc.status = scatter(q, slots, mask, head, len);
+        q->rx_off += len;
+    }
+    head += s->nslots;
+    if (flags & sf_last) {
+        q->rx_wc.byte_len = q->rx_off;
+        cq_push(c, q->rx_wc);
+        ++*completions;
+        q->rx_busy = false;
+        if (q->rx_wc.status != wc_status::success && !ud)
+            qp_to_err(q);
+    }
+    return rx_consumed;
+}
+
+/* ---- Lent receives (qp_init_attr::lend_recv) ----
+ * A message is one chunk of the ring; its completion points at its bytes in
+ * place (a chunk's bytes run on from its first slot's data into the next
+ * slots), so nothing is copied. Credits for the slots are returned only at
+ * the QP's next receive progress (lend_release), which runs inside the next
+ * poll of the receive CQ that finds the CQ empty: by then the consumer has
+ * been handed every completion that points into them. */
+
+/** The bytes of a @p len-byte chunk whose first slot is at @p pos: in place,
+ *  or, when they wrap around the ring's end, copied into the QP's bounce
+ *  buffer. @return null when the bounce already holds a message lent in this
+ *  poll (the message waits for the next one). */
+inline const std::uint8_t *lend_bytes(shm_qp *q, slot *slots, std::uint32_t mask, std::uint32_t pos,
+                                      std::uint32_t len) noexcept
+{
+    std::uint32_t i = pos & mask;
+    const std::size_t room = static_cast<std::size_t>(mask + 1 - i) * sizeof(slot) - offsetof(slot, data);
+    if (len <= room) [[likely]]
+        return slots[i].data;
+    if (q->lend_bounce_used)
+        return nullptr;
+    std::memcpy(q->lend_bounce, slots[i].data, room);
+    std::memcpy(q->lend_bounce + room, &slots[0], len - room);
+    q->lend_bounce_used = true;
+    return q->lend_bounce;
+}
+
+/** Everything but a one-slot send: multi-slot sends, send_inv, write_imm,
+ *  and what a lent receive cannot take (a rendezvous, a message cut into
+ *  chunks, a malformed header: an error completion; RC/UC then go to ERR). */
+SHUNT_COLD rx_step rx_lend_general(shm_qp *q, slot *slots, std::uint32_t mask, std::uint32_t &head,
+                                   std::uint32_t src_qp, unsigned *completions) noexcept
+{
+    const slot *s = &slots[head & mask];
+    const std::uint8_t op = s->op, flags = s->flags;
+    const std::uint32_t len = s->len, nslots = s->nslots;
+    wc_status st = wc_status::success;
+    vq::wc_opcode opc = vq::wc_opcode::recv;
+    unsigned wf = (flags & sf_solicited) ? vq::WC_SOLICITED : 0;
+    std::uint32_t imm = 0, inv = 0, byte_len = len;
+    const std::uint8_t *data = nullptr;
+    bool whole = (flags & (sf_first | sf_last)) == (sf_first | sf_last);
+    if (op == msg_rndv) {
+        // The sender ignored our descriptor's desc_lend: refuse, so that its
+        // request fails (rem_inv_req_err) instead of waiting for a copy.
+        st = wc_status::loc_len_err;
+        if (q->rdesc)
+            q->rdesc->rndv_nak.store(1, std::memory_order_release);
+    } else if (op == msg_write_imm) {
+        opc = vq::wc_opcode::recv_rdma_with_imm;
+        imm = s->imm;
+        wf |= vq::WC_WITH_IMM;
+        if (nslots != 1 || !whole)
+            st = wc_status::loc_len_err;
+    } else if (op != msg_send && op != msg_send_imm && op != msg_send_inv) {
+        st = wc_status::loc_qp_op_err;
+    } else if (!whole || len > q->max_lend || nslots != slots_for(len)) {
+        st = wc_status::loc_len_err; // cut into chunks, or a header that does not describe its slots
+    } else {
+        if (op == msg_send_imm) {
+            imm = s->imm;
+            wf |= vq::WC_WITH_IMM;
+        } else if (op == msg_send_inv) {
+            if (invalidate_key(q->sctx, s->imm)) {
+                inv = s->imm;
+                wf |= vq::WC_WITH_INV;
+            } else {
+                st = wc_status::rem_inv_req_err;
+            }
+        }
+        if (st == wc_status::success && !(data = lend_bytes(q, slots, mask, head, len)))
+            return rx_stop;
+    }
+    if (st != wc_status::success)
+        byte_len = 0;
+    fill_wc(*q->rcq->next_entry(), 0, st, opc, byte_len, q->qp_num, src_qp, imm, wf, inv, data);
+    q->rcq->commit();
+    ++*completions;
+    // A header whose slot count is out of range advances by one slot; RC/UC
+    // end in ERR below anyway.
+    head += (nslots >= 1 && nslots <= (mask + 1) / 2) ? nslots : 1;
+    if (st != wc_status::success && q->type != vq::qp_type::ud)
+        qp_to_err(q);
+    return rx_consumed;
+}
+
+/** Lent receives: one message, as a completion pointing at its bytes. */
+inline rx_step rx_lend(shm_qp *q, slot *slots, std::uint32_t mask, std::uint32_t &head, std::uint32_t src_qp,
+                       unsigned *completions) noexcept
+{
+    const slot *s = &slots[head & mask];
+    const std::uint8_t op = s->op, flags = s->flags;
+    const std::uint32_t len = s->len;
+    if (s->nslots == 1 && (flags & (sf_first | sf_last)) == (sf_first | sf_last) && len <= slot_payload &&
+        (op == msg_send || op == msg_send_imm)) [[likely]] {
+        fill_wc(*q->rcq->next_entry(), 0, wc_status::success, vq::wc_opcode::recv, len, q->qp_num, src_qp,
+                op == msg_send_imm ? s->imm : 0,
+                (op == msg_send_imm ? vq::WC_WITH_IMM : 0) | ((flags & sf_solicited) ? vq::WC_SOLICITED : 0), 0,
+                s->data);
+        q->rcq->commit();
+        ++*completions;
+        head++;
+        return rx_consumed;
+    }
+    return rx_lend_general(q, slots, mask, head, src_qp, completions);
+}
+
+/** Lent receives: take back what the previous poll lent (return the credits
+ *  of every slot consumed so far, in quarter-ring batches as always). */
+inline void lend_release(shm_qp *q) noexcept
+{
+    q->lend_bounce_used = false;
+    if (q->type != vq::qp_type::ud) {
+        rx_credit(q->rx_ctrl, q->rx_mask, q->rx_head, q->rx_published);
+        return;
+    }
+    std::uint64_t act = q->desc->ud_active.load(std::memory_order_acquire);
+    std::size_t stride = sizeof(ring_ctrl) + static_cast<std::size_t>(q->desc->ud_ring_slots) * sizeof(slot);
+    char *base = q->sctx->self.base + q->desc->ud_rings_off;
+    for (; act; act &= act - 1) {
+        unsigned i = static_cast<unsigned>(__builtin_ctzll(act));
+        rx_credit(reinterpret_cast<ring_ctrl *>(base + i * stride), q->desc->ud_ring_slots - 1, q->ud_rx_head[i],
+                  q->ud_rx_pub[i]);
+    }
+}
+
 /** Consume messages of one ring. @return completions produced. */
 unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask, std::uint32_t &head,
                  std::uint32_t &pub, std::uint32_t src_qp, unsigned budget) noexcept
 {
     shm_cq *c = q->rcq;
     unsigned n = 0;
-    const bool ud = q->type == vq::qp_type::ud;
     while (n < budget) {
         slot *s = &slots[head & mask];
         // Observe a published chunk: the sequence word (acquire) orders the
         // reads of its header, payload and continuation slots after it.
         if (std::atomic_ref<std::uint32_t>(s->seq).load(std::memory_order_acquire) != head + 1) {
-            if (!ud && ctrl->sender_gone.load(std::memory_order_acquire) == q->qp_num &&
+            if (q->type != vq::qp_type::ud && ctrl->sender_gone.load(std::memory_order_acquire) == q->qp_num &&
                 std::atomic_ref<std::uint32_t>(s->seq).load(std::memory_order_acquire) != head + 1)
                 qp_to_err(q); // the sender is gone and everything it sent was consumed
             break;
         }
         if (c->space() == 0)
             break;
+        if (q->lend) {
+            if (rx_lend(q, slots, mask, head, src_qp, &n) == rx_stop)
+                break;
+            if (q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::err))
+                break;
+            continue; // credits wait for lend_release
+        }
         const std::uint8_t op = s->op;
         const std::uint8_t flags = s->flags;
-        // Fast path: a one-slot send into a one-SGE receive of our own queue.
+        rx_step r = rx_general_path;
         if (!q->rx_busy && s->nslots == 1 && (flags & (sf_first | sf_last)) == (sf_first | sf_last) &&
             (op == msg_send || op == msg_send_imm) && !q->ssrq) [[likely]] {
-            recvq *rq = q->rq;
-            std::uint32_t h = rq->head.load(std::memory_order_relaxed);
-            if (h == rq->tail.load(std::memory_order_acquire))
-                break; // no receive posted: the message waits
-            const rwqe &r = rq->wqe[h & rq->mask];
-            const vq::sge &sg = rq->sges[static_cast<std::size_t>(h & rq->mask) * rq->max_sge];
-            const std::uint32_t len = s->len;
-            bool ok = r.num_sge == 1 && len <= sg.length;
-            if (ok && len) {
-                // The receive SGE must lie in a region with local write; the
-                // last one validated is cached until a key of ours changes.
-                std::uint32_t gen = q->sctx->key_gen.load(std::memory_order_relaxed);
-                if (sg.lkey != q->ck_lkey || gen != q->ck_gen || sg.addr < q->ck_lo ||
-                    sg.addr + sg.length > q->ck_hi) {
-                    region_ref ref;
-                    ok = check_key(&q->sctx->self, sg.lkey, sg.addr, sg.length, vq::ACCESS_LOCAL_WRITE, &ref, true);
-                    if (ok) {
-                        q->ck_lkey = sg.lkey;
-                        q->ck_gen = gen;
-                        q->ck_lo = sg.addr;
-                        q->ck_hi = sg.addr + sg.length;
-                    }
-                }
-            }
-            if (ok) {
-                small_copy(reinterpret_cast<void *>(sg.addr), s->data, len);
-                vq::wc &w = *c->next_entry();
-                w.wr_id = r.wr_id;
-                w.status = wc_status::success;
-                w.opcode = vq::wc_opcode::recv;
-                w.vendor_err = 0;
-                w.byte_len = len;
-                w.imm_data = op == msg_send_imm ? s->imm : 0;
-                w.invalidated_rkey = 0;
-                w.qp_num = q->qp_num;
-                w.src_qp = src_qp;
-                w.wc_flags = (op == msg_send_imm ? vq::WC_WITH_IMM : 0) |
-                             ((flags & sf_solicited) ? vq::WC_SOLICITED : 0);
-                w.reserved = 0;
-                c->commit();
-                rq->head.store(h + 1, std::memory_order_release); // entry read: free it
+            r = rx_one_slot(q, s, op, flags, src_qp);
+            if (r == rx_consumed) {
                 n++;
                 head++;
-                if (head - pub >= (mask + 1) / 4) {
-                    ctrl->consumed.store(head, std::memory_order_release);
-                    pub = head;
-                }
+                rx_credit(ctrl, mask, head, pub);
                 continue;
             }
         }
-        // A rendezvous message carries the send's own opcode in its descriptor.
-        alignas(16) std::uint8_t desc[sizeof(rndv_hdr) + max_sge * sizeof(rndv_piece)];
-        std::uint8_t eop = op;
-        if (op == msg_rndv) {
-            std::uint32_t dl = s->len < sizeof desc ? s->len : static_cast<std::uint32_t>(sizeof desc);
-            std::uint32_t first = dl < slot_payload ? dl : slot_payload;
-            std::memcpy(desc, s->data, first);
-            for (std::uint32_t at = first, i = (head + 1) & mask; at < dl; i = (i + 1) & mask) {
-                std::uint32_t k = dl - at < 64 ? dl - at : 64;
-                std::memcpy(desc + at, &slots[i], k);
-                at += k;
-            }
-            eop = reinterpret_cast<const rndv_hdr *>(desc)->op;
-        }
-        if (!q->rx_busy) {
-            if (!take_recv(q))
-                break; // no receive posted: the message waits (infinite RNR retry)
-            vq::wc &w = q->rx_wc;
-            w.status = wc_status::success;
-            w.opcode = eop == msg_write_imm ? vq::wc_opcode::recv_rdma_with_imm : vq::wc_opcode::recv;
-            w.vendor_err = 0;
-            w.byte_len = 0;
-            w.imm_data = 0;
-            w.invalidated_rkey = 0;
-            w.qp_num = q->qp_num;
-            w.src_qp = src_qp;
-            w.wc_flags = (flags & sf_solicited) ? vq::WC_SOLICITED : 0;
-            w.reserved = 0;
-            if (eop == msg_send_imm || eop == msg_write_imm) {
-                w.imm_data = s->imm;
-                w.wc_flags |= vq::WC_WITH_IMM;
-            } else if (eop == msg_send_inv) {
-                if (invalidate_key(q->sctx, s->imm)) {
-                    w.invalidated_rkey = s->imm;
-                    w.wc_flags |= vq::WC_WITH_INV;
-                } else {
-                    w.status = wc_status::rem_inv_req_err;
-                }
-            }
-            q->rx_off = 0;
-            q->rx_busy = true;
-        }
-        const std::uint32_t len = s->len;
-        if (op == msg_rndv) {
-            auto *h = reinterpret_cast<const rndv_hdr *>(desc);
-            bool sane = h->nsge <= max_sge && sizeof(rndv_hdr) + h->nsge * sizeof(rndv_piece) <= len;
-            if (q->rx_wc.status == wc_status::success)
-                q->rx_wc.status = sane ? rndv_copy(q, *h, reinterpret_cast<const rndv_piece *>(desc + sizeof(rndv_hdr)))
-                                       : wc_status::rem_inv_req_err;
-            // Tell the sender its buffer is free; on an error it learns from
-            // our QP going to ERR instead (its request then does not succeed).
-            if (q->rdesc) {
-                if (q->rx_wc.status == wc_status::success)
-                    q->rdesc->rndv_acked.fetch_add(1, std::memory_order_release);
-                else // the sender's request fails as a remote invalid request
-                    q->rdesc->rndv_nak.store(1, std::memory_order_release);
-            }
-        } else if (op == msg_write_imm) {
-            q->rx_off = len;
-        } else if (q->rx_wc.status == wc_status::success) {
-            q->rx_wc.status = scatter(q, slots, mask, head, len);
-            q->rx_off += len;
-        }
-        head += s->nslots;
-        if (flags & sf_last) {
-            q->rx_wc.byte_len = q->rx_off;
-            cq_push(c, q->rx_wc);
-            n++;
-            q->rx_busy = false;
-            if (q->rx_wc.status != wc_status::success && !ud)
-                qp_to_err(q);
-        }
-        // Return credits in batches of a quarter ring: the slots are read.
-        if (head - pub >= (mask + 1) / 4) {
-            ctrl->consumed.store(head, std::memory_order_release);
-            pub = head;
-        }
+        if (r == rx_stop || rx_general(q, slots, mask, head, src_qp, &n) == rx_stop)
+            break;
+        rx_credit(ctrl, mask, head, pub);
         if (q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::err))
             break;
     }
@@ -326,10 +477,17 @@ unsigned rx_flush(shm_qp *q, unsigned budget) noexcept
 {
     shm_cq *c = q->rcq;
     unsigned n = 0;
-    vq::wc w{};
-    w.status = wc_status::wr_flush_err;
-    w.opcode = vq::wc_opcode::recv;
-    w.qp_num = q->qp_num;
+    vq::wc w;
+    fill_wc(w, 0, wc_status::wr_flush_err, vq::wc_opcode::recv, 0, q->qp_num);
+    if (q->lend) {
+        // Nothing was posted: one flush completion tells the consumer.
+        if (!q->lend_flushed && budget && c->space()) {
+            cq_push(c, w);
+            q->lend_flushed = true;
+            n++;
+        }
+        return n;
+    }
     if (q->rx_busy && n < budget && c->space()) {
         w.wr_id = q->rx_wc.wr_id;
         cq_push(c, w);
@@ -374,6 +532,8 @@ unsigned rx_progress(shm_qp *q, unsigned budget) noexcept
         return rx_flush(q, budget);
     if (st < static_cast<std::uint32_t>(vq::qp_state::rtr))
         return 0; // RESET/INIT: messages wait in the ring
+    if (q->lend)
+        lend_release(q);
     if (q->type != vq::qp_type::ud)
         return rx_ring(q, q->rx_slots, q->rx_ctrl, q->rx_mask, q->rx_head, q->rx_published, q->dest_qpn,
                        budget);
@@ -385,9 +545,13 @@ unsigned rx_progress(shm_qp *q, unsigned budget) noexcept
     std::size_t stride = sizeof(ring_ctrl) + static_cast<std::size_t>(q->desc->ud_ring_slots) * sizeof(slot);
     char *base = q->sctx->self.base + q->desc->ud_rings_off;
     unsigned n = 0;
-    for (std::uint32_t k = 0; k < nr && n < budget; k++) {
-        std::uint32_t i = (static_cast<std::uint32_t>(q->rx_ud_next) + k) % nr;
-        if (!(act & (1ull << i)))
+    // Visit only the claimed rings (set bits), starting after the last one
+    // that delivered: rotate the bitmap so that ring rx_ud_next is bit 0.
+    const unsigned first = static_cast<unsigned>(q->rx_ud_next) & 63;
+    std::uint64_t rot = first ? (act >> first) | (act << (64 - first)) : act;
+    for (; rot && n < budget; rot &= rot - 1) {
+        std::uint32_t i = (static_cast<std::uint32_t>(__builtin_ctzll(rot)) + first) & 63;
+        if (i >= nr)
             continue;
         auto *ctrl = reinterpret_cast<ring_ctrl *>(base + i * stride);
         auto *slots = reinterpret_cast<slot *>(base + i * stride + sizeof(ring_ctrl));

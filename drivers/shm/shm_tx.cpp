@@ -21,8 +21,6 @@ namespace {
  *  for the receiver's copy; later requests may execute meanwhile). */
 enum exec_rc { ex_done, ex_blocked, ex_pending };
 
-constexpr std::uint32_t executed_flag = 0x80;
-
 inline const vq::sge *wqe_sges(shm_qp *q, const wqe *w) noexcept
 {
     return &q->sq_sge[static_cast<std::size_t>(w - q->sq) * q->max_sge_cap];
@@ -90,24 +88,14 @@ inline bool push_wc(shm_qp *q, const wqe *w, vq::wc_status st, bool cq_locked) n
         c->lock.lock();
     bool ok = c->space() > 0;
     if (ok) {
-        vq::wc &e = *c->next_entry();
-        e.wr_id = w->wr_id;
-        e.status = st;
         static constexpr vq::wc_opcode opc[] = {
             vq::wc_opcode::send, vq::wc_opcode::send, vq::wc_opcode::send, vq::wc_opcode::send,
             vq::wc_opcode::tso, vq::wc_opcode::rdma_write, vq::wc_opcode::rdma_write,
             vq::wc_opcode::rdma_read, vq::wc_opcode::comp_swap, vq::wc_opcode::fetch_add,
             vq::wc_opcode::bind_mw, vq::wc_opcode::local_inv, vq::wc_opcode::flush,
         };
-        e.opcode = opc[w->op];
-        e.vendor_err = 0;
-        e.byte_len = (w->op == op_read) ? w->len : (w->op == op_cas || w->op == op_faa) ? 8 : 0;
-        e.imm_data = 0;
-        e.invalidated_rkey = 0;
-        e.qp_num = q->qp_num;
-        e.src_qp = 0;
-        e.wc_flags = 0;
-        e.reserved = 0;
+        std::uint32_t byte_len = (w->op == op_read) ? w->len : (w->op == op_cas || w->op == op_faa) ? 8 : 0;
+        fill_wc(*c->next_entry(), w->wr_id, st, opc[w->op], byte_len, q->qp_num);
         c->commit();
     }
     if (lk)
@@ -117,12 +105,12 @@ inline bool push_wc(shm_qp *q, const wqe *w, vq::wc_status st, bool cq_locked) n
 
 /* ---- sends ---- */
 
-/** Wait for the receiver to copy a rendezvous send (ticket in w->a0). */
+/** Wait for the receiver to copy a rendezvous send (w->rndv_ticket). */
 exec_rc rndv_wait(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
 {
     // Observe the receiver's ack (acquire): it copied our buffer before it.
     std::uint32_t acked = q->desc->rndv_acked.load(std::memory_order_acquire);
-    if (static_cast<std::int32_t>(acked - static_cast<std::uint32_t>(w->a0)) >= 0) {
+    if (static_cast<std::int32_t>(acked - w->rndv_ticket) >= 0) {
         q->blocked_since = 0;
         *st = vq::wc_status::success;
         return ex_done;
@@ -175,8 +163,8 @@ exec_rc rndv_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexce
     c.flat = buf;
     std::uint8_t fl = sf_first | sf_last | ((w->flags & vq::WR_SOLICITED) ? sf_solicited : 0);
     ring_put(r, msg_rndv, fl, w->imm, c, bytes, bytes);
-    w->a0 = ++q->rndv_posted;
-    w->pad8 = 3;
+    w->rndv_ticket = ++q->rndv_posted;
+    w->stage = wqe_stage::rndv_pending;
     q->blocked_since = 0;
     return ex_pending;
 }
@@ -185,7 +173,7 @@ exec_rc rndv_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexce
 exec_rc rc_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
 {
     txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
-    const std::uint32_t max_chunk = ((q->tx_mask + 1) / 2 - 1) * 64 + slot_payload;
+    const std::uint32_t max_chunk = max_chunk_bytes(q->tx_mask + 1);
     std::uint8_t sol = (w->flags & vq::WR_SOLICITED) ? sf_solicited : 0;
     if (mop == msg_write_imm) {
         // Data already written; one header-only message carries imm and the length.
@@ -203,8 +191,15 @@ exec_rc rc_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
         *st = vq::wc_status::success;
         return ex_done;
     }
-    if (!w->is_inline && lim().rndv_bytes && w->len >= lim().rndv_bytes)
+    if (q->peer_lends) [[unlikely]] {
+        // The receiver lends its ring: every message is one chunk of it.
+        if (w->len > max_chunk) {
+            *st = vq::wc_status::rem_inv_req_err;
+            return ex_done;
+        }
+    } else if (!w->is_inline && lim().rndv_bytes && w->len >= lim().rndv_bytes) {
         return rndv_send(q, w, mop, st);
+    }
     std::uint32_t len = w->len;
     std::uint32_t imm = w->imm;
     src_cursor src = cursor_of(q, w);
@@ -575,14 +570,14 @@ namespace {
 exec_rc exec(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
 {
     bool rc_like = q->type != vq::qp_type::ud;
-    if (w->done == 0 && w->pad8 == 0) {
+    if (w->stage == wqe_stage::fresh) {
         // First attempt: check local keys (send data is read, read/atomic results written).
         unsigned need = (w->op == op_read || w->op == op_cas || w->op == op_faa) ? vq::ACCESS_LOCAL_WRITE : 0;
         if (w->op != op_bind && w->op != op_local_inv && w->op != op_flush && !local_sges_ok(q, w, need)) {
             *st = vq::wc_status::loc_prot_err;
             return ex_done;
         }
-        w->pad8 = 1;
+        w->stage = wqe_stage::keys_checked;
     }
     switch (w->op) {
     case op_send:
@@ -597,11 +592,11 @@ exec_rc exec(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
         *st = do_write(q, w);
         break;
     case op_write_imm:
-        if (w->pad8 == 1) {
+        if (w->stage == wqe_stage::keys_checked) {
             *st = do_write(q, w);
             if (*st != vq::wc_status::success)
                 break;
-            w->pad8 = 2; // data written; the notification may wait for ring space
+            w->stage = wqe_stage::data_written; // the notification may wait for ring space
         }
         return rc_send(q, w, msg_write_imm, st);
     case op_read:
@@ -652,8 +647,8 @@ void sq_run(shm_qp *q, bool cq_locked) noexcept
             break;
         q->sq_exec++;
         if (r == ex_done) {
-            w->flags |= executed_flag;
-            w->mss = static_cast<std::uint16_t>(st);
+            w->stage = wqe_stage::finished;
+            w->status = st;
             if (st != vq::wc_status::success)
                 qp_to_err(q);
         }
@@ -662,9 +657,9 @@ void sq_run(shm_qp *q, bool cq_locked) noexcept
     while (q->sq_head != q->sq_tail) {
         wqe *w = &q->sq[q->sq_head & q->sq_mask];
         vq::wc_status st;
-        if (w->flags & executed_flag) {
-            st = static_cast<vq::wc_status>(w->mss);
-        } else if (w->pad8 == 3 && rndv_wait(q, w, &st) == ex_done) {
+        if (w->stage == wqe_stage::finished) {
+            st = w->status;
+        } else if (w->stage == wqe_stage::rndv_pending && rndv_wait(q, w, &st) == ex_done) {
             // the receiver copied it (or the peer is gone: retry_exc_err)
         } else if (in_err()) {
             // Only the first outstanding request reports the dead peer.
@@ -675,8 +670,8 @@ void sq_run(shm_qp *q, bool cq_locked) noexcept
         }
         if (((w->flags & vq::WR_SIGNALED) || st != vq::wc_status::success) &&
             !push_wc(q, w, st, cq_locked)) [[unlikely]] {
-            w->flags |= executed_flag; // completion owed: retried on the next progress
-            w->mss = static_cast<std::uint16_t>(st);
+            w->stage = wqe_stage::finished; // completion owed: retried on the next progress
+            w->status = st;
             break;
         }
         q->sq_head++;

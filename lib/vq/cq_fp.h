@@ -44,6 +44,7 @@ struct alignas(64) cq {
     std::uint32_t (*read_src_qp_fn)(cq *) = nullptr;
     unsigned (*read_wc_flags_fn)(cq *) = nullptr;
     std::uint32_t (*read_vendor_err_fn)(cq *) = nullptr;
+    const std::uint8_t *(*read_data_fn)(cq *) = nullptr;
 
     /* Cold. */
     context *ctx = nullptr;
@@ -76,5 +77,8 @@ inline std::uint32_t read_qp_num(cq *c) noexcept { return c->read_qp_num_fn(c); 
 inline std::uint32_t read_src_qp(cq *c) noexcept { return c->read_src_qp_fn(c); }
 inline unsigned read_wc_flags(cq *c) noexcept { return c->read_wc_flags_fn(c); }
 inline std::uint32_t read_vendor_err(cq *c) noexcept { return c->read_vendor_err_fn(c); }
+/** Lent receives: the current completion's bytes (wc::data), valid until
+ *  next_poll / end_poll; null otherwise. */
+inline const std::uint8_t *read_data(cq *c) noexcept { return c->read_data_fn(c); }
 
 } // namespace shunt::vq

@@ -95,6 +95,21 @@ struct driver_registrar {
     explicit driver_registrar(const driver *d) noexcept { register_driver(d); }
 };
 
+/** post_send_imm_inline as the session calls it is defined by (qp_fp.h),
+ *  for a driver without a form of its own: every driver offers the call. */
+inline int session_send_imm_inline(qp *q, std::uint64_t wr_id, std::uint32_t imm_data, const data_buf *buf_list,
+                                   std::size_t num_buf, unsigned flags) noexcept
+{
+    if (q->type == qp_type::ud)
+        return -FI_EINVAL; // no address: use the session API
+    wr_start(q);
+    q->wr_id = wr_id;
+    q->wr_flags = flags | WR_INLINE;
+    wr_send_imm(q, imm_data);
+    wr_set_inline_data_list(q, num_buf, buf_list);
+    return wr_complete(q);
+}
+
 /** Per-QP fast-path stubs for the slots a driver leaves null. @p Latch is the
  *  driver's "latch this error into the current batch" function. */
 template <void (*Latch)(qp *, int)>
@@ -138,6 +153,8 @@ struct qp_stubs {
             };
         if (!q->post_recv_fn)
             q->post_recv_fn = [](qp *, u64, const sge *, u32) { return -FI_EOPNOTSUPP; };
+        if (!q->post_send_imm_inline_fn)
+            q->post_send_imm_inline_fn = session_send_imm_inline;
     }
 };
 
@@ -157,6 +174,7 @@ inline void cq_fill_stubs(cq *c) noexcept
     if (!c->read_src_qp_fn) c->read_src_qp_fn = [](cq *) { return std::uint32_t{0}; };
     if (!c->read_wc_flags_fn) c->read_wc_flags_fn = [](cq *) { return 0u; };
     if (!c->read_vendor_err_fn) c->read_vendor_err_fn = [](cq *) { return std::uint32_t{0}; };
+    if (!c->read_data_fn) c->read_data_fn = [](cq *) -> const std::uint8_t * { return nullptr; };
 }
 
 } // namespace shunt::vq

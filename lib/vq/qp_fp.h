@@ -117,6 +117,8 @@ struct alignas(64) qp {
                          std::uint32_t lkey, std::uint32_t rkey, std::uint64_t remote_addr,
                          unsigned flags) = nullptr;
     int (*post_recv_fn)(qp *, std::uint64_t wr_id, const sge *sg_list, std::uint32_t num_sge) = nullptr;
+    int (*post_send_imm_inline_fn)(qp *, std::uint64_t wr_id, std::uint32_t imm_data, const data_buf *buf_list,
+                                   std::size_t num_buf, unsigned flags) = nullptr;
 
     /* Cold: read-only description, set at creation. */
     context *ctx = nullptr;
@@ -260,6 +262,24 @@ inline void wr_set_xrc_srqn(qp *q, std::uint32_t remote_srqn) noexcept
 {
     return q->post_send_fn(q, wr_id, buf, length, lkey, flags);
 }
+/** Post one send_imm whose data is the concatenation of @p num_buf buffers,
+ *  copied during the call (RC/UC): a header and a payload go to the peer in
+ *  one call and one copy, without being gathered by the caller first.
+ *  Equivalent to wr_start; wr_id/wr_flags; wr_send_imm(imm_data);
+ *  wr_set_inline_data_list(num_buf, buf_list); wr_complete — including the
+ *  lock and every error of those calls (-FI_EMSGSIZE over
+ *  cap.max_inline_data, -FI_EAGAIN queue full, ...). @p flags: WR_SIGNALED,
+ *  WR_SOLICITED, WR_FENCE (WR_INLINE is implied). -FI_EINVAL on UD.
+ *  shm writes an unsignaled one straight into the peer's ring when the send
+ *  queue is idle (up to max_inline_slot bytes in one line, larger ones in
+ *  consecutive slots); a driver without its own form (mlx5 today) gets
+ *  exactly that session sequence from lib/vq. */
+[[nodiscard]] inline int post_send_imm_inline(qp *q, std::uint64_t wr_id, std::uint32_t imm_data,
+                                              const data_buf *buf_list, std::size_t num_buf,
+                                              unsigned flags) noexcept
+{
+    return q->post_send_imm_inline_fn(q, wr_id, imm_data, buf_list, num_buf, flags);
+}
 /** Post one RDMA write (RC/UC); as post_send with rdma_write. */
 [[nodiscard]] inline int post_write(qp *q, std::uint64_t wr_id, const void *buf,
                                     std::uint32_t length, std::uint32_t lkey, std::uint32_t rkey,
@@ -275,7 +295,7 @@ inline void wr_set_xrc_srqn(qp *q, std::uint32_t remote_srqn) noexcept
  *  in ERR the receive completes at once with wr_flush_err.
  *  @return 0; -FI_EAGAIN queue full (cap.max_recv_wr); -FI_E2BIG more than
  *  cap.max_recv_sge; -FI_EINVAL null list with num_sge > 0, or the QP uses an
- *  SRQ; -FI_EOPBADSTATE in RESET. lkeys are checked when a message lands: a
+ *  SRQ or lent receives; -FI_EOPBADSTATE in RESET. lkeys are checked when a message lands: a
  *  bad one yields a loc_prot_err completion. */
 [[nodiscard]] inline int post_recv(qp *q, std::uint64_t wr_id, const sge *sg_list,
                                    std::uint32_t num_sge) noexcept
@@ -295,5 +315,6 @@ static_assert(offsetof(qp, set_inline_data_fn) == 56, "hot posting pointers must
 static_assert(offsetof(qp, wr_abort_fn) == 64);
 static_assert(offsetof(qp, bind_mw_fn) == 128);
 static_assert(offsetof(qp, post_write_fn) == 192);
+static_assert(offsetof(qp, post_send_imm_inline_fn) == 208, "single-call posts share line 3");
 
 } // namespace shunt::vq

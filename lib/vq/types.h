@@ -186,6 +186,12 @@ struct wc {
     std::uint32_t src_qp;           ///< sender's QP number (receives)
     unsigned wc_flags;              ///< WC_* bits
     std::uint32_t reserved;
+    /** Receives on a QP with lent receives (qp_init_attr::lend_recv): the
+     *  byte_len received bytes, in the driver's own buffer, valid until the
+     *  next poll_cq / start_poll of this CQ (iterator form: until next_poll
+     *  or end_poll); null for every other completion. A Shunt addition
+     *  (see doc/guides/vq.md, "Lent receives"). */
+    const std::uint8_t *data;
 };
 
 /** Address of a device endpoint (a context), as a peer needs it to reach the

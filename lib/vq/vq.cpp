@@ -254,7 +254,16 @@ int create_qp(pd *p, const qp_init_attr *attr, qp **out)
         return -FI_EOPNOTSUPP;
     if (attr->send_ops_flags & ~da.ops[t])
         return -FI_EOPNOTSUPP;
-    return created(ctx->ops->create_qp(p, attr, out), counts.qps);
+    if (attr->lend_recv) {
+        if (attr->srq)
+            return -FI_EINVAL; // lent receives post nothing: there is no receive queue to share
+        if (!(da.lend_qp_types & (1u << t)))
+            return -FI_EOPNOTSUPP;
+    }
+    rc = created(ctx->ops->create_qp(p, attr, out), counts.qps);
+    if (rc == 0 && *out && !(*out)->post_send_imm_inline_fn)
+        (*out)->post_send_imm_inline_fn = session_send_imm_inline; // a driver without qp_stubs
+    return rc;
 }
 
 int destroy_qp(qp *q)

@@ -55,6 +55,18 @@ struct device_attr {
     bool host_local = false;
     /** Operations supported per QP type (OPS_* bits; 0: type not supported). */
     std::uint64_t ops[num_qp_types] = {};
+    /** Inline bytes one send carries in a single unit of the transport: a
+     *  slot of the receiver's ring (shm: one cache line), a WQE basic block
+     *  (mlx5). Sends up to this size are the cheapest there are: one line
+     *  written, one line read. 0: the device does not say. */
+    std::uint32_t max_inline_slot = 0;
+    /** QP types that offer lent receives (qp_init_attr::lend_recv), as bits
+     *  1u << qp_type; 0: none. */
+    std::uint32_t lend_qp_types = 0;
+    /** Largest message a lent-receive RC/UC QP takes in one completion (a
+     *  UD one: ud_mtu). A larger send to such a QP fails at the sender with
+     *  rem_inv_req_err and nothing of it is delivered. */
+    std::uint32_t max_lend_msg = 0;
 };
 
 /** An open device: owns the device's resources for this process. */
@@ -151,6 +163,14 @@ struct qp_init_attr {
     std::uint64_t send_ops_flags = OPS_SEND;
     struct td *td = nullptr;   ///< thread domain: lock-free posting
     bool sq_sig_all = false;   ///< every send request is signaled
+    /** Lent receives: no receive is posted; each message arrives as a
+     *  completion whose wc::data points at the bytes in the driver's buffer
+     *  (the shm receive ring; mlx5: a stride of a striding RQ or the CQE
+     *  itself), lent to the caller until its next poll of the receive CQ and
+     *  then taken back, in order. post_recv on the QP is -FI_EINVAL.
+     *  Creation: -FI_EINVAL together with an SRQ; -FI_EOPNOTSUPP when the
+     *  QP type is not in device_attr::lend_qp_types. See doc/guides/vq.md. */
+    bool lend_recv = false;
 };
 
 /** modify_qp attribute mask bits (ibv_qp_attr_mask values). */

@@ -393,8 +393,7 @@ int ep_shutdown(fid_ep *ep, std::uint64_t flags)
     conn *cn = e->msg_conn;
     if (!cn || cn->state != conn::connected || cn->shut)
         return -FI_ENOTCONN;
-    wire_hdr w{w_shutdown, 0, 0, 0};
-    int rc = vq::post_send(e->slots[cn->slot].qp, ~0ULL, &w, sizeof w, 0, vq::WR_INLINE);
+    int rc = vq::post_send_imm_inline(e->slots[cn->slot].qp, ~0ULL, imm_wire(w_shutdown, 0, 0), nullptr, 0, 0);
     cn->shut = true;
     cn->state = conn::failed;
     return rc;

@@ -35,15 +35,19 @@ int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool conn
     ia.type = vq::qp_type::rc;
     ia.send_cq = e->scq;
     ia.recv_cq = e->rcq;
-    ia.send_ops_flags = vq::OPS_SEND | vq::OPS_RDMA_WRITE | vq::OPS_RDMA_WRITE_WITH_IMM | vq::OPS_RDMA_READ |
-                        vq::OPS_ATOMIC_CMP_AND_SWP | vq::OPS_ATOMIC_FETCH_AND_ADD;
     const dev_limits &l = e->dom->lim;
-    ia.cap.max_send_wr = l.sq_depth;
+    ia.send_ops_flags = vq::OPS_SEND | vq::OPS_SEND_WITH_IMM | vq::OPS_RDMA_WRITE | vq::OPS_RDMA_READ;
+    // Optional ones, as the device has them: RDMA write with immediate
+    // (remote CQ data of direct writes) and atomics.
+    ia.send_ops_flags |= e->dom->dattr.ops[static_cast<unsigned>(vq::qp_type::rc)] &
+                         (vq::OPS_RDMA_WRITE_WITH_IMM | vq::OPS_ATOMIC_CMP_AND_SWP | vq::OPS_ATOMIC_FETCH_AND_ADD);
+    ia.cap.max_send_wr = e->sq_depth;
     ia.cap.max_recv_wr = l.rq_depth;
     ia.cap.max_send_sge = l.send_sge;
     ia.cap.max_recv_sge = 1;
     ia.cap.max_inline_data = l.inline_max;
     ia.td = e->dom->td;
+    ia.lend_recv = l.lend; // messages are matched and copied once, from where the QP lends them
     int rc = vq::create_qp(e->dom->pd, &ia, &sl.qp);
     if (rc)
         return rc;
@@ -56,22 +60,25 @@ int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool conn
         sl.qp = nullptr;
         return rc;
     }
-    const std::size_t bounce = l.inline_max; // one inline message per receive
-    sl.bounce = new (std::nothrow) std::uint8_t[std::size_t(l.rq_depth) * bounce];
-    vq::mr *m = nullptr;
-    if (!sl.bounce ||
-        (rc = vq::reg_mr(e->dom->pd, sl.bounce, std::size_t(l.rq_depth) * bounce, vq::ACCESS_LOCAL_WRITE, &m))) {
-        slot_close(e, s);
-        return rc ? rc : -FI_ENOMEM;
-    }
-    sl.bounce_mr = m;
-    for (std::uint32_t i = 0; i < l.rq_depth; i++) {
-        rc = vq::post_recv(sl.qp, (std::uint64_t(s) << 32) | i,
-                           reinterpret_cast<std::uint64_t>(sl.bounce) + std::uint64_t(i) * bounce, std::uint32_t(bounce),
-                           m->lkey);
-        if (rc) {
+    if (!l.lend) {
+        // A device without lent receives: receive buffers of one eager message each.
+        const std::size_t bounce = l.bounce;
+        sl.bounce = new (std::nothrow) std::uint8_t[std::size_t(l.rq_depth) * bounce];
+        vq::mr *m = nullptr;
+        if (!sl.bounce ||
+            (rc = vq::reg_mr(e->dom->pd, sl.bounce, std::size_t(l.rq_depth) * bounce, vq::ACCESS_LOCAL_WRITE, &m))) {
             slot_close(e, s);
-            return rc;
+            return rc ? rc : -FI_ENOMEM;
+        }
+        sl.bounce_mr = m;
+        for (std::uint32_t i = 0; i < l.rq_depth; i++) {
+            rc = vq::post_recv(sl.qp, (std::uint64_t(s) << 32) | i,
+                               reinterpret_cast<std::uint64_t>(sl.bounce) + std::uint64_t(i) * bounce,
+                               std::uint32_t(bounce), m->lkey);
+            if (rc) {
+                slot_close(e, s);
+                return rc;
+            }
         }
     }
     if (connect_now && (rc = slot_connect(e, s, peer, peer_qpn))) {
@@ -104,7 +111,6 @@ void slot_close(prov_ep *e, int s)
     if (sl.bounce_mr)
         (void)vq::dereg_mr(sl.bounce_mr);
     delete[] sl.bounce;
-    delete[] sl.stage;
     sl = rc_slot{};
 }
 
@@ -115,6 +121,7 @@ void slot_retire(prov_ep *e, int s)
     // control without checking that the peer's QP is still the one it was
     // connected to, which corrupts a newer connection reusing that memory.
     // The slot stays taken; its completions are ignored.
+    frag_fail(e, s, FI_ECONNRESET); // a fragmented message on it never completes
     rc_slot &sl = e->slots[s];
     sl.c = nullptr;
     sl.retired = true;
@@ -191,6 +198,7 @@ int conn_start(prov_ep *e, conn *c)
         e->slots[s].c = c;
         c->req_qpn = e->slots[s].qp->qp_num;
         c->state = conn::connecting;
+        conn_pend(e, c); // progress repeats the request until the reply
     }
     cm_msg m{};
     m.op = cm_req;
@@ -245,16 +253,15 @@ void cm_handle(prov_ep *e, const cm_msg &m)
             // A new REQ from a peer we are connected to: it lost its end of
             // that connection (its QP failed), so ours is dead too. Send over
             // the new one from now on.
-            if (c->active) {
-                // A fragmented send not fully posted: its last fragment (the
-                // one that would complete it) will never be sent.
-                tx_abort(e, c->active, FI_ECONNRESET);
-                c->active = nullptr;
-            }
+            // Operations waiting for the peer over the old one never complete.
+            for (tx_entry &t : e->tx)
+                if (t.c == c && t.waits != tx_entry::on_wc)
+                    tx_abort(e, &t, FI_ECONNRESET);
             if (c->dead_slot < 0)
                 c->dead_slot = c->slot;
             else
                 slot_retire(e, c->slot);
+            conn_pend(e, c);
             c->slot = -1;
             c->state = conn::idle;
         }
@@ -283,6 +290,13 @@ void conn_broken(prov_ep *e, conn *c)
 {
     if (!c || c->slot < 0)
         return;
+    // What waits for this peer's answer (rendezvous fin, delivery ack, an RMA
+    // it executes) never gets one: fail it now. Requests with a completion of
+    // their own come back flushed from the QP.
+    for (tx_entry &t : e->tx)
+        if (t.c == c && t.waits != tx_entry::on_wc)
+            tx_abort(e, &t, FI_EHOSTUNREACH);
+    c->ctl.clear();
     if (e->msg_type) {
         c->state = conn::failed;
         return;
@@ -291,6 +305,7 @@ void conn_broken(prov_ep *e, conn *c)
         c->dead_slot = c->slot;
     c->slot = -1;
     c->state = conn::idle;
+    conn_pend(e, c);
 }
 
 fi_addr_t conn_src(prov_ep *e, conn *c)

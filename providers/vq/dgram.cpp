@@ -8,9 +8,13 @@ namespace shunt::prov::vqprov {
 
 namespace {
 
+/** Datagram ops (their own header, not the RC protocol's). */
+enum : std::uint8_t { dg_msg = 1, dg_tagged = 2 };
+enum : std::uint8_t { dgf_data = 2 };
+
 struct dgram_hdr {
-    std::uint8_t op;    ///< w_msg / w_tagged
-    std::uint8_t flags; ///< wf_data
+    std::uint8_t op;    ///< dg_msg / dg_tagged
+    std::uint8_t flags; ///< dgf_data
     std::uint16_t pad;
     std::uint32_t pad2;
     ep_addr from;      ///< sender (for FI_SOURCE)
@@ -46,7 +50,7 @@ ssize_t dgram_transmit(util::ep_core *core, const util::tx_req &r)
     if (!ah)
         return -FI_EINVAL;
     std::uint8_t h[sizeof(dgram_hdr) + 16];
-    dgram_hdr dh{tagged ? w_tagged : w_msg, std::uint8_t(data ? wf_data : 0), 0, 0, e->addr};
+    dgram_hdr dh{tagged ? dg_tagged : dg_msg, std::uint8_t(data ? dgf_data : 0), 0, 0, e->addr};
     std::memcpy(h, &dh, sizeof dh);
     std::size_t hl = sizeof dh;
     if (tagged) {
@@ -88,8 +92,8 @@ void dgram_rx(prov_ep *e, const std::uint8_t *b, std::size_t len)
         return;
     dgram_hdr dh;
     std::memcpy(&dh, b, sizeof dh);
-    bool tagged = dh.op == w_tagged;
-    bool data = dh.flags & wf_data;
+    bool tagged = dh.op == dg_tagged;
+    bool data = dh.flags & dgf_data;
     std::size_t hl = hdr_size_of(tagged, data);
     if (len < hl)
         return;
@@ -153,7 +157,7 @@ ssize_t tso_send(fid_ep *ep, const void *hdr, std::size_t hdr_len, const iovec *
     // The endpoint's buffer (lock held) has room for both; the builder
     // copies it.
     std::uint8_t *full = e->tso_hdr.data();
-    dgram_hdr dh{w_msg, 0, 0, 0, e->addr};
+    dgram_hdr dh{dg_msg, 0, 0, 0, e->addr};
     std::memcpy(full, &dh, sizeof dh);
     if (hdr_len)
         std::memcpy(full + sizeof dh, hdr, hdr_len);

@@ -1,4 +1,5 @@
 // vq provider: endpoint creation, enable (auto progress), close.
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -52,6 +53,7 @@ void destroy(prov_ep *e)
         delete c;
     }
     e->all.clear();
+    frag_destroy(e);
     e->by_addr.clear();
     e->by_index.clear();
     adopted_destroy(e->pep_ud);
@@ -102,8 +104,10 @@ void close_hook(util::ep_core *c)
         return;
     if (e->msg_type && e->msg_conn && e->msg_conn->state == conn::connected && !e->msg_conn->shut) {
         // Tell the peer: it sees FI_SHUTDOWN.
-        wire_hdr w{w_shutdown, 0, 0, 0};
-        (void)vq::post_send(e->slots[e->msg_conn->slot].qp, ~0ULL, &w, sizeof w, 0, vq::WR_INLINE);
+        if (int rc = vq::post_send_imm_inline(e->slots[e->msg_conn->slot].qp, ~0ULL, imm_wire(w_shutdown, 0, 0),
+                                              nullptr, 0, 0))
+            SHUNT_LOG(prov_log, info, "vq: the shutdown notice was not sent (%s): the peer sees the QP go away",
+                      shunt::strerror(rc));
     }
     destroy(e);
     c->prov = nullptr;
@@ -140,6 +144,8 @@ const util::ep_hooks hooks = [] {
     h.tx_size_left = tx_left;
     h.ops_open = dgram_ops_open;
     h.shm_permitted = shm_permitted;
+    h.rx_fetch = fetch_hook;
+    h.rx_discard = discard_hook;
     return h;
 }();
 
@@ -224,13 +230,19 @@ int setup(prov_ep *e, ep_type type)
     e->addr.len = qa.dev.len;
     std::memcpy(e->addr.name, qa.dev.raw, qa.dev.len);
     std::size_t ntx = e->core->info->tx_attr && e->core->info->tx_attr->size ? e->core->info->tx_attr->size : l.sq_depth;
+    // Each RC QP's send queue holds tx_attr.size requests (the device's
+    // depth at most); a quarter of them may go unsignaled in a row.
+    e->sq_depth = std::uint32_t(std::clamp<std::size_t>(ntx, 8, l.sq_depth));
+    e->signal_every = std::max<std::uint32_t>(1, e->sq_depth / 4);
     if (e->dgram && l.tso_hdr_max)
         e->tso_hdr.assign(dgram_hdr_size + l.tso_hdr_max, 0);
     e->tx.assign(ntx, tx_entry{});
-    e->scratch = new (std::nothrow) std::uint64_t[ntx];
+    // 32 registered bytes per transmit entry: an atomic's result, or the
+    // header fields of a send gathered from the user's buffers.
+    e->scratch = new (std::nothrow) std::uint64_t[4 * ntx];
     if (!e->scratch)
         return -FI_ENOMEM;
-    if ((rc = vq::reg_mr(d->pd, e->scratch, ntx * 8, vq::ACCESS_LOCAL_WRITE, &e->scratch_mr)))
+    if ((rc = vq::reg_mr(d->pd, e->scratch, ntx * 32, vq::ACCESS_LOCAL_WRITE, &e->scratch_mr)))
         return rc;
     for (std::size_t i = ntx; i-- > 0;) {
         e->tx[i].next = e->tx_free;

@@ -25,6 +25,14 @@ SHUNT_TUNABLE(single_host_tunable, "SHUNT_VQ_SINGLE_HOST", boolean, "0",
               "every peer is on this host: host-local devices (shm) report FI_REMOTE_COMM too, for applications "
               "that demand it (Open MPI's OFI MTL); a peer on another host stays unreachable",
               "vq");
+SHUNT_TUNABLE(t_rndv_bytes, "SHUNT_VQ_RNDV_BYTES", integer, "4194304",
+              "vq provider: messages from private memory of at least this many bytes are copied once by the "
+              "receiver (rendezvous, cross-memory attach on shm); smaller ones go through the ring (two copies)",
+              "vq");
+SHUNT_TUNABLE(t_rndv_shared_bytes, "SHUNT_VQ_RNDV_SHARED_BYTES", integer, "16384",
+              "vq provider: messages from memory peers reach directly (shunt_mem) of at least this many bytes are "
+              "copied once by the receiver (rendezvous, memcpy on shm); smaller ones go through the ring",
+              "vq");
 
 namespace {
 
@@ -101,7 +109,7 @@ info *offer(const vq::device *dev, const dev_limits &l, ep_type t)
     d->mr_cnt = l.mr_cnt;
     i->fabric_attr->name = ::strdup(vq::device_driver_name(dev));
     tx_attr *tx = i->tx_attr;
-    tx->inject_size = t == FI_EP_DGRAM ? l.dgram_max : l.frag_max;
+    tx->inject_size = t == FI_EP_DGRAM ? l.dgram_max : l.inject_max;
     tx->size = l.sq_depth;
     tx->iov_limit = iov_max;
     tx->rma_iov_limit = 1;
@@ -213,8 +221,12 @@ int mr_reg_hook(util::domain_obj *d, util::mr_obj *m)
         return rc;
     m->prov = vm;
     // Keys are the vq rkeys (what the initiator hands to vq); local-only
-    // regions get a key outside the 32-bit rkey space.
-    m->key = vm->rkey ? vm->rkey : ((1ULL << 32) | vm->lkey);
+    // regions get a key outside the 32-bit rkey space. key_direct: peers
+    // reach the memory without a system call (a shunt_mem buffer on a
+    // host-local device; any region of a device with RDMA in hardware), so
+    // RMA into it is vq RDMA; else the owner's progress executes it.
+    bool direct = !sd->lim.host_local || mem_is_shared(sd, m->iov[0].iov_base, m->iov[0].iov_len);
+    m->key = vm->rkey ? (vm->rkey | (direct ? key_direct : 0)) : (key_local_only | vm->lkey);
     return 0;
 }
 
@@ -245,6 +257,10 @@ int query_atomic_hook(util::domain_obj *, datatype dt, op o, atomic_attr *attr, 
 void domain_close_hook(util::domain_obj *d)
 {
     prov_domain *sd = dom_of(d);
+    for (mr_cache::entry &en : sd->mrc.v)
+        if (en.mr)
+            (void)vq::dereg_mr(en.mr);
+    sd->mrc.v.clear();
     if (sd->td)
         (void)vq::dealloc_td(sd->td);
     if (sd->pd)
@@ -265,6 +281,7 @@ const util::domain_hooks hooks = [] {
     h.mr_reg = mr_reg_hook;
     h.mr_dereg = mr_dereg_hook;
     h.close = domain_close_hook;
+    h.ops_open = mem_ops_open;
     return h;
 }();
 
@@ -311,6 +328,13 @@ int domain_open_op(fid_fabric *fabric, info *in, fid_domain **out, void *context
         (void)util::domain_close(&d->domain.fid);
         return rc;
     }
+    // Endpoints of the domain may run on several threads unless it is
+    // FI_THREAD_DOMAIN: the registration cache and shunt_mem list lock then.
+    bool shared = d->mt || d->thread != FI_THREAD_DOMAIN;
+    d->mrc.lock.enable(shared);
+    d->shared_lock.enable(shared);
+    if (d->lim.host_local)
+        d->mrc.v.resize(32);
     *out = &d->domain;
     return 0;
 }
@@ -337,36 +361,71 @@ int fabric_open_op(fabric_attr *attr, fid_fabric **out, void *context)
 
 } // namespace
 
+namespace {
+
+std::uint64_t rndv_threshold(const env::tunable &t, std::uint64_t def)
+{
+    std::int64_t v = std::int64_t(def);
+    if (t.as_int(v) < 0 || v < 0) {
+        SHUNT_LOG(prov_log, warning, "%s is not a byte count: using %llu", t.name, static_cast<unsigned long long>(def));
+        v = std::int64_t(def);
+    }
+    return v == 0 ? ~std::uint64_t(0) : std::uint64_t(v); // 0: never
+}
+
+} // namespace
+
 int limits_of(const vq::device_attr &a, dev_limits &out)
 {
     auto rc_ops = a.ops[static_cast<unsigned>(vq::qp_type::rc)];
     auto ud_ops = a.ops[static_cast<unsigned>(vq::qp_type::ud)];
-    if (!(rc_ops & vq::OPS_SEND) || !(ud_ops & vq::OPS_SEND))
-        return -FI_ENODATA; // RDM and MSG ride RC QPs, CM and DGRAM a UD QP
+    if (!(rc_ops & vq::OPS_SEND_WITH_IMM) || !(rc_ops & vq::OPS_RDMA_READ) || !(ud_ops & vq::OPS_SEND))
+        return -FI_ENODATA; // RDM and MSG ride RC QPs (send_imm, RDMA read), CM and DGRAM a UD QP
     dev_limits l;
     l.host_local = a.host_local;
-    // Every message is inline data (one bounce buffer per receive); a CM
-    // message and an RC header plus a useful payload must fit.
+    // A CM message, and an RC message's fields plus a useful payload, must
+    // fit one inline send.
     l.inline_max = a.max_inline_data;
-    if (l.inline_max < sizeof(cm_msg) || l.inline_max <= hdr_max + dgram_hdr_max || a.max_qp_wr < 2 ||
+    if (l.inline_max < sizeof(cm_msg) || l.inline_max <= 32 + dgram_hdr_max || a.max_qp_wr < 2 ||
         a.max_sge < 1 || a.max_qp < 2 || a.max_cq < 2)
         return -FI_ENODATA;
-    l.frag_max = l.inline_max - hdr_max;
+    // inject_size leaves room for every field a message may carry (and
+    // stays what it was: 32 bytes less than the inline size).
+    l.inject_max = l.inline_max - 32;
+    l.slot_max = a.max_inline_slot ? a.max_inline_slot : l.inline_max;
+    l.lend = a.lend_qp_types & (1u << static_cast<unsigned>(vq::qp_type::rc));
+    // Eager up to 16 KiB (the crossover against a rendezvous with a cross-
+    // memory read, doc/guides/perf.md), bounded by what one lent receive
+    // takes; without lent receives every receive buffer holds that much.
+    l.eager_max = l.lend ? 16384 : 4096;
+    if (l.lend && a.max_lend_msg)
+        l.eager_max = std::min<std::uint32_t>(l.eager_max, a.max_lend_msg - 32);
+    // Larger messages through the ring go in fragments small enough that
+    // several are in the ring at once (the sender fills one while the
+    // receiver empties another).
+    l.frag_max = std::min<std::uint32_t>(8192, l.eager_max);
+    l.rndv_private = rndv_threshold(t_rndv_bytes, 4u << 20);
+    l.rndv_shared = rndv_threshold(t_rndv_shared_bytes, 16384);
+    l.rma_inline = std::min<std::uint32_t>(1024, l.inline_max - std::uint32_t(sizeof(rma_hdr)));
     l.dgram_max = l.inline_max - dgram_hdr_max;
     l.sq_depth = std::min<std::uint32_t>(1024, a.max_qp_wr);
-    l.rq_depth = std::min<std::uint32_t>(128, a.max_qp_wr);
+    l.rq_depth = l.lend ? 0 : std::min<std::uint32_t>(128, a.max_qp_wr);
+    l.bounce = l.eager_max + 32; // the fields, and a fragment's length
     l.ud_depth = std::min<std::uint32_t>(64, a.max_qp_wr);
     l.ud_buf = std::uint32_t(std::min<std::size_t>(512, l.inline_max));
     l.dgram_buf = a.ud_mtu ? a.ud_mtu : l.inline_max;
-    l.send_sge = std::min<std::uint32_t>(iov_max, a.max_sge);
+    // Gather: a message's header fields plus iov_max buffers.
+    l.send_sge = std::min<std::uint32_t>(iov_max + 1, a.max_sge);
     l.scq_depth = std::min<std::uint32_t>(4096, a.max_cqe);
-    // RC QPs of an endpoint: the UD QP takes one, and all their bounce
-    // buffers complete on the endpoint's one receive CQ.
-    std::uint64_t cq_room = a.max_cqe > l.ud_depth + 64 ? (a.max_cqe - l.ud_depth - 64) / l.rq_depth : 0;
+    // RC QPs of an endpoint: the UD QP takes one; their receives complete
+    // on the endpoint's one receive CQ (posted buffers, or at most one poll's
+    // worth of lent ones plus a flush each).
+    std::uint32_t per_conn = l.lend ? 4 : l.rq_depth;
+    std::uint64_t cq_room = a.max_cqe > l.ud_depth + 64 ? (a.max_cqe - l.ud_depth - 64) / per_conn : 0;
     l.max_conns = std::uint32_t(std::min<std::uint64_t>({63, a.max_qp - 1, cq_room}));
     if (!l.max_conns)
         return -FI_ENODATA;
-    l.rcq_depth = l.max_conns * l.rq_depth + l.ud_depth + 64;
+    l.rcq_depth = l.max_conns * per_conn + l.ud_depth + 64;
     // An endpoint takes a UD QP, two CQs and up to max_conns RC QPs.
     l.ep_cnt = std::min<std::uint32_t>({256, a.max_cq / 2, a.max_qp});
     l.mr_cnt = a.max_mr;

@@ -3,29 +3,42 @@
  * RDM: each endpoint owns a UD QP (its address: segment name + UD QP number)
  * used only for connection management, and one RC QP per peer, created on
  * the first send to that peer (REQ/REP over UD, invisible to the user; the
- * send returns -FI_EAGAIN until the connection is up). Every message is
- * copied inline into the peer's ring (vq's inline data): a message up to
- * frag_max bytes is one send; larger ones are cut into fragments that the
- * receiver reassembles. Receives land in per-QP bounce buffers and are
- * matched by the shared endpoint base (util::rx_deliver). RMA and atomics
- * are vq RDMA and atomics on the peer's registered memory (keys are vq
- * rkeys: FI_MR_PROV_KEY | FI_MR_VIRT_ADDR).
- * DGRAM: the UD QP carries the data. MSG: one RC QP set up through a
- * passive endpoint's UD QP (CONNREQ / accept / reject / shutdown). */
+ * send returns -FI_EAGAIN until the connection is up). DGRAM: the UD QP
+ * carries the data. MSG: one RC QP set up through a passive endpoint's UD QP
+ * (CONNREQ / accept / reject / shutdown).
+ *
+ * RC messages (wire.h has the protocol): every message is one vq send_imm
+ * whose immediate is the header word. Small ones are posted with
+ * post_send_imm_inline (header fields and payload gathered straight into the
+ * peer's ring: one line up to device_attr::max_inline_slot), medium ones
+ * from the user's buffer (an SGE), large ones by rendezvous: the sender
+ * describes its buffer (ready-to-send), the receiver pulls it with a vq RDMA
+ * read straight into the matched receive — one copy, by memcpy when the
+ * sender's memory is in its shared segment, by the driver's cross-memory
+ * attach otherwise — and says so (fin). RC QPs use lent receives where the
+ * device offers them: a message is matched and copied once, from the ring
+ * into the user's buffer (or into the unexpected store). RMA and atomics on
+ * memory peers reach directly (shunt_mem buffers) are vq RDMA; on private
+ * memory they are messages executed by the target's progress (rma.cpp).
+ * Keys are vq rkeys (FI_MR_PROV_KEY | FI_MR_VIRT_ADDR), with key_direct set
+ * when the region is directly reachable. */
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "env/log.h"
 #include "fabric/api.h"
+#include "fabric/ext_mem.h"
 #include "fabric/ext_tso.h"
 #include "fabric/util/ep.h"
 #include "fabric/util/mr.h"
 #include "vq/vq.h"
+#include "wire.h"
 
 namespace shunt::prov::vqprov {
 
@@ -46,12 +59,10 @@ static_assert(sizeof(ep_addr) == 64);
 
 // The provider's own choices. Every limit of the device comes from its
 // device_attr (dev_limits below), never from a copy of a driver's constant.
-inline constexpr std::uint32_t hdr_max = 32;                 ///< largest wire header of an RC message
-inline constexpr std::uint32_t stage_keep = 64 * 1024;       ///< largest staging buffer kept per RC QP
 inline constexpr std::uint32_t cm_data_max = 128;            ///< CM data of connect/accept/reject
 inline constexpr std::size_t max_ctx = 16;                   ///< tx / rx contexts per scalable endpoint
 inline constexpr std::uint32_t qkey = 0x5348;                ///< "SH"
-inline constexpr std::size_t max_msg = std::size_t(64) << 20; ///< largest message (reassembled by the receiver)
+inline constexpr std::size_t max_msg = std::size_t(64) << 20; ///< largest message
 inline constexpr std::size_t iov_max = 4;                    ///< iov_limit of sends and receives
 inline constexpr std::uint32_t tso_segments_max = 64;        ///< TSO extension: segments per send
 /** Header of a DGRAM message (dgram.cpp): op, flags, padding, the sender's
@@ -59,31 +70,46 @@ inline constexpr std::uint32_t tso_segments_max = 64;        ///< TSO extension:
 inline constexpr std::uint32_t dgram_hdr_size = 8 + sizeof(ep_addr);
 inline constexpr std::uint32_t dgram_hdr_max = dgram_hdr_size + 16;
 
+/** Keys (fabric MR keys): the vq rkey in the low 32 bits; a local-only
+ *  region's key (no remote access) is outside the rkey space; key_direct
+ *  says peers reach the region directly (vq RDMA), else RMA into it is
+ *  executed by the owner's progress (rma.cpp). */
+inline constexpr std::uint64_t key_local_only = std::uint64_t(1) << 32;
+inline constexpr std::uint64_t key_direct = std::uint64_t(1) << 33;
+
 /** What the provider uses of one vq device, derived from its device_attr by
  *  limits_of(): each is the provider's wish bounded by the device. */
 struct dev_limits {
-    std::uint32_t inline_max = 0;  ///< bytes one send carries inline (max_inline_data): one bounce buffer
-    std::uint32_t frag_max = 0;    ///< RC payload per send: inline_max - hdr_max (larger messages fragment)
+    std::uint32_t inline_max = 0;  ///< bytes one send carries inline (max_inline_data)
+    std::uint32_t inject_max = 0;  ///< RDM/MSG inject_size: inline_max minus the largest header fields
+    std::uint32_t slot_max = 0;    ///< payload of the cheapest send (max_inline_slot; 0: inline_max)
+    std::uint32_t eager_max = 0;   ///< messages up to this are one message through the ring
+    std::uint32_t frag_max = 0;    ///< larger ones sent through the ring go in fragments of this payload
+    std::uint64_t rndv_private = 0; ///< messages from private memory of at least this go by rendezvous (SHUNT_VQ_RNDV_BYTES)
+    std::uint64_t rndv_shared = 0; ///< from memory peers reach directly (SHUNT_VQ_RNDV_SHARED_BYTES)
+    std::uint32_t rma_inline = 0;  ///< RMA to private memory up to this is carried in the message
     std::uint32_t dgram_max = 0;   ///< DGRAM message: inline_max - the datagram header
     std::uint32_t sq_depth = 0;    ///< send queue entries per QP (wish 1024)
-    std::uint32_t rq_depth = 0;    ///< bounce buffers per RC QP (wish 128)
+    std::uint32_t rq_depth = 0;    ///< receive buffers per RC QP without lent receives (wish 128)
+    std::uint32_t bounce = 0;      ///< a receive buffer of an RC QP without lent receives: eager_max + fields
     std::uint32_t ud_depth = 0;    ///< receives posted on the UD QP (wish 64)
     std::uint32_t ud_buf = 0;      ///< a UD receive buffer of an RDM / MSG endpoint (CM messages)
     std::uint32_t dgram_buf = 0;   ///< a UD receive buffer of a DGRAM endpoint: the UD MTU
     std::uint32_t send_sge = 0;    ///< gather entries per send (wish iov_max)
-    std::uint32_t max_conns = 0;   ///< RC QPs (connections) per endpoint (wish 63; its receive CQ must hold them)
+    std::uint32_t max_conns = 0;   ///< RC QPs (connections) per endpoint (wish 63)
     std::uint32_t scq_depth = 0;   ///< send CQ entries per endpoint (wish 4096)
-    std::uint32_t rcq_depth = 0;   ///< receive CQ entries: every bounce buffer, the UD receives, and slack
+    std::uint32_t rcq_depth = 0;   ///< receive CQ entries
     std::uint32_t ep_cnt = 0;      ///< endpoints per domain (wish 256)
     std::uint32_t mr_cnt = 0;      ///< memory regions per domain (max_mr)
     std::uint32_t tso_hdr_max = 0; ///< TSO extension: the application's header (0: no TSO)
     std::uint32_t tso_mss_max = 0; ///< TSO extension: largest MSS
+    bool lend = false;             ///< RC QPs use lent receives (device_attr::lend_qp_types)
     bool host_local = false;       ///< peers only on this host (shared memory)
 };
 
 /** Derive the provider's limits on a device.
  *  @return 0; -FI_ENODATA the device cannot carry this provider's protocol
- *  (no RC/UD send, inline data below a CM message, ...). */
+ *  (no RC/UD send with immediate, inline data below a CM message, ...). */
 [[nodiscard]] int limits_of(const vq::device_attr &a, dev_limits &out);
 
 /** The device attributes of @p dev, queried once per process (getinfo and
@@ -94,17 +120,6 @@ struct dev_limits {
 /** The device a domain name names; null: the first device of driver
  *  @p fabric (any driver when null) when @p domain is null or empty. */
 vq::device *device_named(const char *fabric, const char *domain);
-
-/** Wire header of an RC message (before the payload). */
-enum : std::uint8_t { w_msg = 1, w_tagged = 2, w_frag = 3, w_ack = 4, w_shutdown = 5 };
-enum : std::uint8_t { wf_data = 1, wf_more = 2, wf_ack = 4 };
-struct wire_hdr {
-    std::uint8_t op;
-    std::uint8_t flags;
-    std::uint16_t pad;    ///< w_msg / w_tagged: receive context of a scalable target (FI_NAMED_RX_CTX)
-    std::uint32_t total;  ///< message bytes (all fragments)
-};
-static_assert(sizeof(wire_hdr) == 8);
 
 /** CM messages (UD). */
 enum : std::uint8_t { cm_req = 1, cm_rep = 2, cm_rej = 3, cm_rtu = 4 };
@@ -126,27 +141,57 @@ struct cm_msg {
 struct prov_domain;
 struct prov_ep;
 
-/** One RC QP of an endpoint with its bounce buffers. */
+/* ---- Registrations of buffers passed without a descriptor ---- */
+
+/** A registration an operation holds (mr_get / mr_put). */
+struct mr_ref {
+    vq::mr *mr = nullptr;
+    int slot = -1;               ///< cache entry, or -1: registered for this operation only
+};
+
+/** Registrations of the application's buffers passed without a descriptor
+ *  (rendezvous, medium sends, RMA from private memory). On a host-local
+ *  device a region is an address range checked at each access (nothing is
+ *  pinned), so registrations are cached and reused; on other devices each
+ *  operation registers its own and deregisters it when done. */
+struct mr_cache {
+    struct entry {
+        std::uintptr_t lo = 0, hi = 0;
+        vq::mr *mr = nullptr;
+        std::uint32_t refs = 0;
+        std::uint64_t used = 0;  ///< last use (clock), for eviction
+    };
+    util::maybe_lock lock;       ///< endpoints of the domain may run on several threads
+    std::vector<entry> v;        ///< empty: no caching
+    std::uint64_t clock = 0;
+};
+
+/** A registration covering [addr, addr + len) with local write and remote
+ *  read and write. @return 0 and @p ref; the vq error. */
+int mr_get(prov_domain *d, const void *addr, std::size_t len, mr_ref &ref);
+void mr_put(prov_domain *d, mr_ref &ref);
+
+/* ---- Connections ---- */
+
+/** One RC QP of an endpoint. */
 struct rc_slot {
     vq::qp *qp = nullptr;
     struct conn *c = nullptr;
-    std::uint8_t *bounce = nullptr;   ///< rq_depth * bounce_size
+    std::uint8_t *bounce = nullptr;   ///< without lent receives: rq_depth * lim.bounce
     vq::mr *bounce_mr = nullptr;
     std::uint32_t accepted_from = 0;  ///< requester's QP when we accepted (REQ retries)
+    std::uint32_t unsignaled = 0;     ///< unsignaled sends since the last signaled one
+    struct frag_msg *rx_frag = nullptr; ///< a fragmented message being received on this QP (frag.cpp)
     bool retired = false;             ///< failed QP kept until the endpoint closes
-    // reassembly of a fragmented message; the staging buffer is kept for the
-    // next one when it is at most stage_keep bytes (no allocation per message)
-    std::uint8_t *stage = nullptr;
-    std::uint32_t stage_cap = 0;      ///< bytes of stage
-    bool staging = false;             ///< a fragmented message is being reassembled
-    bool stage_ok = false;            ///< ... and stage holds it (false: allocation failed, dropped)
-    std::uint32_t stage_total = 0, stage_got = 0;
-    std::uint8_t stage_op = 0, stage_flags = 0;
-    std::uint64_t stage_tag = 0, stage_data = 0, stage_ack = 0;
-    std::uint16_t stage_rx = 0;       ///< receive context index of the staged message
 };
 
-struct tx_entry;
+/** A small message for the peer that could not be posted yet (the send
+ *  queue was full): sent from progress, in order, never dropped. */
+struct ctl_msg {
+    std::uint32_t imm = 0;
+    std::uint16_t len = 0;
+    std::uint8_t bytes[64];
+};
 
 /** A peer as seen by one endpoint. */
 struct conn {
@@ -154,17 +199,18 @@ struct conn {
     ep_addr peer{};
     int slot = -1;                ///< rc_slot used to send to this peer
     vq::ah *ah = nullptr;         ///< to the peer's UD QP
-    tx_entry *active = nullptr;   ///< fragmented send in progress (FIFO head)
     fi_addr_t src = FI_ADDR_NOTAVAIL; ///< this peer in the endpoint's AV
     std::size_t src_av_count = 0; ///< AV size when src was last looked up
     std::uint64_t req_sent_ns = 0;
     std::uint32_t req_qpn = 0;    ///< our QP the REQ announced (connecting)
     int dead_slot = -1;           ///< QP that failed, closed by progress
+    std::vector<ctl_msg> ctl;     ///< control messages waiting for send-queue room
+    bool pending = false;         ///< on the endpoint's pending list
     // MSG endpoints
     bool shut = false;
 };
 
-/** An outstanding transmit. */
+/** An outstanding transmit (or RMA / atomic at the initiator). */
 struct tx_entry {
     tx_entry *next = nullptr;
     util::ep_core *owner = nullptr; ///< endpoint or transmit context that posted it (its CQ, counters)
@@ -173,19 +219,40 @@ struct tx_entry {
     std::uint64_t cq_flags = 0;   ///< FI_SEND|FI_MSG, FI_RMA|FI_WRITE...
     std::size_t len = 0;
     conn *c = nullptr;
-    // fragmented sends
-    iovec iov[4];
-    std::size_t iov_count = 0, off = 0;
-    wire_hdr hdr{};
-    std::uint64_t tag = 0, data = 0;
-    bool failed = false;
-    bool want_ack = false;
-    bool acked = false, wc_done = false;
-    // RMA / atomics
-    vq::mr *tmp_mr = nullptr;
+    /** What completes it: a send completion (signaled WR), the peer's fin
+     *  (rendezvous, delivery complete, target-executed RMA) or its response
+     *  (reads and atomics executed by the target). */
+    enum wait_t : std::uint8_t { on_wc, on_fin, on_resp } waits = on_wc;
+    bool wc_seen = false;         ///< on_fin/on_resp: the WR's own completion came (or it was unsignaled)
+    bool got_fin = false;         ///< the fin / response came first
+    int fin_err = 0;              ///< the peer's status in its fin / response
+    // reads into iov, atomics' result
+    iovec iov[iov_max];
+    std::size_t iov_count = 0;
     void *result = nullptr;       ///< atomics: user result buffer
-    std::uint64_t scratch_off = 0;
+    mr_ref mrs[iov_max];          ///< registrations held for its buffers
+    std::uint32_t nmrs = 0;
     std::uint32_t gen = 0;
+};
+
+/** Receive-side work in flight: a rendezvous receive being fetched, or a
+ *  large RMA the target executes (pulling the initiator's data or pushing
+ *  its own). Completed by the vq send completion of the last RDMA request. */
+struct rx_op {
+    rx_op *next = nullptr;
+    enum kind_t : std::uint8_t { fetch_recv, rma_write, rma_read } kind = fetch_recv;
+    util::rx_entry *e = nullptr;  ///< fetch_recv: the matched receive
+    util::rx_fetch_req r;         ///< fetch_recv: what the kit needs to complete it
+    conn *c = nullptr;            ///< where the fin goes
+    std::uint64_t peer_id = 0;    ///< the sender's / initiator's id for the fin
+    std::uint32_t data = 0;       ///< rma_write: remote CQ data to report
+    bool has_data = false;
+    util::ep_core *target = nullptr; ///< rma_write: the endpoint that reports it
+    std::size_t len = 0;
+    mr_ref mrs[iov_max];
+    std::uint32_t nmrs = 0;
+    std::uint32_t gen = 0;
+    std::uint32_t index = 0;      ///< in prov_ep::rx_by_index (its id)
 };
 
 struct prov_domain : util::domain_obj {
@@ -194,6 +261,14 @@ struct prov_domain : util::domain_obj {
     vq::td *td = nullptr;         ///< FI_THREAD_DOMAIN + manual progress: lock-free queues
     vq::device_attr dattr{};
     dev_limits lim{};             ///< from dattr
+    mr_cache mrc;
+    /** shunt_mem allocations (sorted by address): regions over them are
+     *  reached by peers directly (key_direct). */
+    struct shared_buf {
+        std::uintptr_t lo, hi;
+    };
+    std::vector<shared_buf> shared;
+    util::maybe_lock shared_lock;
 };
 
 /** A passive endpoint's UD QP (its address) taken over by an active MSG
@@ -211,10 +286,53 @@ struct adopted_ud {
     const struct addr_resolver *res = nullptr; ///< what unbinds it
 };
 
+/** A message sent through the ring in fragments (w_frag_first, then
+ *  w_frag until total bytes arrived), as its receiver tracks it: copied
+ *  straight into the matched receive, or into a staging buffer while no
+ *  receive matches it (then into the receive that matches it later). */
+struct frag_msg {
+    frag_msg *next = nullptr;     ///< free list
+    conn *c = nullptr;            ///< the peer (its acknowledgement goes there)
+    int slot = -1;                ///< the QP the fragments come on (-1: no more come)
+    std::size_t total = 0, got = 0;
+    util::rx_entry *e = nullptr;  ///< the matched receive
+    util::rx_fetch_req r;         ///< what the kit needs to complete it
+    std::uint8_t *buf = nullptr;  ///< staging (unexpected), stash_class(total) bytes
+    std::uint64_t ack_id = 0;     ///< FI_DELIVERY_COMPLETE: the sender's id
+    int err = 0;                  ///< positive fabric code: the message failed
+    bool want_ack = false;
+    bool done = false;            ///< every fragment arrived (or err)
+    bool discarded = false;       ///< nobody takes it: fragments are dropped
+};
+
+/** What the kit keeps of a message whose data the provider moves itself
+ *  (rx_deliver_fetch): a rendezvous (fm null: the sender's buffers in d) or
+ *  a fragmented message (fm). */
+struct fetch_blob {
+    conn *c;               ///< where it came from (connections live until the endpoint closes)
+    std::uint64_t peer_id; ///< the sender's id for the fin (rendezvous)
+    frag_msg *fm;          ///< fragmented message, or null
+    rndv_desc d;           ///< rendezvous: the sender's buffers
+};
+
+/** A fetch the kit asked for (rx_fetch) while this endpoint's lock was not
+ *  held by the calling thread: started by its next progress. */
+struct queued_fetch {
+    util::rx_entry *e;            ///< null: a discarded message, only its sender is told
+    util::rx_fetch_req r;
+    std::uint8_t desc[sizeof(fetch_blob)]; ///< the provider's description
+};
+
 /** The provider state of an endpoint (util::ep_core::prov). */
 struct prov_ep {
     util::ep_core *core = nullptr;
     prov_domain *dom = nullptr;
+    /** With a lock (above FI_THREAD_DOMAIN): the thread running this
+     *  endpoint's progress (pthread_self), else 0; written only by that
+     *  thread under the lock. Not thread_local: dynamic TLS in a module the
+     *  libfabric shim dlopens costs a call per access, and LeakSanitizer
+     *  mis-reads it in forked children. */
+    std::atomic<std::uintptr_t> progress_owner{0};
     vq::cq *scq = nullptr, *rcq = nullptr;
     vq::qp *ud = nullptr;
     std::uint8_t *ud_bufs = nullptr;
@@ -227,11 +345,35 @@ struct prov_ep {
     std::vector<conn *> by_index;
     std::unordered_map<std::string, conn *> by_addr;
     std::vector<conn *> all;
+    /** Connections that need progress (dead QP to close, connection request
+     *  to repeat, control messages to send): progress visits only these. */
+    std::vector<conn *> pending;
     // transmit entries
     std::vector<tx_entry> tx;
     tx_entry *tx_free = nullptr;
     std::uint64_t *scratch = nullptr; ///< 8 bytes per tx entry, registered (atomics)
     vq::mr *scratch_mr = nullptr;
+    // receive-side operations (grown on demand, never shrunk)
+    std::vector<std::unique_ptr<rx_op[]>> rx_chunks;
+    std::vector<rx_op *> rx_by_index;
+    rx_op *rx_free = nullptr;
+    std::vector<queued_fetch> fetch_q; ///< rx_fetch calls from other threads
+    // fragmented messages being received or kept unexpected, and their
+    // staging buffers (free lists by power-of-two class; grown on demand)
+    std::vector<std::unique_ptr<frag_msg[]>> frag_chunks;
+    frag_msg *frag_free = nullptr;
+    void *stash_free[12] = {};      ///< 32 KiB << class, up to max_msg
+    util::maybe_lock fetch_lock;
+    std::atomic<bool> fetch_waiting{false};
+    /** Signaled vq sends not yet completed: the send CQ is polled only while
+     *  there are some (and on a periodic sweep for unsignaled errors). */
+    std::uint32_t scq_pending = 0;
+    /** A post found the send queue full: the driver may hold requests it
+     *  executes only when the send CQ is polled, so the next progress does. */
+    bool tx_unpolled = false;
+    std::uint32_t sq_depth = 0;   ///< send queue entries per RC QP: tx_attr.size, at most lim.sq_depth
+    std::uint32_t signal_every = 0; ///< an unsignaled send in this many is signaled (a quarter of sq_depth)
+    std::uint32_t sweep = 0;
     int progress_handle = 0;      ///< auto progress poller, 0 if none
     bool msg_type = false;        ///< FI_EP_MSG
     conn *msg_conn = nullptr;     ///< FI_EP_MSG: the connection
@@ -276,20 +418,74 @@ void adopted_destroy(adopted_ud *a);
 void progress(util::ep_core *c);
 /** Transmit hook (tx.cpp). */
 ssize_t transmit(util::ep_core *c, const util::tx_req &r);
-/** Resume fragmented sends (tx.cpp). Lock held. */
-void tx_resume(prov_ep *e, conn *c);
 /** Fail a transmit that will never complete and free its entry. Lock held. */
 void tx_abort(prov_ep *e, tx_entry *t, int err);
 /** Transmit completion from a vq send CQ entry (tx.cpp). Lock held. */
 void tx_complete(prov_ep *e, const vq::wc &w);
-/** An ack for a delivery-complete send arrived (tx.cpp). Lock held. */
-void tx_acked(prov_ep *e, std::uint64_t id);
+/** A fin or response for transmit @p id arrived (@p err: the peer's status,
+ *  a positive code or 0). Lock held. */
+void tx_fin(prov_ep *e, std::uint64_t id, int err);
 /** Fast inject ops (tx.cpp). */
 extern const ops_msg msg_ops;
 extern const ops_tagged tagged_ops;
 
+/** Post a small control message (fin, ack, response, nak) on @p c, or queue
+ *  it on the connection when the send queue is full (never dropped). Lock held. */
+void ctl_send(prov_ep *e, conn *c, std::uint32_t imm, const void *bytes, std::size_t len);
+/** Send the queued control messages of @p c. @return true when none is left. Lock held. */
+bool ctl_flush(prov_ep *e, conn *c);
+/** Put @p c on the pending list (idempotent). Lock held. */
+void conn_pend(prov_ep *e, conn *c);
+
+/** Fragmented messages, receive side (frag.cpp). Lock held. */
+void frag_rx(prov_ep *e, int slot, hdr_word h, const std::uint8_t *p, std::size_t len);
+/** The kit's rx_fetch of a fragmented message. @return as ep_hooks::rx_fetch. */
+int frag_match(prov_ep *e, util::rx_entry *en, const util::rx_fetch_req &r, frag_msg *fm);
+/** An unexpected fragmented message was discarded. */
+void frag_discard(prov_ep *e, frag_msg *fm);
+/** The QP of a message in progress failed or closes: the message fails. */
+void frag_fail(prov_ep *e, int slot, int err);
+/** Release every fragmented message and staging buffer (endpoint close). */
+void frag_destroy(prov_ep *e);
+
+/** Receive-side operations (rx.cpp). */
+rx_op *rx_op_get(prov_ep *e);
+void rx_op_put(prov_ep *e, rx_op *o);
+std::uint64_t rx_op_id(const rx_op *o);
+rx_op *rx_op_from_id(prov_ep *e, std::uint64_t id);
+/** Kit hooks (util::ep_hooks::rx_fetch / rx_discard). */
+int fetch_hook(util::ep_core *c, util::rx_entry *e, const util::rx_fetch_req &r);
+void discard_hook(util::ep_core *c, const void *desc, std::size_t desc_len);
+/** Post the vq RDMA requests of one pull or push between the peer's buffer
+ *  (@p remote) and local iovs; the last one is signaled with @p wr_id.
+ *  @return 0; a vq error (nothing posted). Lock held. */
+int rdma_move(prov_ep *e, conn *c, bool read, const rndv_desc &remote, const iovec *iov, std::size_t count,
+              std::size_t offset, std::size_t n, void **desc, mr_ref *mrs, std::uint32_t *nmrs, std::uint64_t wr_id);
+/** A target-executed RMA request arrived (rma.cpp). Lock held. */
+void rma_request(prov_ep *e, conn *c, hdr_word h, const std::uint8_t *p, std::size_t len);
+/** Initiator side of RMA and atomics (rma.cpp). Lock held. */
+ssize_t rma(prov_ep *e, util::ep_core *core, const util::tx_req &r);
+ssize_t atomic_op(prov_ep *e, util::ep_core *core, const util::tx_req &r);
+/** An rx_op's RDMA finished (rma.cpp for RMA kinds, rx.cpp for receives). Lock held. */
+void rx_op_done(prov_ep *e, rx_op *o, vq::wc_status st);
+
+/** Transmit entries (tx.cpp). Lock held. */
+tx_entry *tx_get(prov_ep *e);
+void tx_put(prov_ep *e, tx_entry *t);
+std::uint64_t tx_id(prov_ep *e, tx_entry *t);
+tx_entry *tx_from_id(prov_ep *e, std::uint64_t id);
+/** A connection ready for a new operation, or the code to return. */
+int conn_ready(prov_ep *e, conn *c);
+conn *conn_of(prov_ep *e, const util::tx_req &r);
+/** Post a send_imm of gathered pieces on @p c (signaled with @p wr_id when
+ *  @p signaled, or every signal_every-th one to reclaim queue slots).
+ *  @return 0 or the vq error. Lock held. */
+int post_imm(prov_ep *e, conn *c, std::uint32_t imm, const vq::data_buf *bufs, std::size_t n, bool signaled,
+             std::uint64_t wr_id);
+
 /** A connection's QP failed: RDM forgets it (the next send reconnects),
- *  MSG marks the connection failed. Lock held. */
+ *  MSG marks the connection failed; operations waiting on the peer fail.
+ *  Lock held. */
 void conn_broken(prov_ep *e, conn *c);
 /** Connections (conn.cpp). Lock held. */
 conn *conn_for(prov_ep *e, util::av_entry *peer);
@@ -307,7 +503,20 @@ fi_addr_t conn_src(prov_ep *e, conn *c);
 std::string addr_key(const ep_addr &a);
 vq::dev_addr to_dev(const ep_addr &a);
 
+/** shunt_mem (mem.cpp): the domain extension and the test for key_direct. */
+int mem_ops_open(util::domain_obj *d, const char *name, void **ops);
+bool mem_is_shared(prov_domain *d, const void *addr, std::size_t len);
+
 inline prov_ep *ep_of(util::ep_core *c) { return static_cast<prov_ep *>(c->prov); }
+
+/** vq::wr_complete of a batch of @p e, noting a full send queue (tx_unpolled). */
+[[nodiscard]] inline int wr_finish(prov_ep *e, vq::qp *q)
+{
+    int rc = vq::wr_complete(q);
+    if (rc == -FI_EAGAIN) [[unlikely]]
+        e->tx_unpolled = true;
+    return rc;
+}
 inline prov_domain *dom_of(util::domain_obj *d) { return static_cast<prov_domain *>(d); }
 
 /** Map a vq completion status to a positive fabric error code. */

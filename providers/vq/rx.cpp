@@ -1,5 +1,10 @@
-// vq provider: progress — receive completions (messages, fragments, acks,
-// remote CQ data, CM datagrams), send completions, resumed sends.
+// vq provider: progress — receive completions (messages matched and copied
+// once from the lent ring, rendezvous fetches, fins, RMA requests, CM
+// datagrams), send completions while some are outstanding, and the
+// connections on the pending list.
+#include <pthread.h>
+
+#include <algorithm>
 #include <cstring>
 
 #include "env/errors.h"
@@ -10,240 +15,545 @@ namespace shunt::prov::vqprov {
 void dgram_rx(prov_ep *e, const std::uint8_t *buf, std::size_t len); // dgram.cpp
 void msg_event(prov_ep *e, std::uint32_t event);                      // cm.cpp
 void pep_cm(prov_ep *e, const cm_msg &m);                             // cm.cpp
+void rma_op_done(prov_ep *e, rx_op *o, vq::wc_status st);             // rma.cpp
 
 namespace {
+
+/** Does this thread hold @p e (a single-threaded domain, or inside the
+ *  endpoint's progress, whose lock it holds)? */
+inline bool holds(prov_ep *e)
+{
+    return !e->lock.enabled() ||
+           e->progress_owner.load(std::memory_order_relaxed) == std::uintptr_t(::pthread_self());
+}
 
 void repost_ud(prov_ep *e, std::uint64_t i)
 {
     std::size_t sz = e->dgram ? e->dom->lim.dgram_buf : e->dom->lim.ud_buf;
-    (void)vq::post_recv(e->ud, i, reinterpret_cast<std::uint64_t>(e->ud_bufs) + i * sz, std::uint32_t(sz),
-                        e->ud_mr->lkey);
+    if (int rc = vq::post_recv(e->ud, i, reinterpret_cast<std::uint64_t>(e->ud_bufs) + i * sz, std::uint32_t(sz),
+                               e->ud_mr->lkey))
+        SHUNT_LOG(prov_log, warning, "vq: reposting a UD receive failed: %s", shunt::strerror(rc));
 }
 
+/** Without lent receives: give receive buffer @p i of slot @p s back. */
 void repost(prov_ep *e, int s, std::uint32_t i)
 {
     rc_slot &sl = e->slots[s];
-    (void)vq::post_recv(sl.qp, (std::uint64_t(s) << 32) | i,
-                        reinterpret_cast<std::uint64_t>(sl.bounce) + std::uint64_t(i) * e->dom->lim.inline_max,
-                        e->dom->lim.inline_max,
-                        sl.bounce_mr->lkey);
+    const std::uint32_t sz = e->dom->lim.bounce;
+    if (int rc = vq::post_recv(sl.qp, (std::uint64_t(s) << 32) | i,
+                               reinterpret_cast<std::uint64_t>(sl.bounce) + std::uint64_t(i) * sz, sz,
+                               sl.bounce_mr->lkey))
+        SHUNT_LOG(prov_log, warning, "vq: reposting a receive buffer failed: %s", shunt::strerror(rc));
 }
 
-void send_ack(prov_ep *e, rc_slot &sl, std::uint64_t id)
+/** The slot a receive completion belongs to: by its wr_id without lent
+ *  receives, else by QP number (the last one that delivered first). */
+inline int slot_of(prov_ep *e, const vq::wc &w, int &last)
 {
-    std::uint8_t m[16];
-    wire_hdr w{w_ack, 0, 0, 0};
-    std::memcpy(m, &w, 8);
-    std::memcpy(m + 8, &id, 8);
-    // The ack goes back on the QP the message came from; retry briefly if the
-    // ring is full (the sender polls, so room appears).
-    for (int i = 0; i < 1000; i++) {
-        if (vq::post_send(sl.qp, ~0ULL, m, sizeof m, 0, vq::WR_INLINE) != -FI_EAGAIN)
-            return;
-        vq::wc w2[8];
-        (void)vq::poll_cq(e->scq, 8, w2);
+    if (!e->dom->lim.lend) {
+        int s = int(w.wr_id >> 32);
+        return s >= 0 && s < int(e->slots.size()) && e->slots[s].qp && e->slots[s].qp->qp_num == w.qp_num ? s : -1;
     }
+    if (last >= 0 && e->slots[last].qp && e->slots[last].qp->qp_num == w.qp_num) [[likely]]
+        return last;
+    for (int s = 0; s < int(e->slots.size()); s++)
+        if (e->slots[s].qp && e->slots[s].qp->qp_num == w.qp_num)
+            return last = s;
+    return -1;
 }
 
-/** Make sl.stage hold @p total bytes: the kept buffer when big enough, else
- *  a new one (first fragmented message on this QP, or a larger one).
- *  @return false if the allocation failed (the message is dropped). */
-bool stage_reserve(rc_slot &sl, std::uint32_t total)
+/** The fast receive: a whole message, matched and copied once from where
+ *  the QP lends it into the user's buffer (or the unexpected store). */
+inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p, std::size_t len)
 {
-    std::uint32_t need = total ? total : 1;
-    if (sl.stage && sl.stage_cap >= need) [[likely]]
-        return true;
-    delete[] sl.stage;
-    sl.stage = new (std::nothrow) std::uint8_t[need];
-    sl.stage_cap = sl.stage ? need : 0;
-    return sl.stage != nullptr;
-}
-
-/** A fragmented message is done: keep its buffer for the next one unless it
- *  is larger than stage_keep. */
-void stage_release(rc_slot &sl)
-{
-    if (sl.stage_cap > stage_keep) {
-        delete[] sl.stage;
-        sl.stage = nullptr;
-        sl.stage_cap = 0;
-    }
-    sl.staging = sl.stage_ok = false;
-    sl.stage_total = sl.stage_got = 0;
-}
-
-void rc_rx(prov_ep *e, const vq::wc &w)
-{
-    int s = int(w.wr_id >> 32);
-    std::uint32_t i = std::uint32_t(w.wr_id);
-    if (s < 0 || s >= int(e->slots.size()))
-        return;
-    rc_slot &sl = e->slots[s];
-    if (!sl.qp || sl.qp->qp_num != w.qp_num || sl.retired)
-        return;
-    if (w.status != vq::wc_status::success) {
-        // QP in error (peer gone, or being destroyed): its buffers come back flushed.
-        if (sl.c && sl.c->slot == s)
-            conn_broken(e, sl.c);
-        else if (!e->msg_type && sl.c)
-            sl.c->dead_slot = sl.c->dead_slot < 0 ? s : sl.c->dead_slot; // an accepted, receive-only QP
-        if (!e->msg_type && !sl.c && sl.qp && !sl.retired)
-            slot_retire(e, s);
-        if (e->msg_type && sl.c && !sl.c->shut) {
-            sl.c->shut = true;
-            msg_event(e, FI_SHUTDOWN);
-        }
-        return;
-    }
-    util::ep_core *c = e->core;
-    if (w.opcode == vq::wc_opcode::recv_rdma_with_imm) {
-        if (e->scalable)
-            c = rx_target(e, 0);
-        if (c)
-            util::rx_remote_data(c, w.imm_data, FI_RMA | FI_REMOTE_WRITE, w.byte_len);
-        repost(e, s, i);
-        return;
-    }
-    const std::uint8_t *b = sl.bounce + std::size_t(i) * e->dom->lim.inline_max;
-    std::size_t len = w.byte_len;
-    if (len < sizeof(wire_hdr)) {
-        repost(e, s, i);
-        return;
-    }
-    wire_hdr h;
-    std::memcpy(&h, b, sizeof h);
-    std::size_t off = sizeof h;
+    msg_fields f;
+    std::size_t n = parse_fields(h.flags, p, len, f);
+    if (n == 0 && fields_len(h.flags)) [[unlikely]]
+        return; // shorter than its own fields: not ours
+    util::ep_core *c = e->scalable ? rx_target(e, h.rx) : e->core;
     fi_addr_t src = e->msg_type ? FI_ADDR_NOTAVAIL : conn_src(e, sl.c);
+    if (c) [[likely]] // a scalable endpoint without an enabled receive context drops it
+        (void)util::rx_deliver(c, h.flags & wf_tagged, src, f.tag, f.data, (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0,
+                               p + n, len - n, true);
+    if (h.flags & wf_ack) [[unlikely]] {
+        fin_body fb{f.ack, 0, 0};
+        ctl_send(e, sl.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
+    }
+}
+
+/** Everything but an eager message: rendezvous, fins, RMA requests, shutdown. */
+[[gnu::cold]] void rx_other(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p, std::size_t len)
+{
     switch (h.op) {
-    case w_msg:
-    case w_tagged: {
-        std::uint64_t tag = 0, data = 0, ack = 0;
-        if (h.op == w_tagged) {
-            std::memcpy(&tag, b + off, 8);
-            off += 8;
+    case w_rts: {
+        msg_fields f;
+        std::size_t n = parse_fields(h.flags, p, len, f);
+        fetch_blob b{sl.c, f.ack, nullptr, {}};
+        if (!(h.flags & wf_ack) || n == 0 || !parse_desc(p + n, len - n, b.d) || !sl.c)
+            return; // malformed: the sender's send fails when its connection does
+        util::ep_core *c = e->scalable ? rx_target(e, h.rx) : e->core;
+        if (!c) {
+            fin_body fb{f.ack, 0, 0};
+            ctl_send(e, sl.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb); // dropped, as an eager message would be
+            return;
         }
-        if (h.flags & wf_data) {
-            std::memcpy(&data, b + off, 8);
-            off += 8;
+        fi_addr_t src = e->msg_type ? FI_ADDR_NOTAVAIL : conn_src(e, sl.c);
+        if (util::rx_deliver_fetch(c, h.flags & wf_tagged, src, f.tag, f.data,
+                                   (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0, b.d.total, &b,
+                                   offsetof(fetch_blob, d) + rndv_desc_len(b.d.niov)) != 0) {
+            fin_body fb{f.ack, FI_ENOMEM, 0};
+            ctl_send(e, sl.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
         }
-        if (h.flags & wf_ack) {
-            std::memcpy(&ack, b + off, 8);
-            off += 8;
-        }
-        if (off > len)
-            break;
-        if (h.flags & wf_more) {
-            sl.staging = true;
-            sl.stage_ok = stage_reserve(sl, h.total);
-            sl.stage_total = h.total;
-            sl.stage_got = 0;
-            sl.stage_op = h.op;
-            sl.stage_flags = h.flags;
-            sl.stage_tag = tag;
-            sl.stage_data = data;
-            sl.stage_ack = ack;
-            sl.stage_rx = h.pad;
-            std::size_t n = std::min<std::size_t>(len - off, h.total);
-            if (sl.stage_ok && n)
-                std::memcpy(sl.stage, b + off, n);
-            sl.stage_got = std::uint32_t(n);
-            break;
-        }
-        if (e->scalable)
-            c = rx_target(e, h.pad);
-        if (c) // a scalable endpoint without an enabled receive context drops it
-            (void)util::rx_deliver(c, h.op == w_tagged, src, tag, data, (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0,
-                                   b + off, len - off, true);
-        if (h.flags & wf_ack)
-            send_ack(e, sl, ack);
-        break;
+        return;
     }
-    case w_frag: {
-        if (!sl.staging)
-            break;
-        std::size_t n = len - off;
-        if (sl.stage_ok && h.total == sl.stage_got && sl.stage_got + n <= sl.stage_total) {
-            std::memcpy(sl.stage + sl.stage_got, b + off, n);
-            sl.stage_got += std::uint32_t(n);
+    case w_fin: {
+        fin_body fb;
+        if (len >= sizeof fb) {
+            std::memcpy(&fb, p, sizeof fb);
+            if (fb.id == ~0ULL) {
+                // An RMA posted without completion (inject) failed at the target.
+                if (fb.err)
+                    util::tx_fail(e->core, nullptr, FI_RMA | FI_WRITE, fb.err < 0 ? FI_EIO : fb.err);
+            } else {
+                tx_fin(e, fb.id, fb.err < 0 ? FI_EIO : fb.err);
+            }
         }
-        if (!(h.flags & wf_more)) {
-            if (e->scalable)
-                c = rx_target(e, sl.stage_rx);
-            if (c && sl.stage_ok && sl.stage_got == sl.stage_total)
-                (void)util::rx_deliver(c, sl.stage_op == w_tagged, src, sl.stage_tag, sl.stage_data,
-                                       (sl.stage_flags & wf_data) ? FI_REMOTE_CQ_DATA : 0, sl.stage, sl.stage_total,
-                                       true);
-            if (sl.stage_flags & wf_ack)
-                send_ack(e, sl, sl.stage_ack);
-            stage_release(sl);
-        }
-        break;
+        return;
     }
-    case w_ack: {
-        std::uint64_t id;
-        if (len >= 16) {
-            std::memcpy(&id, b + 8, 8);
-            tx_acked(e, id);
-        }
-        break;
-    }
+    case w_frag_first:
+    case w_frag:
+        frag_rx(e, int(&sl - e->slots.data()), h, p, len);
+        return;
     case w_shutdown:
         if (e->msg_type && sl.c && !sl.c->shut) {
             sl.c->shut = true;
             sl.c->state = conn::failed;
             msg_event(e, FI_SHUTDOWN);
         }
-        break;
+        return;
+    case w_write:
+    case w_write_rts:
+    case w_read_req:
+    case w_read_resp:
+    case w_atomic_req:
+    case w_atomic_resp:
+        rma_request(e, sl.c, h, p, len);
+        return;
     default:
-        break;
+        return;
     }
-    repost(e, s, i);
+}
+
+/** A receive completion of an RC QP failed: the QP is in error (peer gone,
+ *  or being destroyed). */
+[[gnu::cold]] void rc_rx_error(prov_ep *e, int s)
+{
+    rc_slot &sl = e->slots[s];
+    frag_fail(e, s, FI_ECONNRESET); // a fragmented message on it never completes
+    if (sl.c && sl.c->slot == s)
+        conn_broken(e, sl.c);
+    else if (!e->msg_type && sl.c && sl.c->dead_slot < 0) {
+        sl.c->dead_slot = s; // an accepted, receive-only QP
+        conn_pend(e, sl.c);
+    }
+    if (!e->msg_type && !sl.c && sl.qp && !sl.retired)
+        slot_retire(e, s);
+    if (e->msg_type && sl.c && !sl.c->shut) {
+        sl.c->shut = true;
+        msg_event(e, FI_SHUTDOWN);
+    }
+}
+
+inline void rc_rx(prov_ep *e, const vq::wc &w, int &last)
+{
+    int s = slot_of(e, w, last);
+    if (s < 0) [[unlikely]]
+        return;
+    rc_slot &sl = e->slots[s];
+    if (sl.retired) [[unlikely]]
+        return;
+    if (w.status != vq::wc_status::success) [[unlikely]] {
+        rc_rx_error(e, s);
+        return;
+    }
+    const std::uint8_t *p =
+        w.data || !sl.bounce ? w.data : sl.bounce + std::size_t(std::uint32_t(w.wr_id)) * e->dom->lim.bounce;
+    if (w.opcode == vq::wc_opcode::recv_rdma_with_imm) [[unlikely]] {
+        // vq RDMA write with immediate: remote CQ data of a direct RMA write.
+        util::ep_core *c = e->scalable ? rx_target(e, 0) : e->core;
+        if (c)
+            util::rx_remote_data(c, ntohl(w.imm_data), FI_RMA | FI_REMOTE_WRITE, w.byte_len);
+    } else if (w.wc_flags & vq::WC_WITH_IMM) [[likely]] {
+        hdr_word h = hdr_of(w.imm_data);
+        if (h.op == w_eager) [[likely]]
+            rx_eager(e, sl, h, p, w.byte_len);
+        else
+            rx_other(e, sl, h, p, w.byte_len);
+    }
+    // Posted receives (a device without lent receives): give the buffer
+    // back. Not by w.data: a lent RDMA write with immediate has none either.
+    if (!e->dom->lim.lend)
+        repost(e, s, std::uint32_t(w.wr_id));
+}
+
+[[gnu::cold]] void ud_rx(prov_ep *e, const vq::wc &w)
+{
+    std::size_t sz = e->dgram ? e->dom->lim.dgram_buf : e->dom->lim.ud_buf;
+    const std::uint8_t *b = e->ud_bufs + w.wr_id * sz;
+    if (w.status != vq::wc_status::success)
+        return;
+    if (e->dgram)
+        dgram_rx(e, b, w.byte_len);
+    else if (w.byte_len >= offsetof(cm_msg, data)) {
+        cm_msg m{};
+        std::memcpy(&m, b, std::min<std::size_t>(w.byte_len, sizeof m));
+        if (e->msg_type)
+            pep_cm(e, m);
+        else
+            cm_handle(e, m);
+    }
+    repost_ud(e, w.wr_id);
+}
+
+/** Start fetching a rendezvous message into receive @p en (lock held). On
+ *  failure the sender is told (its send fails) and the error returned for
+ *  the kit to complete the receive with. */
+int fetch_start(prov_ep *e, util::rx_entry *en, const util::rx_fetch_req &r, const void *desc, std::size_t dlen)
+{
+    fetch_blob b;
+    if (dlen < offsetof(fetch_blob, d) || dlen > sizeof b)
+        return -FI_EINVAL;
+    std::memcpy(&b, desc, dlen);
+    if (b.fm)
+        return frag_match(e, en, r, b.fm);
+    if (dlen < offsetof(fetch_blob, d) + 16)
+        return -FI_EINVAL;
+    int rc = -FI_EHOSTUNREACH; // the sender's connection is gone
+    if (b.c && b.c->state == conn::connected && b.c->slot >= 0) {
+        rx_op *o = rx_op_get(e);
+        rc = -FI_ENOMEM;
+        if (o) {
+            o->kind = rx_op::fetch_recv;
+            o->e = en;
+            o->r = r;
+            o->r.desc = nullptr;
+            o->c = b.c;
+            o->peer_id = b.peer_id;
+            rc = rdma_move(e, b.c, true, b.d, en->iov, en->iov_count, r.offset, r.n, en->desc, o->mrs, &o->nmrs,
+                           rx_op_id(o));
+            if (rc == 0)
+                return 0;
+            rx_op_put(e, o);
+        }
+    }
+    fin_body fb{b.peer_id, -rc, 0};
+    ctl_send(e, b.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
+    return rc;
+}
+
+/** Queue work for the endpoint's next progress (this thread does not hold it). */
+int queue_fetch(prov_ep *e, util::rx_entry *en, const util::rx_fetch_req &r, const void *desc, std::size_t dlen)
+{
+    if (dlen > sizeof(queued_fetch::desc))
+        return -FI_EINVAL;
+    queued_fetch q{en, r, {}};
+    std::memcpy(q.desc, desc, dlen);
+    q.r.desc = nullptr;
+    q.r.desc_len = dlen;
+    util::guard g(e->fetch_lock);
+    try {
+        e->fetch_q.push_back(q);
+    } catch (...) {
+        return -FI_ENOMEM;
+    }
+    e->fetch_waiting.store(true, std::memory_order_release);
+    return 0;
+}
+
+[[gnu::cold]] void run_queued_fetches(prov_ep *e)
+{
+    std::vector<queued_fetch> q;
+    {
+        util::guard g(e->fetch_lock);
+        q.swap(e->fetch_q);
+        e->fetch_waiting.store(false, std::memory_order_relaxed);
+    }
+    for (queued_fetch &f : q) {
+        if (!f.e) { // a discarded message: its sender is done
+            fetch_blob b;
+            std::memcpy(&b, f.desc, std::min(sizeof b, sizeof f.desc));
+            if (b.fm) {
+                frag_discard(e, b.fm);
+                continue;
+            }
+            fin_body fb{b.peer_id, 0, 0};
+            ctl_send(e, b.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
+            continue;
+        }
+        if (int rc = fetch_start(e, f.e, f.r, f.desc, f.r.desc_len))
+            util::rx_fetch_done(f.e, f.r, rc > 0 ? 0 : -rc);
+    }
+}
+
+/** Connections on the pending list: dead QPs closed, connection requests
+ *  repeated, queued control messages sent. Those that need nothing more
+ *  leave the list. */
+[[gnu::cold]] void pending_progress(prov_ep *e)
+{
+    for (std::size_t i = 0; i < e->pending.size();) {
+        conn *cn = e->pending[i];
+        if (cn->dead_slot >= 0) {
+            slot_retire(e, cn->dead_slot);
+            cn->dead_slot = -1;
+        }
+        if (cn->state == conn::connecting && !e->msg_type)
+            (void)conn_start(e, cn); // resend a lost REQ after a while
+        bool idle = ctl_flush(e, cn) && cn->dead_slot < 0 && !(cn->state == conn::connecting && !e->msg_type);
+        if (idle) {
+            cn->pending = false;
+            e->pending[i] = e->pending.back();
+            e->pending.pop_back();
+        } else {
+            i++;
+        }
+    }
 }
 
 } // namespace
+
+/* ---- kit hooks ---- */
+
+int fetch_hook(util::ep_core *c, util::rx_entry *en, const util::rx_fetch_req &r)
+{
+    // Started at once when this thread holds the endpoint (its progress, or
+    // a single-threaded domain); else (a receive posted by another thread,
+    // which holds the receive lock) queued for the endpoint's next progress:
+    // taking the endpoint's lock here would invert the lock order.
+    prov_ep *e = ep_of(c);
+    if (!e)
+        return -FI_ECANCELED;
+    if (holds(e))
+        return fetch_start(e, en, r, r.desc, r.desc_len);
+    return queue_fetch(e, en, r, r.desc, r.desc_len);
+}
+
+void discard_hook(util::ep_core *c, const void *desc, std::size_t dlen)
+{
+    // An unexpected rendezvous message was discarded (FI_DISCARD): its
+    // sender's send is complete (delivered, dropped by the receiver).
+    prov_ep *e = ep_of(c);
+    fetch_blob b;
+    if (!e || dlen < offsetof(fetch_blob, d) || dlen > sizeof b)
+        return;
+    if (holds(e)) {
+        std::memcpy(&b, desc, dlen);
+        if (b.fm) {
+            frag_discard(e, b.fm);
+            return;
+        }
+        fin_body fb{b.peer_id, 0, 0};
+        ctl_send(e, b.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
+        return;
+    }
+    util::rx_fetch_req none;
+    (void)queue_fetch(e, nullptr, none, desc, dlen);
+}
+
+/* ---- receive-side operations ---- */
+
+
+rx_op *rx_op_get(prov_ep *e)
+{
+    if (!e->rx_free) [[unlikely]] {
+        // First time this many are in flight: grow (kept for later ones).
+        constexpr std::size_t chunk = 64;
+        std::unique_ptr<rx_op[]> v(new (std::nothrow) rx_op[chunk]);
+        if (!v)
+            return nullptr;
+        try {
+            e->rx_by_index.reserve(e->rx_by_index.size() + chunk);
+            e->rx_chunks.push_back(std::move(v));
+        } catch (...) {
+            return nullptr;
+        }
+        rx_op *base = e->rx_chunks.back().get();
+        for (std::size_t i = 0; i < chunk; i++) {
+            base[i].index = std::uint32_t(e->rx_by_index.size());
+            e->rx_by_index.push_back(&base[i]);
+            base[i].next = e->rx_free;
+            e->rx_free = &base[i];
+        }
+    }
+    rx_op *o = e->rx_free;
+    e->rx_free = o->next;
+    std::uint32_t gen = o->gen + 1, index = o->index;
+    *o = rx_op{};
+    o->gen = gen;
+    o->index = index;
+    return o;
+}
+
+void rx_op_put(prov_ep *e, rx_op *o)
+{
+    for (std::uint32_t i = 0; i < o->nmrs; i++)
+        mr_put(e->dom, o->mrs[i]);
+    o->nmrs = 0;
+    o->gen++;
+    o->next = e->rx_free;
+    e->rx_free = o;
+}
+
+std::uint64_t rx_op_id(const rx_op *o)
+{
+    // rx_by_index holds every op, so its position is its index.
+    return (std::uint64_t(1) << 63) | (std::uint64_t(o->gen & 0x3fffffffu) << 32) | o->index;
+}
+
+rx_op *rx_op_from_id(prov_ep *e, std::uint64_t id)
+{
+    std::uint64_t idx = id & 0xffffffffu;
+    if (!(id >> 63) || idx >= e->rx_by_index.size())
+        return nullptr;
+    rx_op *o = e->rx_by_index[idx];
+    return (o->gen & 0x3fffffffu) == ((id >> 32) & 0x3fffffffu) ? o : nullptr;
+}
+
+void rx_op_done(prov_ep *e, rx_op *o, vq::wc_status st)
+{
+    if (o->kind != rx_op::fetch_recv) {
+        rma_op_done(e, o, st);
+        return;
+    }
+    int err = st == vq::wc_status::success ? 0 : wc_to_err(st);
+    util::rx_fetch_done(o->e, o->r, err);
+    fin_body fb{o->peer_id, err, 0};
+    ctl_send(e, o->c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
+    rx_op_put(e, o);
+}
+
+int rdma_move(prov_ep *e, conn *c, bool read, const rndv_desc &remote, const iovec *iov, std::size_t count,
+              std::size_t offset, std::size_t n, void **desc, mr_ref *mrs, std::uint32_t *nmrs, std::uint64_t wr_id)
+{
+    if (c->slot < 0)
+        return -FI_EHOSTUNREACH;
+    // Local pieces of [offset, offset + n), with their keys.
+    vq::sge loc[iov_max];
+    std::size_t nl = 0;
+    for (std::size_t i = 0, skip = offset, left = n; i < count && left; i++) {
+        if (skip >= iov[i].iov_len) {
+            skip -= iov[i].iov_len;
+            continue;
+        }
+        std::size_t take = std::min(left, iov[i].iov_len - skip);
+        auto *base = static_cast<std::uint8_t *>(iov[i].iov_base) + skip;
+        vq::mr *m = nullptr;
+        if (desc && desc[i] && static_cast<util::mr_obj *>(desc[i])->prov)
+            m = static_cast<vq::mr *>(static_cast<util::mr_obj *>(desc[i])->prov);
+        else {
+            if (int rc = mr_get(e->dom, base, take, mrs[*nmrs]))
+                return rc;
+            m = mrs[(*nmrs)++].mr;
+        }
+        loc[nl++] = {reinterpret_cast<std::uint64_t>(base), std::uint32_t(take), m->lkey};
+        left -= take;
+        skip = 0;
+    }
+    // One request per remote piece (split at the device's message size and
+    // at the send SGE limit), the last one signaled.
+    vq::qp *q = e->slots[c->slot].qp;
+    const std::uint64_t max_req = e->dom->dattr.max_msg_sz ? e->dom->dattr.max_msg_sz : (1u << 30);
+    const std::size_t max_sge = e->dom->lim.send_sge ? e->dom->lim.send_sge : 1;
+    vq::wr_start(q);
+    std::size_t li = 0, loff = 0, done = 0;
+    bool any = false;
+    for (std::uint32_t k = 0; k < remote.niov && done < n; k++) {
+        std::uint64_t roff = 0;
+        while (roff < remote.iov[k].len && done < n) {
+            vq::sge sg[iov_max];
+            std::size_t ns = 0;
+            std::uint64_t req = 0;
+            std::uint64_t cap = std::min<std::uint64_t>({remote.iov[k].len - roff, n - done, max_req});
+            while (req < cap && li < nl && ns < max_sge) {
+                std::uint64_t take = std::min<std::uint64_t>(cap - req, loc[li].length - loff);
+                sg[ns++] = {loc[li].addr + loff, std::uint32_t(take), loc[li].lkey};
+                req += take;
+                loff += take;
+                if (loff == loc[li].length) {
+                    li++;
+                    loff = 0;
+                }
+            }
+            if (req == 0)
+                break;
+            bool last = done + req == n;
+            q->wr_id = last ? wr_id : ~0ULL;
+            q->wr_flags = last ? vq::WR_SIGNALED : 0;
+            if (read)
+                vq::wr_rdma_read(q, remote.iov[k].rkey, remote.iov[k].addr + roff);
+            else
+                vq::wr_rdma_write(q, remote.iov[k].rkey, remote.iov[k].addr + roff);
+            vq::wr_set_sge_list(q, ns, sg);
+            any = true;
+            roff += req;
+            done += req;
+        }
+    }
+    if (!any) {
+        // Nothing to move (a zero-length fetch): one empty request completes it.
+        q->wr_id = wr_id;
+        q->wr_flags = vq::WR_SIGNALED;
+        if (read)
+            vq::wr_rdma_read(q, remote.niov ? remote.iov[0].rkey : 0, remote.niov ? remote.iov[0].addr : 0);
+        else
+            vq::wr_rdma_write(q, remote.niov ? remote.iov[0].rkey : 0, remote.niov ? remote.iov[0].addr : 0);
+    }
+    int rc = wr_finish(e, q);
+    if (rc == 0)
+        e->scq_pending++;
+    return rc;
+}
 
 void progress(util::ep_core *c)
 {
     prov_ep *e = ep_of(c);
     util::guard g(e->lock);
+    const bool locked = e->lock.enabled();
+    std::uintptr_t outer = 0;
+    if (locked) [[unlikely]] {
+        outer = e->progress_owner.load(std::memory_order_relaxed);
+        e->progress_owner.store(std::uintptr_t(::pthread_self()), std::memory_order_relaxed);
+    }
     if (e->pep_ud) [[unlikely]]
         adopted_progress(e);
     vq::wc w[16];
     int n = vq::poll_cq(e->rcq, 16, w);
+    int last = -1;
     for (int k = 0; k < n; k++) {
-        if (e->ud && w[k].qp_num == e->ud->qp_num) {
-            std::size_t sz = e->dgram ? e->dom->lim.dgram_buf : e->dom->lim.ud_buf;
-            const std::uint8_t *b = e->ud_bufs + w[k].wr_id * sz;
-            if (w[k].status == vq::wc_status::success) {
-                if (e->dgram)
-                    dgram_rx(e, b, w[k].byte_len);
-                else if (w[k].byte_len >= offsetof(cm_msg, data)) {
-                    cm_msg m{};
-                    std::memcpy(&m, b, std::min<std::size_t>(w[k].byte_len, sizeof m));
-                    if (e->msg_type)
-                        pep_cm(e, m);
-                    else
-                        cm_handle(e, m);
-                }
-                repost_ud(e, w[k].wr_id);
-            }
-            continue;
-        }
-        rc_rx(e, w[k]);
+        if (e->ud && w[k].qp_num == e->ud->qp_num) [[unlikely]]
+            ud_rx(e, w[k]);
+        else
+            rc_rx(e, w[k], last);
     }
-    n = vq::poll_cq(e->scq, 16, w);
-    for (int k = 0; k < n; k++)
-        tx_complete(e, w[k]);
-    for (conn *cn : e->all) {
-        if (cn->dead_slot >= 0) {
-            slot_retire(e, cn->dead_slot);
-            cn->dead_slot = -1;
-        }
-        if (cn->active)
-            tx_resume(e, cn);
-        else if (cn->state == conn::connecting && !e->msg_type)
-            (void)conn_start(e, cn); // resend a lost REQ after a while
+    if (e->fetch_waiting.load(std::memory_order_acquire)) [[unlikely]]
+        run_queued_fetches(e);
+    // The send CQ only while signaled requests are outstanding, after a post
+    // found the send queue full, while control messages wait, and on a
+    // sweep every 64th call (errors of unsignaled requests, requests the
+    // driver still holds for lack of ring space).
+    if (e->scq_pending || e->tx_unpolled || !e->pending.empty() || ++e->sweep >= 64) {
+        e->sweep = 0;
+        e->tx_unpolled = false;
+        int k;
+        do {
+            k = vq::poll_cq(e->scq, 16, w);
+            for (int i = 0; i < k; i++)
+                tx_complete(e, w[i]);
+        } while (k == 16);
     }
+    if (!e->pending.empty()) [[unlikely]]
+        pending_progress(e);
+    if (locked) [[unlikely]]
+        e->progress_owner.store(outer, std::memory_order_relaxed);
 }
 
 util::ep_core *rx_target(prov_ep *e, std::uint16_t index)

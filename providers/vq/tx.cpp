@@ -1,5 +1,5 @@
-// vq provider: the transmit side (messages, fragments, RMA, atomics) and
-// the inject fast path.
+// vq provider: the transmit side of messages (eager and rendezvous), the
+// inject fast path, transmit entries and control messages.
 #include <cstring>
 
 #include "env/errors.h"
@@ -9,76 +9,28 @@ namespace shunt::prov::vqprov {
 
 namespace {
 
+/** wr_id of a signaled send that only reclaims send-queue slots. */
+constexpr std::uint64_t reclaim_id = std::uint64_t(1) << 62;
+
 // Completions of an entry, reported on the endpoint or context that posted
 // it; none once that context closed (close discards outstanding operations).
-void tx_done_of(tx_entry *t, std::uint64_t flags, void *ctx, std::uint64_t cq_flags, std::size_t len)
+void tx_done_of(tx_entry *t)
 {
     if (t->owner) [[likely]]
-        util::tx_done(t->owner, flags, ctx, cq_flags, len);
+        util::tx_done(t->owner, t->flags, t->context, t->cq_flags, t->len);
 }
-void tx_fail_of(tx_entry *t, void *ctx, std::uint64_t cq_flags, int err, std::size_t len)
+void tx_fail_of(tx_entry *t, int err)
 {
     if (t->owner) [[likely]]
-        util::tx_fail(t->owner, ctx, cq_flags, err, len);
+        util::tx_fail(t->owner, t->context, t->cq_flags, err, t->len);
 }
 
-tx_entry *tx_get(prov_ep *e)
+bool completes_at_post(std::uint64_t flags)
 {
-    tx_entry *t = e->tx_free;
-    if (!t) [[unlikely]]
-        return nullptr;
-    e->tx_free = t->next;
-    std::uint32_t gen = t->gen + 1;
-    std::uint64_t so = t->scratch_off;
-    *t = tx_entry{};
-    t->gen = gen;
-    t->scratch_off = so;
-    return t;
-}
-
-void tx_put(prov_ep *e, tx_entry *t)
-{
-    if (t->tmp_mr)
-        (void)vq::dereg_mr(t->tmp_mr);
-    t->tmp_mr = nullptr;
-    t->next = e->tx_free;
-    e->tx_free = t;
-}
-
-std::uint64_t tx_id(prov_ep *e, tx_entry *t)
-{
-    return (std::uint64_t(t->gen) << 32) | std::uint64_t(t - e->tx.data());
-}
-
-tx_entry *tx_from_id(prov_ep *e, std::uint64_t id)
-{
-    std::uint64_t idx = id & 0xffffffffu;
-    if (idx >= e->tx.size())
-        return nullptr;
-    tx_entry *t = &e->tx[idx];
-    return t->gen == std::uint32_t(id >> 32) ? t : nullptr;
-}
-
-// Header of the first (or only) piece of a message. @return its size.
-std::size_t build_hdr(std::uint8_t *h, bool tagged, std::uint8_t flags, std::uint32_t total, std::uint64_t tag,
-                      std::uint64_t data, std::uint64_t ack, std::uint16_t rx_index)
-{
-    wire_hdr w{tagged ? w_tagged : w_msg, flags, rx_index, total};
-    std::memcpy(h, &w, sizeof w);
-    std::size_t n = sizeof w;
-    if (tagged) {
-        std::memcpy(h + n, &tag, 8);
-        n += 8;
-    }
-    if (flags & wf_data) {
-        std::memcpy(h + n, &data, 8);
-        n += 8;
-    }
-    if (flags & wf_ack) {
-        std::memcpy(h + n, &ack, 8);
-        n += 8;
-    }
-    return n;
+    // The data is copied during the call (into the peer's ring or the send
+    // queue): the buffer is reusable at return, which is all
+    // FI_INJECT(_COMPLETE) asks.
+    return (flags & (FI_INJECT | FI_INJECT_COMPLETE)) && !(flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE));
 }
 
 // Gather [off, off+len) of an iov list into data_buf pieces. @return pieces.
@@ -98,97 +50,259 @@ std::size_t gather(const iovec *iov, std::size_t count, std::size_t off, std::si
     return n;
 }
 
-bool completes_at_post(std::uint64_t flags)
+/** The fields the header's flags announce, written at @p f. @return bytes. */
+std::size_t put_fields(std::uint8_t *f, std::uint8_t flags, std::uint64_t tag, std::uint64_t ack, std::uint32_t data)
 {
-    // The data is copied into the peer's ring during the call: the buffer is
-    // reusable at return, which is all FI_INJECT(_COMPLETE) asks.
-    return (flags & (FI_INJECT | FI_INJECT_COMPLETE)) && !(flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE));
-}
-
-conn *conn_of(prov_ep *e, const util::tx_req &r)
-{
-    if (e->msg_type)
-        return e->msg_conn;
-    return conn_for(e, r.peer);
-}
-
-// A connection ready for a new operation, or the code to return.
-int ready(prov_ep *e, conn *c)
-{
-    if (!c)
-        return e->msg_type ? -FI_ENOTCONN : -FI_ENOMEM;
-    if (c->state != conn::connected) [[unlikely]] {
-        if (e->msg_type)
-            return c->shut || c->state == conn::failed ? -FI_ENOTCONN : -FI_EAGAIN;
-        return conn_start(e, c);
+    std::size_t n = 0;
+    if (flags & wf_tagged) {
+        std::memcpy(f, &tag, 8);
+        n = 8;
     }
-    if (c->active) [[unlikely]] {
-        tx_resume(e, c);
-        if (c->active)
-            return -FI_EAGAIN;
+    if (flags & wf_ack) {
+        std::memcpy(f + n, &ack, 8);
+        n += 8;
+    }
+    if (flags & wf_data) {
+        std::memcpy(f + n, &data, 4);
+        n += 4;
+    }
+    return n;
+}
+
+/** A vq region for buffer @p i of a request: its descriptor's, when it has
+ *  the access @p need, else one from the registration cache held by @p t. */
+int region_of(prov_ep *e, tx_entry *t, void **desc, std::size_t i, const iovec &v, unsigned need, vq::mr **out)
+{
+    if (desc && desc[i]) {
+        auto *m = static_cast<util::mr_obj *>(desc[i]);
+        auto *vm = static_cast<vq::mr *>(m->prov);
+        if (vm && (vm->access & need) == need) {
+            *out = vm;
+            return 0;
+        }
+    }
+    mr_ref &ref = t->mrs[t->nmrs];
+    if (int rc = mr_get(e->dom, v.iov_base, v.iov_len, ref))
+        return rc;
+    t->nmrs++;
+    *out = ref.mr;
+    return 0;
+}
+
+tx_entry *new_tx(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c, std::uint64_t cqf)
+{
+    tx_entry *t = tx_get(e);
+    if (!t) [[unlikely]]
+        return nullptr;
+    t->context = r.context;
+    t->owner = core;
+    t->flags = r.flags;
+    t->cq_flags = cqf;
+    t->len = r.len;
+    t->c = c;
+    return t;
+}
+
+/** Rendezvous: describe the sender's buffers (registered for the peer's
+ *  read) and let the receiver pull them; the send completes on its fin. */
+ssize_t send_rndv(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c, std::uint8_t fl, std::uint64_t cqf)
+{
+    tx_entry *t = new_tx(e, core, r, c, cqf);
+    if (!t)
+        return -FI_EAGAIN;
+    t->waits = tx_entry::on_fin;
+    rndv_desc d{};
+    d.total = r.len;
+    for (std::size_t i = 0; i < r.count; i++) {
+        if (!r.iov[i].iov_len)
+            continue;
+        vq::mr *m = nullptr;
+        if (int rc = region_of(e, t, r.desc, i, r.iov[i], vq::ACCESS_REMOTE_READ, &m)) {
+            tx_put(e, t);
+            return rc;
+        }
+        d.iov[d.niov++] = {reinterpret_cast<std::uint64_t>(r.iov[i].iov_base), r.iov[i].iov_len, m->rkey, 0};
+    }
+    fl |= wf_ack;
+    std::uint8_t f[fields_max];
+    std::size_t fn = put_fields(f, fl, r.tag, tx_id(e, t), std::uint32_t(r.data));
+    vq::data_buf b[2] = {{f, fn}, {&d, rndv_desc_len(d.niov)}};
+    int rc = post_imm(e, c, imm_wire(w_rts, fl, rx_index_of(core, r.dest)), b, 2, false, ~0ULL);
+    if (rc) {
+        tx_put(e, t);
+        return rc;
     }
     return 0;
 }
 
+/** Do peers reach every buffer of @p r directly (shunt_mem memory, or a
+ *  device with RDMA in hardware)? Then a rendezvous is one memcpy (or DMA). */
+bool reachable(prov_ep *e, const util::tx_req &r)
+{
+    if (!e->dom->lim.host_local)
+        return true;
+    for (std::size_t i = 0; i < r.count; i++) {
+        if (!r.iov[i].iov_len)
+            continue;
+        auto *m = r.desc ? static_cast<util::mr_obj *>(r.desc[i]) : nullptr;
+        if (m && (m->key & key_direct))
+            continue;
+        if (!mem_is_shared(e->dom, r.iov[i].iov_base, r.iov[i].iov_len))
+            return false;
+    }
+    return true;
+}
+
+/** A message larger than one lent receive, through the ring in fragments
+ *  of frag_max bytes (the driver copies each from the user's buffers into
+ *  the ring, the receiver copies it out into the matched receive: two
+ *  copies, made by both cores at once). All fragments are one vq batch, so
+ *  they are posted whole or not at all and nothing comes between them on
+ *  the QP; the last one, signaled, completes the send. */
+ssize_t send_frags(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c, std::uint8_t fl,
+                   std::uint64_t cqf)
+{
+    tx_entry *t = new_tx(e, core, r, c, cqf);
+    if (!t) [[unlikely]]
+        return -FI_EAGAIN;
+    const bool delivery = r.flags & FI_DELIVERY_COMPLETE;
+    if (delivery) {
+        t->waits = tx_entry::on_fin; // acknowledged once the whole message was taken
+        fl |= wf_ack;
+    }
+    // Local keys of the user's buffers, once for all fragments.
+    std::uint32_t lkey[iov_max] = {};
+    for (std::size_t i = 0; i < r.count; i++) {
+        if (!r.iov[i].iov_len)
+            continue;
+        vq::mr *m = nullptr;
+        if (int rc = region_of(e, t, r.desc, i, r.iov[i], 0, &m)) {
+            tx_put(e, t);
+            return rc;
+        }
+        lkey[i] = m->lkey;
+    }
+    // The first fragment's fields and the message's length, from the
+    // entry's registered scratch line.
+    auto *hdr = reinterpret_cast<std::uint8_t *>(&e->scratch[4 * std::size_t(t - e->tx.data())]);
+    std::size_t hn = put_fields(hdr, fl, r.tag, tx_id(e, t), std::uint32_t(r.data));
+    const std::uint64_t total = r.len;
+    std::memcpy(hdr + hn, &total, 8);
+    hn += 8;
+    const std::uint16_t rx = rx_index_of(core, r.dest);
+    const std::size_t fmax = e->dom->lim.frag_max;
+    vq::qp *q = e->slots[c->slot].qp;
+    vq::wr_start(q);
+    for (std::size_t off = 0; off < r.len;) {
+        const std::size_t n = std::min(fmax, r.len - off);
+        const bool first = off == 0, last = off + n == r.len;
+        vq::sge sg[1 + iov_max];
+        std::size_t ns = 0;
+        if (first)
+            sg[ns++] = {reinterpret_cast<std::uint64_t>(hdr), std::uint32_t(hn), e->scratch_mr->lkey};
+        // The user's bytes [off, off + n).
+        for (std::size_t i = 0, skip = off, left = n; i < r.count && left; i++) {
+            if (skip >= r.iov[i].iov_len) {
+                skip -= r.iov[i].iov_len;
+                continue;
+            }
+            std::size_t k = std::min(left, r.iov[i].iov_len - skip);
+            sg[ns++] = {reinterpret_cast<std::uint64_t>(r.iov[i].iov_base) + skip, std::uint32_t(k), lkey[i]};
+            left -= k;
+            skip = 0;
+        }
+        // The last one is signaled: it completes the send (or, under
+        // delivery complete, only reclaims send-queue entries).
+        q->wr_id = last ? (delivery ? reclaim_id : tx_id(e, t)) : ~0ULL;
+        q->wr_flags = last ? vq::WR_SIGNALED : 0;
+        vq::wr_send_imm(q, first ? imm_wire(w_frag_first, fl, rx) : imm_wire(w_frag, 0, rx));
+        vq::wr_set_sge_list(q, ns, sg);
+        off += n;
+    }
+    if (int rc = wr_finish(e, q)) {
+        tx_put(e, t);
+        return rc;
+    }
+    e->scq_pending++;
+    e->slots[c->slot].unsignaled = 0;
+    return 0;
+}
+
+/** A message through the peer's ring: inline (copied at the call, one copy
+ *  into the ring) up to inline_max, from the user's buffers (an SGE list
+ *  behind a registered header) up to eager_max, in fragments above; or by
+ *  rendezvous from the size where one copy by the receiver beats two
+ *  (rndv_shared when the receiver reaches the buffers directly, rndv_private
+ *  when it needs cross-memory attach). */
 ssize_t send_msg(prov_ep *e, util::ep_core *core, const util::tx_req &r)
 {
     conn *c = conn_of(e, r);
-    if (int rc = ready(e, c); rc)
+    if (int rc = conn_ready(e, c); rc)
         return rc;
-    bool tagged = r.kind == util::tx_req::tsend;
-    std::uint64_t cqf = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
-    bool at_post = completes_at_post(r.flags);
-    bool delivery = r.flags & FI_DELIVERY_COMPLETE;
-    std::uint8_t fl = (r.flags & FI_REMOTE_CQ_DATA) ? wf_data : 0;
-    std::uint64_t data = r.data & 0xffffffffu; // cq_data_size is 4
-    if (r.len > e->dom->lim.frag_max) {
-        tx_entry *t = tx_get(e);
-        if (!t)
-            return -FI_EAGAIN;
-        t->context = r.context;
-        t->owner = core;
-        t->flags = r.flags;
-        t->cq_flags = cqf;
-        t->len = r.len;
-        t->c = c;
-        t->iov_count = r.count;
-        for (std::size_t i = 0; i < r.count; i++)
-            t->iov[i] = r.iov[i];
-        t->hdr = wire_hdr{tagged ? w_tagged : w_msg, fl, rx_index_of(core, r.dest), std::uint32_t(r.len)};
-        t->tag = r.tag;
-        t->data = data;
-        t->want_ack = delivery;
-        c->active = t;
-        tx_resume(e, c);
-        return 0;
+    const dev_limits &l = e->dom->lim;
+    const bool tagged = r.kind == util::tx_req::tsend;
+    const std::uint64_t cqf = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
+    std::uint8_t fl = std::uint8_t((tagged ? wf_tagged : 0) | ((r.flags & FI_REMOTE_CQ_DATA) ? wf_data : 0));
+    if (r.len > l.inline_max) [[unlikely]] {
+        if (r.len >= (reachable(e, r) ? l.rndv_shared : l.rndv_private))
+            return send_rndv(e, core, r, c, fl, cqf);
+        // Fragments of one message are one batch: at most half the send
+        // queue (beyond, the rendezvous does it in one request).
+        if (r.len > l.eager_max) {
+            if ((r.len + l.frag_max - 1) / l.frag_max > e->sq_depth / 2)
+                return send_rndv(e, core, r, c, fl, cqf);
+            return send_frags(e, core, r, c, fl, cqf);
+        }
     }
+    const bool delivery = r.flags & FI_DELIVERY_COMPLETE;
+    const bool inl = fields_len(std::uint8_t(fl | (delivery ? wf_ack : 0))) + r.len <= l.inline_max;
+    const bool at_post = inl && completes_at_post(r.flags);
     tx_entry *t = nullptr;
     if (!at_post) {
-        t = tx_get(e);
-        if (!t) [[unlikely]]
+        if (!(t = new_tx(e, core, r, c, cqf))) [[unlikely]]
             return -FI_EAGAIN;
-        t->context = r.context;
-        t->owner = core;
-        t->flags = r.flags;
-        t->cq_flags = cqf;
-        t->len = r.len;
-        t->c = c;
-        t->want_ack = delivery;
+        if (delivery) {
+            t->waits = tx_entry::on_fin; // acknowledged by the target's provider
+            fl |= wf_ack;
+        }
     }
-    std::uint8_t h[hdr_max];
-    std::size_t hl = build_hdr(h, tagged, std::uint8_t(fl | (delivery ? wf_ack : 0)), std::uint32_t(r.len), r.tag,
-                               data, t ? tx_id(e, t) : 0, rx_index_of(core, r.dest));
-    vq::data_buf bufs[1 + 4];
-    bufs[0] = vq::data_buf{h, hl};
-    std::size_t nb = 1 + gather(r.iov, r.count, 0, r.len, bufs + 1);
-    vq::qp *q = e->slots[c->slot].qp;
-    vq::wr_start(q);
-    q->wr_id = t ? tx_id(e, t) : ~0ULL;
-    // Delivery complete waits for the peer's ack; errors still come back.
-    q->wr_flags = t && !delivery ? vq::WR_SIGNALED : 0;
-    vq::wr_send(q);
-    vq::wr_set_inline_data_list(q, nb, bufs);
-    int rc = vq::wr_complete(q);
+    const std::uint32_t imm = imm_wire(w_eager, fl, rx_index_of(core, r.dest));
+    std::uint8_t f[fields_max];
+    std::size_t fn = put_fields(f, fl, r.tag, t ? tx_id(e, t) : 0, std::uint32_t(r.data));
+    const bool signaled = t && !delivery; // delivery complete waits for the ack; errors still come back
+    int rc;
+    if (inl) {
+        vq::data_buf b[1 + iov_max];
+        b[0] = {f, fn};
+        std::size_t nb = 1 + gather(r.iov, r.count, 0, r.len, b + 1);
+        rc = post_imm(e, c, imm, b, nb, signaled, t ? tx_id(e, t) : ~0ULL);
+    } else {
+        // The fields go first from the entry's registered scratch line.
+        auto *hdr = reinterpret_cast<std::uint8_t *>(&e->scratch[4 * std::size_t(t - e->tx.data())]);
+        std::memcpy(hdr, f, fn);
+        vq::sge sg[1 + iov_max];
+        sg[0] = {reinterpret_cast<std::uint64_t>(hdr), std::uint32_t(fn), e->scratch_mr->lkey};
+        std::size_t ns = 1;
+        for (std::size_t i = 0; i < r.count; i++) {
+            if (!r.iov[i].iov_len)
+                continue;
+            vq::mr *m = nullptr;
+            if ((rc = region_of(e, t, r.desc, i, r.iov[i], 0, &m))) {
+                tx_put(e, t);
+                return rc;
+            }
+            sg[ns++] = {reinterpret_cast<std::uint64_t>(r.iov[i].iov_base), std::uint32_t(r.iov[i].iov_len), m->lkey};
+        }
+        vq::qp *q = e->slots[c->slot].qp;
+        vq::wr_start(q);
+        q->wr_id = tx_id(e, t);
+        q->wr_flags = signaled ? vq::WR_SIGNALED : 0;
+        vq::wr_send_imm(q, imm);
+        vq::wr_set_sge_list(q, ns, sg);
+        rc = wr_finish(e, q);
+        if (rc == 0 && signaled)
+            e->scq_pending++;
+    }
     if (rc) {
         if (t)
             tx_put(e, t);
@@ -199,133 +313,93 @@ ssize_t send_msg(prov_ep *e, util::ep_core *core, const util::tx_req &r)
     return 0;
 }
 
-int lkey_of(void *desc, std::uint32_t &lkey)
-{
-    if (!desc)
-        return -1;
-    auto *m = static_cast<util::mr_obj *>(desc);
-    if (!m->prov)
-        return -1;
-    lkey = static_cast<vq::mr *>(m->prov)->lkey;
-    return 0;
-}
-
-ssize_t rma(prov_ep *e, util::ep_core *core, const util::tx_req &r)
-{
-    conn *c = conn_of(e, r);
-    if (int rc = ready(e, c); rc)
-        return rc;
-    bool write = r.kind == util::tx_req::write;
-    std::uint64_t cqf = FI_RMA | (write ? FI_WRITE : FI_READ);
-    tx_entry *t = tx_get(e);
-    if (!t)
-        return -FI_EAGAIN;
-    t->context = r.context;
-    t->owner = core;
-    t->flags = r.flags;
-    t->cq_flags = cqf;
-    t->len = r.len;
-    t->c = c;
-    if (r.rma[0].key >> 32) {
-        // A local-only region's key: no peer can accept it.
-        util::tx_fail(core, r.context, cqf, FI_EKEYREJECTED, r.len);
-        tx_put(e, t);
-        return 0;
-    }
-    bool inl = write && r.len <= e->dom->lim.inline_max;
-    vq::sge sg[4];
-    if (!inl) {
-        for (std::size_t i = 0; i < r.count; i++) {
-            std::uint32_t lk = 0;
-            if (lkey_of(r.desc ? r.desc[i] : nullptr, lk) != 0) {
-                if (r.count != 1) {
-                    tx_put(e, t);
-                    return -FI_EINVAL; // several buffers without descriptors
-                }
-                int rc = vq::reg_mr(e->dom->pd, r.iov[0].iov_base, r.iov[0].iov_len, vq::ACCESS_LOCAL_WRITE,
-                                    &t->tmp_mr);
-                if (rc) {
-                    tx_put(e, t);
-                    return rc;
-                }
-                lk = t->tmp_mr->lkey;
-            }
-            sg[i] = vq::sge{reinterpret_cast<std::uint64_t>(r.iov[i].iov_base), std::uint32_t(r.iov[i].iov_len), lk};
-        }
-    }
-    bool at_post = inl && completes_at_post(r.flags);
-    vq::qp *q = e->slots[c->slot].qp;
-    vq::wr_start(q);
-    q->wr_id = at_post ? ~0ULL : tx_id(e, t);
-    q->wr_flags = at_post ? 0 : vq::WR_SIGNALED;
-    std::uint32_t rkey = std::uint32_t(r.rma[0].key);
-    if (!write)
-        vq::wr_rdma_read(q, rkey, r.rma[0].addr);
-    else if (r.flags & FI_REMOTE_CQ_DATA)
-        vq::wr_rdma_write_imm(q, rkey, r.rma[0].addr, std::uint32_t(r.data));
-    else
-        vq::wr_rdma_write(q, rkey, r.rma[0].addr);
-    if (inl) {
-        vq::data_buf bufs[4];
-        std::size_t nb = gather(r.iov, r.count, 0, r.len, bufs);
-        vq::wr_set_inline_data_list(q, nb, bufs);
-    } else if (r.len) {
-        vq::wr_set_sge_list(q, r.count, sg);
-    }
-    int rc = vq::wr_complete(q);
-    if (rc) {
-        tx_put(e, t);
-        return rc;
-    }
-    if (at_post) {
-        util::tx_done(core, r.flags, r.context, cqf, r.len);
-        tx_put(e, t);
-    }
-    return 0;
-}
-
-ssize_t atomic_op(prov_ep *e, util::ep_core *core, const util::tx_req &r)
-{
-    conn *c = conn_of(e, r);
-    if (int rc = ready(e, c); rc)
-        return rc;
-    bool fetch = r.kind != util::tx_req::atomic;
-    std::uint64_t cqf = FI_ATOMIC | (fetch ? FI_READ : FI_WRITE);
-    tx_entry *t = tx_get(e);
-    if (!t)
-        return -FI_EAGAIN;
-    t->context = r.context;
-    t->owner = core;
-    t->flags = r.flags;
-    t->cq_flags = cqf;
-    t->len = 8;
-    t->c = c;
-    t->result = fetch && r.result_count ? r.result[0].iov_base : nullptr;
-    std::uint64_t operand = 0, compare = 0;
-    if (r.aop != FI_ATOMIC_READ)
-        std::memcpy(&operand, r.iov[0].iov_base, 8);
-    if (r.kind == util::tx_req::compare_atomic)
-        std::memcpy(&compare, r.compare[0].iov_base, 8);
-    std::uint64_t *scratch = &e->scratch[t - e->tx.data()];
-    vq::qp *q = e->slots[c->slot].qp;
-    vq::wr_start(q);
-    q->wr_id = tx_id(e, t);
-    q->wr_flags = vq::WR_SIGNALED;
-    std::uint32_t rkey = std::uint32_t(r.rma[0].key);
-    if (r.aop == FI_CSWAP)
-        vq::wr_atomic_cmp_swp(q, rkey, r.rma[0].addr, compare, operand);
-    else
-        vq::wr_atomic_fetch_add(q, rkey, r.rma[0].addr, r.aop == FI_ATOMIC_READ ? 0 : operand);
-    vq::wr_set_sge(q, e->scratch_mr->lkey, reinterpret_cast<std::uint64_t>(scratch), 8);
-    int rc = vq::wr_complete(q);
-    if (rc) {
-        tx_put(e, t);
-        return rc;
-    }
-    return 0;
-}
-
 } // namespace
+
+/* ---- transmit entries ---- */
+
+tx_entry *tx_get(prov_ep *e)
+{
+    tx_entry *t = e->tx_free;
+    if (!t) [[unlikely]]
+        return nullptr;
+    e->tx_free = t->next;
+    std::uint32_t gen = t->gen + 1;
+    *t = tx_entry{};
+    t->gen = gen;
+    return t;
+}
+
+void tx_put(prov_ep *e, tx_entry *t)
+{
+    for (std::uint32_t i = 0; i < t->nmrs; i++)
+        mr_put(e->dom, t->mrs[i]);
+    t->nmrs = 0;
+    t->c = nullptr;
+    t->owner = nullptr;
+    t->gen++; // a late fin or completion for it no longer matches
+    t->next = e->tx_free;
+    e->tx_free = t;
+}
+
+// Ids: generation (30 bits) << 32 | index; bits 62 and 63 mark the send
+// queue's reclaim requests and receive-side operations.
+std::uint64_t tx_id(prov_ep *e, tx_entry *t)
+{
+    return (std::uint64_t(t->gen & 0x3fffffffu) << 32) | std::uint64_t(t - e->tx.data());
+}
+
+tx_entry *tx_from_id(prov_ep *e, std::uint64_t id)
+{
+    std::uint64_t idx = id & 0xffffffffu;
+    if ((id >> 62) || idx >= e->tx.size())
+        return nullptr;
+    tx_entry *t = &e->tx[idx];
+    return t->c && (t->gen & 0x3fffffffu) == std::uint32_t(id >> 32) ? t : nullptr;
+}
+
+conn *conn_of(prov_ep *e, const util::tx_req &r)
+{
+    if (e->msg_type)
+        return e->msg_conn;
+    return conn_for(e, r.peer);
+}
+
+int conn_ready(prov_ep *e, conn *c)
+{
+    if (!c)
+        return e->msg_type ? -FI_ENOTCONN : -FI_ENOMEM;
+    if (c->state != conn::connected) [[unlikely]] {
+        if (e->msg_type)
+            return c->shut || c->state == conn::failed ? -FI_ENOTCONN : -FI_EAGAIN;
+        return conn_start(e, c);
+    }
+    return 0;
+}
+
+int post_imm(prov_ep *e, conn *c, std::uint32_t imm, const vq::data_buf *bufs, std::size_t n, bool signaled,
+             std::uint64_t wr_id)
+{
+    rc_slot &sl = e->slots[c->slot];
+    unsigned fl = 0;
+    if (signaled) {
+        fl = vq::WR_SIGNALED;
+    } else if (++sl.unsignaled >= e->signal_every) [[unlikely]] {
+        // Now and then an unsignaled stream is signaled: a device reclaims
+        // send-queue entries when their completions are polled.
+        fl = vq::WR_SIGNALED;
+        wr_id = reclaim_id;
+    }
+    int rc = vq::post_send_imm_inline(sl.qp, wr_id, imm, bufs, n, fl);
+    if (rc == 0) [[likely]] {
+        if (fl) {
+            e->scq_pending++;
+            sl.unsignaled = 0;
+        }
+    } else if (rc == -FI_EAGAIN) {
+        e->tx_unpolled = true;
+    }
+    return rc;
+}
 
 ssize_t transmit(util::ep_core *core, const util::tx_req &r)
 {
@@ -343,108 +417,118 @@ ssize_t transmit(util::ep_core *core, const util::tx_req &r)
     }
 }
 
-void tx_resume(prov_ep *e, conn *c)
-{
-    tx_entry *t = c->active;
-    if (!t)
-        return;
-    if (c->state == conn::failed) {
-        tx_fail_of(t, t->context, t->cq_flags, FI_EHOSTUNREACH, t->len);
-        c->active = nullptr;
-        tx_put(e, t);
-        return;
-    }
-    vq::qp *q = e->slots[c->slot].qp;
-    bool at_post = completes_at_post(t->flags);
-    while (t->off < t->len) {
-        std::size_t chunk = std::min<std::size_t>(e->dom->lim.frag_max, t->len - t->off);
-        bool last = t->off + chunk == t->len;
-        std::uint8_t h[hdr_max];
-        std::size_t hl;
-        if (t->off == 0) {
-            hl = build_hdr(h, t->hdr.op == w_tagged, std::uint8_t(t->hdr.flags | wf_more | (t->want_ack ? wf_ack : 0)),
-                           t->hdr.total, t->tag, t->data, tx_id(e, t), t->hdr.pad);
-        } else {
-            wire_hdr w{w_frag, std::uint8_t(last ? 0 : wf_more), 0, std::uint32_t(t->off)};
-            std::memcpy(h, &w, sizeof w);
-            hl = sizeof w;
-        }
-        vq::data_buf bufs[1 + 4];
-        bufs[0] = vq::data_buf{h, hl};
-        std::size_t nb = 1 + gather(t->iov, t->iov_count, t->off, chunk, bufs + 1);
-        vq::wr_start(q);
-        bool signal = last && !at_post && !t->want_ack;
-        q->wr_id = last && !at_post ? tx_id(e, t) : ~0ULL;
-        q->wr_flags = signal ? vq::WR_SIGNALED : 0;
-        vq::wr_send(q);
-        vq::wr_set_inline_data_list(q, nb, bufs);
-        int rc = vq::wr_complete(q);
-        if (rc == -FI_EAGAIN)
-            return; // resumed by progress
-        if (rc) {
-            tx_fail_of(t, t->context, t->cq_flags, -rc, t->len);
-            c->active = nullptr;
-            tx_put(e, t);
-            return;
-        }
-        t->off += chunk;
-    }
-    c->active = nullptr;
-    if (at_post) {
-        tx_done_of(t, t->flags, t->context, t->cq_flags, t->len);
-        tx_put(e, t);
-    }
-}
-
 void tx_abort(prov_ep *e, tx_entry *t, int err)
 {
-    tx_fail_of(t, t->context, t->cq_flags, err, t->len);
+    tx_fail_of(t, err);
     tx_put(e, t);
 }
 
 void tx_complete(prov_ep *e, const vq::wc &w)
 {
-    if (w.status != vq::wc_status::success) {
+    if (w.wr_id != ~0ULL && e->scq_pending)
+        e->scq_pending--;
+    if (w.status != vq::wc_status::success) [[unlikely]] {
         // The QP is in error now (verbs semantics): drop it; RDM reconnects.
         for (conn *c : e->all)
             if (c->slot >= 0 && e->slots[c->slot].qp && e->slots[c->slot].qp->qp_num == w.qp_num)
                 conn_broken(e, c);
     }
-    if (w.wr_id == ~0ULL)
+    if (w.wr_id == ~0ULL || w.wr_id == reclaim_id)
         return;
+    if (w.wr_id >> 63) {
+        if (rx_op *o = rx_op_from_id(e, w.wr_id))
+            rx_op_done(e, o, w.status);
+        return;
+    }
     tx_entry *t = tx_from_id(e, w.wr_id);
     if (!t)
         return;
     if (w.status != vq::wc_status::success) {
-        tx_fail_of(t, t->context, t->cq_flags, wc_to_err(w.status), t->len);
-        tx_put(e, t);
+        tx_abort(e, t, wc_to_err(w.status));
         return;
     }
-    if (t->want_ack)
-        return; // completes on the peer's ack
+    if (t->waits != tx_entry::on_wc)
+        return; // completes on the peer's fin or response
     if (t->result)
-        std::memcpy(t->result, &e->scratch[t - e->tx.data()], 8);
-    tx_done_of(t, t->flags, t->context, t->cq_flags, t->len);
+        std::memcpy(t->result, &e->scratch[4 * std::size_t(t - e->tx.data())], 8);
+    tx_done_of(t);
     tx_put(e, t);
 }
 
-void tx_acked(prov_ep *e, std::uint64_t id)
+void tx_fin(prov_ep *e, std::uint64_t id, int err)
 {
     tx_entry *t = tx_from_id(e, id);
-    if (!t || !t->want_ack)
+    if (!t || t->waits == tx_entry::on_wc)
         return;
-    tx_done_of(t, t->flags, t->context, t->cq_flags, t->len);
+    if (err)
+        tx_fail_of(t, err);
+    else
+        tx_done_of(t);
     tx_put(e, t);
+}
+
+void ctl_send(prov_ep *e, conn *c, std::uint32_t imm, const void *bytes, std::size_t len)
+{
+    if (!c || c->slot < 0 || c->state != conn::connected)
+        return; // the connection is gone: the peer learns it from its own QP
+    if (c->ctl.empty()) [[likely]] {
+        vq::data_buf b{bytes, len};
+        int rc = post_imm(e, c, imm, &b, 1, false, ~0ULL);
+        if (rc != -FI_EAGAIN)
+            return; // posted, or the QP failed (reported by its completions)
+    }
+    ctl_msg m;
+    m.imm = imm;
+    m.len = std::uint16_t(len);
+    std::memcpy(m.bytes, bytes, len);
+    try {
+        c->ctl.push_back(m);
+    } catch (...) {
+        SHUNT_LOG(prov_log, error, "vq: out of memory queueing a control message; the peer's operation will fail");
+        return;
+    }
+    conn_pend(e, c);
+}
+
+bool ctl_flush(prov_ep *e, conn *c)
+{
+    std::size_t i = 0;
+    for (; i < c->ctl.size(); i++) {
+        if (c->slot < 0 || c->state != conn::connected) {
+            i = c->ctl.size(); // gone: nothing more can be said on it
+            break;
+        }
+        vq::data_buf b{c->ctl[i].bytes, c->ctl[i].len};
+        int rc = post_imm(e, c, c->ctl[i].imm, &b, 1, false, ~0ULL);
+        if (rc == -FI_EAGAIN)
+            break;
+    }
+    c->ctl.erase(c->ctl.begin(), c->ctl.begin() + long(i));
+    return c->ctl.empty();
+}
+
+void conn_pend(prov_ep *e, conn *c)
+{
+    if (c->pending)
+        return;
+    try {
+        e->pending.push_back(c);
+        c->pending = true;
+    } catch (...) {
+        SHUNT_LOG(prov_log, error, "vq: out of memory for the pending list");
+    }
 }
 
 // ---- the inject fast path ----
 
 namespace {
 
-// An inject of up to 64 bytes to a connected peer at FI_THREAD_DOMAIN: no
-// allocation, no lock, no system call; vq's single-call inline post writes
-// header and payload straight into the peer's ring slot. Everything else
-// takes the generic path.
+// An inject to a connected peer at FI_THREAD_DOMAIN: no allocation, no lock,
+// no fence, no system call. The header word travels as the send's
+// immediate; a tag and the payload are gathered by vq's post_send_imm_inline
+// straight into the peer's ring slot — one line for a payload up to the
+// device's max_inline_slot (minus the tag), consecutive slots beyond, up to
+// inject_size. Everything else takes the generic path.
 template <bool Tagged>
 [[gnu::always_inline]] inline ssize_t fast_inject(fid_ep *ep, const void *buf, std::size_t len, fi_addr_t dest,
                                                   std::uint64_t tag)
@@ -452,24 +536,16 @@ template <bool Tagged>
     util::ep_handle *h = util::to_handle(ep);
     util::ep_core *c = h->core;
     prov_ep *e = ep_of(c);
-    if (len <= 64 && util::ep_ready(c) && !e->lock.enabled() && c->av && len <= c->inject_max[Tagged ? 1 : 0] &&
-        (c->caps & (FI_SEND | (Tagged ? FI_TAGGED : FI_MSG))) == (FI_SEND | (Tagged ? FI_TAGGED : FI_MSG)))
-        [[likely]] {
+    constexpr std::uint64_t caps = FI_SEND | (Tagged ? FI_TAGGED : FI_MSG);
+    if (len <= c->inject_max[Tagged ? 1 : 0] && util::ep_ready(c) && !e->lock.enabled() && c->av &&
+        (c->caps & caps) == caps && (buf || !len)) [[likely]] {
         util::av_entry *pe = util::av_get(c->av, dest);
         if (pe && pe->index < e->by_index.size()) [[likely]] {
             conn *cn = e->by_index[pe->index];
-            if (cn && cn->state == conn::connected && !cn->active) [[likely]] {
-                alignas(8) std::uint8_t m[8 + 8 + 64];
-                wire_hdr w{Tagged ? w_tagged : w_msg, 0, rx_index_of(c, dest), std::uint32_t(len)};
-                std::memcpy(m, &w, 8);
-                std::size_t hl = 8;
-                if constexpr (Tagged) {
-                    std::memcpy(m + 8, &tag, 8);
-                    hl = 16;
-                }
-                if (len)
-                    std::memcpy(m + hl, buf, len);
-                int rc = vq::post_send(e->slots[cn->slot].qp, ~0ULL, m, std::uint32_t(hl + len), 0, vq::WR_INLINE);
+            if (cn && cn->state == conn::connected) [[likely]] {
+                vq::data_buf b[2] = {{&tag, 8}, {buf, len}};
+                int rc = post_imm(e, cn, imm_wire(w_eager, Tagged ? wf_tagged : 0, rx_index_of(c, dest)),
+                                  Tagged ? b : b + 1, Tagged ? 2 : 1, false, ~0ULL);
                 if (rc == 0) [[likely]]
                     c->inc_send(c->c_send);
                 return rc;

@@ -33,7 +33,7 @@ T="--timeout 10"
 out=$("$perf" --help); rc=$?
 check "--help exits 0" test $rc -eq 0
 for opt in pingpong bw rate --provider --ep-type --op --vq --driver --qp-type --size --iterations --duration \
-           --warmup --window --cores --timeout --verify --server --port --json --csv --plot --help "Exit status"; do
+           --warmup --window --cores --timeout --verify --shared-buffers --server --port --json --csv --plot --help "Exit status"; do
   check "--help documents $opt" grep -q -- "$opt" <<<"$out"
 done
 check "--help lists the floor transport" grep -q -- '-p   line' <<<"$out"
@@ -99,6 +99,8 @@ bad "vq shm ud: size over the UD MTU" "over the largest message of this configur
 bad "vq shm ud: no RDMA write" "has no RDMA write" pingpong --vq --driver shm --qp-type ud --op write $cores
 bad "vq shm: no tagged operation" "vq level supports --op msg" pingpong --vq --driver shm --op tagged $cores
 bad "vq shm: -e is not a vq option" "use --qp-type" pingpong --vq --driver shm -e msg $cores
+bad "--shared-buffers on the floor transport" "transport 'line' has none" pingpong -p line --shared-buffers $cores
+bad "--shared-buffers on the vq level" "endpoint-level option" pingpong --vq --driver shm --shared-buffers $cores
 
 # ---- JSON: one object per size and line, documented fields, sane values ----
 "$perf" pingpong -p line -e rdm -S 8 -I 20000 $cores $T --json >"$work/pp.json" 2>"$work/err"; rc=$?
@@ -195,7 +197,7 @@ assert 'cpu_model' in d, d"
 "$perf" pingpong -p line -S 8,16 -I 1000 $cores $T --csv >"$work/pp.csv" 2>/dev/null; rc=$?
 check "--csv exits 0" test $rc -eq 0
 check "--csv header" test "$(head -1 "$work/pp.csv")" = \
-  "test,level,provider,ep_type,qp_type,op,size,iterations,warmup,window,elapsed_ns,min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,bandwidth_MBps,msg_rate_Mmps,verified,host,cpu_model,kernel,shunt_version,date,interrupted"
+  "test,level,provider,ep_type,qp_type,op,size,iterations,warmup,window,elapsed_ns,min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,bandwidth_MBps,msg_rate_Mmps,verified,host,cpu_model,kernel,shunt_version,date,interrupted,shared_buffers"
 check "--csv rows" python3 -c "
 import csv
 r = list(csv.DictReader(open('$work/pp.csv')))
@@ -433,6 +435,20 @@ for t in pingpong bw rate; do
 done
 run_verified "-p shm msg tagged pingpong" "8,4096" pingpong -p shm -e msg --op tagged -S 8,4K -I 300 -w 20
 run_verified "-p shm rdm write bw" "8,4096" bw -p shm --op write -S 8,4K -I 300 -w 20 -W 16
+# --shared-buffers: the same runs from the provider's shareable memory (the
+# rendezvous by memcpy from 16 KiB, RMA written directly)
+run_verified "-p shm rdm pingpong --shared-buffers" "8,65536,1048576" pingpong -p shm -e rdm --shared-buffers -S 8,64K,1M -I 20 -w 4
+run_verified "-p shm rdm bw --shared-buffers" "8,65536" bw -p shm -e rdm --shared-buffers -S 8,64K -I 100 -w 10 -W 16
+run_verified "-p shm rdm write bw --shared-buffers" "8,4096" bw -p shm --op write --shared-buffers -S 8,4K -I 100 -w 10 -W 16
+"$perf" pingpong -p shm --shared-buffers -S 8 -I 100 $cores $T --json >"$work/sb.json" 2>"$work/err"; rc=$?
+check "--shared-buffers: --json says so" python3 -c "
+import json
+o = json.loads(open('$work/sb.json').read())
+assert $rc == 0 and o['shared_buffers'] is True, o"
+check "without --shared-buffers: --json says false" python3 -c "
+import json
+o = json.loads(open('$work/shm.json').readline())
+assert o['shared_buffers'] is False, o"
 run_verified "-p shm dgram pingpong" "8,900" pingpong -p shm -e dgram -S 8,900 -I 300 -w 20
 run_verified "--vq shm ud pingpong" "8,4096" pingpong --vq --driver shm --qp-type ud -S 8,4K -I 300 -w 20
 run_verified "--vq shm uc write rate" "8,4096" rate --vq --driver shm --qp-type uc --op write -S 8,4K -I 300 -w 20 -W 16

@@ -116,6 +116,7 @@ TEST(Wire, RoundTrip)
     c.op = "tagged";
     c.window = 17;
     c.verify = true;
+    c.shared_buffers = true;
     test_config d;
     ASSERT_EQ(from_wire(to_wire(c), d), 0);
     EXPECT_EQ(d.test, c.test);
@@ -126,6 +127,7 @@ TEST(Wire, RoundTrip)
     EXPECT_EQ(d.op, c.op);
     EXPECT_EQ(d.window, c.window);
     EXPECT_EQ(d.verify, c.verify);
+    EXPECT_EQ(d.shared_buffers, c.shared_buffers);
 }
 
 TEST(Wire, MalformedIsRejectedAndLeavesTheOutputAlone)
@@ -143,6 +145,9 @@ TEST(Wire, MalformedIsRejectedAndLeavesTheOutputAlone)
     std::string t = good;
     t.replace(t.find("test=pingpong"), 13, "test=nope");
     EXPECT_LT(from_wire(t, d), 0);
+    std::string sb = good;
+    sb.replace(sb.find("shared=0"), 8, "shared=2");
+    EXPECT_LT(from_wire(sb, d), 0);
     EXPECT_EQ(d.provider, "untouched");
 }
 

@@ -2,7 +2,8 @@
  *
  * Endpoints keep, per event type, a counter pointer and an increment
  * function chosen at bind: cntr_inc_noop when nothing is bound, a plain
- * load/store when the domain is single-threaded, an atomic add otherwise. */
+ * load/store when the domain is single-threaded, an atomic add otherwise;
+ * the variants that signal a waiter only for counters with a wait object. */
 #pragma once
 
 #include <atomic>
@@ -38,18 +39,25 @@ struct cntr_obj {
 
 inline cntr_obj *to_cntr(fid_cntr *c) { return reinterpret_cast<cntr_obj *>(c); }
 
-/** Increment functions (chosen at bind time). */
+/** Increment functions (chosen at bind time from the threading level and
+ *  whether the counter has a wait object: without one nobody can wait, so
+ *  nothing is signalled — no fence, no extra load). */
 using cntr_inc_fn = void (*)(cntr_obj *c) noexcept;
 inline void cntr_inc_noop(cntr_obj *) noexcept {}
 inline void cntr_inc_st(cntr_obj *c) noexcept
 {
     // Single writer: no read-modify-write needed; readers see whole values.
     c->value.store(c->value.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+inline void cntr_inc_mt(cntr_obj *c) noexcept { c->value.fetch_add(1, std::memory_order_release); }
+inline void cntr_inc_st_wait(cntr_obj *c) noexcept
+{
+    cntr_inc_st(c);
     c->wait.signal();
 }
-inline void cntr_inc_mt(cntr_obj *c) noexcept
+inline void cntr_inc_mt_wait(cntr_obj *c) noexcept
 {
-    c->value.fetch_add(1, std::memory_order_release);
+    cntr_inc_mt(c);
     c->wait.signal();
 }
 inline void cntr_inc_err(cntr_obj *c) noexcept
@@ -58,7 +66,14 @@ inline void cntr_inc_err(cntr_obj *c) noexcept
     c->wait.signal();
 }
 /** The increment a bind of @p c should use. */
-inline cntr_inc_fn cntr_inc_for(cntr_obj *c) { return !c ? cntr_inc_noop : c->mt ? cntr_inc_mt : cntr_inc_st; }
+inline cntr_inc_fn cntr_inc_for(cntr_obj *c)
+{
+    if (!c)
+        return cntr_inc_noop;
+    if (c->wait.enabled())
+        return c->mt ? cntr_inc_mt_wait : cntr_inc_st_wait;
+    return c->mt ? cntr_inc_mt : cntr_inc_st;
+}
 
 /** Generic cntr_open for ops_domain::cntr_open. */
 int cntr_open(fid_domain *domain, cntr_attr *attr, fid_cntr **cntr, void *context);

@@ -20,23 +20,47 @@ struct cq_impl : cq_obj {
 
 cq_impl *impl(fid_cq *c) { return static_cast<cq_impl *>(to_cq(c)); }
 
-void put(cq_format f, void *buf, std::size_t i, const cq_slot &s)
+void put_context(void *buf, std::size_t i, const cq_slot &s) noexcept
+{
+    static_cast<cq_entry *>(buf)[i] = cq_entry{s.op_context};
+}
+void put_msg(void *buf, std::size_t i, const cq_slot &s) noexcept
+{
+    static_cast<cq_msg_entry *>(buf)[i] = cq_msg_entry{s.op_context, s.flags, s.len};
+}
+void put_data(void *buf, std::size_t i, const cq_slot &s) noexcept
+{
+    static_cast<cq_data_entry *>(buf)[i] = cq_data_entry{s.op_context, s.flags, s.len, s.buf, s.data};
+}
+void put_tagged(void *buf, std::size_t i, const cq_slot &s) noexcept
+{
+    static_cast<cq_tagged_entry *>(buf)[i] = cq_tagged_entry{s.op_context, s.flags, s.len, s.buf, s.data, s.tag};
+}
+
+cq_put_fn put_for(cq_format f)
 {
     switch (f) {
-    case FI_CQ_FORMAT_UNSPEC:
-    case FI_CQ_FORMAT_CONTEXT:
-        static_cast<cq_entry *>(buf)[i] = cq_entry{s.op_context};
-        break;
-    case FI_CQ_FORMAT_MSG:
-        static_cast<cq_msg_entry *>(buf)[i] = cq_msg_entry{s.op_context, s.flags, s.len};
-        break;
-    case FI_CQ_FORMAT_DATA:
-        static_cast<cq_data_entry *>(buf)[i] = cq_data_entry{s.op_context, s.flags, s.len, s.buf, s.data};
-        break;
-    case FI_CQ_FORMAT_TAGGED:
-        static_cast<cq_tagged_entry *>(buf)[i] = cq_tagged_entry{s.op_context, s.flags, s.len, s.buf, s.data, s.tag};
-        break;
+    case FI_CQ_FORMAT_MSG: return put_msg;
+    case FI_CQ_FORMAT_DATA: return put_data;
+    case FI_CQ_FORMAT_TAGGED: return put_tagged;
+    default: return put_context;
     }
+}
+
+/** Direct output: progress with the reader's array as the destination.
+ *  @return the completions written there (0: none; the ring is then read). */
+std::size_t progress_direct(cq_impl *cq, void *buf, std::size_t count, fi_addr_t *src)
+{
+    cq->direct = buf;
+    cq->direct_src = src;
+    cq->direct_n = 0;
+    cq->direct_cap = count;
+    cq_progress(cq);
+    std::size_t n = cq->direct_n;
+    cq->direct_cap = cq->direct_n = 0;
+    cq->direct = nullptr;
+    cq->direct_src = nullptr;
+    return n;
 }
 
 ssize_t read_impl(fid_cq *c, void *buf, std::size_t count, fi_addr_t *src)
@@ -44,8 +68,18 @@ ssize_t read_impl(fid_cq *c, void *buf, std::size_t count, fi_addr_t *src)
     cq_impl *cq = impl(c);
     if (!buf && count) [[unlikely]]
         return -FI_EINVAL;
-    if (cq->do_progress)
+    if (cq->direct_ok && count && cq->head.load(std::memory_order_relaxed) == cq->tail.load(std::memory_order_relaxed) &&
+        !cq->spilled.load(std::memory_order_relaxed) && !cq->nerr.load(std::memory_order_relaxed)) [[likely]] {
+        // Nothing stored (and every entry is older than what progress
+        // produces now): the progress writes into the caller's array.
+        if (std::size_t n = progress_direct(cq, buf, count, src)) {
+            if (cq->wait_bound)
+                cq->wait.drain();
+            return ssize_t(n);
+        }
+    } else if (cq->do_progress) {
         cq_progress(cq);
+    }
     if (cq->nerr.load(std::memory_order_acquire)) [[unlikely]]
         return -FI_EAVAIL;
     cq->rlock.lock();
@@ -55,7 +89,7 @@ ssize_t read_impl(fid_cq *c, void *buf, std::size_t count, fi_addr_t *src)
     std::size_t n = 0;
     for (; n < count && t != h; n++, t++) {
         const cq_slot &s = cq->ring[t & cq->mask];
-        put(cq->format, buf, n, s);
+        cq->put(buf, n, s);
         if (src)
             src[n] = s.src;
     }
@@ -64,7 +98,7 @@ ssize_t read_impl(fid_cq *c, void *buf, std::size_t count, fi_addr_t *src)
     if (n < count && t == h && cq->spilled.load(std::memory_order_acquire)) [[unlikely]] {
         std::lock_guard g(cq->cold_mu);
         while (n < count && !cq->overflow.empty()) {
-            put(cq->format, buf, n, cq->overflow.front());
+            cq->put(buf, n, cq->overflow.front());
             if (src)
                 src[n] = cq->overflow.front().src;
             cq->overflow.pop_front();
@@ -318,6 +352,11 @@ int cq_open(fid_domain *domain, cq_attr *attr, fid_cq **out, void *context)
     cq->rlock.enable(d->thread == FI_THREAD_SAFE);
     cq->plock.enable(d->mt);
     cq->do_progress = d->data_progress != FI_PROGRESS_AUTO;
+    cq->put = put_for(cq->format);
+    // Direct output needs the reader to be the only producer while it reads:
+    // manual progress and one thread at a time on the CQ and its endpoints.
+    cq->direct_ok = cq->do_progress && !d->mt && (d->thread == FI_THREAD_DOMAIN || d->thread == FI_THREAD_COMPLETION);
+    cq->wait_bound = cq->wait.enabled();
     cq->cq.fid.fclass = FI_CLASS_CQ;
     cq->cq.fid.context = context;
     cq->cq.fid.ops = &cq_fid_ops;

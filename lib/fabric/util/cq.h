@@ -2,7 +2,9 @@
  *
  * Successful completions go into a ring written by the provider's
  * progress (cq_write, inline, no allocation, no system call) and read by
- * cq_read in the CQ's format; errors go to a separate queue (cq_write_err,
+ * cq_read in the CQ's format — or, when cq_read itself drives the progress
+ * that produces them (manual progress, one thread), straight into the
+ * reader's array (direct output); errors go to a separate queue (cq_write_err,
  * slow path). The ring is single-producer/single-consumer without locks;
  * when the domain is multi-threaded (FI_THREAD_SAFE or auto progress) the
  * producer and consumer sides each take a spinlock, chosen at open. If the
@@ -42,16 +44,30 @@ struct progress_hook {
     void *arg = nullptr;
 };
 
+/** Writes one completion in a CQ format into element @p i of @p buf. */
+using cq_put_fn = void (*)(void *buf, std::size_t i, const cq_slot &s) noexcept;
+
 struct cq_obj {
     fid_cq cq;                          ///< first: the public object
     domain_obj *domain = nullptr;
     cq_format format = FI_CQ_FORMAT_CONTEXT;
     cq_wait_cond wait_cond = FI_CQ_COND_NONE;
+    cq_put_fn put = nullptr;            ///< the format's writer (chosen at open)
+    /* Direct output: while cq_read drives manual progress on an empty ring
+     * (one thread at a time: FI_THREAD_DOMAIN / FI_THREAD_COMPLETION), new
+     * completions are written straight into the reader's array, in the CQ's
+     * format, and never stored in the ring (the shm driver's poll_cq does
+     * the same with its callers' arrays). */
+    void *direct = nullptr;
+    fi_addr_t *direct_src = nullptr;
+    std::size_t direct_cap = 0, direct_n = 0;
+    bool direct_ok = false;             ///< set at open from threading and progress
     // ---- ring: producer line, consumer line ----
     cq_slot *ring = nullptr;
     std::size_t mask = 0;
     alignas(64) std::atomic<std::size_t> head{0}; ///< next slot to write (producer)
     std::size_t cached_tail = 0;                  ///< producer's copy of tail
+    bool wait_bound = false;                      ///< has a wait object: writes signal it (set at open)
     maybe_lock wlock;
     alignas(64) std::atomic<std::size_t> tail{0}; ///< next slot to read (consumer)
     maybe_lock rlock;
@@ -85,6 +101,14 @@ int cq_open(fid_domain *domain, cq_attr *attr, fid_cq **cq, void *context);
 inline void cq_write(cq_obj *cq, void *ctx, std::uint64_t flags, std::size_t len, void *buf, std::uint64_t data,
                      std::uint64_t tag, fi_addr_t src) noexcept
 {
+    if (cq->direct_n < cq->direct_cap) [[likely]] {
+        // Inside this CQ's own cq_read (same thread): the reader returns it.
+        cq->put(cq->direct, cq->direct_n, cq_slot{ctx, flags, len, buf, data, tag, src});
+        if (cq->direct_src)
+            cq->direct_src[cq->direct_n] = src;
+        cq->direct_n++;
+        return;
+    }
     cq->wlock.lock();
     std::size_t h = cq->head.load(std::memory_order_relaxed);
     if (cq->spilled.load(std::memory_order_relaxed) || h - cq->cached_tail > cq->mask) [[unlikely]] {
@@ -92,7 +116,8 @@ inline void cq_write(cq_obj *cq, void *ctx, std::uint64_t flags, std::size_t len
         if (cq->spilled.load(std::memory_order_relaxed) || h - cq->cached_tail > cq->mask) {
             cq_spill(cq, cq_slot{ctx, flags, len, buf, data, tag, src});
             cq->wlock.unlock();
-            cq->wait.signal();
+            if (cq->wait_bound)
+                cq->wait.signal();
             return;
         }
     }
@@ -100,7 +125,8 @@ inline void cq_write(cq_obj *cq, void *ctx, std::uint64_t flags, std::size_t len
     // Publish the slot: the consumer's acquire load of head sees its contents.
     cq->head.store(h + 1, std::memory_order_release);
     cq->wlock.unlock();
-    cq->wait.signal();
+    if (cq->wait_bound) [[unlikely]]
+        cq->wait.signal(); // the ordering argument is at waiter::signal()
 }
 
 /** Write an error completion (slow path; never lost).

@@ -110,7 +110,19 @@ int domain_bind_op(fid *f, fid *b, std::uint64_t flags)
 
 int domain_close_op(fid *f) { return domain_close(f); }
 
-constexpr ops_fid domain_fid_ops{.close = domain_close_op, .bind = domain_bind_op};
+int domain_ops_open(fid *f, const char *name, std::uint64_t flags, void **ops, void *)
+{
+    domain_obj *d = reinterpret_cast<domain_obj *>(f);
+    if (!name || !ops)
+        return -FI_EINVAL;
+    if (flags)
+        return -FI_EBADFLAGS;
+    if (d->hooks && d->hooks->ops_open)
+        return d->hooks->ops_open(d, name, ops);
+    return -FI_ENOSYS;
+}
+
+constexpr ops_fid domain_fid_ops{.close = domain_close_op, .bind = domain_bind_op, .ops_open = domain_ops_open};
 constexpr ops_fid fabric_fid_ops{.close = fabric_close};
 
 } // namespace

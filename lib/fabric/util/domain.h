@@ -73,6 +73,8 @@ struct domain_hooks {
      *  over addr_to_str. Text of @p addr into @p buf (NUL terminated,
      *  truncated to @p len); returns the length needed with the NUL. */
     std::size_t (*addr_to_text)(domain_obj *d, const void *addr, char *buf, std::size_t len) = nullptr;
+    /** Extensions of the domain by name (open_ops). @return 0 / -FI_ENOSYS. */
+    int (*ops_open)(domain_obj *d, const char *name, void **ops) = nullptr;
 };
 
 /** True if hook table @p h has slot @p member (a provider built against an

@@ -57,6 +57,25 @@ struct tx_req {
     std::size_t compare_count;
 };
 
+struct rx_entry;
+
+/** A posted receive matched a message whose bytes the provider fetches
+ *  itself (a rendezvous: rx_deliver_fetch, or such an unexpected message
+ *  matched later). What the provider needs to fetch and to complete it. */
+struct rx_fetch_req {
+    ep_core *reporter = nullptr; ///< whose CQ and counter report the receive
+    rxq *queue = nullptr;        ///< the receive queue the entry belongs to
+    bool tagged = false;
+    fi_addr_t src = FI_ADDR_NOTAVAIL;
+    std::uint64_t tag = 0, data = 0;
+    std::uint64_t msg_flags = 0; ///< FI_REMOTE_CQ_DATA when data is valid
+    std::size_t len = 0;         ///< the message's length
+    std::size_t offset = 0;      ///< where in the receive's buffer it goes (multi-recv)
+    std::size_t n = 0;           ///< bytes to fetch: min(len, room); fewer than len is FI_ETRUNC
+    const void *desc = nullptr;  ///< the provider's description of the data (valid during the hook)
+    std::size_t desc_len = 0;
+};
+
 /** What a provider adds to the endpoint base. Null slots: not supported. */
 struct ep_hooks {
     std::size_t size = sizeof(ep_hooks);
@@ -75,6 +94,15 @@ struct ep_hooks {
     int (*ops_open)(ep_core *c, const char *name, void **ops) = nullptr;
     /** Validate FI_OPT_SHARED_MEMORY_PERMITTED = @p permitted. */
     int (*shm_permitted)(ep_core *c, bool permitted) = nullptr;
+    /** Start fetching r.n bytes of a rendezvous message into receive @p e at
+     *  r.offset; the provider completes it later with rx_fetch_done. Called
+     *  with the receive lock held. @return 0 started; 1 the bytes are in
+     *  place already (the kit completes the receive at once); a negative
+     *  error code completes the receive with that error at once. */
+    int (*rx_fetch)(ep_core *c, rx_entry *e, const rx_fetch_req &r) = nullptr;
+    /** A rendezvous message kept as unexpected was discarded (FI_DISCARD):
+     *  tell its sender, whose send is waiting for the fetch. Rx lock held. */
+    void (*rx_discard)(ep_core *c, const void *desc, std::size_t desc_len) = nullptr;
 };
 
 enum class ep_state : int { disabled, enabled, failed };
@@ -202,6 +230,17 @@ void tx_fail(ep_core *c, void *ctx, std::uint64_t cq_flags, int err, std::size_t
  *  @return 0 delivered or queued; -FI_ENOMEM; 1 dropped (DGRAM, no receive). */
 int rx_deliver(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
                std::uint64_t msg_flags, const void *payload, std::size_t len, bool queue_unexpected = true);
+/** A rendezvous message arrived: its bytes stay where the sender has them,
+ *  @p desc (@p desc_len bytes, copied if kept) says where. A matching receive
+ *  goes to hooks->rx_fetch; without one the description is kept as an
+ *  unexpected message, fetched when a receive matches it.
+ *  @return 0; -FI_ENOMEM. */
+int rx_deliver_fetch(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
+                     std::uint64_t msg_flags, std::size_t len, const void *desc, std::size_t desc_len);
+/** A fetch started by hooks->rx_fetch is over: @p err 0 (the bytes are in
+ *  place) or a positive error code. Writes the receive's completion (or
+ *  error; FI_ETRUNC when r.n < r.len) and releases the entry. */
+void rx_fetch_done(rx_entry *e, const rx_fetch_req &r, int err);
 /** Remote-CQ-data of an RMA write arrived (FI_REMOTE_CQ_DATA). */
 void rx_remote_data(ep_core *c, std::uint64_t data, std::uint64_t cq_flags, std::size_t len);
 

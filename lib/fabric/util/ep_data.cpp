@@ -91,6 +91,8 @@ ssize_t g_sendv(fid_ep *e, const iovec *iov, void **desc, std::size_t count, fi_
 }
 ssize_t g_sendmsg(fid_ep *e, const msg *m, std::uint64_t flags)
 {
+    if (!m) [[unlikely]] // the C++ wrappers check it; the libfabric shim calls this directly
+        return -FI_EINVAL;
     if (flags & ~msg_tx_ok) [[unlikely]]
         return tx_flag_error(core_of(e), flags);
     if (flags & (FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE) & ~core_of(e)->supported_op_flags)
@@ -132,6 +134,8 @@ ssize_t g_tsendv(fid_ep *e, const iovec *iov, void **desc, std::size_t count, fi
 }
 ssize_t g_tsendmsg(fid_ep *e, const msg_tagged *m, std::uint64_t flags)
 {
+    if (!m) [[unlikely]] // the C++ wrappers check it; the libfabric shim calls this directly
+        return -FI_EINVAL;
     if (flags & ~msg_tx_ok) [[unlikely]]
         return tx_flag_error(core_of(e), flags);
     if (flags & (FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE) & ~core_of(e)->supported_op_flags)
@@ -215,50 +219,104 @@ void unlink_entry(fifo<rx_entry> &l, rx_entry *e)
         }
 }
 
-// Place a message into a matched entry and complete it. Caller holds rx lock.
-// @return true if the entry went back to the pool (false: a multi-recv
-// buffer that stays posted).
-bool place(ep_core *c, rx_entry *e, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
-           std::uint64_t msg_flags, const void *payload, std::size_t len)
+/** Where a message goes in a matched entry. */
+struct placement {
+    std::size_t offset; ///< in the entry's buffer (multi-recv: what earlier messages used)
+    std::size_t n;      ///< bytes that fit (fewer than the message: truncated)
+    void *buf;          ///< reported in the completion
+};
+
+/** Reserve room for @p len bytes in @p e. A multi-recv buffer that falls
+ *  below the minimum leaves the posted list now (nothing more goes in) and is
+ *  released by the last completion that writes into it. Rx lock held. */
+placement reserve(rxq *q, rx_entry *e, bool tagged, std::size_t len)
 {
-    std::uint64_t cqf = FI_RECV | kind_flag(tagged) | (msg_flags & FI_REMOTE_CQ_DATA);
     if (e->flags & FI_MULTI_RECV) {
         std::size_t room = e->total - e->used;
-        void *at = static_cast<std::uint8_t *>(e->iov[0].iov_base) + e->used;
-        std::size_t n = std::min(len, room);
-        if (n)
-            std::memcpy(at, payload, n);
-        e->used += n;
-        bool release = e->total - e->used < c->rx->min_multi_recv;
-        if (release) {
-            unlink_entry(tagged ? c->rx->tagged : c->rx->msg, e);
-            cqf |= FI_MULTI_RECV;
+        placement p{e->used, std::min(len, room), static_cast<std::uint8_t *>(e->iov[0].iov_base) + e->used};
+        e->used += p.n;
+        if (e->total - e->used < q->min_multi_recv && !e->released) {
+            unlink_entry(tagged ? q->tagged : q->msg, e);
+            e->released = true;
         }
-        if (n < len)
-            rx_fail(c, e, cqf, FI_ETRUNC, n, len - n, data, tag, src, at);
-        else {
-            // A release is always reported, even under selective completion:
-            // it is how the application learns the buffer is its own again.
-            if ((e->flags & FI_COMPLETION) || release)
-                cq_write(c->rx_cq, e->context, cqf, n, at, data, tag, src);
-            c->inc_recv(c->c_recv);
-        }
-        if (release)
-            c->rx->put(e);
-        return release;
+        return p;
     }
-    std::size_t n = std::min(len, e->total);
-    copy_to(e, 0, payload, n);
-    void *buf = e->iov_count ? e->iov[0].iov_base : nullptr;
-    if (n < len)
-        rx_fail(c, e, cqf, FI_ETRUNC, n, len - n, data, tag, src, buf);
+    return {0, std::min(len, e->total), e->iov_count ? e->iov[0].iov_base : nullptr};
+}
+
+/** Complete a message placed into @p e (CQ entry if due, counter, or the
+ *  error) on @p c's CQ; the entry goes back to @p q's pool unless it is a
+ *  multi-recv buffer that stays posted (or waits for its fetches). Rx lock
+ *  held. @return true if the entry went back to the pool. */
+bool complete(ep_core *c, rxq *q, rx_entry *e, const placement &p, bool tagged, fi_addr_t src, std::uint64_t tag,
+              std::uint64_t data, std::uint64_t msg_flags, std::size_t len, int err)
+{
+    std::uint64_t cqf = FI_RECV | kind_flag(tagged) | (msg_flags & FI_REMOTE_CQ_DATA);
+    const bool multi = e->flags & FI_MULTI_RECV;
+    const bool last = !multi || (e->released && e->pending == 0);
+    if (multi && last)
+        cqf |= FI_MULTI_RECV;
+    if (err) [[unlikely]]
+        rx_fail(c, e, cqf, err, 0, len, data, tag, src, p.buf);
+    else if (p.n < len) [[unlikely]]
+        rx_fail(c, e, cqf, FI_ETRUNC, p.n, len - p.n, data, tag, src, p.buf);
     else {
-        if (e->flags & FI_COMPLETION)
-            cq_write(c->rx_cq, e->context, cqf, n, buf, data, tag, src);
+        // A multi-recv release is always reported, even under selective
+        // completion: it is how the application learns the buffer is its own again.
+        if ((e->flags & FI_COMPLETION) || (multi && last))
+            cq_write(c->rx_cq, e->context, cqf, p.n, p.buf, data, tag, src);
         c->inc_recv(c->c_recv);
     }
-    c->rx->put(e);
-    return true;
+    if (last)
+        q->put(e);
+    return last;
+}
+
+// Place a message into a matched entry and complete it: one copy, from
+// wherever the provider has it (a lent receive ring) into the user's buffer.
+// Caller holds the rx lock. @return true if the entry went back to the pool
+// (false: a multi-recv buffer that stays posted).
+bool place(ep_core *c, rxq *q, rx_entry *e, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
+           std::uint64_t msg_flags, const void *payload, std::size_t len)
+{
+    placement p = reserve(q, e, tagged, len);
+    if (e->flags & FI_MULTI_RECV) {
+        if (p.n)
+            std::memcpy(p.buf, payload, p.n);
+    } else {
+        copy_to(e, 0, payload, p.n);
+    }
+    return complete(c, q, e, p, tagged, src, tag, data, msg_flags, len, 0);
+}
+
+/** Hand a matched rendezvous message to the provider's fetch. Rx lock held.
+ *  @return true if the entry went back to the pool at once (the fetch could
+ *  not start: completed with its error). */
+bool fetch(ep_core *c, rxq *q, rx_entry *e, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
+           std::uint64_t msg_flags, std::size_t len, const void *desc, std::size_t desc_len)
+{
+    placement p = reserve(q, e, tagged, len);
+    if (e->flags & FI_MULTI_RECV)
+        e->pending++;
+    rx_fetch_req r;
+    r.reporter = c;
+    r.queue = q;
+    r.tagged = tagged;
+    r.src = src;
+    r.tag = tag;
+    r.data = data;
+    r.msg_flags = msg_flags;
+    r.len = len;
+    r.offset = p.offset;
+    r.n = p.n;
+    r.desc = desc;
+    r.desc_len = desc_len;
+    int rc = c->hooks && c->hooks->rx_fetch ? c->hooks->rx_fetch(c, e, r) : -FI_ENOSYS;
+    if (rc == 0)
+        return false;
+    if (e->flags & FI_MULTI_RECV)
+        e->pending--;
+    return complete(c, q, e, p, tagged, src, tag, data, msg_flags, len, rc > 0 ? 0 : -rc);
 }
 
 // The endpoint that reports a receive of an unexpected message: the one it
@@ -269,10 +327,23 @@ ep_core *receiver(ep_core *posted_on, const unexp_msg *u)
     return u->owner ? static_cast<ep_core *>(u->owner) : posted_on;
 }
 
-void release_unexp(unexp_msg *u)
+/** Drop an unexpected message (FI_DISCARD); a rendezvous's sender is told. */
+void discard_unexp(ep_core *r, rxq *q, unexp_msg *u)
 {
-    std::free(u->payload);
-    delete u;
+    if (u->rndv && r->hooks && r->hooks->rx_discard)
+        r->hooks->rx_discard(r, u->payload, u->plen);
+    q->unexp_put(u);
+}
+
+/** A received unexpected message goes to entry @p e. Rx lock held. */
+bool take_unexp(ep_core *posted_on, rx_entry *e, bool tagged, unexp_msg *u)
+{
+    rxq *q = posted_on->rx;
+    ep_core *r = receiver(posted_on, u);
+    bool released = u->rndv ? fetch(r, q, e, tagged, u->src, u->tag, u->data, u->flags, u->len, u->payload, u->plen)
+                            : place(r, q, e, tagged, u->src, u->tag, u->data, u->flags, u->payload, u->len);
+    q->unexp_put(u);
+    return released;
 }
 
 ssize_t post_recv(fid_ep *ep, const iovec *iov, void **desc, std::size_t count, fi_addr_t src, std::uint64_t tag,
@@ -314,23 +385,25 @@ ssize_t post_recv(fid_ep *ep, const iovec *iov, void **desc, std::size_t count, 
     }
     e->total = total;
     e->used = 0;
+    e->pending = 0;
+    e->released = false;
     // Unexpected messages first: they arrived before this receive.
+    fifo<unexp_msg> &ul = tagged ? c->rx->utagged : c->rx->umsg;
     if (!(flags & FI_MULTI_RECV)) {
-        if (unexp_msg *u = c->rx->match_unexp(tagged, src, tag, ignore, false)) [[unlikely]] {
-            place(receiver(c, u), e, tagged, u->src, u->tag, u->data, u->flags, u->payload, u->len);
-            release_unexp(u);
-            return 0;
-        }
+        if (!ul.empty()) [[unlikely]]
+            if (unexp_msg *u = c->rx->match_unexp(tagged, src, tag, ignore, false)) {
+                take_unexp(c, e, tagged, u);
+                return 0;
+            }
         (tagged ? c->rx->tagged : c->rx->msg).push(e);
         return 0;
     }
     (tagged ? c->rx->tagged : c->rx->msg).push(e);
-    while (unexp_msg *u = c->rx->match_unexp(tagged, src, tag, ignore, false)) {
-        bool released = place(receiver(c, u), e, tagged, u->src, u->tag, u->data, u->flags, u->payload, u->len);
-        release_unexp(u);
-        if (released)
+    while (!e->released)
+        if (unexp_msg *u = c->rx->match_unexp(tagged, src, tag, ignore, false))
+            take_unexp(c, e, tagged, u);
+        else
             break;
-    }
     return 0;
 }
 
@@ -345,6 +418,8 @@ ssize_t g_recvv(fid_ep *e, const iovec *iov, void **desc, std::size_t count, fi_
 }
 ssize_t g_recvmsg(fid_ep *e, const msg *m, std::uint64_t flags)
 {
+    if (!m) [[unlikely]] // the C++ wrappers check it; the libfabric shim calls this directly
+        return -FI_EINVAL;
     if (flags & ~(FI_COMPLETION | FI_MULTI_RECV | FI_MORE)) [[unlikely]]
         return -FI_EBADFLAGS;
     return post_recv(e, m->msg_iov, m->desc, m->iov_count, m->addr, 0, 0, flags | to_handle(e)->rx_comp_force,
@@ -400,7 +475,7 @@ ssize_t peek_claim(fid_ep *ep, const msg_tagged *m, std::uint64_t flags)
                     c->rx->utagged.unlink(prev, x);
                     break;
                 }
-            release_unexp(u);
+            discard_unexp(receiver(c, u), c->rx, u);
         }
         return 0;
     }
@@ -416,7 +491,7 @@ ssize_t peek_claim(fid_ep *ep, const msg_tagged *m, std::uint64_t flags)
     if (flags & FI_DISCARD) {
         if (ep_core *r = receiver(c, x); r->rx_cq)
             cq_write(r->rx_cq, m->context, FI_RECV | FI_TAGGED, 0, nullptr, 0, x->tag, x->src);
-        release_unexp(x);
+        discard_unexp(receiver(c, x), c->rx, x);
         return 0;
     }
     rx_entry *e = c->rx->get();
@@ -432,13 +507,16 @@ ssize_t peek_claim(fid_ep *ep, const msg_tagged *m, std::uint64_t flags)
         e->iov[i] = m->msg_iov[i];
     e->total = iov_len(m->msg_iov, m->iov_count, bad);
     e->used = 0;
-    place(receiver(c, x), e, true, x->src, x->tag, x->data, x->flags, x->payload, x->len);
-    release_unexp(x);
+    e->pending = 0;
+    e->released = false;
+    take_unexp(c, e, true, x);
     return 0;
 }
 
 ssize_t g_trecvmsg(fid_ep *e, const msg_tagged *m, std::uint64_t flags)
 {
+    if (!m) [[unlikely]] // the C++ wrappers check it; the libfabric shim calls this directly
+        return -FI_EINVAL;
     if (flags & ~(FI_COMPLETION | FI_MULTI_RECV | FI_MORE | FI_PEEK | FI_CLAIM | FI_DISCARD)) [[unlikely]]
         return -FI_EBADFLAGS;
     if (flags & (FI_PEEK | FI_CLAIM)) [[unlikely]]
@@ -451,35 +529,64 @@ ssize_t g_trecvmsg(fid_ep *e, const msg_tagged *m, std::uint64_t flags)
 
 } // namespace
 
-int rx_deliver(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
-               std::uint64_t msg_flags, const void *payload, std::size_t len, bool queue_unexpected)
+namespace {
+
+/** Keep a message nothing matched: its bytes (or its description) copied
+ *  once into the unexpected store. Rx lock held. */
+int queue_unexp(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
+                std::uint64_t msg_flags, std::size_t len, const void *bytes, std::size_t n, bool rndv)
 {
-    guard g(c->rx->lock);
-    rx_entry *e = c->rx->match(tagged, src, tag);
-    if (e) {
-        place(c, e, tagged, src, tag, data, msg_flags, payload, len);
-        return 0;
-    }
-    if (!queue_unexpected)
-        return 1;
-    auto *u = new (std::nothrow) unexp_msg;
-    if (!u)
+    unexp_msg *u = c->rx->unexp_get(n);
+    if (!u) [[unlikely]]
         return -FI_ENOMEM;
-    u->payload = len ? static_cast<std::uint8_t *>(std::malloc(len)) : nullptr;
-    if (len && !u->payload) {
-        delete u;
-        return -FI_ENOMEM;
-    }
-    if (len)
-        std::memcpy(u->payload, payload, len);
+    if (n)
+        std::memcpy(u->payload, bytes, n);
     u->src = src;
     u->tag = tag;
     u->data = data;
     u->flags = msg_flags;
     u->len = len;
+    u->rndv = rndv;
     u->owner = c;
     (tagged ? c->rx->utagged : c->rx->umsg).push(u);
     return 0;
+}
+
+} // namespace
+
+int rx_deliver(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
+               std::uint64_t msg_flags, const void *payload, std::size_t len, bool queue_unexpected)
+{
+    guard g(c->rx->lock);
+    rx_entry *e = c->rx->match(tagged, src, tag);
+    if (e) [[likely]] {
+        place(c, c->rx, e, tagged, src, tag, data, msg_flags, payload, len);
+        return 0;
+    }
+    if (!queue_unexpected)
+        return 1;
+    return queue_unexp(c, tagged, src, tag, data, msg_flags, len, payload, len, false);
+}
+
+int rx_deliver_fetch(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
+                     std::uint64_t msg_flags, std::size_t len, const void *desc, std::size_t desc_len)
+{
+    guard g(c->rx->lock);
+    if (rx_entry *e = c->rx->match(tagged, src, tag)) {
+        fetch(c, c->rx, e, tagged, src, tag, data, msg_flags, len, desc, desc_len);
+        return 0;
+    }
+    return queue_unexp(c, tagged, src, tag, data, msg_flags, len, desc, desc_len, true);
+}
+
+void rx_fetch_done(rx_entry *e, const rx_fetch_req &r, int err)
+{
+    guard g(r.queue->lock);
+    if (e->flags & FI_MULTI_RECV)
+        e->pending--;
+    void *buf = e->iov_count ? static_cast<std::uint8_t *>(e->iov[0].iov_base) + r.offset : nullptr;
+    complete(r.reporter, r.queue, e, placement{r.offset, r.n, buf}, r.tagged, r.src, r.tag, r.data, r.msg_flags, r.len,
+             err);
 }
 
 void rx_remote_data(ep_core *c, std::uint64_t data, std::uint64_t cq_flags, std::size_t len)

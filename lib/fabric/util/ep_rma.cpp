@@ -86,6 +86,8 @@ ssize_t r_readv(fid_ep *e, const iovec *iov, void **desc, std::size_t count, fi_
 }
 ssize_t r_readmsg(fid_ep *e, const msg_rma *m, std::uint64_t flags)
 {
+    if (!m) [[unlikely]] // the C++ wrappers check it; the libfabric shim calls this directly
+        return -FI_EINVAL;
     return post_rma(e, false, m->msg_iov, m->desc, m->iov_count, m->addr, m->rma_iov, m->rma_iov_count, m->data,
                     flags | to_handle(e)->tx_comp_force, m->context, false);
 }
@@ -107,6 +109,8 @@ ssize_t r_writev(fid_ep *e, const iovec *iov, void **desc, std::size_t count, fi
 }
 ssize_t r_writemsg(fid_ep *e, const msg_rma *m, std::uint64_t flags)
 {
+    if (!m) [[unlikely]] // the C++ wrappers check it; the libfabric shim calls this directly
+        return -FI_EINVAL;
     return post_rma(e, true, m->msg_iov, m->desc, m->iov_count, m->addr, m->rma_iov, m->rma_iov_count, m->data,
                     flags | to_handle(e)->tx_comp_force, m->context, false);
 }
@@ -188,8 +192,8 @@ ssize_t post_atomic(fid_ep *e, tx_req::kind_t kind, const ioc *iov, void **desc,
         v[i] = iovec{iov[i].addr, iov[i].count * esize};
         elems += iov[i].count;
     }
-    if (elems > max_count || elems != rma[0].count) [[unlikely]]
-        return -FI_EINVAL;
+    if (elems == 0 || elems > max_count || elems != rma[0].count) [[unlikely]]
+        return -FI_EINVAL; // zero elements: nothing to do, and nothing may change at the target
     if (elems * esize > c->max_size[3]) [[unlikely]]
         return -FI_EMSGSIZE;
     if ((inject || (flags & FI_INJECT)) && elems * esize > c->inject_max[3]) [[unlikely]]
@@ -197,11 +201,17 @@ ssize_t post_atomic(fid_ep *e, tx_req::kind_t kind, const ioc *iov, void **desc,
     std::size_t relems = 0, celems = 0;
     if (res_count > 4 || cmp_count > 4)
         return -FI_EINVAL;
+    if ((res_count && !res) || (cmp_count && !cmp)) [[unlikely]]
+        return -FI_EINVAL;
     for (std::size_t i = 0; i < res_count; i++) {
+        if (!res[i].addr && res[i].count) [[unlikely]]
+            return -FI_EINVAL; // a fetch must have somewhere to put the value
         rv[i] = iovec{res[i].addr, res[i].count * esize};
         relems += res[i].count;
     }
     for (std::size_t i = 0; i < cmp_count; i++) {
+        if (!cmp[i].addr && cmp[i].count) [[unlikely]]
+            return -FI_EINVAL;
         cv[i] = iovec{cmp[i].addr, cmp[i].count * esize};
         celems += cmp[i].count;
     }
@@ -258,6 +268,8 @@ ssize_t a_writev(fid_ep *e, const ioc *iov, void **desc, std::size_t count, fi_a
 }
 ssize_t a_writemsg(fid_ep *e, const msg_atomic *m, std::uint64_t flags)
 {
+    if (!m) [[unlikely]] // the C++ wrappers check it; the libfabric shim calls this directly
+        return -FI_EINVAL;
     return post_atomic(e, tx_req::atomic, m->msg_iov, m->desc, m->iov_count, m->addr, m->rma_iov, m->rma_iov_count,
                        m->datatype, m->op, nullptr, 0, nullptr, 0, m->data, flags | to_handle(e)->tx_comp_force,
                        m->context, false);
@@ -293,6 +305,8 @@ ssize_t a_readwritev(fid_ep *e, const ioc *iov, void **desc, std::size_t count, 
 ssize_t a_readwritemsg(fid_ep *e, const msg_atomic *m, ioc *resultv, void **, std::size_t result_count,
                        std::uint64_t flags)
 {
+    if (!m) [[unlikely]] // the C++ wrappers check it; the libfabric shim calls this directly
+        return -FI_EINVAL;
     return post_atomic(e, tx_req::fetch_atomic, m->msg_iov, m->desc, m->iov_count, m->addr, m->rma_iov,
                        m->rma_iov_count, m->datatype, m->op, resultv, result_count, nullptr, 0, m->data,
                        flags | to_handle(e)->tx_comp_force, m->context, false);
@@ -322,6 +336,8 @@ ssize_t a_compwritev(fid_ep *e, const ioc *iov, void **desc, std::size_t count, 
 ssize_t a_compwritemsg(fid_ep *e, const msg_atomic *m, const ioc *comparev, void **, std::size_t compare_count,
                        ioc *resultv, void **, std::size_t result_count, std::uint64_t flags)
 {
+    if (!m) [[unlikely]] // the C++ wrappers check it; the libfabric shim calls this directly
+        return -FI_EINVAL;
     return post_atomic(e, tx_req::compare_atomic, m->msg_iov, m->desc, m->iov_count, m->addr, m->rma_iov,
                        m->rma_iov_count, m->datatype, m->op, resultv, result_count, comparev, compare_count, m->data,
                        flags | to_handle(e)->tx_comp_force, m->context, false);

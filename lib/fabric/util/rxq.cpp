@@ -1,10 +1,41 @@
 // Receive matching structures.
 #include <cstdlib>
+#include <new>
 
 #include "env/errors.h"
 #include "fabric/util/rxq.h"
 
 namespace shunt::fabric::util {
+
+namespace {
+
+void add_entries(rxq &q, unexp_msg *v, std::size_t n)
+{
+    for (std::size_t i = n; i-- > 0;) {
+        v[i].next = q.ufree;
+        q.ufree = &v[i];
+    }
+}
+
+constexpr std::size_t class_bytes[unexp_classes] = {512, 4096, 32768, 131072};
+
+[[gnu::cold]] unexp_msg *grow_entries(rxq &q)
+{
+    constexpr std::size_t chunk = 64;
+    auto *v = new (std::nothrow) unexp_msg[chunk];
+    if (!v)
+        return nullptr;
+    try {
+        q.uchunks.push_back(v);
+    } catch (...) {
+        delete[] v;
+        return nullptr;
+    }
+    add_entries(q, v + 1, chunk - 1);
+    return &v[0];
+}
+
+} // namespace
 
 int rxq::init(std::size_t depth)
 {
@@ -17,10 +48,91 @@ int rxq::init(std::size_t depth)
     nfree = 0;
     for (auto &e : pool)
         put(&e);
+    if (uchunks.empty()) {
+        // As many unexpected entries as receives, up front: an unexpected
+        // message up to unexp_inline bytes (or a rendezvous description)
+        // then never allocates.
+        const std::size_t n = pool.size();
+        auto *v = new (std::nothrow) unexp_msg[n];
+        if (!v)
+            return -FI_ENOMEM;
+        try {
+            uchunks.push_back(v);
+        } catch (...) {
+            delete[] v;
+            return -FI_ENOMEM;
+        }
+        add_entries(*this, v, n);
+    }
     return 0;
 }
 
-rxq::~rxq() { clear(); }
+unexp_msg *rxq::unexp_get(std::size_t n)
+{
+    unexp_msg *u = ufree;
+    if (u) [[likely]]
+        ufree = u->next;
+    else if (!(u = grow_entries(*this)))
+        return nullptr;
+    u->next = nullptr;
+    u->src = FI_ADDR_NOTAVAIL;
+    u->tag = u->data = u->flags = 0;
+    u->len = u->plen = n;
+    u->rndv = false;
+    u->claim = u->owner = nullptr;
+    if (n <= unexp_inline) [[likely]] {
+        u->payload = u->inline_buf;
+        u->cls = 0;
+        return u;
+    }
+    for (std::size_t c = 0; c < unexp_classes; c++) {
+        if (n > class_bytes[c])
+            continue;
+        void *b = bfree[c];
+        if (b) [[likely]]
+            bfree[c] = *static_cast<void **>(b);
+        else if (!(b = std::malloc(class_bytes[c]))) // first time this class runs short
+            break;
+        u->payload = static_cast<std::uint8_t *>(b);
+        u->cls = static_cast<std::uint8_t>(c + 1);
+        return u;
+    }
+    // Larger than every class (or out of memory): a buffer of its own.
+    u->payload = static_cast<std::uint8_t *>(std::malloc(n));
+    u->cls = unexp_classes + 1;
+    if (!u->payload) {
+        u->next = ufree;
+        ufree = u;
+        return nullptr;
+    }
+    return u;
+}
+
+void rxq::unexp_put(unexp_msg *u)
+{
+    if (u->cls >= 1 && u->cls <= unexp_classes) {
+        *reinterpret_cast<void **>(u->payload) = bfree[u->cls - 1];
+        bfree[u->cls - 1] = u->payload;
+    } else if (u->cls > unexp_classes) {
+        std::free(u->payload);
+    }
+    u->payload = nullptr;
+    u->next = ufree;
+    ufree = u;
+}
+
+rxq::~rxq()
+{
+    clear();
+    for (void *&b : bfree)
+        while (b) {
+            void *n = *static_cast<void **>(b);
+            std::free(b);
+            b = n;
+        }
+    for (unexp_msg *v : uchunks)
+        delete[] v;
+}
 
 rx_entry *rxq::match(bool is_tagged, fi_addr_t src, std::uint64_t tag)
 {
@@ -61,7 +173,7 @@ rx_entry *rxq::remove_ctx(void *context)
     for (fifo<rx_entry> *l : {&msg, &tagged}) {
         rx_entry *prev = nullptr;
         for (rx_entry *e = l->head; e; prev = e, e = e->next)
-            if (e->context == context) {
+            if (e->context == context && e->pending == 0) { // a buffer being fetched into is not cancelled
                 l->unlink(prev, e);
                 return e;
             }
@@ -77,8 +189,7 @@ void rxq::drop_owned(const void *owner)
             unexp_msg *next = u->next;
             if (u->owner == owner) {
                 l->unlink(prev, u);
-                std::free(u->payload);
-                delete u;
+                unexp_put(u);
             } else {
                 prev = u;
             }
@@ -92,8 +203,7 @@ void rxq::clear()
     for (fifo<unexp_msg> *l : {&umsg, &utagged}) {
         while (unexp_msg *u = l->head) {
             l->unlink(nullptr, u);
-            std::free(u->payload);
-            delete u;
+            unexp_put(u);
         }
     }
     msg = {};

@@ -4,7 +4,11 @@
  *
  * Entries come from a pool sized at enable (rx_attr::size): posting a
  * receive allocates nothing. Unexpected messages (arrived before a matching
- * receive) are copied into heap buffers: a slow path by definition. */
+ * receive) are copied once into the unexpected store: entries and payload
+ * buffers from free lists by size class, which grow to the high-water mark
+ * the first time they run short and are reused from then on (no allocation
+ * per message in a steady state). A message whose data the provider fetches
+ * itself (a rendezvous) keeps only the provider's description of it. */
 #pragma once
 
 #include <cstddef>
@@ -31,7 +35,14 @@ struct rx_entry {
     void *desc[rx_iov_max];
     std::size_t total = 0;        ///< bytes of the buffer
     std::size_t used = 0;         ///< multi-recv: bytes consumed
+    /** Multi-recv: fetches (rx_fetch) still writing into the buffer; it is
+     *  released (FI_MULTI_RECV completion) only when the last one is done. */
+    std::uint32_t pending = 0;
+    bool released = false;        ///< multi-recv: below the minimum, unlinked, waits for pending
 };
+
+inline constexpr std::size_t unexp_inline = 64; ///< payload bytes kept inside the entry
+inline constexpr std::size_t unexp_classes = 4; ///< payload buffer size classes above that
 
 struct unexp_msg {
     unexp_msg *next = nullptr;
@@ -39,8 +50,12 @@ struct unexp_msg {
     std::uint64_t tag = 0;
     std::uint64_t data = 0;
     std::uint64_t flags = 0;      ///< FI_REMOTE_CQ_DATA when data is valid
-    std::size_t len = 0;
-    std::uint8_t *payload = nullptr;
+    std::size_t len = 0;          ///< the message's length
+    std::uint8_t *payload = nullptr; ///< its bytes (rndv: the provider's description of them)
+    std::size_t plen = 0;         ///< bytes at payload (len, or the description's size)
+    bool rndv = false;            ///< the provider fetches the data when a receive matches (rx_fetch)
+    std::uint8_t cls = 0;         ///< payload's storage: 0 inline, 1..unexp_classes a class, else malloc
+    alignas(8) std::uint8_t inline_buf[unexp_inline];
     void *claim = nullptr;        ///< FI_CLAIM context that owns it
     /** The endpoint (its ep_core) that received it: with a shared receive
      *  context, the one whose CQ and counter report the receive. */
@@ -92,8 +107,18 @@ struct rxq {
     std::size_t min_multi_recv = 64;
     maybe_lock lock;               ///< FI_THREAD_SAFE / shared / auto progress
 
+    /* The unexpected store. */
+    unexp_msg *ufree = nullptr;                  ///< free entries
+    std::vector<unexp_msg *> uchunks;            ///< their storage (freed at destruction)
+    void *bfree[unexp_classes] = {};             ///< free payload buffers per class (linked through their first word)
+
     /** Allocate the pool. @return 0 or -FI_ENOMEM. */
     int init(std::size_t depth);
+    /** An unexpected entry with room for @p n payload bytes (entry fields
+     *  reset, payload/plen set). Null when memory is exhausted. Lock held. */
+    unexp_msg *unexp_get(std::size_t n);
+    /** Return an entry and its payload to the store. Lock held. */
+    void unexp_put(unexp_msg *u);
     ~rxq();
     rx_entry *get()
     {

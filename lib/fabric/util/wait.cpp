@@ -3,13 +3,33 @@
 #include <cstdint>
 #include <ctime>
 #include <poll.h>
+#include <linux/membarrier.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "env/errors.h"
 #include "fabric/util/wait.h"
 
 namespace shunt::fabric::util {
+
+namespace {
+
+/** Can this process use membarrier(PRIVATE_EXPEDITED)? Registered once
+ *  (Linux 4.14 and later; refused under some seccomp filters and by tools
+ *  such as valgrind: then waiters and writers fence instead). */
+bool heavy_barrier_available() noexcept
+{
+    static const bool ok = [] {
+        long cmds = ::syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+        if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED))
+            return false;
+        return ::syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    }();
+    return ok;
+}
+
+} // namespace
 
 waiter::~waiter()
 {
@@ -39,7 +59,20 @@ int waiter::open(wait_obj w)
         return -errno;
     fd_ = fd;
     kind_ = w;
+    heavy_ = heavy_barrier_available();
     return 0;
+}
+
+void waiter::arm() noexcept
+{
+    armed_.fetch_add(1, std::memory_order_relaxed);
+    // The heavy half (see signal()): every thread of the process passes a
+    // full barrier before this returns, so a writer either sees armed_ or
+    // its publish is visible to the re-check that follows.
+    if (heavy_ && ::syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+        return;
+    // No membarrier (or no wait object): pairs with signal()'s fence.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 void waiter::kick() noexcept
@@ -48,11 +81,14 @@ void waiter::kick() noexcept
         return;
     std::uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(fd_, &one, sizeof one);
+    // After the write: a drain that misses the flag leaves the wake-up for
+    // the next drain, never a flag without a wake-up behind it.
+    kicked_.store(true, std::memory_order_release);
 }
 
 void waiter::drain() noexcept
 {
-    if (fd_ < 0)
+    if (fd_ < 0 || !kicked_.exchange(false, std::memory_order_acquire))
         return;
     std::uint64_t v;
     [[maybe_unused]] ssize_t n = ::read(fd_, &v, sizeof v);
@@ -65,7 +101,10 @@ int waiter::wait(int timeout_ms) noexcept
     pollfd p{fd_, POLLIN, 0};
     int rc = ::poll(&p, 1, timeout_ms);
     if (rc > 0) {
-        drain();
+        // Readable: consume it whatever the flag says (it may not be set yet).
+        kicked_.store(false, std::memory_order_relaxed);
+        std::uint64_t v;
+        [[maybe_unused]] ssize_t n = ::read(fd_, &v, sizeof v);
         return 0;
     }
     return -FI_ETIMEDOUT;

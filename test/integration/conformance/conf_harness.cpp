@@ -156,7 +156,7 @@ int local_side::reg(std::size_t size, unsigned access, bool seg, std::uint64_t s
 }
 
 int local_side::create_qp(vq::qp_type t, std::uint64_t ops, vq::qp_cap cap, unsigned *idx, bool sig_all,
-                          vq::srq *srq)
+                          vq::srq *srq, bool lend)
 {
     local_qp lq;
     vq::cq_init_attr ca;
@@ -171,6 +171,8 @@ int local_side::create_qp(vq::qp_type t, std::uint64_t ops, vq::qp_cap cap, unsi
     ia.cap = cap;
     ia.sq_sig_all = sig_all;
     ia.srq = srq;
+    ia.lend_recv = lend;
+    lq.lent = lend;
     rc = vq::create_qp(pd, &ia, &lq.qp);
     if (rc) {
         EXPECT_EQ(vq::destroy_cq(lq.cq), 0);
@@ -219,7 +221,7 @@ int local_side::pump()
 {
     int got = 0;
     for (auto &q : qps) {
-        if (!q.cq)
+        if (!q.cq || q.lent)
             continue;
         vq::wc w[16];
         int k = vq::poll_cq(q.cq, 16, w);

@@ -46,6 +46,9 @@ struct local_qp {
     vq::qp *qp = nullptr;
     vq::cq *cq = nullptr;
     std::deque<vq::wc> wcs;
+    /** Lent receives: the test polls its CQ itself (a completion's data is
+     *  valid only until the next poll), so pump() leaves it alone. */
+    bool lent = false;
 };
 
 /** This process's shm context, PD, regions and QPs (one CQ per QP). */
@@ -68,7 +71,7 @@ struct local_side {
     int reg(std::size_t size, unsigned access, bool seg = false, std::uint64_t seed = 0);
     /** Create a QP with its own CQ. @return create_qp's result; *idx on success. */
     int create_qp(vq::qp_type t, std::uint64_t ops, vq::qp_cap cap, unsigned *idx, bool sig_all = false,
-                  vq::srq *srq = nullptr);
+                  vq::srq *srq = nullptr, bool lend = false);
     /** INIT → RTR → RTS (RC/UC: to @p remote; UD: @p qkey). */
     int connect(unsigned idx, const vq::qp_addr &remote, std::uint32_t qkey = 0, unsigned access = ~0u);
     vq::qp *qp(unsigned idx) { return qps[idx].qp; }

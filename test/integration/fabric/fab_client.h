@@ -6,7 +6,10 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <signal.h>
+
 #include <array>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -18,7 +21,11 @@ namespace shunt::test::fab {
 
 class peer_proc {
 public:
-    explicit peer_proc(const char *type = "rdm", const char *progress = "manual")
+    /** @p memory: "private" (heap) or "shared" (shunt_mem) memory for the
+     *  peer's RMA region and send buffers; @p env: NAME=VALUE entries added
+     *  to the peer's environment (tunables). */
+    explicit peer_proc(const char *type = "rdm", const char *progress = "manual", const char *memory = "private",
+                       const std::vector<std::string> &env = {})
     {
         int sv[2];
         if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -29,8 +36,14 @@ public:
         posix_spawn_file_actions_init(&fa);
         posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
         char *args[] = {const_cast<char *>(FAB_PEER_PATH), const_cast<char *>(type), const_cast<char *>(progress),
-                        nullptr};
-        int rc = posix_spawn(&pid_, FAB_PEER_PATH, &fa, nullptr, args, environ);
+                        const_cast<char *>(memory), nullptr};
+        std::vector<char *> envp;
+        for (const std::string &e : env)
+            envp.push_back(const_cast<char *>(e.c_str()));
+        for (char **e = environ; *e; e++)
+            envp.push_back(*e);
+        envp.push_back(nullptr);
+        int rc = posix_spawn(&pid_, FAB_PEER_PATH, &fa, nullptr, args, envp.data());
         posix_spawn_file_actions_destroy(&fa);
         ::close(sv[1]);
         fd_ = sv[0];
@@ -45,6 +58,16 @@ public:
         std::memcpy(addr, s.addr, sizeof addr);
         mem = s.a;
         key = s.b;
+    }
+    /** SIGKILL the peer (no orderly close of anything) and reap it. */
+    void kill()
+    {
+        if (pid_ > 0) {
+            ::kill(pid_, SIGKILL);
+            int st = 0;
+            ::waitpid(pid_, &st, 0);
+            pid_ = 0;
+        }
     }
     ~peer_proc()
     {
@@ -107,6 +130,41 @@ private:
     pid_t pid_ = 0;
     int fd_ = -1;
 };
+
+/** Open @p n as an endpoint of @p type and make it and the peer know each
+ *  other's address (@p to: the peer's). */
+inline void connect_peer(node &n, peer_proc &p, ep_type type, fi_addr_t &to)
+{
+    ASSERT_EQ(n.open(type, false), 0);
+    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
+    ASSERT_EQ(p.set_peer(n.addr), 0);
+}
+
+/** Keep sending 16 bytes to @p to for up to 10 s until a send fails, as an
+ *  error completion or an error code from the call (other than -FI_EAGAIN).
+ *  @return whether it failed; *how: the call's code, 0 for a completion. */
+inline bool sends_fail_soon(node &n, fi_addr_t to, ssize_t *how)
+{
+    *how = 0;
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    std::uint8_t out[16] = {2};
+    while (std::chrono::steady_clock::now() < end) {
+        ssize_t rc = send(n.ep, out, sizeof out, nullptr, to, nullptr);
+        if (rc != 0 && rc != -FI_EAGAIN) {
+            *how = rc;
+            return true;
+        }
+        cq_tagged_entry e{};
+        if (cq_read(n.cq, &e, 1) == -FI_EAVAIL) {
+            cq_err_entry err{};
+            EXPECT_EQ(cq_readerr(n.cq, &err, 0), 1);
+            EXPECT_NE(err.err, 0);
+            return true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return false;
+}
 
 /** Poll @p cq until one entry (or an error) arrives, yielding; bounded. */
 inline ssize_t wait_cq(fid_cq *cq, cq_tagged_entry &e, fi_addr_t *src = nullptr, int ms = 10000)

@@ -29,6 +29,7 @@ enum op : std::uint32_t {
     reject_next, ///< MSG: reject the next connection request with data "no-room"
     pause_peer,  ///< stop polling for a ms (answers first)
     quit,
+    close_ep,    ///< close the endpoint (the process lives on, answering requests)
 };
 
 struct request {

@@ -1,14 +1,19 @@
 // The peer process of the shm provider integration tests: an echo server.
-// argv[1]: rdm | msg | dgram; argv[2]: manual | auto. Control requests come
-// on fd 3 (fab_common.h). Every message received is sent back (tagged ones
-// with tag + 1, remote CQ data + 1); a 1 MiB region is open to RMA/atomics.
+// argv[1]: rdm | msg | dgram; argv[2]: manual | auto; argv[3] (optional):
+// private (default) | shared. Control requests come on fd 3 (fab_common.h).
+// Every message received is sent back (tagged ones with tag + 1, remote CQ
+// data + 1); a 1 MiB region is open to RMA/atomics. With "shared" that
+// region and the buffers echoes and send_tagged messages are sent from come
+// from the provider's shareable memory (shunt_mem), else from the heap.
 #include <poll.h>
 
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <vector>
 
 #include "fab_common.h"
+#include "fabric/ext_mem.h"
 
 using namespace shunt;
 using namespace shunt::fabric;
@@ -24,7 +29,10 @@ struct peer {
     node n;
     ep_type type = FI_EP_RDM;
     fid_pep *pep = nullptr;
-    std::vector<std::uint8_t> mem = std::vector<std::uint8_t>(mem_size);
+    std::vector<std::uint8_t> heap = std::vector<std::uint8_t>(mem_size);
+    std::uint8_t *mem = heap.data();     ///< the RMA region: heap, or shunt_mem memory
+    const ops_mem *shm_mem = nullptr;    ///< "shared": where send buffers come from
+    std::map<std::uintptr_t, void *> inflight_shared; ///< "shared": the send buffer of each echo in flight
     fid_mr *mr = nullptr;
     std::vector<std::vector<std::uint8_t>> bufs;
     context ctx[2 * nbufs];
@@ -39,7 +47,10 @@ struct peer {
         std::uint64_t cq_data;
     };
     std::deque<pending> todo;
-    std::deque<std::vector<std::uint8_t>> inflight; // echo buffers until their send completes
+    /** Echo buffers until their send completes, by the send's context (sends
+     *  complete out of order: a rendezvous when the receiver pulls it). */
+    std::map<std::uintptr_t, std::vector<std::uint8_t>> inflight;
+    std::uintptr_t next_send = 1;
     response st;
     bool reject = false;
     bool connected = false;
@@ -69,21 +80,47 @@ void flush_todo(peer &p)
     while (!p.todo.empty() && (p.have_peer || p.type == FI_EP_MSG)) {
         auto &t = p.todo.front();
         fi_addr_t to = p.type == FI_EP_MSG ? 0 : p.test_addr;
+        // "shared": the message goes from a buffer of shareable memory (a
+        // rendezvous the receiver copies with memcpy), else from the heap.
+        void *src = t.data.data();
+        void *block = nullptr;
+        if (p.shm_mem) {
+            if (p.shm_mem->alloc(p.n.domain, t.data.size() ? t.data.size() : 1, &block)) {
+                std::fprintf(stderr, "fab_peer: no shareable memory for an echo of %zu bytes\n", t.data.size());
+                p.st.c++;
+                p.todo.pop_front();
+                continue;
+            }
+            if (!t.data.empty()) // (data() of an empty vector may be null)
+                std::memcpy(block, t.data.data(), t.data.size());
+            src = block;
+        }
         ssize_t rc;
-        void *ctx = reinterpret_cast<void *>(std::uintptr_t(1));
+        const std::uintptr_t id = p.next_send;
+        void *ctx = reinterpret_cast<void *>(id);
         if (t.tagged)
-            rc = t.has_data ? tsenddata(p.n.ep, t.data.data(), t.data.size(), nullptr, t.cq_data + 1, to, t.tag + 1, ctx)
-                            : tsend(p.n.ep, t.data.data(), t.data.size(), nullptr, to, t.tag + 1, ctx);
+            rc = t.has_data ? tsenddata(p.n.ep, src, t.data.size(), nullptr, t.cq_data + 1, to, t.tag + 1, ctx)
+                            : tsend(p.n.ep, src, t.data.size(), nullptr, to, t.tag + 1, ctx);
         else
-            rc = t.has_data ? senddata(p.n.ep, t.data.data(), t.data.size(), nullptr, t.cq_data + 1, to, ctx)
-                            : send(p.n.ep, t.data.data(), t.data.size(), nullptr, to, ctx);
-        if (rc == -FI_EAGAIN)
+            rc = t.has_data ? senddata(p.n.ep, src, t.data.size(), nullptr, t.cq_data + 1, to, ctx)
+                            : send(p.n.ep, src, t.data.size(), nullptr, to, ctx);
+        if (rc == -FI_EAGAIN) {
+            if (block)
+                (void)p.shm_mem->free(p.n.domain, block);
             return;
+        }
         if (rc) {
             std::fprintf(stderr, "fab_peer: echo send failed: %s\n", shunt::strerror(int(rc)));
             p.st.c++;
         }
-        p.inflight.push_back(std::move(t.data));
+        if (rc == 0) {
+            p.next_send++;
+            if (p.shm_mem)
+                p.inflight_shared[id] = block;
+            p.inflight[id] = std::move(t.data);
+        } else if (block) {
+            (void)p.shm_mem->free(p.n.domain, block);
+        }
         p.todo.pop_front();
         p.st.a++;
     }
@@ -102,8 +139,12 @@ void drain_cq(peer &p)
     }
     for (ssize_t k = 0; k < n; k++) {
         if (e[k].flags & FI_SEND) {
-            if (!p.inflight.empty())
-                p.inflight.pop_front();
+            const auto id = reinterpret_cast<std::uintptr_t>(e[k].op_context);
+            p.inflight.erase(id);
+            if (auto it = p.inflight_shared.find(id); it != p.inflight_shared.end()) {
+                (void)p.shm_mem->free(p.n.domain, it->second);
+                p.inflight_shared.erase(it);
+            }
             continue;
         }
         if ((e[k].flags & FI_RMA) && (e[k].flags & FI_REMOTE_CQ_DATA)) {
@@ -184,7 +225,7 @@ int control(peer &p, int fd)
         } else {
             std::memcpy(s.addr, p.n.addr, sizeof s.addr);
         }
-        s.a = reinterpret_cast<std::uint64_t>(p.mem.data());
+        s.a = reinterpret_cast<std::uint64_t>(p.mem);
         s.b = p.mr ? mr_key(p.mr) : 0;
         break;
     case set_peer:
@@ -192,11 +233,11 @@ int control(peer &p, int fd)
         p.have_peer = s.rc == 0;
         break;
     case checksum:
-        s.a = r.a + r.b <= mem_size ? fnv(p.mem.data() + r.a, r.b) : 0;
+        s.a = r.a + r.b <= mem_size ? fnv(p.mem + r.a, r.b) : 0;
         break;
     case fill:
         if (r.a + r.b <= mem_size)
-            fill_pattern(p.mem.data() + r.a, r.b, r.c);
+            fill_pattern(p.mem + r.a, r.b, r.c);
         break;
     case send_tagged:
         for (std::uint32_t i = 0; i < r.n; i++) {
@@ -225,6 +266,14 @@ int control(peer &p, int fd)
     case quit:
         write_all(fd, &s, sizeof s);
         return 1;
+    case close_ep:
+        if (p.n.ep) {
+            s.rc = fabric::close(&p.n.ep->fid);
+            p.n.ep = nullptr;
+            p.have_peer = false;
+            p.todo.clear();
+        }
+        break;
     default:
         s.rc = -FI_EINVAL;
     }
@@ -239,14 +288,26 @@ int main(int argc, char **argv)
     peer p;
     std::string t = argc > 1 ? argv[1] : "rdm";
     bool autop = argc > 2 && std::string(argv[2]) == "auto";
+    const bool shared = argc > 3 && std::string(argv[3]) == "shared";
     p.type = t == "msg" ? FI_EP_MSG : t == "dgram" ? FI_EP_DGRAM : FI_EP_RDM;
     int rc = p.n.open(p.type, autop);
     if (rc) {
         std::fprintf(stderr, "fab_peer: open failed: %s\n", shunt::strerror(rc));
         return 2;
     }
+    if (shared) {
+        void *ops = nullptr, *m = nullptr;
+        if ((rc = open_ops(&p.n.domain->fid, FI_SHUNT_MEM_OPS_1, 0, &ops, nullptr)) ||
+            (rc = static_cast<const ops_mem *>(ops)->alloc(p.n.domain, mem_size, &m))) {
+            std::fprintf(stderr, "fab_peer: no shareable memory: %s\n", shunt::strerror(rc));
+            return 2;
+        }
+        p.shm_mem = static_cast<const ops_mem *>(ops);
+        p.mem = static_cast<std::uint8_t *>(m);
+        std::memset(p.mem, 0, mem_size);
+    }
     if (p.type != FI_EP_DGRAM &&
-        (rc = mr_reg(p.n.domain, p.mem.data(), mem_size, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &p.mr, nullptr)))
+        (rc = mr_reg(p.n.domain, p.mem, mem_size, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &p.mr, nullptr)))
         return 3;
     if (p.type == FI_EP_MSG) {
         if ((rc = passive_ep(p.n.fabric, p.n.fi, &p.pep, nullptr)) || (rc = pep_bind(p.pep, &p.n.eq->fid, 0)) ||
@@ -277,6 +338,14 @@ int main(int argc, char **argv)
         (void)fabric::close(&p.pep->fid);
     if (p.mr)
         (void)fabric::close(&p.mr->fid);
+    if (p.n.ep) {
+        (void)fabric::close(&p.n.ep->fid); // before its send buffers go
+        p.n.ep = nullptr;
+    }
+    for (auto &[id, b] : p.inflight_shared)
+        (void)p.shm_mem->free(p.n.domain, b);
+    if (p.shm_mem)
+        (void)p.shm_mem->free(p.n.domain, p.mem);
     p.n.close();
     return 0;
 }

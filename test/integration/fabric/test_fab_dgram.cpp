@@ -13,12 +13,7 @@ struct dgram : ::testing::Test {
     peer_proc p{"dgram"};
     node n;
     fi_addr_t to = FI_ADDR_NOTAVAIL;
-    void SetUp() override
-    {
-        ASSERT_EQ(n.open(FI_EP_DGRAM, false), 0);
-        ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
-        ASSERT_EQ(p.set_peer(n.addr), 0);
-    }
+    void SetUp() override { connect_peer(n, p, FI_EP_DGRAM, to); }
     void TearDown() override { n.close(); }
 };
 } // namespace

@@ -13,12 +13,7 @@ struct rdm : ::testing::Test {
     peer_proc p{"rdm"};
     node n;
     fi_addr_t to = FI_ADDR_NOTAVAIL;
-    void SetUp() override
-    {
-        ASSERT_EQ(n.open(FI_EP_RDM, false), 0);
-        ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
-        ASSERT_EQ(p.set_peer(n.addr), 0);
-    }
+    void SetUp() override { connect_peer(n, p, FI_EP_RDM, to); }
     void TearDown() override { n.close(); }
 
     // Send @p len bytes (pattern @p seed) and check the echo byte for byte.
@@ -786,24 +781,10 @@ TEST(RdmDeadPeer, SendsToAPeerThatExitedFailCleanly)
     } // the peer process exits here (and its endpoint and segment go away)
     // Keep sending: within a bounded time the failure must show, as an error
     // completion or an error code, and nothing may hang.
-    bool failed = false;
-    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    std::uint8_t out[16] = {2};
-    while (!failed && std::chrono::steady_clock::now() < end) {
-        ssize_t rc = send(n.ep, out, sizeof out, nullptr, to, nullptr);
-        if (rc != 0 && rc != -FI_EAGAIN) {
-            EXPECT_TRUE(rc == -FI_EHOSTUNREACH || rc == -FI_ENOENT || rc == -FI_ECONNREFUSED) << rc;
-            failed = true;
-        }
-        cq_tagged_entry e{};
-        ssize_t k = cq_read(n.cq, &e, 1);
-        if (k == -FI_EAVAIL) {
-            cq_err_entry err{};
-            ASSERT_EQ(cq_readerr(n.cq, &err, 0), 1);
-            EXPECT_NE(err.err, 0);
-            failed = true;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ssize_t rc = 0;
+    bool failed = sends_fail_soon(n, to, &rc);
+    if (rc) {
+        EXPECT_TRUE(rc == -FI_EHOSTUNREACH || rc == -FI_ENOENT || rc == -FI_ECONNREFUSED) << rc;
     }
     EXPECT_TRUE(failed) << "a dead peer must be noticed";
     n.close();
@@ -1053,4 +1034,102 @@ TEST(RdmFanIn, TwentyPeersReachOneEndpoint)
     EXPECT_EQ(close(&dom->fid), 0);
     EXPECT_EQ(close(&fab->fid), 0);
     freeinfo(fi);
+}
+
+// fi_inject with a null buffer and a length is -FI_EINVAL on the lock-free
+// inject path of a connected peer too (through the op table, as the
+// libfabric shim calls it), and nothing is sent.
+TEST_F(rdm, InjectOfANullBufferIsRefusedOnTheFastPath)
+{
+    echo(8, 1); // connected: the next inject takes the fast path
+    EXPECT_EQ(n.ep->msg->inject(n.ep, nullptr, 8, to), -FI_EINVAL);
+    EXPECT_EQ(n.ep->tagged->inject(n.ep, nullptr, 8, to, 5), -FI_EINVAL);
+    EXPECT_EQ(inject(n.ep, nullptr, 8, to), -FI_EINVAL);
+    echo(16, 2); // and the next message is the next one to arrive
+    EXPECT_EQ(p.stats().c, 0u);
+}
+
+// Delivery-complete sends while this side does not poll: the peer's
+// acknowledgements (and its echoes) find this side's ring full and must
+// wait in the peer's control queue, not be dropped; every send completes
+// and every echo arrives once this side polls again.
+TEST_F(rdm, DeliveryCompleteAcksWaitForRoomInsteadOfBeingDropped)
+{
+    constexpr int burst = 48;
+    constexpr std::size_t len = 1500; // echoes of 48 of these overfill a 64 KiB ring
+    std::vector<std::vector<std::uint8_t>> in(burst, std::vector<std::uint8_t>(len));
+    std::vector<std::uint8_t> out(len);
+    for (int round = 0; round < 3; round++) {
+        context rctx[burst], sctx[burst];
+        for (int i = 0; i < burst; i++)
+            ASSERT_EQ(recv(n.ep, in[i].data(), len, nullptr, FI_ADDR_UNSPEC, &rctx[i]), 0);
+        fill_pattern(out.data(), len, round);
+        int posted = 0;
+        std::vector<cq_tagged_entry> seen;
+        for (; posted < burst; posted++) {
+            iovec v{out.data(), len};
+            msg m;
+            m.msg_iov = &v;
+            m.iov_count = 1;
+            m.addr = to;
+            m.context = &sctx[posted];
+            ASSERT_EQ(retry(n.cq, [&] { return sendmsg(n.ep, &m, FI_DELIVERY_COMPLETE | FI_COMPLETION); }, &seen), 0);
+        }
+        // Let the peer take them all, acknowledge and echo into our ring
+        // while we do not poll.
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        int sends = 0, recvs = 0;
+        auto count = [&](const cq_tagged_entry &e) {
+            if (e.flags & FI_SEND)
+                sends++;
+            else if (e.flags & FI_RECV) {
+                recvs++;
+                EXPECT_EQ(e.len, len);
+            }
+        };
+        for (auto &e : seen)
+            count(e);
+        while (sends < burst || recvs < burst) {
+            cq_tagged_entry e{};
+            ASSERT_EQ(wait_cq(n.cq, e), 1) << "round " << round << ": " << sends << " sends and " << recvs
+                                           << " echoes of " << burst << " completed";
+            count(e);
+        }
+        for (int i = 0; i < burst; i++)
+            ASSERT_EQ(in[i], out) << "echo " << i << " of round " << round;
+    }
+    EXPECT_EQ(p.stats().c, 0u);
+}
+
+// The peer closes its endpoint but its process lives on: sends to it fail
+// within a bounded time (an error completion, or an error code from the
+// call), never -FI_EAGAIN forever.
+TEST(RdmClosedPeer, SendsToAnEndpointClosedInALiveProcessFail)
+{
+    node n;
+    ASSERT_EQ(n.open(FI_EP_RDM, false), 0);
+    peer_proc p{"rdm"};
+    fi_addr_t to = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
+    ASSERT_EQ(p.set_peer(n.addr), 0);
+    std::uint8_t in[16], out[16] = {1};
+    context rc;
+    ASSERT_EQ(recv(n.ep, in, sizeof in, nullptr, FI_ADDR_UNSPEC, &rc), 0);
+    ASSERT_EQ(retry(n.cq, [&] { return send(n.ep, out, sizeof out, nullptr, to, nullptr); }), 0);
+    for (int i = 0; i < 2; i++) {
+        cq_tagged_entry e{};
+        ASSERT_EQ(wait_cq(n.cq, e), 1);
+    }
+    request r;
+    r.op = close_ep;
+    ASSERT_EQ(p.call(r).rc, 0);
+    ssize_t how = 0;
+    bool failed = sends_fail_soon(n, to, &how);
+    EXPECT_TRUE(failed) << "sends to a closed endpoint must fail within 10 s";
+    if (how) {
+        EXPECT_TRUE(how == -FI_ECONNRESET || how == -FI_EHOSTUNREACH || how == -FI_ENOENT ||
+                    how == -FI_ECONNREFUSED)
+            << how;
+    }
+    n.close();
 }

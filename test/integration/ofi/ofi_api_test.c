@@ -424,6 +424,28 @@ int main(void)
             CHECK(result == 40 && target[4] == 42, "fetch-add: fetched %" PRIu64 " (40), target %" PRIu64 " (42)",
                   result, target[4]);
         }
+        /* Zero elements change nothing and are refused; a fetch without a
+         * result buffer is refused, not executed with its value dropped. */
+        struct fi_ioc ioc0 = {.addr = &opbuf[0], .count = 0};
+        struct fi_rma_ioc rmioc0 = {.addr = raddr + 4 * sizeof(uint64_t), .count = 0, .key = rkey};
+        struct fi_msg_atomic am0 = am;
+        am0.msg_iov = &ioc0;
+        am0.rma_iov = &rmioc0;
+        n = fi_atomic(a.ep, &opbuf[0], 0, odesc, b.addr, raddr + 4 * sizeof(uint64_t), rkey, FI_UINT64, FI_SUM,
+                      &sctx[3]);
+        CHECK(n == -FI_EINVAL, "fi_atomic with count 0: %zd, expected -FI_EINVAL", n);
+        n = fi_atomicmsg(a.ep, &am0, FI_COMPLETION);
+        CHECK(n == -FI_EINVAL, "fi_atomicmsg with count 0: %zd, expected -FI_EINVAL", n);
+        n = fi_fetch_atomic(a.ep, &opbuf[0], 1, odesc, NULL, NULL, b.addr, raddr + 4 * sizeof(uint64_t), rkey,
+                            FI_UINT64, FI_SUM, &sctx[3]);
+        CHECK(n == -FI_EINVAL, "fi_fetch_atomic with a NULL result: %zd, expected -FI_EINVAL", n);
+        struct fi_ioc rnull = {.addr = NULL, .count = 1};
+        n = fi_fetch_atomicmsg(a.ep, &am, &rnull, &resdesc, 1, FI_COMPLETION);
+        CHECK(n == -FI_EINVAL, "fi_fetch_atomicmsg with a NULL result: %zd, expected -FI_EINVAL", n);
+        for (int i = 0; i < 50; i++)
+            progress();
+        CHECK(target[4] == 42, "refused atomics changed the target: %" PRIu64 " (42)", target[4]);
+        CHECK(cq_stays_empty(a.txcq, 100), "a refused atomic produced a completion");
         size_t cnt = 0;
         rc = fi_fetch_atomicvalid(a.ep, FI_UINT64, FI_SUM, &cnt);
         CHECK(rc == 0 && cnt >= 1, "fi_fetch_atomicvalid: %d count %zu", rc, cnt);
@@ -571,6 +593,32 @@ int main(void)
     /* 13. bad input comes back as an error, not a crash. */
     n = POST(fi_inject(a.ep, sbuf, inject_size + 1, b.addr));
     CHECK(n < 0, "inject above inject_size (%zu) accepted", inject_size + 1);
+    n = fi_inject(a.ep, NULL, 8, b.addr);
+    CHECK(n == -FI_EINVAL, "fi_inject(NULL, 8): %zd, expected -FI_EINVAL", n);
+    n = fi_tinject(a.ep, NULL, 8, b.addr, 1);
+    CHECK(n == -FI_EINVAL, "fi_tinject(NULL, 8): %zd, expected -FI_EINVAL", n);
+    n = fi_sendmsg(a.ep, NULL, 0);
+    CHECK(n == -FI_EINVAL, "fi_sendmsg(NULL): %zd", n);
+    n = fi_recvmsg(a.ep, NULL, 0);
+    CHECK(n == -FI_EINVAL, "fi_recvmsg(NULL): %zd", n);
+    n = fi_tsendmsg(a.ep, NULL, 0);
+    CHECK(n == -FI_EINVAL, "fi_tsendmsg(NULL): %zd", n);
+    n = fi_trecvmsg(a.ep, NULL, 0);
+    CHECK(n == -FI_EINVAL, "fi_trecvmsg(NULL): %zd", n);
+    n = fi_writemsg(a.ep, NULL, 0);
+    CHECK(n == -FI_EINVAL, "fi_writemsg(NULL): %zd", n);
+    n = fi_readmsg(a.ep, NULL, 0);
+    CHECK(n == -FI_EINVAL, "fi_readmsg(NULL): %zd", n);
+    n = fi_atomicmsg(a.ep, NULL, 0);
+    CHECK(n == -FI_EINVAL, "fi_atomicmsg(NULL): %zd", n);
+    {
+        uint64_t r = 0;
+        struct fi_ioc rioc = {.addr = &r, .count = 1};
+        n = fi_fetch_atomicmsg(a.ep, NULL, &rioc, NULL, 1, 0);
+        CHECK(n == -FI_EINVAL, "fi_fetch_atomicmsg(NULL): %zd", n);
+        n = fi_compare_atomicmsg(a.ep, NULL, &rioc, NULL, 1, &rioc, NULL, 1, 0);
+        CHECK(n == -FI_EINVAL, "fi_compare_atomicmsg(NULL): %zd", n);
+    }
     rc = fi_ep_bind(a.ep, &av->fid, 0);
     CHECK(rc < 0, "binding an AV to an enabled endpoint again accepted");
     rc = fi_close(&domain->fid);

@@ -2,6 +2,7 @@
 // threshold, signal, wait objects, trywait, overflow.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <poll.h>
@@ -249,3 +250,76 @@ TEST_F(cq_test, ClosedOrForeignHandlesAreRejected)
     EXPECT_EQ(close(&bogus), -FI_EINVAL);
     EXPECT_FALSE(fid_live(&bogus));
 }
+
+namespace {
+
+// The waiter's Dekker pair without a fence on the writer's side (see
+// waiter::signal): a writer publishes and signals, a waiter arms, re-checks
+// and sleeps. A lost wake-up would leave the waiter asleep until its 5 s
+// timeout; every round must instead end with the waiter seeing its value.
+TEST(waiter_test, NoWakeUpIsLostBetweenAFenceFreeWriterAndAnArmingWaiter)
+{
+    util::waiter w;
+    ASSERT_EQ(w.open(FI_WAIT_UNSPEC), 0);
+    std::atomic<int> published{0};
+    std::atomic<int> waiting{0}; ///< round the waiter has armed for
+    constexpr int rounds = 2000;
+    std::thread writer([&] {
+        for (int i = 1; i <= rounds; i++) {
+            // Publish right while the waiter re-checks and goes to sleep:
+            // after its arm, with a varying delay.
+            while (waiting.load(std::memory_order_acquire) < i) {
+            }
+            for (int spin = 0; spin < (i * 7919) % 3000; spin++)
+                __builtin_ia32_pause();
+            published.store(i, std::memory_order_release);
+            w.signal();
+        }
+    });
+    auto start = std::chrono::steady_clock::now();
+    int timeouts = 0;
+    for (int i = 1; i <= rounds; i++) {
+        bool armed_once = false;
+        while (published.load(std::memory_order_acquire) < i) {
+            w.arm();
+            if (!armed_once) {
+                waiting.store(i, std::memory_order_release);
+                armed_once = true;
+            }
+            if (published.load(std::memory_order_acquire) < i && w.wait(5000) != 0)
+                timeouts++;
+            w.disarm();
+        }
+        if (!armed_once)
+            waiting.store(i, std::memory_order_release);
+    }
+    writer.join();
+    EXPECT_EQ(timeouts, 0) << "a waiter slept through a published value";
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+}
+
+// A read drains the wait fd only after a wake-up was sent, and then the fd
+// is no longer readable.
+TEST_F(cq_test, ReadDrainsTheWaitFdAfterAWakeUp)
+{
+    fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_FD);
+    ASSERT_NE(cq, nullptr);
+    int fd = -1;
+    ASSERT_EQ(control(&cq->fid, FI_GETWAIT, &fd), 0);
+    util::cq_obj *o = util::to_cq(cq);
+    o->wait.arm(); // as trywait leaves it
+    put(cq, this, FI_SEND, 0, 0, 0);
+    pollfd p{fd, POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 1000), 1) << "an armed wait object is kicked by a write";
+    o->wait.disarm();
+    cq_entry e;
+    EXPECT_EQ(cq_read(cq, &e, 1), 1);
+    p.revents = 0;
+    EXPECT_EQ(::poll(&p, 1, 0), 0) << "the read consumed the wake-up";
+    put(cq, this, FI_SEND, 0, 0, 0); // not armed: no wake-up, nothing to drain
+    EXPECT_EQ(::poll(&p, 1, 0), 0);
+    EXPECT_EQ(cq_read(cq, &e, 1), 1);
+    EXPECT_EQ(close(&cq->fid), 0);
+}
+
+} // namespace

@@ -545,3 +545,43 @@ TEST(FabricDgram, DatagramWithoutPostedReceiveIsDropped)
     ASSERT_EQ(test::read_one(b.cq, e), 1);
     EXPECT_STREQ(buf, "kept");
 }
+
+// Calls made straight through the endpoint's op tables (as the libfabric
+// shim makes them, without the C++ wrappers' checks): a null message is
+// -FI_EINVAL in every *msg call; zero atomic elements and a fetch without
+// a result buffer are refused and change nothing at the target.
+TEST_F(ep_data, NullMessagesAndEmptyOrResultlessAtomicsAreRefusedThroughTheOpTables)
+{
+    pair();
+    EXPECT_EQ(a.ep->msg->sendmsg(a.ep, nullptr, 0), -FI_EINVAL);
+    EXPECT_EQ(a.ep->msg->recvmsg(a.ep, nullptr, 0), -FI_EINVAL);
+    EXPECT_EQ(a.ep->tagged->sendmsg(a.ep, nullptr, 0), -FI_EINVAL);
+    EXPECT_EQ(a.ep->tagged->recvmsg(a.ep, nullptr, 0), -FI_EINVAL);
+    EXPECT_EQ(a.ep->rma->writemsg(a.ep, nullptr, 0), -FI_EINVAL);
+    EXPECT_EQ(a.ep->rma->readmsg(a.ep, nullptr, 0), -FI_EINVAL);
+    EXPECT_EQ(a.ep->atomic->writemsg(a.ep, nullptr, 0), -FI_EINVAL);
+    std::uint64_t r = 0;
+    ioc rv{&r, 1};
+    EXPECT_EQ(a.ep->atomic->readwritemsg(a.ep, nullptr, &rv, nullptr, 1, 0), -FI_EINVAL);
+    EXPECT_EQ(a.ep->atomic->compwritemsg(a.ep, nullptr, &rv, nullptr, 1, &rv, nullptr, 1, 0), -FI_EINVAL);
+    EXPECT_EQ(a.ep->msg->inject(a.ep, nullptr, 8, to_b), -FI_EINVAL);
+    EXPECT_EQ(a.ep->tagged->inject(a.ep, nullptr, 8, to_b, 1), -FI_EINVAL);
+
+    std::uint64_t target[2] = {10, 20};
+    fid_mr *mr = nullptr;
+    ASSERT_EQ(mr_reg(env.domain, target, sizeof target, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 5, 0, &mr, nullptr), 0);
+    std::uint64_t add = 1;
+    EXPECT_EQ(atomic(a.ep, &add, 0, nullptr, to_b, 0, 5, FI_UINT64, FI_SUM, nullptr), -FI_EINVAL);
+    EXPECT_EQ(inject_atomic(a.ep, &add, 0, to_b, 0, 5, FI_UINT64, FI_SUM), -FI_EINVAL);
+    EXPECT_EQ(fetch_atomic(a.ep, &add, 1, nullptr, nullptr, nullptr, to_b, 8, 5, FI_UINT64, FI_SUM, nullptr),
+              -FI_EINVAL);
+    std::uint64_t cmp = 20, swp = 7;
+    EXPECT_EQ(compare_atomic(a.ep, &swp, 1, nullptr, &cmp, nullptr, nullptr, nullptr, to_b, 8, 5, FI_UINT64, FI_CSWAP,
+                             nullptr),
+              -FI_EINVAL);
+    cq_tagged_entry e;
+    EXPECT_EQ(cq_read(a.cq, &e, 1), -FI_EAGAIN) << "nothing was posted";
+    EXPECT_EQ(target[0], 10u);
+    EXPECT_EQ(target[1], 20u);
+    EXPECT_EQ(close(&mr->fid), 0);
+}

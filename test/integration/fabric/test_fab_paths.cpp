@@ -1,0 +1,347 @@
+// vq provider, FI_EP_RDM, two real processes: every path a message or an
+// RMA takes by its size and by where its memory lies, bytes checked.
+//
+// The peer's memory is private (heap) or shareable (shunt_mem); with
+// SHUNT_VQ_RNDV_BYTES=16384 in its environment the peer sends from private
+// memory by rendezvous (the receiver pulls with cross-memory attach) from
+// the size where it would otherwise fragment. So each size class of the
+// unexpected store, eager / fragmented / rendezvous sends and RMA of every
+// size run against private and shareable memory on both sides; and a peer
+// killed while a rendezvous is outstanding fails the operation with an
+// error completion within a bounded time.
+#include "fab_client.h"
+#include "fabric/ext_mem.h"
+
+using namespace shunt;
+using namespace shunt::fabric;
+using namespace shunt::test::fab;
+
+namespace {
+
+struct peer_mode {
+    const char *name;
+    const char *mem;                 ///< the peer's memory: "private" or "shared"
+    std::vector<std::string> env;    ///< tunables in the peer's environment
+};
+void PrintTo(const peer_mode &m, std::ostream *os) { *os << m.name; }
+const peer_mode modes[] = {
+    {"PrivateFragments", "private", {}},
+    {"Shared", "shared", {}},
+    {"PrivateRendezvous", "private", {"SHUNT_VQ_RNDV_BYTES=16384"}},
+};
+
+/** A buffer of the test process: heap, or shareable memory of its domain. */
+struct buffer {
+    std::uint8_t *p = nullptr;
+    std::size_t len = 0;
+    const ops_mem *mem = nullptr;
+    fid_domain *dom = nullptr;
+    std::vector<std::uint8_t> heap;
+
+    int open(fid_domain *d, std::size_t n, bool shared)
+    {
+        len = n;
+        if (!shared) {
+            heap.assign(n, 0);
+            p = heap.data();
+            return 0;
+        }
+        void *ops = nullptr, *b = nullptr;
+        if (int rc = open_ops(&d->fid, FI_SHUNT_MEM_OPS_1, 0, &ops, nullptr))
+            return rc;
+        mem = static_cast<const ops_mem *>(ops);
+        dom = d;
+        if (int rc = mem->alloc(d, n, &b))
+            return rc;
+        p = static_cast<std::uint8_t *>(b);
+        std::memset(p, 0, n);
+        return 0;
+    }
+    ~buffer()
+    {
+        if (mem && p)
+            EXPECT_EQ(mem->free(dom, p), 0);
+    }
+};
+
+struct paths : ::testing::TestWithParam<peer_mode> {
+    peer_proc p{"rdm", "manual", GetParam().mem, GetParam().env};
+    node n;
+    fi_addr_t to = FI_ADDR_NOTAVAIL;
+    void SetUp() override { connect_peer(n, p, FI_EP_RDM, to); }
+    void TearDown() override { n.close(); }
+
+    /** Wait (bounded) until a message with @p tag sits unexpected here. */
+    void wait_unexpected(std::uint64_t tag, std::size_t want_len)
+    {
+        context pctx;
+        msg_tagged pk;
+        pk.tag = tag;
+        pk.context = &pctx;
+        pk.addr = FI_ADDR_UNSPEC;
+        auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (std::chrono::steady_clock::now() < end) {
+            ASSERT_EQ(trecvmsg(n.ep, &pk, FI_PEEK), 0);
+            cq_tagged_entry e{};
+            ssize_t rc = wait_cq(n.cq, e);
+            if (rc == 1) {
+                EXPECT_EQ(e.len, want_len);
+                EXPECT_EQ(e.tag, tag);
+                return;
+            }
+            ASSERT_EQ(rc, -FI_EAVAIL);
+            cq_err_entry err{};
+            ASSERT_EQ(cq_readerr(n.cq, &err, 0), 1);
+            ASSERT_EQ(err.err, FI_ENOMSG);
+            sched_yield();
+        }
+        FAIL() << "the message of tag " << std::hex << tag << " never arrived";
+    }
+
+    /** Receive the unexpected message of @p tag into a fresh buffer and check
+     *  every byte (pattern @p seed) and nothing past it. */
+    void take(std::uint64_t tag, std::size_t len, std::uint64_t seed)
+    {
+        std::vector<std::uint8_t> in(len + 64, 0xee), want(len);
+        fill_pattern(want.data(), len, seed);
+        context c;
+        ASSERT_EQ(trecv(n.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, tag, 0, &c), 0);
+        cq_tagged_entry e{};
+        ASSERT_EQ(wait_cq(n.cq, e), 1) << "size " << len;
+        ASSERT_EQ(e.op_context, &c);
+        ASSERT_EQ(e.len, len);
+        ASSERT_EQ(e.tag, tag);
+        if (len) // (want.data() of an empty vector may be null)
+            ASSERT_EQ(std::memcmp(in.data(), want.data(), len), 0) << "size " << len;
+        EXPECT_EQ(in[len], 0xee) << "nothing written past the message";
+    }
+
+    /** Send @p len bytes from @p out (pattern @p seed) and check the echo. */
+    void echo(buffer &out, std::size_t len, std::uint64_t seed)
+    {
+        fill_pattern(out.p, len, seed);
+        std::vector<std::uint8_t> in(len + 16, 0xee);
+        context rctx, sctx;
+        ASSERT_EQ(recv(n.ep, in.data(), in.size(), nullptr, to, &rctx), 0);
+        ASSERT_EQ(retry(n.cq, [&] { return send(n.ep, out.p, len, nullptr, to, &sctx); }), 0) << len;
+        bool sent = false, got = false;
+        for (int i = 0; i < 2 && !(sent && got); i++) {
+            cq_tagged_entry e{};
+            ASSERT_EQ(wait_cq(n.cq, e), 1) << "length " << len;
+            if (e.op_context == &sctx) {
+                sent = true;
+            } else {
+                ASSERT_EQ(e.op_context, &rctx);
+                EXPECT_EQ(e.len, len);
+                got = true;
+            }
+        }
+        ASSERT_TRUE(sent && got);
+        std::vector<std::uint8_t> want(len);
+        fill_pattern(want.data(), len, seed);
+        ASSERT_EQ(std::memcmp(in.data(), want.data(), len), 0) << "size " << len;
+        EXPECT_EQ(in[len], 0xee) << "nothing written past the message";
+    }
+};
+
+} // namespace
+
+// Every storage of the unexpected store (inside the entry up to 64 bytes,
+// the four size classes 512 / 4 KiB / 32 KiB / 128 KiB, beyond them a
+// buffer of its own) on each side of its bounds, and every way the message
+// came: one slot, one lent receive, fragments (private, over 16 KiB), a
+// rendezvous description (shared, or private with the lowered threshold).
+// Two per size, taken in the opposite order of arrival.
+TEST_P(paths, UnexpectedMessagesOfEverySizeClass)
+{
+    std::uint64_t tag = 0x10000;
+    for (std::size_t len : {std::size_t(0), std::size_t(1), std::size_t(64), std::size_t(65), std::size_t(512),
+                            std::size_t(513), std::size_t(4096), std::size_t(4097), std::size_t(16384),
+                            std::size_t(16385), std::size_t(32768), std::size_t(32769), std::size_t(131072),
+                            std::size_t(131073), std::size_t(1) << 20}) {
+        request r;
+        r.op = send_tagged;
+        r.n = 2;
+        r.a = tag;
+        r.b = len;
+        ASSERT_EQ(p.call(r).rc, 0);
+        ASSERT_NO_FATAL_FAILURE(wait_unexpected(tag + 1, len));
+        ASSERT_NO_FATAL_FAILURE(take(tag + 1, len, 1));
+        ASSERT_NO_FATAL_FAILURE(take(tag, len, 0));
+        tag += 0x10;
+    }
+    EXPECT_EQ(p.stats().c, 0u) << "the peer saw no error";
+}
+
+// Messages from the test's private and shareable memory across the eager,
+// fragment and rendezvous bounds; the peer echoes them from its own kind of
+// memory, so both directions take the path of their memory.
+TEST_P(paths, LargeMessagesFromPrivateAndShareableMemory)
+{
+    std::uint64_t seed = 1;
+    for (bool shared : {false, true}) {
+        buffer out;
+        ASSERT_EQ(out.open(n.domain, 256 * 1024, shared), 0);
+        for (std::size_t len : {4096, 16383, 16384, 16385, 65536, 200000, 256 * 1024})
+            ASSERT_NO_FATAL_FAILURE(echo(out, len, seed++)) << (shared ? "shareable" : "private") << " " << len;
+    }
+    EXPECT_EQ(p.stats().c, 0u);
+}
+
+// RMA writes and reads of every size (the inline bound of 1 KiB, one
+// message, one RDMA request by the target, the whole region) from private
+// and shareable local buffers into the peer's region, and atomics on it;
+// the peer's memory checked by the peer.
+TEST_P(paths, RmaOfEverySize)
+{
+    constexpr std::size_t region = 1 << 20;
+    for (bool shared : {false, true}) {
+        buffer b;
+        ASSERT_EQ(b.open(n.domain, region, shared), 0);
+        std::uint64_t seed = shared ? 100 : 1;
+        for (std::size_t len : {std::size_t(1), std::size_t(8), std::size_t(63), std::size_t(1000), std::size_t(1024),
+                                std::size_t(1025), std::size_t(4096), std::size_t(16384), std::size_t(16385),
+                                std::size_t(65536), std::size_t(300000), region}) {
+            const std::size_t off = len + 3 <= region ? 3 : 0;
+            context c;
+            cq_tagged_entry e{};
+            fill_pattern(b.p, len, seed);
+            ASSERT_EQ(retry(n.cq, [&] { return write(n.ep, b.p, len, nullptr, to, p.mem + off, p.key, &c); }), 0);
+            ASSERT_EQ(wait_cq(n.cq, e), 1) << "write " << len;
+            EXPECT_EQ(e.op_context, &c);
+            EXPECT_EQ(e.flags, FI_RMA | FI_WRITE);
+            ASSERT_EQ(p.checksum(off, len), fnv(b.p, len)) << "write of " << len << " at the peer";
+            p.fill(off, len, seed + 1);
+            std::memset(b.p, 0, len);
+            ASSERT_EQ(retry(n.cq, [&] { return read(n.ep, b.p, len, nullptr, to, p.mem + off, p.key, &c); }), 0);
+            ASSERT_EQ(wait_cq(n.cq, e), 1) << "read " << len;
+            EXPECT_EQ(e.flags, FI_RMA | FI_READ);
+            std::vector<std::uint8_t> want(len);
+            fill_pattern(want.data(), len, seed + 1);
+            ASSERT_EQ(std::memcmp(b.p, want.data(), len), 0) << "read of " << len;
+            seed += 2;
+        }
+        // Atomics on the peer's region, operand and result in this buffer.
+        p.fill(0, 64, 0);
+        auto *w = reinterpret_cast<std::uint64_t *>(b.p);
+        w[0] = 0;
+        context c;
+        cq_tagged_entry e{};
+        ASSERT_EQ(retry(n.cq, [&] { return write(n.ep, w, 8, nullptr, to, p.mem + 64, p.key, &c); }), 0);
+        ASSERT_EQ(wait_cq(n.cq, e), 1);
+        for (std::uint64_t i = 0; i < 4; i++) {
+            w[0] = 7;
+            w[1] = ~0ULL;
+            ASSERT_EQ(retry(n.cq, [&] {
+                          return fetch_atomic(n.ep, &w[0], 1, nullptr, &w[1], nullptr, to, p.mem + 64, p.key,
+                                              FI_UINT64, FI_SUM, &c);
+                      }),
+                      0);
+            ASSERT_EQ(wait_cq(n.cq, e), 1);
+            EXPECT_EQ(w[1], 7 * i) << (shared ? "shareable" : "private");
+        }
+        std::uint64_t want = 28;
+        EXPECT_EQ(p.checksum(64, 8), fnv(&want, 8));
+        // A write with remote CQ data: the target sees exactly one event
+        // with the data (into shareable memory it is a vq RDMA write with
+        // immediate, which arrives as a lent completion without data).
+        const std::uint64_t before = p.stats().b;
+        w[0] = 0x1122334455667788ULL;
+        ASSERT_EQ(retry(n.cq, [&] { return writedata(n.ep, w, 8, nullptr, 0xabc0 + shared, to, p.mem + 128, p.key, &c); }),
+                  0);
+        ASSERT_EQ(wait_cq(n.cq, e), 1);
+        EXPECT_EQ(p.checksum(128, 8), fnv(w, 8));
+        auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        response s;
+        do
+            s = p.stats();
+        while (s.b == before && std::chrono::steady_clock::now() < end);
+        EXPECT_EQ(s.b, before + 1) << "one remote CQ data event at the target";
+        EXPECT_EQ(s.n, 0xabc0u + shared);
+    }
+    EXPECT_EQ(p.stats().c, 0u);
+}
+
+// The peer is killed while the test's rendezvous send waits for the peer
+// to pull the data and answer: the send fails with an error completion
+// within a bounded time (no hang, no success reported).
+TEST_P(paths, PeerKilledWhileARendezvousSendIsOutstanding)
+{
+    buffer out;
+    ASSERT_EQ(out.open(n.domain, 200000, true), 0); // shareable: a rendezvous from 16 KiB
+    ASSERT_NO_FATAL_FAILURE(echo(out, 8, 1));       // connected
+    fill_pattern(out.p, out.len, 9);
+    request r;
+    r.op = pause_peer;
+    r.a = 5000; // the peer stops polling: the description waits in its ring
+    ASSERT_EQ(p.call(r).rc, 0);
+    context sctx;
+    ASSERT_EQ(send(n.ep, out.p, out.len, nullptr, to, &sctx), 0);
+    for (int i = 0; i < 100; i++) { // the description is on its way
+        cq_tagged_entry e{};
+        ASSERT_EQ(cq_read(n.cq, &e, 1), -FI_EAGAIN) << "the send cannot complete while the peer sleeps";
+    }
+    p.kill();
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    bool failed = false;
+    while (!failed && std::chrono::steady_clock::now() < end) {
+        cq_tagged_entry e{};
+        ssize_t k = cq_read(n.cq, &e, 1);
+        ASSERT_NE(k, 1) << "a send to a peer killed before it took the data cannot succeed";
+        if (k == -FI_EAVAIL) {
+            cq_err_entry err{};
+            ASSERT_EQ(cq_readerr(n.cq, &err, 0), 1);
+            EXPECT_EQ(err.op_context, &sctx);
+            EXPECT_NE(err.err, 0);
+            failed = true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(failed) << "no error completion within 20 s for the send to the killed peer";
+}
+
+// The peer is killed after its large message arrived here as unexpected
+// but before a receive matched it. A message already held whole (eager,
+// fragments) is delivered intact; a rendezvous pulled from private memory
+// fails with an error completion (the memory is gone); from shareable
+// memory it is delivered intact (the mapping stays) or fails. Never wrong
+// bytes, never a hang.
+TEST_P(paths, PeerKilledBeforeItsUnexpectedMessageIsTaken)
+{
+    constexpr std::size_t len = 200000;
+    // Two messages: once the second is seen, the whole of the first has
+    // arrived (messages of one QP are taken in order), or for a rendezvous
+    // its description.
+    request r;
+    r.op = send_tagged;
+    r.n = 2;
+    r.a = 0x7000;
+    r.b = len;
+    ASSERT_EQ(p.call(r).rc, 0);
+    ASSERT_NO_FATAL_FAILURE(wait_unexpected(0x7001, len));
+    const bool rndv = std::string(GetParam().mem) == "shared" || !GetParam().env.empty();
+    p.kill();
+    std::vector<std::uint8_t> in(len, 0xee), want(len);
+    fill_pattern(want.data(), len, 0);
+    context c;
+    ASSERT_EQ(trecv(n.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, 0x7000, 0, &c), 0);
+    cq_tagged_entry e{};
+    ssize_t k = wait_cq(n.cq, e, nullptr, 20000);
+    ASSERT_NE(k, -FI_ETIMEDOUT) << "the receive neither completed nor failed within 20 s";
+    if (k == 1) {
+        EXPECT_TRUE(!rndv || std::string(GetParam().mem) == "shared")
+            << "a pull from a dead process's private memory cannot succeed";
+        EXPECT_EQ(e.len, len);
+        EXPECT_EQ(std::memcmp(in.data(), want.data(), len), 0) << "delivered, so every byte must be right";
+    } else {
+        ASSERT_EQ(k, -FI_EAVAIL);
+        EXPECT_TRUE(rndv) << "a message held whole must be delivered";
+        cq_err_entry err{};
+        ASSERT_EQ(cq_readerr(n.cq, &err, 0), 1);
+        EXPECT_EQ(err.op_context, &c);
+        EXPECT_NE(err.err, 0);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Memory, paths, ::testing::ValuesIn(modes),
+                         [](const ::testing::TestParamInfo<peer_mode> &i) { return std::string(i.param.name); });
