@@ -494,6 +494,38 @@ TEST(HostileRdma, TargetRegionEntry)
     }
 }
 
+// Sending: the receiver's consumed index (its line of the ring control) is
+// peer-written. A wild value can only make our messages overwrite each
+// other inside that ring: sends never write outside it, never hang.
+TEST(HostileSend, ConsumedIndexOfTheReceiver)
+{
+    watchdog wd(60);
+    for (std::uint32_t consumed : {0x80000000u, 0xffffffffu, 1024u * 1024u, 7u}) {
+        SCOPED_TRACE(consumed);
+        victim v;
+        shm_peer pa("rc"), pb("rc");
+        ASSERT_EQ(victim::connect(v.a, pa.addr), 0);
+        ASSERT_EQ(pa.connect(vq::get_qp_addr(v.a)), 0);
+        ASSERT_EQ(victim::connect(v.b, pb.addr), 0);
+        ASSERT_EQ(pb.connect(vq::get_qp_addr(v.b)), 0);
+        seg_view theirs(pa.addr.dev);
+        std::uint64_t ctrl = theirs.desc(pa.addr.qpn).ring_off;
+        scribble(pa, pa.addr.dev, ctrl + offsetof(shm::ring_ctrl, consumed), consumed);
+        std::uint8_t msg[48] = {};
+        int sent = 0;
+        for (int i = 0; i < 3000; i++) {
+            int rc = vq::post_send(v.a, 0, msg, sizeof msg, 0, vq::WR_INLINE);
+            EXPECT_TRUE(rc == 0 || rc == -FI_EAGAIN) << rc;
+            sent += rc == 0;
+            if (rc == -FI_EAGAIN)
+                (void)v.poll(1, 1);
+        }
+        EXPECT_GT(sent, 0);
+        EXPECT_TRUE(v.guards_intact());
+        second_qp_works(v, pb);
+    }
+}
+
 // Connecting reads the peer's header and QP descriptor: a bad one makes the
 // setup call fail, and the QP stays in INIT, usable for another connect.
 TEST(HostileConnect, BadPeerDescriptorIsAnError)
