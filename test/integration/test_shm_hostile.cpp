@@ -388,9 +388,9 @@ INSTANTIATE_TEST_SUITE_P(Shm, HostileGeometry, ::testing::ValuesIn(geometry_case
 // rings, where its own geometry says they are.
 TEST(HostileUd, PoolGeometryIsPrivate)
 {
-    watchdog wd(60);
     for (int k = 0; k < 4; k++) {
         SCOPED_TRACE(k);
+        watchdog wd(30); // per case: a slow build (sanitizers) is not a hang
         victim v(vq::qp_type::ud);
         ASSERT_EQ(victim::connect(v.a, {}), 0);
         ASSERT_EQ(victim::connect(v.b, {}), 0);
@@ -447,7 +447,6 @@ TEST(HostileUd, PoolGeometryIsPrivate)
 // (or anyone) can write. A bad one is a remote access error, nothing copied.
 TEST(HostileRdma, TargetRegionEntry)
 {
-    watchdog wd(60);
     struct field_case {
         std::size_t offset;
         std::uint64_t value;
@@ -461,6 +460,7 @@ TEST(HostileRdma, TargetRegionEntry)
     for (const auto &fc : cases) {
         for (int read = 0; read < 2; read++) {
             SCOPED_TRACE(std::to_string(fc.offset) + (read ? " read" : " write"));
+            watchdog wd(30); // per case: a slow build (sanitizers) is not a hang
             victim v;
             shm_peer pa("rc"), pb("rc");
             ASSERT_EQ(victim::connect(v.a, pa.addr), 0);
@@ -499,9 +499,9 @@ TEST(HostileRdma, TargetRegionEntry)
 // other inside that ring: sends never write outside it, never hang.
 TEST(HostileSend, ConsumedIndexOfTheReceiver)
 {
-    watchdog wd(60);
     for (std::uint32_t consumed : {0x80000000u, 0xffffffffu, 1024u * 1024u, 7u}) {
         SCOPED_TRACE(consumed);
+        watchdog wd(30); // per case: a slow build (sanitizers) is not a hang
         victim v;
         shm_peer pa("rc"), pb("rc");
         ASSERT_EQ(victim::connect(v.a, pa.addr), 0);
@@ -530,7 +530,6 @@ TEST(HostileSend, ConsumedIndexOfTheReceiver)
 // setup call fail, and the QP stays in INIT, usable for another connect.
 TEST(HostileConnect, BadPeerDescriptorIsAnError)
 {
-    watchdog wd(60);
     struct field_case {
         bool header;
         std::size_t offset, size;
@@ -550,6 +549,7 @@ TEST(HostileConnect, BadPeerDescriptorIsAnError)
     };
     for (const auto &fc : cases) {
         SCOPED_TRACE(std::to_string(fc.header) + "/" + std::to_string(fc.offset) + "=" + std::to_string(fc.value));
+        watchdog wd(30); // per case: a slow build (sanitizers) is not a hang
         victim v;
         shm_peer pa("rc"), pb("rc");
         seg_view theirs(pa.addr.dev);
@@ -570,7 +570,6 @@ TEST(HostileConnect, BadPeerDescriptorIsAnError)
 // bad one drops the datagram (success, as on a wire); nothing is written.
 TEST(HostileConnect, BadUdDestinationIsDropped)
 {
-    watchdog wd(60);
     struct field_case {
         std::size_t offset, size;
         std::uint64_t value;
@@ -583,6 +582,7 @@ TEST(HostileConnect, BadUdDestinationIsDropped)
     };
     for (const auto &fc : cases) {
         SCOPED_TRACE(fc.offset);
+        watchdog wd(30); // per case: a slow build (sanitizers) is not a hang
         victim v(vq::qp_type::ud);
         ASSERT_EQ(victim::connect(v.a, {}), 0);
         shm_peer pa("ud");
