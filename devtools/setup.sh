@@ -12,6 +12,7 @@ shunt_packages=(
   libfabric-dev libfabric-bin openmpi-bin libopenmpi-dev
   valgrind iproute2 procps util-linux
   go-md2man man-db dpdk dpdk-dev
+  clang libclang-rt-14-dev
 )
 
 shunt_log() { printf '== %s\n' "$*" >&2; }

@@ -2,7 +2,13 @@
 # The test command: installs what the build and tests need, builds in build/
 # and runs every test suite; then builds with AddressSanitizer and
 # UndefinedBehaviorSanitizer in build-asan/ and runs the suites again
-# (SHUNT_TEST_SANITIZE=0 skips that). Ends with one line "N passed, M failed".
+# (SHUNT_TEST_SANITIZE=0 skips that); SHUNT_TEST_TSAN=1 adds a
+# ThreadSanitizer build of the unit and integration suites. With clang, builds the libFuzzer
+# harnesses of test/fuzz in build-fuzz/ (ASan+UBSan) and fuzzes each for
+# SHUNT_TEST_FUZZ_SECONDS (default 20) from its committed corpus
+# (SHUNT_TEST_FUZZ=0 skips that); a crash, leak or hang fails the run and
+# leaves its input in build-fuzz/crashes/. Ends with one line
+# "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . devtools/setup.sh
@@ -49,6 +55,59 @@ if [ "${SHUNT_TEST_SANITIZE:-1}" != 0 ]; then
       run_suites build-asan sanitizers
   else
     failed=$((failed + 1))
+  fi
+fi
+
+# ThreadSanitizer, on request (SHUNT_TEST_TSAN=1): a third full build does
+# not fit CI's time. Builds build-tsan/ and runs the unit and integration
+# suites under it; a report fails the suite.
+if [ "${SHUNT_TEST_TSAN:-0}" = 1 ]; then
+  if shunt_build build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug -Dbenchmarks=false; then
+    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 SHUNT_TEST_ARGS="--suite unit --suite integration" \
+      run_suites build-tsan thread
+  else
+    failed=$((failed + 1))
+  fi
+fi
+
+# run_fuzzers: build the harnesses (only them and what they link) and fuzz
+# each for a bounded time; each harness counts as one test.
+fuzz_harnesses=(fuzz-shm-ring fuzz-shm-peer fuzz-wire)
+run_fuzzers() {
+  local dir=build-fuzz secs=${SHUNT_TEST_FUZZ_SECONDS:-20} f re=
+  shunt_log "fuzzing: ${#fuzz_harnesses[@]} harnesses, ${secs}s each"
+  [ -f "$dir/build.ninja" ] && re=--reconfigure
+  if ! CC=clang CXX=clang++ meson setup $re "$dir" -Dfuzz=true -Db_sanitize=address,undefined \
+    -Db_lundef=false -Dbuildtype=debug -Dtests=false -Dbenchmarks=false >"$dir.setup.log" 2>&1; then
+    tail -n 40 "$dir.setup.log" >&2
+    failed=$((failed + 1))
+    return
+  fi
+  if ! ninja -C "$dir" "${fuzz_harnesses[@]/#/test/fuzz/}" >"$dir.ninja.log" 2>&1; then
+    tail -n 60 "$dir.ninja.log" >&2
+    failed=$((failed + 1))
+    return
+  fi
+  mkdir -p "$dir/crashes"
+  for f in "${fuzz_harnesses[@]}"; do
+    mkdir -p "$dir/corpus/$f"
+    if ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      "$dir/test/fuzz/$f" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+      -artifact_prefix="$dir/crashes/$f-" "$dir/corpus/$f" "test/fuzz/corpus/$f" >"$dir/$f.log" 2>&1; then
+      passed=$((passed + 1))
+    else
+      tail -n 40 "$dir/$f.log" >&2
+      shunt_log "$f failed: its input is in $dir/crashes/; fix the bug and add the input to test/fuzz/corpus/$f/"
+      failed=$((failed + 1))
+    fi
+  done
+}
+
+if [ "${SHUNT_TEST_FUZZ:-1}" != 0 ]; then
+  if command -v clang++ >/dev/null 2>&1; then
+    run_fuzzers
+  else
+    shunt_log "clang++ not found: fuzzing skipped"
   fi
 fi
 

@@ -207,17 +207,35 @@ struct peer {
     vq::dev_addr addr{};
     env::segment seg;       ///< unused for self
     char *base = nullptr;   ///< data area
-    ctx_hdr *hdr = nullptr;
+    ctx_hdr *hdr = nullptr; ///< for the peer-written words only (closed): geometry is below
     int pid = 0;
     std::uint64_t start_time = 0;
     int refs = 0;
     bool self = false;
     std::atomic<bool> dead{false};
+    /* The segment's geometry, validated once when it is attached (or
+     * created) and kept here: every process attached to the segment can
+     * write its header, so nothing below is re-read from it. */
+    std::uint64_t size = 0;      ///< bytes of the data area
+    std::uint64_t mr_off = 0, qp_off = 0, locks_off = 0, heap_off = 0, heap_size = 0;
+    std::uint32_t max_qp = 0, max_mr = 0;
 
-    mr_entry *mrs() const noexcept { return reinterpret_cast<mr_entry *>(base + hdr->mr_off); }
-    qp_desc *qps() const noexcept { return reinterpret_cast<qp_desc *>(base + hdr->qp_off); }
-    lock_line *locks() const noexcept { return reinterpret_cast<lock_line *>(base + hdr->locks_off); }
+    mr_entry *mrs() const noexcept { return reinterpret_cast<mr_entry *>(base + mr_off); }
+    qp_desc *qps() const noexcept { return reinterpret_cast<qp_desc *>(base + qp_off); }
+    lock_line *locks() const noexcept { return reinterpret_cast<lock_line *>(base + locks_off); }
+    /** Does [off, off + len) lie inside the heap of this segment? Overflow-safe. */
+    bool in_heap(std::uint64_t off, std::uint64_t len) const noexcept
+    {
+        return off >= heap_off && off - heap_off <= heap_size && len <= heap_size - (off - heap_off);
+    }
 };
+
+/** Is [off, off + len) inside [0, size)? Overflow-safe: the one bound check
+ *  for offsets and lengths a peer wrote. */
+constexpr bool range_ok(std::uint64_t off, std::uint64_t len, std::uint64_t size) noexcept
+{
+    return off <= size && len <= size - off;
+}
 
 struct shm_pd : vq::pd {
     int refs = 0;
@@ -347,6 +365,10 @@ struct ud_dest {
 struct shm_qp : vq::qp {
     /* Sender state. */
     int err = 0;                  ///< first latched error of the batch
+    /** The thread with a session open (wr_start .. wr_complete/wr_abort):
+     *  its thread pointer, 0 when none. Written by that thread under the
+     *  QP lock; read by any (relaxed) only to compare with its own. */
+    std::atomic<std::uintptr_t> session{0};
     std::uint32_t sq_start = 0;   ///< sq_tail at wr_start
     std::uint32_t sq_tail = 0;    ///< producer
     std::uint32_t sq_head = 0;    ///< oldest not completed
@@ -415,6 +437,14 @@ struct shm_qp : vq::qp {
     std::uint64_t ud_id = 0;     ///< our sender id (pid << 32 | n) in the owner word of rings we write
     std::uint32_t *ud_rx_head = nullptr; ///< UD: per ring consumer positions
     std::uint32_t *ud_rx_pub = nullptr;
+    /* UD: our ring pool's geometry (the descriptor's copies are for peers:
+     * they can write them, so the receive side never reads them back). */
+    std::uint32_t ud_nrings = 0;     ///< at most 64 (ud_active's bits)
+    std::uint32_t ud_ring_slots = 0;
+    /** A peer broke the protocol on one of our rings: the QP is in ERR and
+     *  the first receive it flushes completes with bad_resp_err. */
+    bool rx_violated = false;
+    bool violation_logged = false;   ///< logged once per QP
     vq::sge rx_sges[max_sge_rx]; ///< receive in progress: its SGEs
     std::uint32_t rx_nsge = 0;
     /* Last receive SGE validated (fast path): valid while key_gen is unchanged. */
@@ -473,6 +503,8 @@ inline constexpr std::uint32_t max_msg = 1u << 30;
 inline constexpr std::uint32_t ud_mtu = 4096;
 inline constexpr std::uint32_t max_tso_hdr = 256;
 inline constexpr std::uint32_t max_cqe = 1u << 20;
+inline constexpr std::uint32_t max_cq = 1024;  ///< CQs per context (device_attr::max_cq)
+inline constexpr std::uint32_t max_srq = 1024; ///< SRQs per context (device_attr::max_srq)
 inline constexpr std::uint32_t max_ud_dests = 1024;
 inline constexpr std::uint32_t ud_dest_hash = 2048; ///< open-addressing index over dests (power of two)
 
@@ -513,7 +545,7 @@ inline bool pin_key(peer *p, std::uint32_t key, std::uint64_t addr, std::uint64_
                     region_ref *out, mr_entry **pin) noexcept
 {
     std::uint32_t idx = key_index(key);
-    if (key == 0 || idx >= p->hdr->max_mr)
+    if (key == 0 || idx >= p->max_mr)
         return false;
     mr_entry &e = p->mrs()[idx];
     e.users.fetch_add(1, std::memory_order_seq_cst);
@@ -581,6 +613,22 @@ void sq_run(shm_qp *q, bool cq_locked) noexcept;
 unsigned rx_progress(shm_qp *q, unsigned budget) noexcept;
 /** Move a QP to ERR and tell its peer (any thread). */
 void qp_to_err(shm_qp *q) noexcept;
+/** A peer wrote something into one of @p q's rings that breaks the protocol
+ *  (@p what names the field, @p value is what it held): log it once, move
+ *  the QP to ERR and report bad_resp_err on its next receive completion.
+ *  Every other QP and the process carry on. Cold; recv CQ lock held. */
+void rx_violation(shm_qp *q, const char *what, std::uint64_t value) noexcept;
+/** Is @p slots a ring size this driver could have made (a power of two in
+ *  the range SHUNT_SHM_RING_SLOTS allows)? Peers' descriptors are checked with it. */
+constexpr bool ring_slots_ok(std::uint32_t slots) noexcept
+{
+    return slots >= 64 && slots <= 65536 && (slots & (slots - 1)) == 0;
+}
+/** Bytes of one ring of @p slots slots: its control lines and its slots. */
+constexpr std::uint64_t ring_bytes(std::uint32_t slots) noexcept
+{
+    return sizeof(ring_ctrl) + std::uint64_t{slots} * sizeof(slot);
+}
 /** Periodic slow-path check of the peers of a CQ's QPs (CQ lock held). */
 void cq_check_peers(shm_cq *c) noexcept;
 

@@ -175,10 +175,11 @@ void cq_check_peers(shm_cq *c) noexcept
         if (q->type == vq::qp_type::ud && q->desc) {
             // Senders that died without saying so: mark their rings gone;
             // the receive scan frees them once drained.
+            // Our own geometry (private); senders set the active bits.
             std::uint64_t act = q->desc->ud_active.load(std::memory_order_acquire);
-            std::size_t stride = sizeof(ring_ctrl) + static_cast<std::size_t>(q->desc->ud_ring_slots) * sizeof(slot);
-            char *base = q->sctx->self.base + q->desc->ud_rings_off;
-            for (std::uint32_t i = 0; act && i < 64; i++, act >>= 1) {
+            const std::size_t stride = ring_bytes(q->ud_ring_slots);
+            char *base = q->sctx->self.base + q->ring_mem;
+            for (std::uint32_t i = 0; act && i < q->ud_nrings; i++, act >>= 1) {
                 if (!(act & 1))
                     continue;
                 auto *ctrl = reinterpret_cast<ring_ctrl *>(base + i * stride);
@@ -231,6 +232,14 @@ int create_cq(vq::context *vc, const vq::cq_init_attr *a, vq::cq **out)
 {
     if (static_cast<std::uint32_t>(a->cqe) > max_cqe)
         return -FI_EMSGSIZE;
+    shm_ctx *sc = to_ctx(vc);
+    {
+        // device_attr::max_cq is a limit, not a hint (checked again below,
+        // under the lock, when the CQ is counted).
+        std::lock_guard<std::mutex> g(sc->lock);
+        if (static_cast<std::uint32_t>(sc->ncq) >= max_cq)
+            return -FI_ENOSPC;
+    }
     auto *c = new (std::nothrow) shm_cq;
     if (!c)
         return -FI_ENOMEM;
@@ -266,8 +275,12 @@ int create_cq(vq::context *vc, const vq::cq_init_attr *a, vq::cq **out)
     c->read_data_fn = [](vq::cq *x) { return current(x).data; };
     vq::cq_fill_stubs(c);
     c->next_check = env::tsc::now() + peer_check_cycles();
-    shm_ctx *sc = to_ctx(vc);
     std::lock_guard<std::mutex> g(sc->lock);
+    if (static_cast<std::uint32_t>(sc->ncq) >= max_cq) { // another thread took the last one meanwhile
+        delete[] c->ring;
+        delete c;
+        return -FI_ENOSPC;
+    }
     sc->ncq++;
     *out = c;
     return 0;
@@ -304,6 +317,11 @@ int create_srq(vq::pd *p, const vq::srq_init_attr *a, vq::srq **out)
     s->post_recv_fn = srq_post;
     s->sctx = to_ctx(p->ctx);
     std::lock_guard<std::mutex> g(s->sctx->lock);
+    if (static_cast<std::uint32_t>(s->sctx->nsrq) >= max_srq) { // device_attr::max_srq
+        rq_free(&s->rq);
+        delete s;
+        return -FI_ENOSPC;
+    }
     s->sctx->nsrq++;
     static_cast<shm_pd *>(p)->refs++;
     *out = s;

@@ -377,12 +377,12 @@ int query_device(vq::context *, vq::device_attr *out)
     a.max_qp_wr = max_wr;
     a.max_sge = max_sge;
     a.max_inline_data = max_inline;
-    a.max_cq = 1024;
+    a.max_cq = max_cq;
     a.max_cqe = max_cqe;
     a.max_mr = l.max_mr;
     a.max_mr_size = 1ull << 40;
     a.max_mw = l.max_mr;
-    a.max_srq = 1024;
+    a.max_srq = max_srq;
     a.max_srq_wr = max_wr;
     a.max_msg_sz = max_msg;
     a.ud_mtu = ud_mtu;
@@ -407,26 +407,40 @@ int shm_probe(std::vector<vq::device *> &out)
 }
 
 /* ---- host-wide context ids (the high bits of QP numbers) ----
- * A 1024-word table in /dev/shm/.shunt-qpn-<euid> (0600; outside the
- * "shunt." names that cleanup_stale_segments removes). Word i is 0 when id
- * i is free, else low32(start time) << 32 | pid of the holding process: one
- * CAS claims a free id or takes over one whose process is gone. */
-std::atomic<std::uint64_t> *id_table() noexcept
+ * A 1024-word table in the user's private directory,
+ * /dev/shm/.shunt-<euid>/qpn (env::user_file; 0600; not a "shunt." segment,
+ * so stale-segment cleanup leaves it alone). Word i is 0 when id i is free,
+ * else low32(start time) << 32 | pid of the holding process: one CAS claims
+ * a free id or takes over one whose process is gone. */
+struct id_table_ref {
+    std::atomic<std::uint64_t> *words = nullptr;
+    int status = 0; ///< why there is none (logged once, with the path)
+};
+
+const id_table_ref &id_table() noexcept
 {
-    static std::atomic<std::uint64_t> *table = [] () -> std::atomic<std::uint64_t> * {
-        char path[64];
-        std::snprintf(path, sizeof path, "/dev/shm/.shunt-qpn-%u", static_cast<unsigned>(geteuid()));
+    static const id_table_ref table = [] {
+        id_table_ref t;
+        char path[256];
+        if ((t.status = env::user_file("qpn", path, sizeof path)) != 0)
+            return t; // logged by user_file
         int fd = ::open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd < 0)
-            return nullptr;
         struct stat st;
         constexpr std::size_t bytes = max_ctx_ids * sizeof(std::uint64_t);
         void *m = MAP_FAILED;
-        if (::fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 077) == 0 &&
-            (static_cast<std::size_t>(st.st_size) >= bytes || ::ftruncate(fd, bytes) == 0))
+        if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+            (st.st_mode & 077) == 0 && (static_cast<std::size_t>(st.st_size) >= bytes || ::ftruncate(fd, bytes) == 0))
             m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        ::close(fd);
-        return m == MAP_FAILED ? nullptr : static_cast<std::atomic<std::uint64_t> *>(m);
+        if (m == MAP_FAILED) {
+            SHUNT_LOG(shm_log, error, "cannot use the QP-number table %s (%s): remove it", path,
+                      fd < 0 ? std::strerror(errno) : "not this user's private regular file");
+            t.status = -FI_EACCES;
+        } else {
+            t.words = static_cast<std::atomic<std::uint64_t> *>(m);
+        }
+        if (fd >= 0)
+            ::close(fd);
+        return t;
     }();
     return table;
 }
@@ -441,9 +455,9 @@ bool id_holder_gone(std::uint64_t w) noexcept
 
 int ctx_id_alloc(std::uint32_t *out) noexcept
 {
-    std::atomic<std::uint64_t> *t = id_table();
+    std::atomic<std::uint64_t> *t = id_table().words;
     if (!t)
-        return -FI_ENOMEM;
+        return id_table().status;
     static const std::uint64_t me = (read_start_time(getpid()) << 32) | static_cast<std::uint32_t>(getpid());
     static std::atomic<std::uint32_t> next{static_cast<std::uint32_t>(getpid())};
     for (std::uint32_t k = 0; k < max_ctx_ids; k++) {
@@ -461,7 +475,7 @@ int ctx_id_alloc(std::uint32_t *out) noexcept
 
 void ctx_id_free(std::uint32_t id) noexcept
 {
-    if (std::atomic<std::uint64_t> *t = id_table())
+    if (std::atomic<std::uint64_t> *t = id_table().words)
         t[id].store(0, std::memory_order_release);
 }
 
@@ -531,6 +545,14 @@ int shm_open(vq::device *dev, vq::context **out)
     c->hdr = h;
     c->self.base = base;
     c->self.hdr = h;
+    c->self.size = c->seg.size();
+    c->self.locks_off = locks_off;
+    c->self.mr_off = mr_off;
+    c->self.qp_off = qp_off;
+    c->self.heap_off = off;
+    c->self.heap_size = h->heap_size;
+    c->self.max_qp = l.max_qp;
+    c->self.max_mr = l.max_mr;
     c->self.pid = h->pid;
     c->self.start_time = h->start_time;
     c->self.self = true;
@@ -664,6 +686,41 @@ void heap_free(shm_ctx *c, std::uint64_t off, std::uint64_t size)
     }
 }
 
+/** Read and check the geometry of the segment at p->base (@p size bytes of
+ *  data area) into *p, once. Every table must lie inside the segment, in
+ *  the order shm_open lays them out, and its counts within this driver's
+ *  limits (key and QP numbers index at most 4096 / 1024 entries). */
+bool take_geometry(peer *p, std::uint64_t size) noexcept
+{
+    if (size < sizeof(ctx_hdr))
+        return false;
+    const ctx_hdr *h = p->hdr;
+    if (h->magic != ctx_magic || h->version != layout_version || h->pid <= 0)
+        return false;
+    const std::uint64_t locks_off = h->locks_off, mr_off = h->mr_off, qp_off = h->qp_off;
+    const std::uint64_t heap_off = h->heap_off, heap_size = h->heap_size;
+    const std::uint32_t max_qp = h->max_qp, max_mr = h->max_mr;
+    if (max_qp == 0 || max_qp > (1u << qpn_index_bits) || max_mr == 0 || max_mr > 4096)
+        return false;
+    if (((locks_off | mr_off | qp_off | heap_off) & 63) != 0 || locks_off < sizeof(ctx_hdr) ||
+        !range_ok(locks_off, num_lock_stripes * sizeof(lock_line), size) ||
+        mr_off < locks_off + num_lock_stripes * sizeof(lock_line) ||
+        !range_ok(mr_off, std::uint64_t{max_mr} * sizeof(mr_entry), size) ||
+        qp_off < mr_off + std::uint64_t{max_mr} * sizeof(mr_entry) ||
+        !range_ok(qp_off, std::uint64_t{max_qp} * sizeof(qp_desc), size) ||
+        heap_off < qp_off + std::uint64_t{max_qp} * sizeof(qp_desc) || !range_ok(heap_off, heap_size, size))
+        return false;
+    p->size = size;
+    p->locks_off = locks_off;
+    p->mr_off = mr_off;
+    p->qp_off = qp_off;
+    p->heap_off = heap_off;
+    p->heap_size = heap_size;
+    p->max_qp = max_qp;
+    p->max_mr = max_mr;
+    return true;
+}
+
 int peer_get(shm_ctx *c, const vq::dev_addr &a, peer **out)
 {
     if (a.len == c->addr.len && std::memcmp(a.raw, c->addr.raw, a.len) == 0) {
@@ -690,14 +747,15 @@ int peer_get(shm_ctx *c, const vq::dev_addr &a, peer **out)
         return rc;
     }
     auto *h = static_cast<ctx_hdr *>(p->seg.data());
-    if (p->seg.size() < sizeof(ctx_hdr) || h->magic != ctx_magic || h->version != layout_version ||
-        h->heap_off + h->heap_size > p->seg.size()) {
+    p->base = static_cast<char *>(p->seg.data());
+    p->hdr = h;
+    if (!take_geometry(p, p->seg.size())) {
+        SHUNT_LOG(shm_log, warning, "peer %s: its segment header is not one this driver wrote: not attached",
+                  name.c_str());
         delete p;
         return -FI_EINVAL;
     }
     p->addr = a;
-    p->base = static_cast<char *>(p->seg.data());
-    p->hdr = h;
     p->pid = h->pid;
     p->start_time = h->start_time;
     p->refs = 1;
@@ -771,7 +829,7 @@ bool check_key(peer *p, std::uint32_t key, std::uint64_t addr, std::uint64_t len
                region_ref *out, bool local) noexcept
 {
     std::uint32_t idx = key_index(key);
-    if (key == 0 || idx >= p->hdr->max_mr)
+    if (key == 0 || idx >= p->max_mr)
         return false;
     mr_entry &e = p->mrs()[idx];
     // Observe the entry: the key (acquire; seq_cst for pin_key's users
@@ -788,10 +846,12 @@ bool check_key(peer *p, std::uint32_t key, std::uint64_t addr, std::uint64_t len
         return false;
     if (addr < base || addr - base > length || len > length - (addr - base))
         return false;
+    // The entry lives in a segment every peer can write: where it says the
+    // memory is must lie inside the owner's segment (overflow-safe), ours too.
+    if (soff != no_seg_off && (!range_ok(soff, addr - base, p->size) || !range_ok(soff + (addr - base), len, p->size)))
+        return false;
     out->addr = addr;
     out->seg_off = soff == no_seg_off ? no_seg_off : soff + (addr - base);
-    if (soff != no_seg_off && out->seg_off + len > p->seg.size() && !p->self)
-        return false;
     return true;
 }
 

@@ -2,11 +2,16 @@
  * single-call posts and post_recv. Builders fill a local send-queue entry;
  * wr_complete hands the batch to sq_progress (shm_tx.cpp), which executes it.
  * The function pointers are chosen in shm_qp.cpp (install_fast_path). */
+#include <cassert>
+
+#include "env/log.h"
 #include "env/tsc.h"
 #include "ring.h"
 #include "shm_post.h"
 
 namespace shunt::drv::shm {
+
+SHUNT_LOG_COMPONENT(shm_post_log, "shm");
 
 namespace {
 
@@ -426,12 +431,35 @@ inline bool single_slot_send(shm_qp *q) noexcept
 
 /* ---- session ---- */
 
+/** This thread's identity for session checks: the thread pointer (one
+ *  register read, no TLS lookup). */
+inline std::uintptr_t this_thread() noexcept { return reinterpret_cast<std::uintptr_t>(__builtin_thread_pointer()); }
+
+/** The session API was misused (@p what): report it — an assertion in a
+ *  debug build, a log line — and leave the QP as a correct caller needs it:
+ *  nothing is locked or unlocked here, no batch of another caller changes. */
+SHUNT_COLD void session_misuse(shm_qp *q, const char *what) noexcept
+{
+    SHUNT_LOG(shm_post_log, error, "QP %#x: %s (the session API needs wr_start, builders, then one "
+              "wr_complete or wr_abort)", q->qp_num, what);
+    assert(!"session API misuse: see the log line above");
+}
+
 template <bool Locked>
 void wr_start(vq::qp *vq_) noexcept
 {
     shm_qp *q = to_qp(vq_);
+    const std::uintptr_t me = this_thread();
+    if (q->session.load(std::memory_order_relaxed) == me) [[unlikely]] {
+        // A second wr_start of this thread: taking the lock again would
+        // never return. The open batch fails at its wr_complete instead.
+        session_misuse(q, "wr_start while this thread's session is open");
+        latch(q, -FI_EOPBADSTATE);
+        return;
+    }
     if constexpr (Locked)
         q->lock.lock();
+    q->session.store(me, std::memory_order_relaxed);
     std::uint32_t st = q->state.load(std::memory_order_relaxed);
     q->err = (st == static_cast<std::uint32_t>(vq::qp_state::rts) ||
               st == static_cast<std::uint32_t>(vq::qp_state::err))
@@ -445,6 +473,10 @@ template <bool Locked, bool Ud>
 int wr_complete(vq::qp *vq_) noexcept
 {
     shm_qp *q = to_qp(vq_);
+    if (q->session.load(std::memory_order_relaxed) != this_thread()) [[unlikely]] {
+        session_misuse(q, "wr_complete without wr_start");
+        return -FI_EOPBADSTATE; // no batch of ours: nothing to commit, no lock to release
+    }
     int rc = q->err;
     if (rc == 0 && q->cur && q->cur->need) [[unlikely]]
         rc = -FI_EINVAL;
@@ -457,6 +489,7 @@ int wr_complete(vq::qp *vq_) noexcept
     } else if (q->sq_head != q->sq_tail) {
         sq_progress(q, false);
     }
+    q->session.store(0, std::memory_order_relaxed);
     if constexpr (Locked)
         q->lock.unlock();
     return rc;
@@ -466,6 +499,11 @@ template <bool Locked>
 void wr_abort(vq::qp *vq_) noexcept
 {
     shm_qp *q = to_qp(vq_);
+    if (q->session.load(std::memory_order_relaxed) != this_thread()) [[unlikely]] {
+        session_misuse(q, "wr_abort without wr_start");
+        return;
+    }
+    q->session.store(0, std::memory_order_relaxed);
     q->sq_tail = q->sq_start;
     q->err = 0;
     q->cur = nullptr;

@@ -25,8 +25,6 @@ std::uint32_t pow2_at_least(std::uint32_t v)
     return p;
 }
 
-std::uint64_t ring_bytes(std::uint32_t slots) { return sizeof(ring_ctrl) + std::uint64_t{slots} * sizeof(slot); }
-
 void free_qp_memory(shm_qp *q)
 {
     delete[] q->sq;
@@ -46,7 +44,7 @@ void reset_rings(shm_qp *q)
 {
     std::memset(q->sctx->self.base + q->ring_mem, 0, q->ring_bytes);
     // Stamp every ring with our QP number (goodbyes must name it).
-    std::uint32_t nr = q->type == vq::qp_type::ud ? q->desc->ud_nrings : 1;
+    std::uint32_t nr = q->type == vq::qp_type::ud ? q->ud_nrings : 1;
     std::size_t stride = nr > 1 ? q->ring_bytes / nr : 0;
     for (std::uint32_t i = 0; i < nr; i++)
         reinterpret_cast<ring_ctrl *>(q->sctx->self.base + q->ring_mem + i * stride)
@@ -55,6 +53,8 @@ void reset_rings(shm_qp *q)
     q->rx_busy = false;
     q->lend_flushed = false;
     q->lend_bounce_used = false;
+    q->rx_violated = false;
+    q->violation_logged = false;
     if (q->ud_rx_head) {
         std::memset(q->ud_rx_head, 0, 64 * sizeof(std::uint32_t));
         std::memset(q->ud_rx_pub, 0, 64 * sizeof(std::uint32_t));
@@ -86,7 +86,7 @@ void disconnect(shm_qp *q)
     q->rdesc = nullptr;
 }
 
-std::uint32_t rings_of(const shm_qp *q) { return q->type == vq::qp_type::ud ? q->desc->ud_nrings : 1; }
+std::uint32_t rings_of(const shm_qp *q) { return q->type == vq::qp_type::ud ? q->ud_nrings : 1; }
 
 /** Our ring memory is no longer ours to receive in (context lock held):
  *  free it when no sender can write into it any more, else park it. */
@@ -263,6 +263,8 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
         d->ud_rings_off = off;
         d->ud_nrings = l.ud_rings;
         d->ud_ring_slots = slots;
+        q->ud_nrings = l.ud_rings;
+        q->ud_ring_slots = slots;
     } else {
         d->ring_off = off;
         d->ring_slots = slots;
@@ -410,7 +412,7 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
         if (rc < 0)
             return rc == -FI_EINVAL ? -FI_EINVAL : rc;
         std::uint32_t idx = qpn_index(a->dest_qp_num);
-        qp_desc *rd = idx < p->hdr->max_qp ? &p->qps()[idx] : nullptr;
+        qp_desc *rd = idx < p->max_qp ? &p->qps()[idx] : nullptr;
         if (!rd || rd->state.load(std::memory_order_acquire) == desc_free || rd->qpn != a->dest_qp_num) {
             peer_put(c, p);
             return -FI_ENOENT;
@@ -425,6 +427,18 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
         // stands (see the driver guide, "Reuse").
         rd->entering.fetch_add(1, std::memory_order_seq_cst);
         std::uint64_t roff = std::atomic_ref<std::uint64_t>(rd->ring_off).load(std::memory_order_seq_cst);
+        // The peer wrote its descriptor: the ring must be one this driver
+        // could have made, inside the peer's heap, before anything touches it.
+        const std::uint32_t rslots = rd->ring_slots;
+        if (!ring_slots_ok(rslots) || (roff & 63) != 0 || !p->in_heap(roff, ring_bytes(rslots))) [[unlikely]] {
+            rd->entering.fetch_sub(1, std::memory_order_release);
+            peer_put(c, p);
+            SHUNT_LOG(shm_qp_log, warning,
+                      "modify_qp: peer QP %#x describes a ring outside its segment (offset %#llx, %u slots): "
+                      "refused",
+                      a->dest_qp_num, static_cast<unsigned long long>(roff), rslots);
+            return -FI_EINVAL;
+        }
         auto *ctrl = reinterpret_cast<ring_ctrl *>(p->base + roff);
         std::uint64_t prev = 0;
         bool claimed = ctrl->owner.compare_exchange_strong(prev, q->ud_id, std::memory_order_seq_cst) ||
@@ -443,7 +457,7 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
         q->dest_qpn = a->dest_qp_num;
         q->tx_ctrl = ctrl;
         q->tx_slots = reinterpret_cast<slot *>(p->base + roff + sizeof(ring_ctrl));
-        q->tx_mask = rd->ring_slots - 1;
+        q->tx_mask = rslots - 1;
         q->peer_lends = (rd->flags & desc_lend) != 0;
         q->tx_tail = 0;
         q->tx_credit_head = 0;

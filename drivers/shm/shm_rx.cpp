@@ -4,9 +4,12 @@
  * and produces the completion. */
 #include <sys/uio.h>
 
+#include "env/log.h"
 #include "shm.h"
 
 namespace shunt::drv::shm {
+
+SHUNT_LOG_COMPONENT(shm_rx_log, "shm");
 
 namespace {
 
@@ -116,7 +119,9 @@ wc_status rndv_copy(shm_qp *q, const rndv_hdr &h, const rndv_piece *pc) noexcept
         std::uint64_t from = pc[k].where;
         if (done + left > h.total)
             return wc_status::rem_inv_req_err; // malformed descriptor
-        if (pc[k].in_seg && (p->self ? false : from + left > p->seg.size()))
+        // A piece in the sender's segment must lie inside it (overflow-safe:
+        // the descriptor is peer-written).
+        if (pc[k].in_seg && !range_ok(from, left, p->size))
             return wc_status::rem_access_err;
         while (left) {
             // Local destination pieces for this source range (at most the SGE count).
@@ -138,16 +143,16 @@ wc_status rndv_copy(shm_qp *q, const rndv_hdr &h, const rndv_piece *pc) noexcept
                     o = 0;
                 }
             }
-            if (pc[k].in_seg || p->self) {
-                const std::uint8_t *src = pc[k].in_seg ? reinterpret_cast<const std::uint8_t *>(p->base + from)
-                                                       : reinterpret_cast<const std::uint8_t *>(from);
-                if (pc[k].in_seg && p->self)
-                    src = reinterpret_cast<const std::uint8_t *>(q->sctx->self.base + from);
+            if (pc[k].in_seg) {
+                const std::uint8_t *src = reinterpret_cast<const std::uint8_t *>(p->base + from);
                 for (std::uint32_t j = 0; j < nl; j++) {
                     std::memcpy(lio[j].iov_base, src, lio[j].iov_len);
                     src += lio[j].iov_len;
                 }
             } else {
+                // Private memory of the sender, ourselves included: the
+                // address came through shared memory, so it is read by the
+                // kernel, which fails a bad one instead of faulting.
                 iovec rio{reinterpret_cast<void *>(from), take};
                 ssize_t got = process_vm_readv(p->pid, lio, nl, &rio, 1, 0);
                 if (got != static_cast<ssize_t>(take))
@@ -208,7 +213,9 @@ inline rx_step rx_one_slot(shm_qp *q, const slot *s, std::uint8_t op, std::uint8
     const rwqe &r = rq->wqe[h & rq->mask];
     const vq::sge &sg = rq->sges[static_cast<std::size_t>(h & rq->mask) * rq->max_sge];
     const std::uint32_t len = s->len;
-    if (r.num_sge != 1 || len > sg.length || (len && !rx_sge_ok(q, sg))) [[unlikely]]
+    // len is peer-written: beyond one slot's payload the header is bad (the
+    // general path reports it), as is a receive too small.
+    if (r.num_sge != 1 || len > slot_payload || len > sg.length || (len && !rx_sge_ok(q, sg))) [[unlikely]]
         return rx_general_path; // the general path reports the error
     small_copy(reinterpret_cast<void *>(sg.addr), s->data, len);
     shm_cq *c = q->rcq;
@@ -220,6 +227,34 @@ inline rx_step rx_one_slot(shm_qp *q, const slot *s, std::uint8_t op, std::uint8
     return rx_consumed;
 }
 
+/** Check a chunk header a peer wrote, before anything uses it. @p busy: a
+ *  message is in progress (the chunk must continue it). @return the name of
+ *  the first field that breaks the protocol (its value in *value), or null. */
+SHUNT_COLD const char *bad_header(const shm_qp *q, const slot *s, std::uint32_t mask, bool busy,
+                                  std::uint64_t *value) noexcept
+{
+    const std::uint8_t op = s->op, flags = s->flags;
+    const std::uint32_t nslots = s->nslots, len = s->len;
+    const bool ud = q->type == vq::qp_type::ud;
+    *value = op;
+    if (op < msg_send || op > msg_rndv || (ud && op != msg_send && op != msg_send_imm))
+        return "op";
+    *value = flags;
+    const bool whole = (flags & (sf_first | sf_last)) == (sf_first | sf_last);
+    if ((flags & ~(sf_first | sf_last | sf_solicited)) || ((flags & sf_first) != 0) == busy ||
+        ((op == msg_write_imm || op == msg_rndv || ud) && !whole))
+        return "flags";
+    *value = nslots;
+    if (nslots == 0 || nslots > (mask + 1) / 2)
+        return "nslots";
+    *value = len;
+    if (op == msg_write_imm) // len is the write's length; the message is the header alone
+        return nslots == 1 ? nullptr : "nslots";
+    if (len > max_chunk_bytes(mask + 1) || nslots != slots_for(len) || (op == msg_rndv && len < sizeof(rndv_hdr)))
+        return "len";
+    return nullptr;
+}
+
 /** The general path: any chunk of any message (multi-slot, multi-chunk,
  *  rendezvous, write_imm, send_inv, SGE lists, SRQ, errors). Advances @p head
  *  past the chunk. @return rx_consumed, or rx_stop when no receive is posted. */
@@ -229,6 +264,11 @@ SHUNT_COLD rx_step rx_general(shm_qp *q, slot *slots, std::uint32_t mask, std::u
     shm_cq *c = q->rcq;
     const bool ud = q->type == vq::qp_type::ud;
     slot *s = &slots[head & mask];
+    std::uint64_t bad_value;
+    if (const char *bad = bad_header(q, s, mask, q->rx_busy, &bad_value)) [[unlikely]] {
+        rx_violation(q, bad, bad_value);
+        return rx_stop;
+    }
     const std::uint8_t op = s->op;
     const std::uint8_t flags = s->flags;
     // A rendezvous message carries the send's own opcode in its descriptor.
@@ -333,6 +373,11 @@ SHUNT_COLD rx_step rx_lend_general(shm_qp *q, slot *slots, std::uint32_t mask, s
                                    std::uint32_t src_qp, unsigned *completions) noexcept
 {
     const slot *s = &slots[head & mask];
+    std::uint64_t bad_value;
+    if (const char *bad = bad_header(q, s, mask, false, &bad_value)) [[unlikely]] {
+        rx_violation(q, bad, bad_value);
+        return rx_stop;
+    }
     const std::uint8_t op = s->op, flags = s->flags;
     const std::uint32_t len = s->len, nslots = s->nslots;
     wc_status st = wc_status::success;
@@ -353,10 +398,8 @@ SHUNT_COLD rx_step rx_lend_general(shm_qp *q, slot *slots, std::uint32_t mask, s
         wf |= vq::WC_WITH_IMM;
         if (nslots != 1 || !whole)
             st = wc_status::loc_len_err;
-    } else if (op != msg_send && op != msg_send_imm && op != msg_send_inv) {
-        st = wc_status::loc_qp_op_err;
-    } else if (!whole || len > q->max_lend || nslots != slots_for(len)) {
-        st = wc_status::loc_len_err; // cut into chunks, or a header that does not describe its slots
+    } else if (!whole || len > q->max_lend) {
+        st = wc_status::loc_len_err; // cut into chunks: the sender ignored desc_lend
     } else {
         if (op == msg_send_imm) {
             imm = s->imm;
@@ -377,9 +420,7 @@ SHUNT_COLD rx_step rx_lend_general(shm_qp *q, slot *slots, std::uint32_t mask, s
     fill_wc(*q->rcq->next_entry(), 0, st, opc, byte_len, q->qp_num, src_qp, imm, wf, inv, data);
     q->rcq->commit();
     ++*completions;
-    // A header whose slot count is out of range advances by one slot; RC/UC
-    // end in ERR below anyway.
-    head += (nslots >= 1 && nslots <= (mask + 1) / 2) ? nslots : 1;
+    head += nslots; // in range: bad_header checked it
     if (st != wc_status::success && q->type != vq::qp_type::ud)
         qp_to_err(q);
     return rx_consumed;
@@ -392,7 +433,7 @@ inline rx_step rx_lend(shm_qp *q, slot *slots, std::uint32_t mask, std::uint32_t
     const slot *s = &slots[head & mask];
     const std::uint8_t op = s->op, flags = s->flags;
     const std::uint32_t len = s->len;
-    if (s->nslots == 1 && (flags & (sf_first | sf_last)) == (sf_first | sf_last) && len <= slot_payload &&
+    if (s->nslots == 1 && (flags & ~sf_solicited) == (sf_first | sf_last) && len <= slot_payload &&
         (op == msg_send || op == msg_send_imm)) [[likely]] {
         fill_wc(*q->rcq->next_entry(), 0, wc_status::success, vq::wc_opcode::recv, len, q->qp_num, src_qp,
                 op == msg_send_imm ? s->imm : 0,
@@ -406,6 +447,12 @@ inline rx_step rx_lend(shm_qp *q, slot *slots, std::uint32_t mask, std::uint32_t
     return rx_lend_general(q, slots, mask, head, src_qp, completions);
 }
 
+/** The ud_active bits of rings a UD QP has. */
+inline std::uint64_t ud_ring_bits(const shm_qp *q) noexcept
+{
+    return q->ud_nrings >= 64 ? ~0ull : (1ull << q->ud_nrings) - 1;
+}
+
 /** Lent receives: take back what the previous poll lent (return the credits
  *  of every slot consumed so far, in quarter-ring batches as always). */
 inline void lend_release(shm_qp *q) noexcept
@@ -415,12 +462,13 @@ inline void lend_release(shm_qp *q) noexcept
         rx_credit(q->rx_ctrl, q->rx_mask, q->rx_head, q->rx_published);
         return;
     }
-    std::uint64_t act = q->desc->ud_active.load(std::memory_order_acquire);
-    std::size_t stride = sizeof(ring_ctrl) + static_cast<std::size_t>(q->desc->ud_ring_slots) * sizeof(slot);
-    char *base = q->sctx->self.base + q->desc->ud_rings_off;
+    // Senders set the active bits: only bits of rings we have count.
+    std::uint64_t act = q->desc->ud_active.load(std::memory_order_acquire) & ud_ring_bits(q);
+    const std::size_t stride = ring_bytes(q->ud_ring_slots);
+    char *base = q->sctx->self.base + q->ring_mem;
     for (; act; act &= act - 1) {
         unsigned i = static_cast<unsigned>(__builtin_ctzll(act));
-        rx_credit(reinterpret_cast<ring_ctrl *>(base + i * stride), q->desc->ud_ring_slots - 1, q->ud_rx_head[i],
+        rx_credit(reinterpret_cast<ring_ctrl *>(base + i * stride), q->ud_ring_slots - 1, q->ud_rx_head[i],
                   q->ud_rx_pub[i]);
     }
 }
@@ -453,7 +501,7 @@ unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask, st
         const std::uint8_t op = s->op;
         const std::uint8_t flags = s->flags;
         rx_step r = rx_general_path;
-        if (!q->rx_busy && s->nslots == 1 && (flags & (sf_first | sf_last)) == (sf_first | sf_last) &&
+        if (!q->rx_busy && s->nslots == 1 && (flags & ~sf_solicited) == (sf_first | sf_last) &&
             (op == msg_send || op == msg_send_imm) && !q->ssrq) [[likely]] {
             r = rx_one_slot(q, s, op, flags, src_qp);
             if (r == rx_consumed) {
@@ -479,10 +527,18 @@ unsigned rx_flush(shm_qp *q, unsigned budget) noexcept
     unsigned n = 0;
     vq::wc w;
     fill_wc(w, 0, wc_status::wr_flush_err, vq::wc_opcode::recv, 0, q->qp_num);
+    // A peer broke the protocol: the first receive completion says so.
+    if (q->rx_violated) [[unlikely]]
+        w.status = wc_status::bad_resp_err;
+    auto reported = [&] {
+        q->rx_violated = false;
+        w.status = wc_status::wr_flush_err;
+    };
     if (q->lend) {
         // Nothing was posted: one flush completion tells the consumer.
         if (!q->lend_flushed && budget && c->space()) {
             cq_push(c, w);
+            reported();
             q->lend_flushed = true;
             n++;
         }
@@ -491,6 +547,7 @@ unsigned rx_flush(shm_qp *q, unsigned budget) noexcept
     if (q->rx_busy && n < budget && c->space()) {
         w.wr_id = q->rx_wc.wr_id;
         cq_push(c, w);
+        reported();
         q->rx_busy = false;
         n++;
     }
@@ -504,6 +561,7 @@ unsigned rx_flush(shm_qp *q, unsigned budget) noexcept
         w.wr_id = rq->wqe[h & rq->mask].wr_id;
         rq->head.store(h + 1, std::memory_order_release);
         cq_push(c, w);
+        reported();
         n++;
     }
     return n;
@@ -514,7 +572,7 @@ unsigned rx_flush(shm_qp *q, unsigned budget) noexcept
 SHUNT_COLD void ud_reclaim(shm_qp *q, std::uint32_t i, ring_ctrl *ctrl, slot *slots) noexcept
 {
     std::uint32_t head = q->ud_rx_head[i];
-    std::uint32_t mask = q->desc->ud_ring_slots - 1;
+    std::uint32_t mask = q->ud_ring_slots - 1;
     if (std::atomic_ref<std::uint32_t>(slots[head & mask].seq).load(std::memory_order_acquire) == head + 1)
         return; // still holds a message (no receive posted yet)
     ctrl->consumed.store(head, std::memory_order_release);
@@ -538,12 +596,14 @@ unsigned rx_progress(shm_qp *q, unsigned budget) noexcept
         return rx_ring(q, q->rx_slots, q->rx_ctrl, q->rx_mask, q->rx_head, q->rx_published, q->dest_qpn,
                        budget);
     // UD: scan the rings senders have claimed, starting after the last one served.
-    std::uint64_t act = q->desc->ud_active.load(std::memory_order_acquire);
+    // Senders set the active bits; our own geometry (private) says which
+    // rings exist and where they are.
+    std::uint64_t act = q->desc->ud_active.load(std::memory_order_acquire) & ud_ring_bits(q);
     if (!act)
         return 0;
-    std::uint32_t nr = q->desc->ud_nrings;
-    std::size_t stride = sizeof(ring_ctrl) + static_cast<std::size_t>(q->desc->ud_ring_slots) * sizeof(slot);
-    char *base = q->sctx->self.base + q->desc->ud_rings_off;
+    const std::uint32_t nr = q->ud_nrings;
+    const std::size_t stride = ring_bytes(q->ud_ring_slots);
+    char *base = q->sctx->self.base + q->ring_mem;
     unsigned n = 0;
     // Visit only the claimed rings (set bits), starting after the last one
     // that delivered: rotate the bitmap so that ring rx_ud_next is bit 0.
@@ -551,11 +611,9 @@ unsigned rx_progress(shm_qp *q, unsigned budget) noexcept
     std::uint64_t rot = first ? (act >> first) | (act << (64 - first)) : act;
     for (; rot && n < budget; rot &= rot - 1) {
         std::uint32_t i = (static_cast<std::uint32_t>(__builtin_ctzll(rot)) + first) & 63;
-        if (i >= nr)
-            continue;
         auto *ctrl = reinterpret_cast<ring_ctrl *>(base + i * stride);
         auto *slots = reinterpret_cast<slot *>(base + i * stride + sizeof(ring_ctrl));
-        unsigned got = rx_ring(q, slots, ctrl, q->desc->ud_ring_slots - 1, q->ud_rx_head[i], q->ud_rx_pub[i],
+        unsigned got = rx_ring(q, slots, ctrl, q->ud_ring_slots - 1, q->ud_rx_head[i], q->ud_rx_pub[i],
                                ctrl->src_qpn, budget - n);
         if (got)
             q->rx_ud_next = static_cast<int>((i + 1) % nr);
@@ -564,6 +622,18 @@ unsigned rx_progress(shm_qp *q, unsigned budget) noexcept
         n += got;
     }
     return n;
+}
+
+void rx_violation(shm_qp *q, const char *what, std::uint64_t value) noexcept
+{
+    if (!q->violation_logged) {
+        q->violation_logged = true;
+        SHUNT_LOG(shm_rx_log, error,
+                  "QP %#x: the peer broke the protocol in its ring (slot %s = %#llx): the QP goes to ERR",
+                  q->qp_num, what, static_cast<unsigned long long>(value));
+    }
+    q->rx_violated = true;
+    qp_to_err(q);
 }
 
 } // namespace shunt::drv::shm

@@ -8,11 +8,14 @@
 
 #include <atomic>
 
+#include "env/log.h"
 #include "env/tsc.h"
 #include "ring.h"
 #include "shm.h"
 
 namespace shunt::drv::shm {
+
+SHUNT_LOG_COMPONENT(shm_tx_log, "shm");
 
 namespace {
 
@@ -233,7 +236,7 @@ SHUNT_COLD bool ud_claim(shm_qp *q, ud_dest *d) noexcept
 {
     peer *p = d->p;
     std::uint32_t idx = qpn_index(d->qpn);
-    if (idx >= p->hdr->max_qp)
+    if (idx >= p->max_qp)
         return false;
     qp_desc *rd = &p->qps()[idx];
     // As the RC claim in modify_qp: counted in entering from before the
@@ -247,8 +250,16 @@ SHUNT_COLD bool ud_claim(shm_qp *q, ud_dest *d) noexcept
         rd->type != static_cast<std::uint32_t>(vq::qp_type::ud))
         return false;
     std::uint64_t roff = std::atomic_ref<std::uint64_t>(rd->ud_rings_off).load(std::memory_order_seq_cst);
-    std::size_t stride = sizeof(ring_ctrl) + static_cast<std::size_t>(rd->ud_ring_slots) * sizeof(slot);
-    for (std::uint32_t i = 0; i < rd->ud_nrings; i++) {
+    // The receiver's descriptor is peer-written: its pool must be one this
+    // driver could have made, inside its heap, before we write a byte of it.
+    const std::uint32_t nrings = rd->ud_nrings, rslots = rd->ud_ring_slots;
+    if (nrings == 0 || nrings > 64 || rslots < 128 || rslots > 65536 || (rslots & (rslots - 1)) != 0 ||
+        (roff & 63) != 0 || !p->in_heap(roff, ring_bytes(rslots) * nrings)) [[unlikely]] {
+        SHUNT_LOG(shm_tx_log, warning, "UD destination %#x describes rings outside its segment: dropped", d->qpn);
+        return false;
+    }
+    const std::size_t stride = ring_bytes(rslots);
+    for (std::uint32_t i = 0; i < nrings; i++) {
         char *base = p->base + roff + i * stride;
         auto *ctrl = reinterpret_cast<ring_ctrl *>(base);
         std::uint64_t expect = 0;
@@ -269,7 +280,7 @@ SHUNT_COLD bool ud_claim(shm_qp *q, ud_dest *d) noexcept
         d->ctrl = ctrl;
         d->pool_off = roff;
         d->slots = reinterpret_cast<slot *>(base + sizeof(ring_ctrl));
-        d->mask = rd->ud_ring_slots - 1;
+        d->mask = rslots - 1;
         d->tail = start;
         d->credit_head = start;
         return true;
@@ -449,6 +460,8 @@ vq::wc_status do_atomic(shm_qp *q, wqe *w) noexcept
     std::uint64_t old;
     peer *p = q->rpeer;
     if (ref.seg_off != no_seg_off) {
+        if (ref.seg_off & 7) [[unlikely]]
+            return vq::wc_status::rem_access_err; // the target's entry says so: no atomic can be done there
         std::atomic_ref<std::uint64_t> a(*reinterpret_cast<std::uint64_t *>(p->base + ref.seg_off));
         if (w->op == op_cas) {
             old = w->a0;
@@ -482,7 +495,7 @@ vq::wc_status do_flush(shm_qp *q, wqe *w) noexcept
     region_ref ref;
     if (level == vq::FLUSH_MR) {
         std::uint32_t idx = key_index(w->rkey);
-        if (idx >= p->hdr->max_mr)
+        if (idx >= p->max_mr)
             return vq::wc_status::rem_access_err;
         mr_entry &e = p->mrs()[idx];
         if (!check_key(p, w->rkey, e.addr, 0, need, &ref))

@@ -32,7 +32,9 @@
  * - Steps that look at or change names (the existence check and link in
  *   create, the probe in attach, the last-owner check and unlink in close,
  *   cleanup, segment_exists) run under a per-user lock file,
- *   /dev/shm/.shunt-<uid>.lock. Without it, a probe that briefly takes
+ *   /dev/shm/.shunt-<uid>/lock (user_file: a directory only that user can
+ *   create entries in; when it is not the user's own, those steps fail
+ *   rather than run unlocked). Without it, a probe that briefly takes
  *   LOCK_EX to learn whether anyone holds a segment could make a concurrent
  *   last closer believe it is not last and leave the file behind; and two
  *   creators of one name could pick different directories. Nobody holds a
@@ -44,6 +46,32 @@ namespace shunt::env {
 namespace {
 
 SHUNT_LOG_COMPONENT(seg_log, "env");
+
+} // namespace
+
+int user_file(const char *leaf, char *out, std::size_t len) noexcept
+{
+    char dir[128];
+    std::snprintf(dir, sizeof dir, "/dev/shm/.shunt-%u", static_cast<unsigned>(geteuid()));
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        SHUNT_LOG(seg_log, error, "cannot create %s: %s", dir, std::strerror(errno));
+        return -FI_EACCES;
+    }
+    // /dev/shm is sticky: once the directory is ours, nobody else can
+    // rename or remove it, and with mode 0700 nobody else adds entries.
+    struct stat st;
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+        SHUNT_LOG(seg_log, error,
+                  "%s is not a directory of this user's that only it can write (another user or a "
+                  "stray file holds the name): remove it",
+                  dir);
+        return -FI_EACCES;
+    }
+    int n = std::snprintf(out, len, "%s/%s", dir, leaf);
+    return n > 0 && static_cast<std::size_t>(n) < len ? 0 : -FI_EINVAL;
+}
+
+namespace {
 
 constexpr std::uint64_t seg_magic = 0x474553544e554853ull; // "SHUNTSEG" in memory order
 constexpr std::uint32_t flag_hugepages = 1u;
@@ -97,26 +125,34 @@ int flock_retry(int fd, int op) noexcept
 }
 
 // The per-user lock that serialises name operations between processes (see
-// the protocol above). Best effort: if the lock file cannot be used (another
-// user planted one in the way), operations proceed without it.
+// the protocol above). When it cannot be had (the private directory is not
+// this user's), status() says so and the operation fails: without the lock
+// the protocol is not safe.
 class uid_lock {
 public:
     uid_lock() noexcept
     {
         char p[path_max];
-        std::snprintf(p, sizeof p, "%s/.shunt-%u.lock", shm_dir, static_cast<unsigned>(geteuid()));
+        status_ = user_file("lock", p, sizeof p);
+        if (status_ != 0)
+            return;
         fd_.fd = open(p, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         struct stat st;
-        if (fd_.fd >= 0 && (fstat(fd_.fd, &st) != 0 || st.st_uid != geteuid() || !S_ISREG(st.st_mode))) {
-            SHUNT_LOG(seg_log, warning, "segment: lock file %s is not this user's; proceeding without it", p);
+        if (fd_.fd < 0 || fstat(fd_.fd, &st) != 0 || st.st_uid != geteuid() || !S_ISREG(st.st_mode)) {
+            SHUNT_LOG(seg_log, error, "segment: cannot use the lock file %s (%s): remove it", p,
+                      fd_.fd < 0 ? std::strerror(errno) : "not this user's regular file");
             fd_.reset();
+            status_ = -FI_EACCES;
+            return;
         }
-        if (fd_.fd >= 0)
-            flock_retry(fd_.fd, LOCK_EX);
+        flock_retry(fd_.fd, LOCK_EX);
     }
+    /** 0 when held, else why not (already logged). */
+    int status() const noexcept { return status_; }
 
 private:
     unique_fd fd_;
+    int status_ = 0;
 };
 
 // A hugetlbfs mount we may create files in, with its page size and free pages.
@@ -392,9 +428,10 @@ int segment::create(const std::string &name, std::size_t size, segment_backing b
     int rc = 0;
     {
         uid_lock lk;
+        rc = lk.status();
         // One name, one segment: a live segment in the other directory counts too.
         char other[path_max];
-        if (hd.path[0] != '\0' && make_path(other, huge ? shm_dir : hd.path, name.c_str()))
+        if (rc == 0 && hd.path[0] != '\0' && make_path(other, huge ? shm_dir : hd.path, name.c_str()))
             rc = clear_name(other);
         if (rc == 0)
             rc = clear_name(path);
@@ -433,6 +470,8 @@ int segment::attach(const std::string &name)
     const int nhuge = all_huge_mounts(huge);
 
     uid_lock lk;
+    if (lk.status() != 0)
+        return fail(lk.status(), "no per-user lock (see above)", name.c_str());
     for (int di = 0; di <= nhuge; di++) {
         const char *dir = di < nhuge ? huge[di] : shm_dir;
         char path[path_max];
@@ -524,7 +563,8 @@ void segment::close() noexcept
             uid_lock lk;
             // Last owner iff nobody else holds the file. (A failed conversion
             // drops our shared lock: harmless, the file is being closed.)
-            if (flock(fd_, LOCK_EX | LOCK_NB) == 0 && same_file(fd_, path_.c_str()))
+            // Without the lock the file stays; cleanup removes it later.
+            if (lk.status() == 0 && flock(fd_, LOCK_EX | LOCK_NB) == 0 && same_file(fd_, path_.c_str()))
                 unlink(path_.c_str());
             ::close(fd_);
         } else {
@@ -551,6 +591,8 @@ int cleanup_stale_segments() noexcept
     int removed = 0;
 
     uid_lock lk;
+    if (lk.status() != 0)
+        return 0;
     for (const char *dir : dirs) {
         if (!dir)
             continue;
@@ -601,6 +643,8 @@ bool segment_exists(const std::string &name) noexcept
     huge_dir hd = find_huge_dir();
     const char *dirs[2] = {hd.path[0] != '\0' ? hd.path : nullptr, shm_dir};
     uid_lock lk;
+    if (lk.status() != 0)
+        return true; // cannot tell: say the name is taken
     for (const char *dir : dirs) {
         if (!dir)
             continue;

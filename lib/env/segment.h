@@ -15,7 +15,7 @@
  * offsets, never pointers.
  *
  * Everything here is setup: these calls make system calls and may briefly
- * wait on a per-user lock file (/dev/shm/.shunt-<uid>.lock) that serialises
+ * wait on a per-user lock file (/dev/shm/.shunt-<uid>/lock, see user_file) that serialises
  * creation, attachment and removal between processes. A segment object is
  * not thread-safe; distinct objects may be used from distinct threads.
  *
@@ -114,6 +114,15 @@ private:
  *  than about one second or whose creator process is dead.
  *  @return the number removed (0 when none or on error). */
 int cleanup_stale_segments() noexcept;
+
+/** Path of this user's host-wide file @p leaf ("lock", "qpn", ...) in its
+ *  private directory, /dev/shm/.shunt-<euid>/, created (mode 0700) when
+ *  missing. Only this user can create entries there; a directory of that
+ *  name owned by another user, writable by others or not a directory is
+ *  refused (logged with its path and the fix). Writes at most @p len bytes.
+ *  @return 0, -FI_EACCES (the directory is not this user's own, or cannot
+ *  be made), or -FI_EINVAL when @p len is too small. */
+[[nodiscard]] int user_file(const char *leaf, char *out, std::size_t len) noexcept;
 
 /** True if a live segment of that name exists (some process holds it), or a
  *  file of that name owned by another user is in the way. False for a bad

@@ -131,7 +131,7 @@ enum class wc_status : std::uint32_t {
     loc_prot_err = 4,      ///< bad lkey or SGE outside its MR
     wr_flush_err = 5,      ///< QP in ERR: work request flushed, not executed
     mw_bind_err = 6,
-    bad_resp_err = 7,
+    bad_resp_err = 7,      ///< bad response: the peer broke the protocol (shm: a bad header in a ring)
     loc_access_err = 8,
     rem_inv_req_err = 9,   ///< remote invalid request (e.g. message longer than the receive)
     rem_access_err = 10,   ///< bad rkey, bounds or access flags at the target

@@ -9,8 +9,12 @@
 #include <string>
 #include <vector>
 
+#include <map>
+#include <memory>
+
 #include "shm_peer_proto.h"
 #include "env/errors.h"
+#include "env/segment.h"
 #include "vq/vq.h"
 
 using namespace shunt;
@@ -30,6 +34,7 @@ struct peer_state {
     std::uint8_t *seg = nullptr;
     vq::mr *priv_mr = nullptr, *seg_mr = nullptr;
     std::vector<vq::wc> pending; ///< completions polled but not yet reported
+    std::map<std::string, std::unique_ptr<env::segment>> scribbled; ///< segments attached for scribble
 };
 
 int poll_some(peer_state &s, std::size_t want, int ms)
@@ -300,6 +305,26 @@ int main(int argc, char **argv)
         case pp::state:
             rs.a = static_cast<std::uint64_t>(vq::get_qp_state(s.qp));
             break;
+        case pp::scribble: {
+            // Attach the segment on our own, as any process of the user can,
+            // and write where we are told: nothing checks it.
+            std::string name(reinterpret_cast<const char *>(rq.addr.dev.raw), rq.addr.dev.len);
+            std::vector<std::uint8_t> bytes(rq.b);
+            if (!pp::read_all(fd, bytes.data(), bytes.size()))
+                return 7;
+            auto &seg = s.scribbled[name];
+            if (!seg) {
+                seg = std::make_unique<env::segment>();
+                rs.rc = seg->attach(name);
+            }
+            if (rs.rc == 0 && (rq.a > seg->size() || rq.b > seg->size() - rq.a))
+                rs.rc = -FI_EINVAL;
+            if (rs.rc == 0)
+                std::memcpy(static_cast<std::uint8_t *>(seg->data()) + rq.a, bytes.data(), bytes.size());
+            if (rs.rc)
+                s.scribbled.erase(name);
+            break;
+        }
         case pp::quit:
             pp::write_all(fd, &rs, sizeof rs);
             {

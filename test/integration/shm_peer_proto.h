@@ -27,6 +27,9 @@ enum op : std::uint32_t {
                      ///< swap-or-add b, on rkey c at d, with the private buffer at 0; → a: status, b: old value
     ud_send,         ///< n UD sends of a bytes (byte 0: c, bytes 1..4: index) to addr with Q_Key b
     quit,
+    scribble,        ///< write b bytes (following) at offset a of the data area of the segment named
+                     ///< addr.dev (any context's, ours included): a hostile or broken peer
+
 };
 
 struct request {

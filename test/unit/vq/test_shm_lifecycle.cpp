@@ -6,6 +6,8 @@
 #include <cstring>
 #include <thread>
 
+#include "env/segment.h"
+#include "shm.h" // the region table's layout (drivers/shm)
 #include "vq_fixture.h"
 
 namespace shunt::test {
@@ -258,10 +260,12 @@ TEST(ShmLifecycle, StaleRkeyNeverMatchesALaterRegion)
 
 TEST(ShmLifecycle, DeregWaitsForAnInFlightRemoteWrite)
 {
-    // An RDMA write of 32 SGEs runs as 32 copies in order. Deregister the
-    // target once the second piece has visibly started landing, then
-    // overwrite the buffer: nothing of the write may land after dereg_mr
-    // returned.
+    // An RDMA write of 32 SGEs runs as 32 copies in order, counted in the
+    // target entry's users from its key check to its last copy. Deregister
+    // the target once that count shows the write in flight, then overwrite
+    // the buffer: nothing of the write may land after dereg_mr returned.
+    // (The count is read atomically, as the driver writes it; the target
+    // bytes are read only after the writer finished.)
     vq_env e;
     vq::qp_cap cap;
     cap.max_send_sge = 32;
@@ -273,6 +277,12 @@ TEST(ShmLifecycle, DeregWaitsForAnInFlightRemoteWrite)
     vq::mr *tm = nullptr;
     ASSERT_EQ(vq::reg_mr(e.pd, target.data(), n, all_remote | vq::ACCESS_LOCAL_WRITE, &tm), 0);
     const std::uint32_t rkey = tm->rkey;
+    env::segment view; // our own mapping of the context's segment: its region table
+    const vq::dev_addr &ca = e.ctx->addr;
+    ASSERT_EQ(view.attach(std::string(reinterpret_cast<const char *>(ca.raw), ca.len)), 0);
+    const auto *hdr = static_cast<const drv::shm::ctx_hdr *>(view.data());
+    auto *entry = reinterpret_cast<drv::shm::mr_entry *>(static_cast<char *>(view.data()) + hdr->mr_off) +
+                  drv::shm::key_index(rkey);
     vq::wc done{};
     std::thread writer([&] {
         vq::sge sg[32];
@@ -289,22 +299,17 @@ TEST(ShmLifecycle, DeregWaitsForAnInFlightRemoteWrite)
             done = w[0];
     });
     auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    auto second_started = [&] {
-        for (std::size_t off = piece; off < 2 * piece; off += 4096)
-            if (static_cast<volatile std::uint8_t *>(target.data())[off] == 0x11)
-                return true;
-        return false;
-    };
-    while (!second_started() && std::chrono::steady_clock::now() < end)
+    auto in_flight = [&] { return entry->users.load(std::memory_order_acquire) != 0; };
+    while (!in_flight() && std::chrono::steady_clock::now() < end)
         ;
-    bool started = second_started();
+    bool started = in_flight();
     EXPECT_EQ(vq::dereg_mr(tm), 0);
     // The memory is ours again: reuse it from the end (where a write still
     // in flight would arrive last).
     for (std::size_t k = 32; k-- > 0;)
         std::memset(target.data() + k * piece, 0xee, piece);
     writer.join();
-    ASSERT_TRUE(started) << "the write never started";
+    ASSERT_TRUE(started) << "the write was never seen in flight";
     EXPECT_EQ(done.status, wc_status::success);
     std::size_t late = 0;
     for (std::size_t i = 0; i < n; i++)

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of the fuzz harnesses (test/fuzz/corpus/<harness>/):
+well-formed inputs of the shm layout (layout version 3) and of the vq
+provider's wire format, from which libFuzzer mutates. Run it again when the
+layout changes; inputs the fuzzers found are added beside these by hand."""
+import os
+import struct
+
+here = os.path.dirname(os.path.abspath(__file__))
+
+
+def put(harness, name, data):
+    d = os.path.join(here, 'corpus', harness)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), 'wb') as f:
+        f.write(data)
+
+
+# ---- fuzz-shm-ring: byte 0 = mode (bit 0 lend, bits 1..2 SGEs - 1), then 64-byte slots.
+SEND, SEND_IMM, SEND_INV, WRITE_IMM, RNDV = 1, 2, 3, 4, 5
+FIRST, LAST, SOL = 1, 2, 4
+
+
+def slot(op, flags, nslots, length, imm=0, data=b''):
+    return struct.pack('<IBBHII', 0, op, flags, nslots, length, imm) + data.ljust(48, b'\x11')[:48]
+
+
+def slots_for(n):
+    return 1 if n <= 48 else 1 + (n - 48 + 63) // 64
+
+
+def message(op, n, flags=FIRST | LAST, imm=0):
+    k = slots_for(n)
+    return slot(op, flags, k, n, imm) + b'\x22' * (64 * (k - 1))
+
+
+ring = {
+    'one_slot_send': message(SEND, 16),
+    'one_slot_imm': message(SEND_IMM, 48, imm=0x1234),
+    'empty_send': message(SEND, 0),
+    'multi_slot': message(SEND, 200),
+    'two_messages': message(SEND, 8) + message(SEND_IMM, 100),
+    'chunked': message(SEND, 112, FIRST) + message(SEND, 112, LAST),
+    'write_imm': slot(WRITE_IMM, FIRST | LAST, 1, 4096, 7),
+    'send_inv': message(SEND_INV, 8, imm=0x100),
+    'rndv': slot(RNDV, FIRST | LAST, 1, 32,
+                 data=struct.pack('<B3xII4x', SEND, 64, 1) + struct.pack('<QII', 0, 64, 0)),
+    'solicited': message(SEND, 40, FIRST | LAST | SOL),
+}
+for name, body in ring.items():
+    put('fuzz-shm-ring', name, bytes([0]) + body)
+    put('fuzz-shm-ring', name + '_sge4', bytes([6]) + body)
+put('fuzz-shm-ring', 'lend_small', bytes([1]) + message(SEND, 20))
+put('fuzz-shm-ring', 'lend_multi', bytes([1]) + message(SEND_IMM, 300) + message(SEND, 4))
+
+# ---- fuzz-shm-peer: ctx_hdr (192 bytes), qp_desc (128 bytes), qpn (4 bytes).
+MAGIC, VERSION = 0x314d48535154564e, 3
+
+
+def align(v, a):
+    return (v + a - 1) & ~(a - 1)
+
+
+def header(size=4 << 20, max_qp=1024, max_mr=4096):
+    locks = 4096
+    mr = locks + 64 * 64
+    qp = align(mr + max_mr * 64, 4096)
+    heap = align(qp + max_qp * 128, 4096)
+    h = struct.pack('<QIIiIQII', MAGIC, VERSION, 0, 0, max_qp, 0, max_mr, 0)
+    h += struct.pack('<QQQQQ', locks, mr, qp, heap, size - heap)
+    h = h.ljust(128, b'\0') + b'\0' * 64  # closed: its own line, at 128
+    return h, heap
+
+
+def desc(state, qpn, qtype, ring_off=0, ring_slots=0, ud_nrings=0, ud_off=0, ud_slots=0):
+    d = struct.pack('<IIIIIIQII', state, qpn, qtype, 7, 0, 0, ring_off, ring_slots, ud_nrings)
+    d += struct.pack('<QIIQ', ud_off, ud_slots, 0, 0)
+    return d.ljust(128, b'\0')
+
+
+h, heap = header()
+RC, UD = 2, 4
+qpn = (1 << 10) | 5
+put('fuzz-shm-peer', 'rc_ok', h + desc(0, qpn, RC, heap, 1024) + struct.pack('<I', qpn))
+put('fuzz-shm-peer', 'rc_small_ring', h + desc(0, qpn, RC, heap, 64) + struct.pack('<I', qpn))
+put('fuzz-shm-peer', 'ud_ok', h + desc(0, qpn, UD, 0, 0, 32, heap, 256) + struct.pack('<I', qpn))
+put('fuzz-shm-peer', 'rc_free', h + desc(0xff, qpn, RC, heap, 1024) + struct.pack('<I', qpn))
+h2, heap2 = header(max_qp=16, max_mr=16)
+put('fuzz-shm-peer', 'small_tables', h2 + desc(0, qpn, RC, heap2, 1024) + struct.pack('<I', qpn))
+
+# ---- fuzz-wire: header word (4), flags (1), then fields / a rendezvous description.
+put('fuzz-wire', 'fields_all', struct.pack('>I', 0x01070000) + bytes([7]) + b'\1' * 20)
+put('fuzz-wire', 'desc_one', struct.pack('>I', 0x02000000) + bytes([0]) +
+    struct.pack('<QII', 100, 1, 0) + struct.pack('<QQII', 0x1000, 100, 5, 0))
+put('fuzz-wire', 'desc_four', struct.pack('>I', 0x02000000) + bytes([0]) +
+    struct.pack('<QII', 40, 4, 0) + b''.join(struct.pack('<QQII', 0x1000 * i, 10, i, 0) for i in range(4)))
