@@ -1,9 +1,8 @@
-/* drivers/shm: software IPv4/TCP/UDP checksums and TSO header fix-ups.
- * A message's headers are recognised as Ethernet (optionally one VLAN tag)
- * carrying IPv4, or as a bare IPv4 header; anything else is left alone. */
-#include "shm.h"
+/* drivers/common: software IPv4/TCP/UDP checksums and TSO header fix-ups
+ * (see csum.h). */
+#include "csum.h"
 
-namespace shunt::drv::shm {
+namespace shunt::drv::common {
 
 namespace {
 
@@ -106,4 +105,4 @@ void tso_fixup(std::uint8_t *m, std::size_t hdr_sz, std::size_t payload, std::ui
     }
 }
 
-} // namespace shunt::drv::shm
+} // namespace shunt::drv::common
