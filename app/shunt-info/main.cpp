@@ -311,8 +311,9 @@ int print_devices()
                     a.max_inline_data);
         std::printf("    max_cq %u, max_cqe %u, max_mr %u, max_mr_size %llu, max_mw %u\n", a.max_cq, a.max_cqe, a.max_mr,
                     static_cast<unsigned long long>(a.max_mr_size), a.max_mw);
-        std::printf("    max_srq %u, max_srq_wr %u, max_msg_sz %u, ud_mtu %u, atomics %s\n", a.max_srq, a.max_srq_wr,
-                    a.max_msg_sz, a.ud_mtu, a.atomics_global ? "global (atomic against CPU atomics)" : "device only");
+        std::printf("    max_srq %u, max_srq_wr %u, max_msg_sz %u, ud_mtu %u%s, atomics %s\n", a.max_srq, a.max_srq_wr,
+                    a.max_msg_sz, a.ud_mtu, a.ud_grh ? " (+40-byte GRH on receive)" : "",
+                    a.atomics_global ? "global (atomic against CPU atomics)" : "device only");
         for (unsigned t = 0; t < vq::num_qp_types; t++)
             if (a.ops[t] && qp_type_name(t))
                 std::printf("    %-10s %s\n", qp_type_name(t), ops_names(a.ops[t]).c_str());

@@ -280,6 +280,7 @@ int query_device(vq::context *vc, vq::device_attr *out)
     a.max_msg_sz = max_msg;
     a.ud_mtu = p->path_mtu;
     a.atomics_global = true; // the responder's CPU executes them with locked instructions
+    a.ud_grh = true;         // the IPv4 header in the last 20 bytes, as RoCE NICs
     a.ops[static_cast<unsigned>(vq::qp_type::rc)] = vq::ops_allowed(vq::qp_type::rc);
     // UC has no send-with-invalidate on the wire (IBTA reserves its opcodes).
     a.ops[static_cast<unsigned>(vq::qp_type::uc)] = vq::ops_allowed(vq::qp_type::uc) & ~vq::OPS_SEND_WITH_INV;

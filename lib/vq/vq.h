@@ -49,6 +49,9 @@ struct device_attr {
     std::uint32_t max_msg_sz = 0;      ///< RC/UC message and RDMA size
     std::uint32_t ud_mtu = 0;          ///< largest UD message (and TSO segment incl. header)
     bool atomics_global = false;       ///< atomics atomic against CPU atomics too
+    /** UD receives start with verbs' 40-byte GRH area (WC_GRH set, byte_len
+     *  includes it): a receive needs 40 bytes more than the message. */
+    bool ud_grh = false;
     /** Operations supported per QP type (OPS_* bits; 0: type not supported). */
     std::uint64_t ops[num_qp_types] = {};
 };
