@@ -414,7 +414,7 @@ void requester_input(eth_qp *q, const rxpkt &k) noexcept
         return;
     }
     const std::uint8_t *aeth = (d.hdrs & wire::h_aeth) ? b + wire::bth_len : nullptr;
-    std::uint8_t syn = aeth ? wire::aeth_syndrome(aeth) : wire::aeth_ack;
+    std::uint8_t syn = aeth ? wire::aeth_syndrome(aeth) : static_cast<std::uint8_t>(wire::aeth_ack);
     if ((syn & 0x60) != 0 && psn_diff(psn, q->una) < 0) {
         q->p->count(c_rx_seq); // a NAK for what is acknowledged already (reordered, duplicated)
         return;
@@ -428,6 +428,9 @@ void requester_input(eth_qp *q, const rxpkt &k) noexcept
         if (q->rnr_retries != 7)
             q->rnr_retries--;
         q->rnr_until = env::tsc::now() + env::tsc::from_ns(std::uint64_t{wire::rnr_timer_us(syn & 31)} * 1000);
+        // The responder is alive: the retransmit timer starts again with
+        // the retransmission after the RNR wait.
+        q->deadline = 0;
         go_back(q, psn);
         return;
     }
@@ -869,6 +872,15 @@ rx_rc respond(eth_qp *q, const rxpkt &k, eth_cq *c) noexcept
     }
 }
 
+/** Is a read's response still (partly) to be sent? */
+bool read_pending(const eth_qp *q) noexcept
+{
+    for (std::uint32_t i = q->resp_head; i != q->resp_tail; i++)
+        if (q->resps[i % max_resps].kind == r_read)
+            return true;
+    return false;
+}
+
 /** A request packet (from the requester's side of the peer). */
 rx_rc responder_input(eth_qp *q, const rxpkt &k, eth_cq *c) noexcept
 {
@@ -934,6 +946,14 @@ rx_rc responder_input(eth_qp *q, const rxpkt &k, eth_cq *c) noexcept
         q->ack_due = true;
         q->ack_psn = psn_add(q->epsn, wire::psn_mask); // epsn - 1
         return rx_drop;
+    }
+    if (d.kind == wire::k_send || d.kind == wire::k_write || d.kind == wire::k_atomic) {
+        // A read returns memory as it was at its turn: nothing after it
+        // changes memory until its responses are out.
+        if (read_pending(q))
+            send_resps(q);
+        if (read_pending(q))
+            return rx_wait;
     }
     rx_rc r = respond(q, k, c);
     if (r == rx_wait)
