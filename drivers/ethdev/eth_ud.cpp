@@ -48,8 +48,8 @@ bool ud_packet(eth_qp *q, wqe *w, src_cursor &src, std::uint32_t hdr, std::uint3
     src.copy(f.payload + hdr, n - hdr);
     if (w->op == op_tso)
         common::tso_fixup(f.payload, hdr, n - hdr, seg, seq_off, last);
-    if (w->flags & vq::WR_IP_CSUM)
-        common::ip_checksums(f.payload, n);
+    if (w->op == op_tso || (w->flags & vq::WR_IP_CSUM))
+        common::ip_checksums(f.payload, n); // a TSO segment's checksums are fixed up too
     roce_finish(q, f, ext, n);
     q->stage[q->nstage++] = f.m;
     return true;
