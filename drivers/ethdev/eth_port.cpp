@@ -234,7 +234,7 @@ const char *counter_name(unsigned c) noexcept
     static const char *const n[num_counters] = {
         "rx_frames", "tx_frames", "rx_short", "rx_bad_len", "rx_bad_ip", "rx_bad_icrc", "rx_bad_opcode",
         "rx_bad_bth", "rx_no_qp", "rx_qp_full", "rx_no_raw", "rx_seq", "rx_qkey", "rx_multiseg",
-        "tx_retransmit", "tx_nak", "arp_replies",
+        "tx_retransmit", "tx_nak", "arp_replies", "tx_busy",
     };
     return c < num_counters ? n[c] : "unknown";
 }
@@ -435,6 +435,8 @@ std::uint16_t port_tx(port *p, std::uint16_t q, bool locked, rte_mbuf **m, std::
         p->tx_lock.unlock();
     if (k)
         p->count(c_tx_frames, k);
+    if (k < n)
+        p->count(c_tx_busy);
     return k;
 }
 

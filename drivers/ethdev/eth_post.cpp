@@ -365,8 +365,8 @@ inline void kick(eth_qp *q) noexcept
         stage_flush(q);
         sq_complete(q, nullptr);
     }
-    if (q->sq_head != q->sq_tail || qp_st(q) == vq::qp_state::err)
-        q->busy.store(true, std::memory_order_release);
+    if (q->sq_head != q->sq_tail || q->nstage || qp_st(q) == vq::qp_state::err)
+        q->busy.store(true, std::memory_order_release); // the PMD has not taken everything yet
 }
 
 template <bool Locked>

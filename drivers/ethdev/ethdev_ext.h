@@ -31,6 +31,7 @@ enum counter : unsigned {
     c_tx_retransmit,    ///< RC packets sent again (go-back-N)
     c_tx_nak,           ///< RC NAKs sent (sequence error, RNR, invalid, access)
     c_arp_replies,      ///< ARP requests for our address answered
+    c_tx_busy,          ///< times the PMD took fewer frames than offered (queue full, link down)
     num_counters
 };
 /** Name of a counter ("rx_bad_icrc", ...). */
