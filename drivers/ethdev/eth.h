@@ -51,7 +51,8 @@ inline constexpr std::uint32_t max_cq_qps = 1024;              ///< QPs per CQ
 inline constexpr std::uint32_t max_raw_shared = 16;            ///< RAW QPs on a port's shared queue
 inline constexpr std::uint32_t rx_ring = 512;                  ///< frames parked per QP (power of two)
 inline constexpr std::uint32_t burst = 32;
-inline constexpr std::uint32_t stage_max = 64;                 ///< mbufs staged per QP for tx_burst
+inline constexpr std::uint32_t stage_max = 64;                 ///< mbufs staged per QP for tx_burst (a bit each in stage_ends)
+static_assert(stage_max == 64 && max_wr <= 65536, "stage_ends is one 64-bit mask; stage_wqe holds a slot in 16 bits");
 inline constexpr std::uint32_t max_rd_atomic = 16;             ///< reads/atomics in flight (both sides)
 inline constexpr std::uint32_t rc_window = 256;                ///< RC/UC packets unacknowledged
 inline constexpr std::uint32_t max_resps = 40;                 ///< responder's queue (reads, atomics, acks)
@@ -163,6 +164,8 @@ int port_start(port *p);
 unsigned port_poll(port *p) noexcept;
 /** Transmit on queue @p q (locked when it is the shared queue). @return taken. */
 std::uint16_t port_tx(port *p, std::uint16_t q, bool locked, rte_mbuf **m, std::uint16_t n) noexcept;
+/** Is the link up? (Reads the PMD's link status: may be a system call.) */
+bool port_link_up(port *p) noexcept;
 /** Wait (bounded, SHUNT_ETHDEV_LINK_WAIT_MS) for the link to be up. */
 void port_wait_link(port *p);
 /** Resolve @p ip (network order) to a MAC: the cache, else ARP requests on
@@ -406,6 +409,11 @@ struct eth_qp : vq::qp {
     bool tx_locked = true;             ///< txq is shared
     rte_mbuf *stage[stage_max];
     std::uint32_t nstage = 0;
+    /** Bit i: stage[i] is the last frame of the request in send-queue slot
+     *  stage_wqe[i], which is done (sent) when the PMD takes that frame. */
+    std::uint64_t stage_ends = 0;
+    std::uint16_t stage_wqe[stage_max];
+    std::uint64_t stuck_since = 0;     ///< TSC when the PMD last refused every staged frame (0: it takes them)
     std::uint16_t ip_id = 0;
     std::uint16_t udp_sport = 0;
     /* Receive. */
@@ -576,6 +584,14 @@ void rc_reset(eth_qp *q) noexcept;
 
 /** Hand staged frames to the PMD. @return true when the stage is empty. */
 bool stage_flush(eth_qp *q) noexcept;
+/** The frame staged last ends request @p w (status set by the caller): the
+ *  request is done when the PMD takes it (UC, UD and RAW_PACKET sends). */
+inline void stage_end(eth_qp *q, const wqe *w) noexcept
+{
+    const std::uint32_t i = q->nstage - 1;
+    q->stage_wqe[i] = static_cast<std::uint16_t>(w - q->sq);
+    q->stage_ends |= 1ull << i;
+}
 /** Room for @p n more staged frames (flushing first if needed)? */
 inline bool stage_room(eth_qp *q, std::uint32_t n) noexcept
 {

@@ -235,6 +235,7 @@ const char *counter_name(unsigned c) noexcept
         "rx_frames", "tx_frames", "rx_short", "rx_bad_len", "rx_bad_ip", "rx_bad_icrc", "rx_bad_opcode",
         "rx_bad_bth", "rx_no_qp", "rx_qp_full", "rx_no_raw", "rx_seq", "rx_qkey", "rx_multiseg",
         "tx_retransmit", "tx_nak", "arp_replies", "tx_busy",
+        "tx_link_down",
     };
     return c < num_counters ? n[c] : "unknown";
 }
@@ -408,6 +409,12 @@ int port_start(port *p)
     describe(p);
     SHUNT_LOG(eth_log, info, "%s started: %s", p->name.c_str(), p->description.c_str());
     return 0;
+}
+
+bool port_link_up(port *p) noexcept
+{
+    rte_eth_link link{};
+    return rte_eth_link_get_nowait(p->id, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
 }
 
 void port_wait_link(port *p)

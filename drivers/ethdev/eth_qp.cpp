@@ -41,6 +41,8 @@ void stage_drop(eth_qp *q) noexcept
     for (std::uint32_t i = 0; i < q->nstage; i++)
         rte_pktmbuf_free(q->stage[i]);
     q->nstage = 0;
+    q->stage_ends = 0; // their requests were not sent: flushed
+    q->stuck_since = 0;
 }
 
 /** Wait (bounded) until no mbuf of the PMD still points at a zero-copy
@@ -447,13 +449,58 @@ void qp_to_err(eth_qp *q) noexcept
 
 /* ---------------- Progress and completions ---------------- */
 
+namespace {
+
+/** How long the PMD may refuse every frame before the driver asks whether
+ *  the link is down (a full queue drains in microseconds). */
+constexpr std::uint64_t stuck_ns = 1000000;
+
+/** The PMD took nothing. Past stuck_ns with the link down, the wire loses
+ *  the staged frames as a NIC's does: UC, UD and RAW_PACKET requests
+ *  complete (sent), RC ones are retransmitted by their timer. Rate-limited:
+ *  reading the link status may be a system call. @return frames dropped. */
+SHUNT_COLD std::uint32_t stage_stuck(eth_qp *q) noexcept
+{
+    const std::uint64_t now = env::tsc::now();
+    if (!q->stuck_since) {
+        q->stuck_since = now;
+        return 0;
+    }
+    if (now - q->stuck_since < env::tsc::from_ns(stuck_ns))
+        return 0;
+    q->stuck_since = now;
+    if (port_link_up(q->p))
+        return 0;
+    const std::uint32_t n = q->nstage;
+    for (std::uint64_t e = q->stage_ends; e; e &= e - 1)
+        q->sq[q->stage_wqe[__builtin_ctzll(e)]].state = ws_done;
+    for (std::uint32_t i = 0; i < n; i++)
+        rte_pktmbuf_free(q->stage[i]);
+    q->stage_ends = 0;
+    q->nstage = 0;
+    q->p->count(c_tx_link_down, n);
+    return n;
+}
+
+} // namespace
+
 bool stage_flush(eth_qp *q) noexcept
 {
     if (q->nstage == 0)
         return true;
     std::uint16_t k = port_tx(q->p, q->txq, q->tx_locked, q->stage, static_cast<std::uint16_t>(q->nstage));
-    if (k < q->nstage)
+    if (k == 0) [[unlikely]]
+        return stage_stuck(q) != 0;
+    q->stuck_since = 0;
+    // Requests whose last frame the PMD took are sent.
+    const std::uint64_t taken = k >= stage_max ? ~0ull : (1ull << k) - 1;
+    for (std::uint64_t e = q->stage_ends & taken; e; e &= e - 1)
+        q->sq[q->stage_wqe[__builtin_ctzll(e)]].state = ws_done;
+    q->stage_ends = k >= stage_max ? 0 : q->stage_ends >> k;
+    if (k < q->nstage) {
         std::memmove(q->stage, q->stage + k, (q->nstage - k) * sizeof(rte_mbuf *));
+        std::memmove(q->stage_wqe, q->stage_wqe + k, (q->nstage - k) * sizeof(std::uint16_t));
+    }
     q->nstage -= k;
     return q->nstage == 0;
 }

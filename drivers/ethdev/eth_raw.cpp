@@ -400,8 +400,13 @@ void raw_tx(eth_qp *q, const eth_cq *) noexcept
             continue; // a TSO chunk went out; the next one
         if (s == st_again)
             return;
-        w->state = ws_done;
-        w->status = static_cast<std::uint8_t>(s == st_done ? vq::wc_status::success : vq::wc_status::loc_qp_op_err);
+        if (s == st_done) {
+            w->status = static_cast<std::uint8_t>(vq::wc_status::success);
+            stage_end(q, w); // done when the PMD takes its (last) frame
+        } else {
+            w->state = ws_done;
+            w->status = static_cast<std::uint8_t>(vq::wc_status::loc_qp_op_err);
+        }
         q->sq_next++;
     }
 }

@@ -289,8 +289,11 @@ void rc_tx(eth_qp *q, const eth_cq *) noexcept
         std::uint32_t step = w->op == op_read ? w->npkts - i : 1;
         q->tx_psn = psn_add(q->tx_psn, step);
         if (i + step >= w->npkts) {
-            if (!is_rc(q))
-                done(w, wc_status::success); // UC: sent is done
+            if (!is_rc(q)) {
+                // UC: done when the PMD takes the request's last packet.
+                w->status = static_cast<std::uint8_t>(wc_status::success);
+                stage_end(q, w);
+            }
             q->tx_wqe++;
             if (q->tx_wqe != q->sq_next)
                 q->tx_psn = at(q, q->tx_wqe)->psn;

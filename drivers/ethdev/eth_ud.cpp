@@ -88,9 +88,9 @@ void ud_tx(eth_qp *q, const eth_cq *) noexcept
             if (!stage_room(q, 1) || !ud_packet(q, w, src, 0, w->len, 0, 0, true))
                 return;
         }
-        // Copied into frames: the buffer is free again, the send is done.
-        w->state = ws_done;
+        // Copied into frames: done when the PMD takes the last of them.
         w->status = static_cast<std::uint8_t>(vq::wc_status::success);
+        stage_end(q, w);
         q->sq_next++;
     }
 }

@@ -32,6 +32,7 @@ enum counter : unsigned {
     c_tx_nak,           ///< RC NAKs sent (sequence error, RNR, invalid, access)
     c_arp_replies,      ///< ARP requests for our address answered
     c_tx_busy,          ///< times the PMD took fewer frames than offered (queue full, link down)
+    c_tx_link_down,     ///< frames dropped because the link was down (the wire lost them)
     num_counters
 };
 /** Name of a counter ("rx_bad_icrc", ...). */
