@@ -124,9 +124,9 @@ void print_provider_list()
 {
     std::printf("providers:\n");
     for (const auto &p : fabric::providers())
-        std::printf("  %-12s %u.%u  %-10s %s%s\n", p.name.c_str(), fabric::FI_MAJOR(p.version),
+        std::printf("  %-12s %u.%u  %-10s %s%s%s%s\n", p.name.c_str(), fabric::FI_MAJOR(p.version),
                     fabric::FI_MINOR(p.version), p.origin.c_str(), p.usable ? "usable" : "not usable: ",
-                    p.note.c_str());
+                    p.note.c_str(), p.aliases.empty() ? "" : "  (also answers to: ", p.aliases.empty() ? "" : (p.aliases + ")").c_str());
 }
 
 const char *ep_type_name(fabric::ep_type t)
@@ -311,9 +311,10 @@ int print_devices()
                     a.max_inline_data);
         std::printf("    max_cq %u, max_cqe %u, max_mr %u, max_mr_size %llu, max_mw %u\n", a.max_cq, a.max_cqe, a.max_mr,
                     static_cast<unsigned long long>(a.max_mr_size), a.max_mw);
-        std::printf("    max_srq %u, max_srq_wr %u, max_msg_sz %u, ud_mtu %u%s, atomics %s\n", a.max_srq, a.max_srq_wr,
-                    a.max_msg_sz, a.ud_mtu, a.ud_grh ? " (+40-byte GRH on receive)" : "",
-                    a.atomics_global ? "global (atomic against CPU atomics)" : "device only");
+        std::printf("    max_srq %u, max_srq_wr %u, max_msg_sz %u, ud_mtu %u%s, max_tso_hdr %u\n", a.max_srq,
+                    a.max_srq_wr, a.max_msg_sz, a.ud_mtu, a.ud_grh ? " (+40-byte GRH on receive)" : "", a.max_tso_hdr);
+        std::printf("    atomics %s, peers %s\n", a.atomics_global ? "global (atomic against CPU atomics)" : "device only",
+                    a.host_local ? "on this host only" : "on this or other hosts");
         for (unsigned t = 0; t < vq::num_qp_types; t++)
             if (a.ops[t] && qp_type_name(t))
                 std::printf("    %-10s %s\n", qp_type_name(t), ops_names(a.ops[t]).c_str());

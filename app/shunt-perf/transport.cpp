@@ -27,7 +27,7 @@ const transport_ops *find_transport(const test_config &c)
 
 bool is_pending_name(const std::string &name, bool vq)
 {
-    static const char *const providers[] = {"shm"};
+    static const char *const providers[] = {"vq", "shm"};
     static const char *const drivers[] = {"shm", "mlx5", "ethdev"};
     if (vq)
         return std::find(std::begin(drivers), std::end(drivers), name) != std::end(drivers);

@@ -659,19 +659,24 @@ int open_fabric(const test_config &c, bool initiator, oob_channel &oob, double t
     return 0;
 }
 
-const transport_ops shm_ops = {
-    "shm", false,
-    "lib/fabric shm provider: -e rdm|msg|dgram, --op msg|tagged|write|atomic (the endpoint API)", validate,
+// The vq provider, by its name and by its alias shm (what -p took before it
+// was named after what it stands on).
+const transport_ops vq_ops = {
+    "vq", false,
+    "lib/fabric vq provider: -e rdm|msg|dgram, --op msg|tagged|write|atomic (the endpoint API)", validate,
     open_fabric, max_msg, min_msg,
+};
+const transport_ops shm_ops = {
+    "shm", false, "the vq provider under its alias shm", validate, open_fabric, max_msg, min_msg,
 };
 
 } // namespace
 
 void register_fabric(std::vector<const transport_ops *> &v)
 {
-    for (const fab::provider_status &p : fab::providers())
-        if (p.usable && p.name == std::string("shm"))
-            v.push_back(&shm_ops);
+    for (const transport_ops *t : {&vq_ops, &shm_ops})
+        if (fab::find_provider(t->name))
+            v.push_back(t);
 }
 
 } // namespace shunt::perf

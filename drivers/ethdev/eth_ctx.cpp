@@ -1,6 +1,7 @@
 /* drivers/ethdev: contexts, protection domains, the key table (regions and
  * windows), address handles, thread domains, device attributes, and the
  * driver's registration. */
+#include <algorithm>
 #include <new>
 
 #include "env/log.h"
@@ -279,6 +280,10 @@ int query_device(vq::context *vc, vq::device_attr *out)
     a.max_srq_wr = max_wr;
     a.max_msg_sz = max_msg;
     a.ud_mtu = p->path_mtu;
+    // wr_send_tso: the header is copied per segment and each UD segment
+    // (header + mss) is one datagram of at most ud_mtu.
+    a.max_tso_hdr = std::min<std::uint32_t>(max_tso_hdr, p->path_mtu - 1);
+    a.host_local = false; // peers are wherever the port's link reaches
     a.atomics_global = true; // the responder's CPU executes them with locked instructions
     a.ud_grh = true;         // the IPv4 header in the last 20 bytes, as RoCE NICs
     a.ops[static_cast<unsigned>(vq::qp_type::rc)] = vq::ops_allowed(vq::qp_type::rc);

@@ -386,7 +386,9 @@ int query_device(vq::context *, vq::device_attr *out)
     a.max_srq_wr = max_wr;
     a.max_msg_sz = max_msg;
     a.ud_mtu = ud_mtu;
+    a.max_tso_hdr = max_tso_hdr;
     a.atomics_global = false;
+    a.host_local = true;
     a.ops[static_cast<unsigned>(vq::qp_type::rc)] = vq::ops_allowed(vq::qp_type::rc);
     a.ops[static_cast<unsigned>(vq::qp_type::uc)] = vq::ops_allowed(vq::qp_type::uc);
     a.ops[static_cast<unsigned>(vq::qp_type::ud)] = vq::ops_allowed(vq::qp_type::ud);

@@ -49,58 +49,37 @@ struct msg_atomic {
     std::uint64_t data = 0;
 };
 
-namespace stub {
-ssize_t atomic_write(fid_ep *, const void *, std::size_t, void *, fi_addr_t, std::uint64_t, std::uint64_t,
-                     datatype, op, void *);
-ssize_t atomic_writev(fid_ep *, const ioc *, void **, std::size_t, fi_addr_t, std::uint64_t, std::uint64_t,
-                      datatype, op, void *);
-ssize_t atomic_writemsg(fid_ep *, const msg_atomic *, std::uint64_t);
-ssize_t atomic_inject(fid_ep *, const void *, std::size_t, fi_addr_t, std::uint64_t, std::uint64_t, datatype, op);
-ssize_t atomic_readwrite(fid_ep *, const void *, std::size_t, void *, void *, void *, fi_addr_t, std::uint64_t,
-                         std::uint64_t, datatype, op, void *);
-ssize_t atomic_readwritev(fid_ep *, const ioc *, void **, std::size_t, ioc *, void **, std::size_t, fi_addr_t,
-                          std::uint64_t, std::uint64_t, datatype, op, void *);
-ssize_t atomic_readwritemsg(fid_ep *, const msg_atomic *, ioc *, void **, std::size_t, std::uint64_t);
-ssize_t atomic_compwrite(fid_ep *, const void *, std::size_t, void *, const void *, void *, void *, void *,
-                         fi_addr_t, std::uint64_t, std::uint64_t, datatype, op, void *);
-ssize_t atomic_compwritev(fid_ep *, const ioc *, void **, std::size_t, const ioc *, void **, std::size_t, ioc *,
-                          void **, std::size_t, fi_addr_t, std::uint64_t, std::uint64_t, datatype, op, void *);
-ssize_t atomic_compwritemsg(fid_ep *, const msg_atomic *, const ioc *, void **, std::size_t, ioc *, void **,
-                            std::size_t, std::uint64_t);
-int atomic_valid(fid_ep *, datatype, op, std::size_t *);
-} // namespace stub
-
 /** Atomic operations (libfabric struct fi_ops_atomic). */
 struct ops_atomic {
     std::size_t size = sizeof(ops_atomic);
     ssize_t (*write)(fid_ep *ep, const void *buf, std::size_t count, void *desc, fi_addr_t dest, std::uint64_t addr,
-                     std::uint64_t key, datatype dt, op o, void *ctx) = stub::atomic_write;
+                     std::uint64_t key, datatype dt, op o, void *ctx) = detail::nosys<ssize_t>;
     ssize_t (*writev)(fid_ep *ep, const ioc *iov, void **desc, std::size_t count, fi_addr_t dest,
-                      std::uint64_t addr, std::uint64_t key, datatype dt, op o, void *ctx) = stub::atomic_writev;
-    ssize_t (*writemsg)(fid_ep *ep, const msg_atomic *m, std::uint64_t flags) = stub::atomic_writemsg;
+                      std::uint64_t addr, std::uint64_t key, datatype dt, op o, void *ctx) = detail::nosys<ssize_t>;
+    ssize_t (*writemsg)(fid_ep *ep, const msg_atomic *m, std::uint64_t flags) = detail::nosys<ssize_t>;
     ssize_t (*inject)(fid_ep *ep, const void *buf, std::size_t count, fi_addr_t dest, std::uint64_t addr,
-                      std::uint64_t key, datatype dt, op o) = stub::atomic_inject;
+                      std::uint64_t key, datatype dt, op o) = detail::nosys<ssize_t>;
     ssize_t (*readwrite)(fid_ep *ep, const void *buf, std::size_t count, void *desc, void *result,
                          void *result_desc, fi_addr_t dest, std::uint64_t addr, std::uint64_t key, datatype dt,
-                         op o, void *ctx) = stub::atomic_readwrite;
+                         op o, void *ctx) = detail::nosys<ssize_t>;
     ssize_t (*readwritev)(fid_ep *ep, const ioc *iov, void **desc, std::size_t count, ioc *resultv,
                           void **result_desc, std::size_t result_count, fi_addr_t dest, std::uint64_t addr,
-                          std::uint64_t key, datatype dt, op o, void *ctx) = stub::atomic_readwritev;
+                          std::uint64_t key, datatype dt, op o, void *ctx) = detail::nosys<ssize_t>;
     ssize_t (*readwritemsg)(fid_ep *ep, const msg_atomic *m, ioc *resultv, void **result_desc,
-                            std::size_t result_count, std::uint64_t flags) = stub::atomic_readwritemsg;
+                            std::size_t result_count, std::uint64_t flags) = detail::nosys<ssize_t>;
     ssize_t (*compwrite)(fid_ep *ep, const void *buf, std::size_t count, void *desc, const void *compare,
                          void *compare_desc, void *result, void *result_desc, fi_addr_t dest, std::uint64_t addr,
-                         std::uint64_t key, datatype dt, op o, void *ctx) = stub::atomic_compwrite;
+                         std::uint64_t key, datatype dt, op o, void *ctx) = detail::nosys<ssize_t>;
     ssize_t (*compwritev)(fid_ep *ep, const ioc *iov, void **desc, std::size_t count, const ioc *comparev,
                           void **compare_desc, std::size_t compare_count, ioc *resultv, void **result_desc,
                           std::size_t result_count, fi_addr_t dest, std::uint64_t addr, std::uint64_t key,
-                          datatype dt, op o, void *ctx) = stub::atomic_compwritev;
+                          datatype dt, op o, void *ctx) = detail::nosys<ssize_t>;
     ssize_t (*compwritemsg)(fid_ep *ep, const msg_atomic *m, const ioc *comparev, void **compare_desc,
                             std::size_t compare_count, ioc *resultv, void **result_desc, std::size_t result_count,
-                            std::uint64_t flags) = stub::atomic_compwritemsg;
-    int (*writevalid)(fid_ep *ep, datatype dt, op o, std::size_t *count) = stub::atomic_valid;
-    int (*readwritevalid)(fid_ep *ep, datatype dt, op o, std::size_t *count) = stub::atomic_valid;
-    int (*compwritevalid)(fid_ep *ep, datatype dt, op o, std::size_t *count) = stub::atomic_valid;
+                            std::uint64_t flags) = detail::nosys<ssize_t>;
+    int (*writevalid)(fid_ep *ep, datatype dt, op o, std::size_t *count) = detail::opnotsupp<int>;
+    int (*readwritevalid)(fid_ep *ep, datatype dt, op o, std::size_t *count) = detail::opnotsupp<int>;
+    int (*compwritevalid)(fid_ep *ep, datatype dt, op o, std::size_t *count) = detail::opnotsupp<int>;
 };
 
 /** Atomic update of remote elements with @p buf (fi_atomic). */

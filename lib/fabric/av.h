@@ -32,28 +32,18 @@ struct av_attr {
 inline constexpr std::uint64_t FI_SYMMETRIC = 1ULL << 59;
 inline constexpr std::uint64_t FI_SYNC_ERR = 1ULL << 58;
 
-namespace stub {
-int av_insert(fid_av *, const void *, std::size_t, fi_addr_t *, std::uint64_t, void *);
-int av_insertsvc(fid_av *, const char *, const char *, fi_addr_t *, std::uint64_t, void *);
-int av_insertsym(fid_av *, const char *, std::size_t, const char *, std::size_t, fi_addr_t *, std::uint64_t,
-                 void *);
-int av_remove(fid_av *, fi_addr_t *, std::size_t, std::uint64_t);
-int av_lookup(fid_av *, fi_addr_t, void *, std::size_t *);
-const char *av_straddr(fid_av *, const void *, char *, std::size_t *);
-} // namespace stub
-
 /** AV operations (libfabric struct fi_ops_av). */
 struct ops_av {
     std::size_t size = sizeof(ops_av);
     int (*insert)(fid_av *av, const void *addr, std::size_t count, fi_addr_t *fi_addr, std::uint64_t flags,
-                  void *context) = stub::av_insert;
+                  void *context) = detail::nosys<int>;
     int (*insertsvc)(fid_av *av, const char *node, const char *service, fi_addr_t *fi_addr, std::uint64_t flags,
-                     void *context) = stub::av_insertsvc;
+                     void *context) = detail::nosys<int>;
     int (*insertsym)(fid_av *av, const char *node, std::size_t nodecnt, const char *service, std::size_t svccnt,
-                     fi_addr_t *fi_addr, std::uint64_t flags, void *context) = stub::av_insertsym;
-    int (*remove)(fid_av *av, fi_addr_t *fi_addr, std::size_t count, std::uint64_t flags) = stub::av_remove;
-    int (*lookup)(fid_av *av, fi_addr_t fi_addr, void *addr, std::size_t *addrlen) = stub::av_lookup;
-    const char *(*straddr)(fid_av *av, const void *addr, char *buf, std::size_t *len) = stub::av_straddr;
+                     fi_addr_t *fi_addr, std::uint64_t flags, void *context) = detail::nosys<int>;
+    int (*remove)(fid_av *av, fi_addr_t *fi_addr, std::size_t count, std::uint64_t flags) = detail::nosys<int>;
+    int (*lookup)(fid_av *av, fi_addr_t fi_addr, void *addr, std::size_t *addrlen) = detail::nosys<int>;
+    const char *(*straddr)(fid_av *av, const void *addr, char *buf, std::size_t *len) = detail::zero<const char *>;
 };
 
 /** An address vector (libfabric struct fid_av). */

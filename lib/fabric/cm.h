@@ -20,28 +20,17 @@
 
 namespace shunt::fabric {
 
-namespace stub {
-int setname(fid *, void *, std::size_t);
-int getname(fid *, void *, std::size_t *);
-int getpeer(fid_ep *, void *, std::size_t *);
-int connect(fid_ep *, const void *, const void *, std::size_t);
-int listen(fid_pep *);
-int accept(fid_ep *, const void *, std::size_t);
-int reject(fid_pep *, fid_t, const void *, std::size_t);
-int shutdown(fid_ep *, std::uint64_t);
-} // namespace stub
-
 /** CM operations (libfabric struct fi_ops_cm). */
 struct ops_cm {
     std::size_t size = sizeof(ops_cm);
-    int (*setname)(fid *f, void *addr, std::size_t addrlen) = stub::setname;
-    int (*getname)(fid *f, void *addr, std::size_t *addrlen) = stub::getname;
-    int (*getpeer)(fid_ep *ep, void *addr, std::size_t *addrlen) = stub::getpeer;
-    int (*connect)(fid_ep *ep, const void *addr, const void *param, std::size_t paramlen) = stub::connect;
-    int (*listen)(fid_pep *pep) = stub::listen;
-    int (*accept)(fid_ep *ep, const void *param, std::size_t paramlen) = stub::accept;
-    int (*reject)(fid_pep *pep, fid_t handle, const void *param, std::size_t paramlen) = stub::reject;
-    int (*shutdown)(fid_ep *ep, std::uint64_t flags) = stub::shutdown;
+    int (*setname)(fid *f, void *addr, std::size_t addrlen) = detail::nosys<int>;
+    int (*getname)(fid *f, void *addr, std::size_t *addrlen) = detail::nosys<int>;
+    int (*getpeer)(fid_ep *ep, void *addr, std::size_t *addrlen) = detail::nosys<int>;
+    int (*connect)(fid_ep *ep, const void *addr, const void *param, std::size_t paramlen) = detail::nosys<int>;
+    int (*listen)(fid_pep *pep) = detail::nosys<int>;
+    int (*accept)(fid_ep *ep, const void *param, std::size_t paramlen) = detail::nosys<int>;
+    int (*reject)(fid_pep *pep, fid_t handle, const void *param, std::size_t paramlen) = detail::nosys<int>;
+    int (*shutdown)(fid_ep *ep, std::uint64_t flags) = detail::nosys<int>;
 };
 
 /** Set the local address of an endpoint before enable (fi_setname).

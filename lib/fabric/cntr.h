@@ -22,26 +22,16 @@ struct cntr_attr {
     std::uint64_t flags = 0;
 };
 
-namespace stub {
-std::uint64_t cntr_read(fid_cntr *);
-std::uint64_t cntr_readerr(fid_cntr *);
-int cntr_add(fid_cntr *, std::uint64_t);
-int cntr_set(fid_cntr *, std::uint64_t);
-int cntr_wait(fid_cntr *, std::uint64_t, int);
-int cntr_adderr(fid_cntr *, std::uint64_t);
-int cntr_seterr(fid_cntr *, std::uint64_t);
-} // namespace stub
-
 /** Counter operations (libfabric struct fi_ops_cntr). */
 struct ops_cntr {
     std::size_t size = sizeof(ops_cntr);
-    std::uint64_t (*read)(fid_cntr *cntr) = stub::cntr_read;
-    std::uint64_t (*readerr)(fid_cntr *cntr) = stub::cntr_readerr;
-    int (*add)(fid_cntr *cntr, std::uint64_t value) = stub::cntr_add;
-    int (*set)(fid_cntr *cntr, std::uint64_t value) = stub::cntr_set;
-    int (*wait)(fid_cntr *cntr, std::uint64_t threshold, int timeout) = stub::cntr_wait;
-    int (*adderr)(fid_cntr *cntr, std::uint64_t value) = stub::cntr_adderr;
-    int (*seterr)(fid_cntr *cntr, std::uint64_t value) = stub::cntr_seterr;
+    std::uint64_t (*read)(fid_cntr *cntr) = detail::zero<std::uint64_t>;
+    std::uint64_t (*readerr)(fid_cntr *cntr) = detail::zero<std::uint64_t>;
+    int (*add)(fid_cntr *cntr, std::uint64_t value) = detail::nosys<int>;
+    int (*set)(fid_cntr *cntr, std::uint64_t value) = detail::nosys<int>;
+    int (*wait)(fid_cntr *cntr, std::uint64_t threshold, int timeout) = detail::nosys<int>;
+    int (*adderr)(fid_cntr *cntr, std::uint64_t value) = detail::nosys<int>;
+    int (*seterr)(fid_cntr *cntr, std::uint64_t value) = detail::nosys<int>;
 };
 
 /** A counter (libfabric struct fid_cntr). */

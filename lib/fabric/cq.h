@@ -73,28 +73,18 @@ struct cq_err_entry {
     fi_addr_t src_addr;  ///< FI_SOURCE_ERR: source of an unknown sender
 };
 
-namespace stub {
-ssize_t cq_read(fid_cq *, void *, std::size_t);
-ssize_t cq_readfrom(fid_cq *, void *, std::size_t, fi_addr_t *);
-ssize_t cq_readerr(fid_cq *, cq_err_entry *, std::uint64_t);
-ssize_t cq_sread(fid_cq *, void *, std::size_t, const void *, int);
-ssize_t cq_sreadfrom(fid_cq *, void *, std::size_t, fi_addr_t *, const void *, int);
-int cq_signal(fid_cq *);
-const char *cq_strerror(fid_cq *, int, const void *, char *, std::size_t);
-} // namespace stub
-
 /** CQ operations (libfabric struct fi_ops_cq). */
 struct ops_cq {
     std::size_t size = sizeof(ops_cq);
-    ssize_t (*read)(fid_cq *cq, void *buf, std::size_t count) = stub::cq_read;
-    ssize_t (*readfrom)(fid_cq *cq, void *buf, std::size_t count, fi_addr_t *src_addr) = stub::cq_readfrom;
-    ssize_t (*readerr)(fid_cq *cq, cq_err_entry *buf, std::uint64_t flags) = stub::cq_readerr;
-    ssize_t (*sread)(fid_cq *cq, void *buf, std::size_t count, const void *cond, int timeout) = stub::cq_sread;
+    ssize_t (*read)(fid_cq *cq, void *buf, std::size_t count) = detail::nosys<ssize_t>;
+    ssize_t (*readfrom)(fid_cq *cq, void *buf, std::size_t count, fi_addr_t *src_addr) = detail::nosys<ssize_t>;
+    ssize_t (*readerr)(fid_cq *cq, cq_err_entry *buf, std::uint64_t flags) = detail::nosys<ssize_t>;
+    ssize_t (*sread)(fid_cq *cq, void *buf, std::size_t count, const void *cond, int timeout) = detail::nosys<ssize_t>;
     ssize_t (*sreadfrom)(fid_cq *cq, void *buf, std::size_t count, fi_addr_t *src_addr, const void *cond,
-                         int timeout) = stub::cq_sreadfrom;
-    int (*signal)(fid_cq *cq) = stub::cq_signal;
+                         int timeout) = detail::nosys<ssize_t>;
+    int (*signal)(fid_cq *cq) = detail::nosys<int>;
     const char *(*strerror)(fid_cq *cq, int prov_errno, const void *err_data, char *buf, std::size_t len) =
-        stub::cq_strerror;
+        detail::unknown_error;
 };
 
 /** A completion queue (libfabric struct fid_cq). */

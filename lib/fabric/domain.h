@@ -35,39 +35,21 @@ struct atomic_attr {
 inline constexpr std::uint64_t FI_FETCH_ATOMIC = 1ULL << 58;
 inline constexpr std::uint64_t FI_COMPARE_ATOMIC = 1ULL << 59;
 
-namespace stub {
-int av_open(fid_domain *, av_attr *, fid_av **, void *);
-int cq_open(fid_domain *, cq_attr *, fid_cq **, void *);
-int endpoint(fid_domain *, info *, fid_ep **, void *);
-int scalable_ep(fid_domain *, info *, fid_ep **, void *);
-int cntr_open(fid_domain *, cntr_attr *, fid_cntr **, void *);
-int poll_open(fid_domain *, poll_attr *, fid_poll **);
-int stx_ctx(fid_domain *, tx_attr *, fid_stx **, void *);
-int srx_ctx(fid_domain *, rx_attr *, fid_ep **, void *);
-int query_atomic(fid_domain *, datatype, op, atomic_attr *, std::uint64_t);
-int endpoint2(fid_domain *, info *, fid_ep **, std::uint64_t, void *);
-int mr_reg(fid *, const void *, std::size_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, fid_mr **,
-           void *);
-int mr_regv(fid *, const iovec *, std::size_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t,
-            fid_mr **, void *);
-int mr_regattr(fid *, const mr_attr *, std::uint64_t, fid_mr **);
-} // namespace stub
-
 /** Domain operations (libfabric struct fi_ops_domain). */
 struct ops_domain {
     std::size_t size = sizeof(ops_domain);
-    int (*av_open)(fid_domain *domain, av_attr *attr, fid_av **av, void *context) = stub::av_open;
-    int (*cq_open)(fid_domain *domain, cq_attr *attr, fid_cq **cq, void *context) = stub::cq_open;
-    int (*endpoint)(fid_domain *domain, info *info, fid_ep **ep, void *context) = stub::endpoint;
-    int (*scalable_ep)(fid_domain *domain, info *info, fid_ep **sep, void *context) = stub::scalable_ep;
-    int (*cntr_open)(fid_domain *domain, cntr_attr *attr, fid_cntr **cntr, void *context) = stub::cntr_open;
-    int (*poll_open)(fid_domain *domain, poll_attr *attr, fid_poll **pollset) = stub::poll_open;
-    int (*stx_ctx)(fid_domain *domain, tx_attr *attr, fid_stx **stx, void *context) = stub::stx_ctx;
-    int (*srx_ctx)(fid_domain *domain, rx_attr *attr, fid_ep **rx_ep, void *context) = stub::srx_ctx;
+    int (*av_open)(fid_domain *domain, av_attr *attr, fid_av **av, void *context) = detail::nosys<int>;
+    int (*cq_open)(fid_domain *domain, cq_attr *attr, fid_cq **cq, void *context) = detail::nosys<int>;
+    int (*endpoint)(fid_domain *domain, info *info, fid_ep **ep, void *context) = detail::nosys<int>;
+    int (*scalable_ep)(fid_domain *domain, info *info, fid_ep **sep, void *context) = detail::nosys<int>;
+    int (*cntr_open)(fid_domain *domain, cntr_attr *attr, fid_cntr **cntr, void *context) = detail::nosys<int>;
+    int (*poll_open)(fid_domain *domain, poll_attr *attr, fid_poll **pollset) = detail::nosys<int>;
+    int (*stx_ctx)(fid_domain *domain, tx_attr *attr, fid_stx **stx, void *context) = detail::nosys<int>;
+    int (*srx_ctx)(fid_domain *domain, rx_attr *attr, fid_ep **rx_ep, void *context) = detail::nosys<int>;
     int (*query_atomic)(fid_domain *domain, datatype dt, op o, atomic_attr *attr, std::uint64_t flags) =
-        stub::query_atomic;
+        detail::nosys<int>;
     int (*endpoint2)(fid_domain *domain, info *info, fid_ep **ep, std::uint64_t flags, void *context) =
-        stub::endpoint2;
+        detail::nosys<int>;
 };
 
 /** Memory registration operations (libfabric struct fi_ops_mr); the fid
@@ -75,10 +57,10 @@ struct ops_domain {
 struct ops_mr {
     std::size_t size = sizeof(ops_mr);
     int (*reg)(fid *f, const void *buf, std::size_t len, std::uint64_t access, std::uint64_t offset,
-               std::uint64_t requested_key, std::uint64_t flags, fid_mr **mr, void *context) = stub::mr_reg;
+               std::uint64_t requested_key, std::uint64_t flags, fid_mr **mr, void *context) = detail::nosys<int>;
     int (*regv)(fid *f, const iovec *iov, std::size_t count, std::uint64_t access, std::uint64_t offset,
-                std::uint64_t requested_key, std::uint64_t flags, fid_mr **mr, void *context) = stub::mr_regv;
-    int (*regattr)(fid *f, const mr_attr *attr, std::uint64_t flags, fid_mr **mr) = stub::mr_regattr;
+                std::uint64_t requested_key, std::uint64_t flags, fid_mr **mr, void *context) = detail::nosys<int>;
+    int (*regattr)(fid *f, const mr_attr *attr, std::uint64_t flags, fid_mr **mr) = detail::nosys<int>;
 };
 
 /** An access domain (libfabric struct fid_domain). */

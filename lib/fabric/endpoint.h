@@ -34,26 +34,16 @@ struct ops_rma;
 struct ops_tagged;
 struct ops_atomic;
 
-namespace stub {
-ssize_t cancel(fid *, void *);
-int getopt(fid *, int, int, void *, std::size_t *);
-int setopt(fid *, int, int, const void *, std::size_t);
-int tx_ctx(fid_ep *, int, tx_attr *, fid_ep **, void *);
-int rx_ctx(fid_ep *, int, rx_attr *, fid_ep **, void *);
-ssize_t rx_size_left(fid_ep *);
-ssize_t tx_size_left(fid_ep *);
-} // namespace stub
-
 /** Endpoint operations (libfabric struct fi_ops_ep). */
 struct ops_ep {
     std::size_t size = sizeof(ops_ep);
-    ssize_t (*cancel)(fid *f, void *context) = stub::cancel;
-    int (*getopt)(fid *f, int level, int optname, void *optval, std::size_t *optlen) = stub::getopt;
-    int (*setopt)(fid *f, int level, int optname, const void *optval, std::size_t optlen) = stub::setopt;
-    int (*tx_ctx)(fid_ep *sep, int index, tx_attr *attr, fid_ep **tx_ep, void *context) = stub::tx_ctx;
-    int (*rx_ctx)(fid_ep *sep, int index, rx_attr *attr, fid_ep **rx_ep, void *context) = stub::rx_ctx;
-    ssize_t (*rx_size_left)(fid_ep *ep) = stub::rx_size_left;
-    ssize_t (*tx_size_left)(fid_ep *ep) = stub::tx_size_left;
+    ssize_t (*cancel)(fid *f, void *context) = detail::nosys<ssize_t>;
+    int (*getopt)(fid *f, int level, int optname, void *optval, std::size_t *optlen) = detail::nosys<int>;
+    int (*setopt)(fid *f, int level, int optname, const void *optval, std::size_t optlen) = detail::nosys<int>;
+    int (*tx_ctx)(fid_ep *sep, int index, tx_attr *attr, fid_ep **tx_ep, void *context) = detail::nosys<int>;
+    int (*rx_ctx)(fid_ep *sep, int index, rx_attr *attr, fid_ep **rx_ep, void *context) = detail::nosys<int>;
+    ssize_t (*rx_size_left)(fid_ep *ep) = detail::nosys<ssize_t>;
+    ssize_t (*tx_size_left)(fid_ep *ep) = detail::nosys<ssize_t>;
 };
 
 /** An active endpoint, scalable endpoint, tx/rx context or shared receive

@@ -60,26 +60,18 @@ struct eq_err_entry {
     std::size_t err_data_size;
 };
 
-namespace stub {
-ssize_t eq_read(fid_eq *, std::uint32_t *, void *, std::size_t, std::uint64_t);
-ssize_t eq_readerr(fid_eq *, eq_err_entry *, std::uint64_t);
-ssize_t eq_write(fid_eq *, std::uint32_t, const void *, std::size_t, std::uint64_t);
-ssize_t eq_sread(fid_eq *, std::uint32_t *, void *, std::size_t, int, std::uint64_t);
-const char *eq_strerror(fid_eq *, int, const void *, char *, std::size_t);
-} // namespace stub
-
 /** EQ operations (libfabric struct fi_ops_eq). */
 struct ops_eq {
     std::size_t size = sizeof(ops_eq);
     ssize_t (*read)(fid_eq *eq, std::uint32_t *event, void *buf, std::size_t len, std::uint64_t flags) =
-        stub::eq_read;
-    ssize_t (*readerr)(fid_eq *eq, eq_err_entry *buf, std::uint64_t flags) = stub::eq_readerr;
+        detail::nosys<ssize_t>;
+    ssize_t (*readerr)(fid_eq *eq, eq_err_entry *buf, std::uint64_t flags) = detail::nosys<ssize_t>;
     ssize_t (*write)(fid_eq *eq, std::uint32_t event, const void *buf, std::size_t len, std::uint64_t flags) =
-        stub::eq_write;
+        detail::nosys<ssize_t>;
     ssize_t (*sread)(fid_eq *eq, std::uint32_t *event, void *buf, std::size_t len, int timeout,
-                     std::uint64_t flags) = stub::eq_sread;
+                     std::uint64_t flags) = detail::nosys<ssize_t>;
     const char *(*strerror)(fid_eq *eq, int prov_errno, const void *err_data, char *buf, std::size_t len) =
-        stub::eq_strerror;
+        detail::unknown_error;
 };
 
 /** An event queue (libfabric struct fid_eq). */

@@ -33,17 +33,11 @@ struct tso_attr {
 };
 
 struct tso_attr;
-namespace stub {
-int tso_query(fid_ep *, tso_attr *);
-ssize_t tso_send(fid_ep *, const void *, std::size_t, const iovec *, void **, std::size_t, std::size_t, fi_addr_t,
-                 std::uint64_t, void *);
-} // namespace stub
-
 /** TSO extension operations (version 1). */
 struct ops_tso {
     std::size_t size = sizeof(ops_tso);
     /** Limits. @return 0; -FI_EINVAL null. */
-    int (*query)(fid_ep *ep, tso_attr *attr) = stub::tso_query;
+    int (*query)(fid_ep *ep, tso_attr *attr) = detail::nosys<int>;
     /** Send a header and a segmented payload to @p dest.
      *  @param hdr, hdr_len header copied before each segment (<= max_hdr_len).
      *  @param payload, count, desc payload gather list (count <= iov_limit).
@@ -54,7 +48,7 @@ struct ops_tso {
      *  -FI_EOPBADSTATE not enabled. */
     ssize_t (*send_tso)(fid_ep *ep, const void *hdr, std::size_t hdr_len, const iovec *payload, void **desc,
                         std::size_t count, std::size_t mss, fi_addr_t dest, std::uint64_t flags,
-                        void *context) = stub::tso_send;
+                        void *context) = detail::nosys<ssize_t>;
 };
 
 } // namespace shunt::fabric

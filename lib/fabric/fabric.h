@@ -19,23 +19,15 @@ struct fid_eq;
 struct eq_attr;
 struct fid_fabric;
 
-namespace stub {
-int domain(fid_fabric *, info *, fid_domain **, void *);
-int passive_ep(fid_fabric *, info *, fid_pep **, void *);
-int eq_open(fid_fabric *, eq_attr *, fid_eq **, void *);
-int trywait(fid_fabric *, fid **, int);
-int domain2(fid_fabric *, info *, fid_domain **, std::uint64_t, void *);
-} // namespace stub
-
 /** Fabric operations (libfabric struct fi_ops_fabric). */
 struct ops_fabric {
     std::size_t size = sizeof(ops_fabric);
-    int (*domain)(fid_fabric *fabric, info *info, fid_domain **dom, void *context) = stub::domain;
-    int (*passive_ep)(fid_fabric *fabric, info *info, fid_pep **pep, void *context) = stub::passive_ep;
-    int (*eq_open)(fid_fabric *fabric, eq_attr *attr, fid_eq **eq, void *context) = stub::eq_open;
-    int (*trywait)(fid_fabric *fabric, fid **fids, int count) = stub::trywait;
+    int (*domain)(fid_fabric *fabric, info *info, fid_domain **dom, void *context) = detail::nosys<int>;
+    int (*passive_ep)(fid_fabric *fabric, info *info, fid_pep **pep, void *context) = detail::nosys<int>;
+    int (*eq_open)(fid_fabric *fabric, eq_attr *attr, fid_eq **eq, void *context) = detail::nosys<int>;
+    int (*trywait)(fid_fabric *fabric, fid **fids, int count) = detail::nosys<int>;
     int (*domain2)(fid_fabric *fabric, info *info, fid_domain **dom, std::uint64_t flags, void *context) =
-        stub::domain2;
+        detail::nosys<int>;
 };
 
 /** A fabric (libfabric struct fid_fabric). */

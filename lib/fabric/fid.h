@@ -3,14 +3,15 @@
  *
  * Every object (fabric, domain, endpoint, CQ, ...) starts with a fid. Its ops
  * table starts with its size and is complete: slots a provider does not fill
- * point at stubs that return -FI_ENOSYS (see stub:: below), so no caller ever
- * tests a slot for null. Tables only grow at their end; a caller that needs a
+ * point at the stubs of detail:: below (-FI_ENOSYS, libfabric's fi_no_*
+ * functions), so no caller ever tests a slot for null. Tables only grow at their end; a caller that needs a
  * slot newer than the table it holds checks `size` first (ops_has()). */
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "env/errors.h"
 #include "fabric/flags.h"
 
 namespace shunt::fabric {
@@ -18,21 +19,43 @@ namespace shunt::fabric {
 struct fid;
 using fid_t = fid *;
 
-/** Stubs for unfilled slots; each returns -FI_ENOSYS. */
-namespace stub {
-int close(fid *f);
-int bind(fid *f, fid *bfid, std::uint64_t flags);
-int control(fid *f, int command, void *arg);
-int ops_open(fid *f, const char *name, std::uint64_t flags, void **ops, void *context);
-} // namespace stub
+/** Defaults of ops-table slots a provider leaves unfilled (complete by
+ *  construction, as vq's context_ops): `= detail::nosys<ssize_t>` gives a
+ *  slot of any signature returning that type. */
+namespace detail {
+/** -FI_ENOSYS: the operation is not implemented (libfabric's fi_no_*). */
+template <class R, class... A>
+R nosys(A...) noexcept
+{
+    return R(-FI_ENOSYS);
+}
+/** -FI_EOPNOTSUPP: the query answers "not supported" (atomic valid calls). */
+template <class R, class... A>
+R opnotsupp(A...) noexcept
+{
+    return R(-FI_EOPNOTSUPP);
+}
+/** A zero value (counter reads: 0; straddr: no string). */
+template <class R, class... A>
+R zero(A...) noexcept
+{
+    return R{};
+}
+/** The strerror slots of CQs and EQs. */
+template <class... A>
+const char *unknown_error(A...) noexcept
+{
+    return "unknown error";
+}
+} // namespace detail
 
 /** Operations every object answers (libfabric struct fi_ops). */
 struct ops_fid {
     std::size_t size = sizeof(ops_fid);
-    int (*close)(fid *f) = stub::close;
-    int (*bind)(fid *f, fid *bfid, std::uint64_t flags) = stub::bind;
-    int (*control)(fid *f, int command, void *arg) = stub::control;
-    int (*ops_open)(fid *f, const char *name, std::uint64_t flags, void **ops, void *context) = stub::ops_open;
+    int (*close)(fid *f) = detail::nosys<int>;
+    int (*bind)(fid *f, fid *bfid, std::uint64_t flags) = detail::nosys<int>;
+    int (*control)(fid *f, int command, void *arg) = detail::nosys<int>;
+    int (*ops_open)(fid *f, const char *name, std::uint64_t flags, void **ops, void *context) = detail::nosys<int>;
 };
 
 /** Base of every object (libfabric struct fid). */

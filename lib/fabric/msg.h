@@ -49,35 +49,23 @@ struct msg {
     std::uint64_t data = 0;
 };
 
-namespace stub {
-ssize_t recv(fid_ep *, void *, std::size_t, void *, fi_addr_t, void *);
-ssize_t recvv(fid_ep *, const iovec *, void **, std::size_t, fi_addr_t, void *);
-ssize_t recvmsg(fid_ep *, const msg *, std::uint64_t);
-ssize_t send(fid_ep *, const void *, std::size_t, void *, fi_addr_t, void *);
-ssize_t sendv(fid_ep *, const iovec *, void **, std::size_t, fi_addr_t, void *);
-ssize_t sendmsg(fid_ep *, const msg *, std::uint64_t);
-ssize_t inject(fid_ep *, const void *, std::size_t, fi_addr_t);
-ssize_t senddata(fid_ep *, const void *, std::size_t, void *, std::uint64_t, fi_addr_t, void *);
-ssize_t injectdata(fid_ep *, const void *, std::size_t, std::uint64_t, fi_addr_t);
-} // namespace stub
-
 /** Message operations (libfabric struct fi_ops_msg). */
 struct ops_msg {
     std::size_t size = sizeof(ops_msg);
-    ssize_t (*recv)(fid_ep *ep, void *buf, std::size_t len, void *desc, fi_addr_t src, void *ctx) = stub::recv;
+    ssize_t (*recv)(fid_ep *ep, void *buf, std::size_t len, void *desc, fi_addr_t src, void *ctx) = detail::nosys<ssize_t>;
     ssize_t (*recvv)(fid_ep *ep, const iovec *iov, void **desc, std::size_t count, fi_addr_t src, void *ctx) =
-        stub::recvv;
-    ssize_t (*recvmsg)(fid_ep *ep, const msg *m, std::uint64_t flags) = stub::recvmsg;
+        detail::nosys<ssize_t>;
+    ssize_t (*recvmsg)(fid_ep *ep, const msg *m, std::uint64_t flags) = detail::nosys<ssize_t>;
     ssize_t (*send)(fid_ep *ep, const void *buf, std::size_t len, void *desc, fi_addr_t dest, void *ctx) =
-        stub::send;
+        detail::nosys<ssize_t>;
     ssize_t (*sendv)(fid_ep *ep, const iovec *iov, void **desc, std::size_t count, fi_addr_t dest, void *ctx) =
-        stub::sendv;
-    ssize_t (*sendmsg)(fid_ep *ep, const msg *m, std::uint64_t flags) = stub::sendmsg;
-    ssize_t (*inject)(fid_ep *ep, const void *buf, std::size_t len, fi_addr_t dest) = stub::inject;
+        detail::nosys<ssize_t>;
+    ssize_t (*sendmsg)(fid_ep *ep, const msg *m, std::uint64_t flags) = detail::nosys<ssize_t>;
+    ssize_t (*inject)(fid_ep *ep, const void *buf, std::size_t len, fi_addr_t dest) = detail::nosys<ssize_t>;
     ssize_t (*senddata)(fid_ep *ep, const void *buf, std::size_t len, void *desc, std::uint64_t data,
-                        fi_addr_t dest, void *ctx) = stub::senddata;
+                        fi_addr_t dest, void *ctx) = detail::nosys<ssize_t>;
     ssize_t (*injectdata)(fid_ep *ep, const void *buf, std::size_t len, std::uint64_t data, fi_addr_t dest) =
-        stub::injectdata;
+        detail::nosys<ssize_t>;
 };
 
 /** Post a receive buffer (fi_recv). */

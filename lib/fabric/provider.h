@@ -2,9 +2,11 @@
  *
  * A provider implements the objects of this API for one kind of transport.
  * It describes itself with a `provider` record and is found in three ways:
- *  - built in: listed in the registry's built-in table (so that a static
- *    link keeps it), and/or registered by a static registrar object
- *    (SHUNT_REGISTER_PROVIDER) when its library is loaded;
+ *  - built in: defined with SHUNT_FABRIC_PROVIDER in a library under
+ *    providers/, which puts it on the generated built-in list (so that a
+ *    static link keeps it) and registers it when its library is loaded;
+ *  - registered: a record passed to register_provider() or to a static
+ *    registrar object (SHUNT_REGISTER_PROVIDER);
  *  - external: a shared object in a directory of SHUNT_PROVIDER_PATH
  *    (colon separated; files named libshunt-<name>.so or any *.so) exporting
  *    `extern "C" const shunt::fabric::provider *shunt_provider_ini()`.
@@ -52,6 +54,12 @@ struct provider {
     int (*fabric)(fabric_attr *attr, fid_fabric **fabric, void *context) = nullptr;
     /** Called once when the registry is torn down (may be null). */
     void (*cleanup)() = nullptr;
+    /** Other names the provider answers to, comma separated (may be null):
+     *  SHUNT_PROVIDER, hints' prov_name and fabric_attr->prov_name select
+     *  it by any of them; getinfo answers carry `name`. For a provider
+     *  renamed with its users' settings kept working. Read only when `size`
+     *  covers it. */
+    const char *aliases = nullptr;
 };
 
 /** Register a provider. Setup only; the record must outlive the registry.
@@ -65,6 +73,22 @@ struct provider_registrar {
     explicit provider_registrar(const provider *prov) noexcept;
 };
 
+/** Define and register a built-in provider record, as SHUNT_VQ_DRIVER does
+ *  for drivers; use it once at global scope in the provider's library:
+ *  SHUNT_FABRIC_PROVIDER(vq, .version = FI_VERSION(1, 0), .getinfo = ...,
+ *  .fabric = ...). The arguments after the name initialise the remaining
+ *  fields of `provider` by designator, in declaration order. The record,
+ *  shunt_fabric_provider_<name>, is constant-initialised: the built-in list
+ *  that providers/meson.build generates references it (so static links and
+ *  --as-needed keep the provider) and registers it as built in; the static
+ *  registrar registers it when the library is loaded some other way. */
+#define SHUNT_FABRIC_PROVIDER(id, ...)                                                      \
+    extern const ::shunt::fabric::provider shunt_fabric_provider_##id;                       \
+    constinit const ::shunt::fabric::provider shunt_fabric_provider_##id{.name = #id,        \
+                                                                        __VA_ARGS__};        \
+    static const ::shunt::fabric::provider_registrar shunt_fabric_registrar_##id{            \
+        &shunt_fabric_provider_##id}
+
 #define SHUNT_PROV_CAT2(a, b) a##b
 #define SHUNT_PROV_CAT(a, b) SHUNT_PROV_CAT2(a, b)
 /** Register provider record @p prov (an lvalue) when the library loads. */
@@ -74,6 +98,7 @@ struct provider_registrar {
 /** Where a registered provider came from and whether it is usable. */
 struct provider_status {
     std::string name;
+    std::string aliases;  ///< the record's aliases ("" if none)
     std::uint32_t version = 0;
     std::string origin;   ///< "builtin", "registrar", a plugin path, or "stacked"
     bool usable = false;  ///< false: rejected or filtered (see note)
@@ -84,8 +109,8 @@ struct provider_status {
  *  search order (for shunt-info and tests). Loads plugins on first use. */
 std::vector<provider_status> providers();
 
-/** The usable provider named @p name (a core name), after SHUNT_PROVIDER
- *  filtering; null if none. */
+/** The usable provider named @p name (a core name or an alias), after
+ *  SHUNT_PROVIDER filtering; null if none. */
 const provider *find_provider(const char *name);
 
 /** Reload: forget external plugins and filtering and rescan

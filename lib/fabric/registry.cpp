@@ -2,6 +2,7 @@
 // from SHUNT_PROVIDER_PATH, SHUNT_PROVIDER filtering; getinfo and
 // fabric_open dispatch.
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
@@ -37,6 +38,7 @@ struct entry {
     const provider *core = nullptr;
     const util_provider *util = nullptr;
     std::string name;
+    std::vector<std::string> aliases; ///< core providers: other names (provider::aliases)
     std::uint32_t version = 0;
     std::string origin;
     bool rejected = false;
@@ -57,25 +59,112 @@ registry &reg()
     return *r;
 }
 
-// Registrars run before main, possibly before reg() exists: keep them in a
-// function-local list that the first load drains.
-std::vector<std::pair<const provider *, const util_provider *>> &pending()
+// Registrars and the built-in list run before main, possibly before reg()
+// exists, or inside a dlopen() that the registry itself makes while holding
+// its lock (a plugin library with registrars of its own): they only append
+// to this list, under its own lock, and every registry call drains it.
+struct pending_entry {
+    const provider *first = nullptr;
+    const util_provider *second = nullptr;
+    bool builtin = false;
+};
+struct pending_list {
+    std::mutex mu;
+    std::vector<pending_entry> list;
+};
+pending_list &pending()
 {
-    static auto *p = new std::vector<std::pair<const provider *, const util_provider *>>;
+    static auto *p = new pending_list;
     return *p;
+}
+void add_pending(const pending_entry &pe) noexcept
+{
+    pending_list &pl = pending();
+    std::lock_guard g(pl.mu);
+    try {
+        pl.list.push_back(pe);
+    } catch (...) {
+        // Out of memory at load time: the provider stays unregistered.
+    }
+}
+
+bool is_entry(const registry &r, const provider *p)
+{
+    for (auto &e : r.entries)
+        if (e.core == p)
+            return true;
+    return false;
+}
+
+// The aliases of a core provider record (the field is read only when the
+// record's size covers it).
+std::vector<std::string> aliases_of(const provider *p)
+{
+    std::vector<std::string> v;
+    if (!p || p->size < offsetof(provider, aliases) + sizeof p->aliases || !p->aliases)
+        return v;
+    std::string s = p->aliases;
+    std::size_t i = 0;
+    while (i <= s.size()) {
+        std::size_t j = s.find(',', i);
+        if (j == std::string::npos)
+            j = s.size();
+        if (j > i)
+            v.push_back(s.substr(i, j - i));
+        i = j + 1;
+    }
+    return v;
+}
+
+// Does entry @p e answer to @p name (its name or one of its aliases)?
+bool answers_to(const entry &e, const char *name)
+{
+    if (!name)
+        return false;
+    if (::strcasecmp(e.name.c_str(), name) == 0)
+        return true;
+    for (auto &a : e.aliases)
+        if (::strcasecmp(a.c_str(), name) == 0)
+            return true;
+    return false;
 }
 
 bool has_name(const registry &r, const char *name)
 {
     for (auto &e : r.entries)
-        if (!e.rejected && ::strcasecmp(e.name.c_str(), name) == 0)
+        if (!e.rejected && answers_to(e, name))
+            return true;
+    return false;
+}
+
+// Does a core entry pass filter @p spec under its name or an alias? Every
+// name is tried: an include list passes when one of them is listed, an
+// exclusion ("^...") when none of them is. @p util, when given, makes the
+// names "core;util".
+bool filter_passes(const char *spec, const entry &e, const char *util = nullptr)
+{
+    auto full = [&](const std::string &n) { return util ? n + ";" + util : n; };
+    bool exclude = spec && spec[0] == '^';
+    if (exclude) {
+        if (!provider_filter_match(spec, full(e.name).c_str()))
+            return false;
+        for (auto &a : e.aliases)
+            if (!provider_filter_match(spec, full(a).c_str()))
+                return false;
+        return true;
+    }
+    if (provider_filter_match(spec, full(e.name).c_str()))
+        return true;
+    for (auto &a : e.aliases)
+        if (provider_filter_match(spec, full(a).c_str()))
             return true;
     return false;
 }
 
 int check_core(const provider *p)
 {
-    if (!p || p->size < sizeof(provider) || p->abi_version != SHUNT_PROVIDER_ABI || !p->name || !p->name[0] ||
+    // Every field before aliases is read; aliases only when size covers it.
+    if (!p || p->size < offsetof(provider, aliases) || p->abi_version != SHUNT_PROVIDER_ABI || !p->name || !p->name[0] ||
         std::strchr(p->name, ';') || !p->getinfo || !p->fabric)
         return -FI_EINVAL;
     return 0;
@@ -101,6 +190,10 @@ int add_locked(registry &r, const provider *p, const util_provider *u, const cha
     e.core = p;
     e.util = u;
     e.name = name;
+    e.aliases = aliases_of(p);
+    for (auto &a : e.aliases)
+        if (has_name(r, a.c_str()))
+            return -FI_EALREADY;
     e.version = p ? p->version : u->version;
     e.origin = origin;
     r.entries.push_back(std::move(e));
@@ -149,13 +242,19 @@ void load_plugin(registry &r, const std::string &path)
         reject(r, path, "malformed provider record (size, name or entry points)", dl);
         return;
     }
-    if (has_name(r, p->name)) {
-        reject(r, path, std::string("a provider named ") + p->name + " is already registered", dl);
-        return;
-    }
     entry e;
     e.core = p;
     e.name = p->name;
+    e.aliases = aliases_of(p);
+    for (const std::string &n : [&] {
+             auto v = e.aliases;
+             v.insert(v.begin(), e.name);
+             return v;
+         }())
+        if (has_name(r, n.c_str())) {
+            reject(r, path, "a provider named " + n + " is already registered", dl);
+            return;
+        }
     e.version = p->version;
     e.origin = path;
     e.dl = dl;
@@ -198,38 +297,63 @@ void load_path(registry &r, const std::string &spec)
     }
 }
 
+// Move what registrars and the built-in list registered into the registry.
+// Caller holds r.mu.
+void drain_pending(registry &r)
+{
+    std::vector<pending_entry> list;
+    {
+        pending_list &pl = pending();
+        std::lock_guard g(pl.mu);
+        list.swap(pl.list);
+    }
+    // The built-in list first, so a provider that is both listed and has
+    // its own registrar is reported as built in.
+    for (auto &pe : list)
+        if (pe.builtin && !is_entry(r, pe.first) && add_locked(r, pe.first, nullptr, "builtin") == -FI_EINVAL)
+            SHUNT_LOG(fabric_log, error, "built-in provider %s is malformed",
+                      pe.first->name ? pe.first->name : "?");
+    for (auto &pe : list) {
+        if (pe.builtin || (pe.first && is_entry(r, pe.first)))
+            continue;
+        if (add_locked(r, pe.first, pe.second, "registrar") == -FI_EINVAL)
+            SHUNT_LOG(fabric_log, error, "registered provider is malformed");
+    }
+}
+
 // Caller holds r.mu.
 void ensure_loaded(registry &r)
 {
-    if (r.loaded)
+    if (r.loaded) {
+        drain_pending(r);
         return;
+    }
     r.loaded = true;
-    for (const provider *p : detail::builtin_providers())
-        if (p && add_locked(r, p, nullptr, "builtin") == -FI_EINVAL)
-            SHUNT_LOG(fabric_log, error, "built-in provider %s is malformed", p->name ? p->name : "?");
-    for (auto &[p, u] : pending())
-        if (add_locked(r, p, u, "registrar") == -FI_EINVAL)
-            SHUNT_LOG(fabric_log, error, "registered provider is malformed");
-    pending().clear();
+    drain_pending(r);
     load_path(r, provider_path_tunable.value());
+    drain_pending(r);
     r.filter = provider_tunable.value();
 }
 
-bool usable(const registry &r, const entry &e) { return !e.rejected && provider_filter_match(r.filter.c_str(), e.name.c_str()); }
-
-// Does a hints prov_name select the core provider @p core (alone)?
-bool prov_name_selects_core(const char *want, const char *core)
+bool usable(const registry &r, const entry &e)
 {
-    return !want || !want[0] || ::strcasecmp(want, core) == 0;
+    return !e.rejected && (e.util ? provider_filter_match(r.filter.c_str(), e.name.c_str())
+                                  : filter_passes(r.filter.c_str(), e));
 }
 
-bool prov_name_selects_stack(const char *want, const char *core, const char *util)
+// Does a hints prov_name select the core provider @p core (alone)?
+bool prov_name_selects_core(const char *want, const entry &core)
+{
+    return !want || !want[0] || answers_to(core, want);
+}
+
+bool prov_name_selects_stack(const char *want, const entry &core, const char *util)
 {
     if (!want || !want[0])
         return true;
     char c[FI_NAME_MAX], u[FI_NAME_MAX];
     if (split_stacked_name(want, c, sizeof c, u, sizeof u))
-        return ::strcasecmp(c, core) == 0 && ::strcasecmp(u, util) == 0;
+        return answers_to(core, c) && ::strcasecmp(u, util) == 0;
     return ::strcasecmp(want, util) == 0;
 }
 
@@ -303,11 +427,20 @@ int register_provider(const provider *p)
         return -FI_EINVAL;
     registry &r = reg();
     std::lock_guard g(r.mu);
+    drain_pending(r);
     if (!r.loaded) {
-        for (auto &pe : pending())
-            if (pe.first && ::strcasecmp(pe.first->name, p->name) == 0)
-                return -FI_EALREADY;
-        pending().emplace_back(p, nullptr);
+        // Before the first load, registered providers come after the built-in
+        // and registrar ones, as registrars do.
+        {
+            pending_list &pl = pending();
+            std::lock_guard pg(pl.mu);
+            for (auto &pe : pl.list)
+                if (pe.first && ::strcasecmp(pe.first->name, p->name) == 0)
+                    return -FI_EALREADY;
+        }
+        if (has_name(r, p->name))
+            return -FI_EALREADY;
+        add_pending({p, nullptr, false});
         return 0;
     }
     return add_locked(r, p, nullptr, "registered");
@@ -320,7 +453,7 @@ int register_util_provider(const util_provider *u)
     registry &r = reg();
     std::lock_guard g(r.mu);
     if (!r.loaded) {
-        pending().emplace_back(nullptr, u);
+        add_pending({nullptr, u, false});
         return 0;
     }
     return add_locked(r, nullptr, u, "registered");
@@ -329,13 +462,20 @@ int register_util_provider(const util_provider *u)
 provider_registrar::provider_registrar(const provider *p) noexcept
 {
     if (check_core(p) == 0)
-        pending().emplace_back(p, nullptr);
+        add_pending({p, nullptr, false});
 }
 
 util_provider_registrar::util_provider_registrar(const util_provider *u) noexcept
 {
     if (check_util(u) == 0)
-        pending().emplace_back(nullptr, u);
+        add_pending({nullptr, u, false});
+}
+
+void detail::register_builtin_provider(const provider *p) noexcept
+{
+    if (check_core(p))
+        return;
+    add_pending({p, nullptr, true});
 }
 
 std::vector<provider_status> providers()
@@ -347,6 +487,8 @@ std::vector<provider_status> providers()
     for (auto &e : r.entries) {
         provider_status s;
         s.name = e.name;
+        for (auto &a : e.aliases)
+            s.aliases += (s.aliases.empty() ? "" : ",") + a;
         s.version = e.version;
         s.origin = e.origin;
         s.usable = usable(r, e);
@@ -364,7 +506,7 @@ const provider *find_provider(const char *name)
     std::lock_guard g(r.mu);
     ensure_loaded(r);
     for (auto &e : r.entries)
-        if (e.core && usable(r, e) && ::strcasecmp(e.name.c_str(), name) == 0)
+        if (e.core && usable(r, e) && answers_to(e, name))
             return e.core;
     return nullptr;
 }
@@ -411,9 +553,9 @@ int getinfo(std::uint32_t version, const char *node, const char *service, std::u
     info **tail = &head;
     int last_err = -FI_ENODATA;
     for (auto &e : list) {
-        if (!e.core || e.rejected || !provider_filter_match(filter.c_str(), e.name.c_str()))
+        if (!e.core || e.rejected || !filter_passes(filter.c_str(), e))
             continue;
-        if (prov_name_selects_core(want, e.name.c_str())) {
+        if (prov_name_selects_core(want, e)) {
             info *res = nullptr;
             int rc = e.core->getinfo(version, node, service, flags, hints, &res);
             if (rc == 0 && res) {
@@ -431,8 +573,7 @@ int getinfo(std::uint32_t version, const char *node, const char *service, std::u
             if (!u.util || u.rejected)
                 continue;
             std::string stacked = e.name + ";" + u.name;
-            if (!provider_filter_match(filter.c_str(), stacked.c_str()) ||
-                !prov_name_selects_stack(want, e.name.c_str(), u.name.c_str()))
+            if (!filter_passes(filter.c_str(), e, u.name.c_str()) || !prov_name_selects_stack(want, e, u.name.c_str()))
                 continue;
             if (hints && hints->ep_attr && hints->ep_attr->type != FI_EP_UNSPEC &&
                 !(u.util->ep_types & (1u << hints->ep_attr->type)))
@@ -479,18 +620,19 @@ int fabric_open(fabric_attr *attr, fid_fabric **fabric, void *context)
     }
     char core[FI_NAME_MAX], util[FI_NAME_MAX];
     bool stacked = split_stacked_name(attr->prov_name, core, sizeof core, util, sizeof util);
-    const provider *cp = nullptr;
+    const entry *ce = nullptr;
     const util_provider *up = nullptr;
     for (auto &e : list) {
         if (e.rejected)
             continue;
-        if (e.core && ::strcasecmp(e.name.c_str(), stacked ? core : attr->prov_name) == 0)
-            cp = e.core;
+        if (e.core && answers_to(e, stacked ? core : attr->prov_name))
+            ce = &e;
         if (stacked && e.util && ::strcasecmp(e.name.c_str(), util) == 0)
             up = e.util;
     }
-    if (!cp || (stacked && !up) || !provider_filter_match(filter.c_str(), attr->prov_name))
+    if (!ce || (stacked && !up) || !filter_passes(filter.c_str(), *ce, stacked ? util : nullptr))
         return -FI_ENODATA;
+    const provider *cp = ce->core;
     fid_fabric *f = nullptr;
     int rc = stacked ? up->fabric(cp, attr, &f, context) : cp->fabric(attr, &f, context);
     if (rc)

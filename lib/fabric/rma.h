@@ -42,40 +42,25 @@ struct msg_rma {
     std::uint64_t data = 0;
 };
 
-namespace stub {
-ssize_t rma_read(fid_ep *, void *, std::size_t, void *, fi_addr_t, std::uint64_t, std::uint64_t, void *);
-ssize_t rma_readv(fid_ep *, const iovec *, void **, std::size_t, fi_addr_t, std::uint64_t, std::uint64_t, void *);
-ssize_t rma_readmsg(fid_ep *, const msg_rma *, std::uint64_t);
-ssize_t rma_write(fid_ep *, const void *, std::size_t, void *, fi_addr_t, std::uint64_t, std::uint64_t, void *);
-ssize_t rma_writev(fid_ep *, const iovec *, void **, std::size_t, fi_addr_t, std::uint64_t, std::uint64_t,
-                   void *);
-ssize_t rma_writemsg(fid_ep *, const msg_rma *, std::uint64_t);
-ssize_t rma_inject(fid_ep *, const void *, std::size_t, fi_addr_t, std::uint64_t, std::uint64_t);
-ssize_t rma_writedata(fid_ep *, const void *, std::size_t, void *, std::uint64_t, fi_addr_t, std::uint64_t,
-                      std::uint64_t, void *);
-ssize_t rma_injectdata(fid_ep *, const void *, std::size_t, std::uint64_t, fi_addr_t, std::uint64_t,
-                       std::uint64_t);
-} // namespace stub
-
 /** RMA operations (libfabric struct fi_ops_rma). */
 struct ops_rma {
     std::size_t size = sizeof(ops_rma);
     ssize_t (*read)(fid_ep *ep, void *buf, std::size_t len, void *desc, fi_addr_t src, std::uint64_t addr,
-                    std::uint64_t key, void *ctx) = stub::rma_read;
+                    std::uint64_t key, void *ctx) = detail::nosys<ssize_t>;
     ssize_t (*readv)(fid_ep *ep, const iovec *iov, void **desc, std::size_t count, fi_addr_t src,
-                     std::uint64_t addr, std::uint64_t key, void *ctx) = stub::rma_readv;
-    ssize_t (*readmsg)(fid_ep *ep, const msg_rma *m, std::uint64_t flags) = stub::rma_readmsg;
+                     std::uint64_t addr, std::uint64_t key, void *ctx) = detail::nosys<ssize_t>;
+    ssize_t (*readmsg)(fid_ep *ep, const msg_rma *m, std::uint64_t flags) = detail::nosys<ssize_t>;
     ssize_t (*write)(fid_ep *ep, const void *buf, std::size_t len, void *desc, fi_addr_t dest, std::uint64_t addr,
-                     std::uint64_t key, void *ctx) = stub::rma_write;
+                     std::uint64_t key, void *ctx) = detail::nosys<ssize_t>;
     ssize_t (*writev)(fid_ep *ep, const iovec *iov, void **desc, std::size_t count, fi_addr_t dest,
-                      std::uint64_t addr, std::uint64_t key, void *ctx) = stub::rma_writev;
-    ssize_t (*writemsg)(fid_ep *ep, const msg_rma *m, std::uint64_t flags) = stub::rma_writemsg;
+                      std::uint64_t addr, std::uint64_t key, void *ctx) = detail::nosys<ssize_t>;
+    ssize_t (*writemsg)(fid_ep *ep, const msg_rma *m, std::uint64_t flags) = detail::nosys<ssize_t>;
     ssize_t (*inject)(fid_ep *ep, const void *buf, std::size_t len, fi_addr_t dest, std::uint64_t addr,
-                      std::uint64_t key) = stub::rma_inject;
+                      std::uint64_t key) = detail::nosys<ssize_t>;
     ssize_t (*writedata)(fid_ep *ep, const void *buf, std::size_t len, void *desc, std::uint64_t data,
-                         fi_addr_t dest, std::uint64_t addr, std::uint64_t key, void *ctx) = stub::rma_writedata;
+                         fi_addr_t dest, std::uint64_t addr, std::uint64_t key, void *ctx) = detail::nosys<ssize_t>;
     ssize_t (*injectdata)(fid_ep *ep, const void *buf, std::size_t len, std::uint64_t data, fi_addr_t dest,
-                          std::uint64_t addr, std::uint64_t key) = stub::rma_injectdata;
+                          std::uint64_t addr, std::uint64_t key) = detail::nosys<ssize_t>;
 };
 
 /** Read remote memory into @p buf (fi_read). */

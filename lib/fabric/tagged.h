@@ -35,37 +35,25 @@ struct msg_tagged {
     std::uint64_t data = 0;
 };
 
-namespace stub {
-ssize_t trecv(fid_ep *, void *, std::size_t, void *, fi_addr_t, std::uint64_t, std::uint64_t, void *);
-ssize_t trecvv(fid_ep *, const iovec *, void **, std::size_t, fi_addr_t, std::uint64_t, std::uint64_t, void *);
-ssize_t trecvmsg(fid_ep *, const msg_tagged *, std::uint64_t);
-ssize_t tsend(fid_ep *, const void *, std::size_t, void *, fi_addr_t, std::uint64_t, void *);
-ssize_t tsendv(fid_ep *, const iovec *, void **, std::size_t, fi_addr_t, std::uint64_t, void *);
-ssize_t tsendmsg(fid_ep *, const msg_tagged *, std::uint64_t);
-ssize_t tinject(fid_ep *, const void *, std::size_t, fi_addr_t, std::uint64_t);
-ssize_t tsenddata(fid_ep *, const void *, std::size_t, void *, std::uint64_t, fi_addr_t, std::uint64_t, void *);
-ssize_t tinjectdata(fid_ep *, const void *, std::size_t, std::uint64_t, fi_addr_t, std::uint64_t);
-} // namespace stub
-
 /** Tagged operations (libfabric struct fi_ops_tagged). */
 struct ops_tagged {
     std::size_t size = sizeof(ops_tagged);
     ssize_t (*recv)(fid_ep *ep, void *buf, std::size_t len, void *desc, fi_addr_t src, std::uint64_t tag,
-                    std::uint64_t ignore, void *ctx) = stub::trecv;
+                    std::uint64_t ignore, void *ctx) = detail::nosys<ssize_t>;
     ssize_t (*recvv)(fid_ep *ep, const iovec *iov, void **desc, std::size_t count, fi_addr_t src,
-                     std::uint64_t tag, std::uint64_t ignore, void *ctx) = stub::trecvv;
-    ssize_t (*recvmsg)(fid_ep *ep, const msg_tagged *m, std::uint64_t flags) = stub::trecvmsg;
+                     std::uint64_t tag, std::uint64_t ignore, void *ctx) = detail::nosys<ssize_t>;
+    ssize_t (*recvmsg)(fid_ep *ep, const msg_tagged *m, std::uint64_t flags) = detail::nosys<ssize_t>;
     ssize_t (*send)(fid_ep *ep, const void *buf, std::size_t len, void *desc, fi_addr_t dest, std::uint64_t tag,
-                    void *ctx) = stub::tsend;
+                    void *ctx) = detail::nosys<ssize_t>;
     ssize_t (*sendv)(fid_ep *ep, const iovec *iov, void **desc, std::size_t count, fi_addr_t dest,
-                     std::uint64_t tag, void *ctx) = stub::tsendv;
-    ssize_t (*sendmsg)(fid_ep *ep, const msg_tagged *m, std::uint64_t flags) = stub::tsendmsg;
+                     std::uint64_t tag, void *ctx) = detail::nosys<ssize_t>;
+    ssize_t (*sendmsg)(fid_ep *ep, const msg_tagged *m, std::uint64_t flags) = detail::nosys<ssize_t>;
     ssize_t (*inject)(fid_ep *ep, const void *buf, std::size_t len, fi_addr_t dest, std::uint64_t tag) =
-        stub::tinject;
+        detail::nosys<ssize_t>;
     ssize_t (*senddata)(fid_ep *ep, const void *buf, std::size_t len, void *desc, std::uint64_t data,
-                        fi_addr_t dest, std::uint64_t tag, void *ctx) = stub::tsenddata;
+                        fi_addr_t dest, std::uint64_t tag, void *ctx) = detail::nosys<ssize_t>;
     ssize_t (*injectdata)(fid_ep *ep, const void *buf, std::size_t len, std::uint64_t data, fi_addr_t dest,
-                          std::uint64_t tag) = stub::tinjectdata;
+                          std::uint64_t tag) = detail::nosys<ssize_t>;
 };
 
 /** Post a tagged receive (fi_trecv). */

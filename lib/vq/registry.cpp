@@ -90,6 +90,11 @@ int get_device_list(std::vector<device *> &out)
     return static_cast<int>(out.size());
 }
 
+const char *device_driver_name(const device *dev)
+{
+    return dev && dev->drv && dev->drv->name ? dev->drv->name : "";
+}
+
 device *find_device(const char *name)
 {
     if (!name)

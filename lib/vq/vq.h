@@ -48,10 +48,14 @@ struct device_attr {
     std::uint32_t max_srq_wr = 0;
     std::uint32_t max_msg_sz = 0;      ///< RC/UC message and RDMA size
     std::uint32_t ud_mtu = 0;          ///< largest UD message (and TSO segment incl. header)
+    std::uint32_t max_tso_hdr = 0;     ///< largest wr_send_tso header (0: no TSO on any QP type)
     bool atomics_global = false;       ///< atomics atomic against CPU atomics too
     /** UD receives start with verbs' 40-byte GRH area (WC_GRH set, byte_len
      *  includes it): a receive needs 40 bytes more than the message. */
     bool ud_grh = false;
+    /** Contexts of this device reach only contexts on the same host (through
+     *  shared memory); false: peers may be on other hosts. */
+    bool host_local = false;
     /** Operations supported per QP type (OPS_* bits; 0: type not supported). */
     std::uint64_t ops[num_qp_types] = {};
 };
@@ -197,6 +201,9 @@ struct qp_attr {
 int get_device_list(std::vector<device *> &out);
 /** @return the device called @p name, or null. */
 device *find_device(const char *name);
+/** Name of the driver that probed @p dev ("shm"); "" for null. Devices of
+ *  one driver reach each other (the fabric a provider offers them in). */
+const char *device_driver_name(const device *dev);
 /** Open a device. @return 0 and *out; -FI_EINVAL null argument; the driver's
  *  error otherwise (shm: -FI_ENOMEM no segment memory or no host-wide
  *  QP-number table; -FI_ENOSPC 1024 contexts of this user already open). */

@@ -35,11 +35,12 @@ for opt in --list --provider --ep-type --caps --verbose --devices --getenv; do
 done
 lst=$("$info" -l); rc=$?
 check "-l exits 0" test $rc -eq 0
-check "-l lists the shm provider as usable" grep -Eq '^  shm +[0-9]+\.[0-9]+ +builtin +usable' <<<"$lst"
+check "-l lists the vq provider as usable, answering to shm too" grep -Eq '^  vq +[0-9]+\.[0-9]+ +builtin +usable +\(also answers to: shm\)$' <<<"$lst"
 check "--providers is the same list" bash -c "diff <('$info' --providers) <(echo \"\$1\")" _ "$lst"
 rdm=$("$info" -p shm -e rdm); rc=$?
 check "-p shm -e rdm exits 0" test $rc -eq 0
-check "-p shm -e rdm prints exactly one offer" test "$(grep -c '^provider: shm' <<<"$rdm")" -eq 1
+check "-p shm -e rdm prints exactly one offer, of the vq provider" test "$(grep -c '^provider: vq$' <<<"$rdm")" -eq 1
+check "-p vq offers what -p shm (its alias) offers" bash -c "diff <('$info' -p vq -e rdm) <(echo \"\$1\")" _ "$rdm"
 check "-p shm -e rdm is FI_EP_RDM over FI_PROTO_SHM" bash -c "grep -q 'type: FI_EP_RDM' <<<\"\$1\" && grep -q 'protocol: FI_PROTO_SHM' <<<\"\$1\"" _ "$rdm"
 allofs=$("$info" -p shm)
 check "-p shm offers rdm, msg and dgram" test "$(grep -c 'type: FI_EP_' <<<"$allofs")" -eq 3

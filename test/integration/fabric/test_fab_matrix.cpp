@@ -1,6 +1,8 @@
-// The shm feature matrix in doc/guides/fabric.md matches what getinfo offers.
+// The vq provider's feature matrix in doc/guides/fabric.md matches what
+// getinfo offers, and what it offers per vq device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -9,6 +11,7 @@
 
 #include "fabric/api.h"
 #include "fab_common.h"
+#include "vq/vq.h"
 
 #include <cctype>
 #include <cstring>
@@ -49,12 +52,12 @@ TEST(ShmMatrix, FeatureMatrixMatchesGetinfo)
     info *all = nullptr; // no hints: each provider's full offer
     ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, nullptr, &all), 0);
     for (info *i = all; i; i = i->next)
-        if (std::string(i->fabric_attr->prov_name) == "shm")
+        if (std::string(i->fabric_attr->prov_name) == "vq")
             offered[i->ep_attr->type] |= i->caps;
     freeinfo(all);
-    ASSERT_EQ(offered.size(), 3u) << "shm offers RDM, MSG and DGRAM";
+    ASSERT_EQ(offered.size(), 3u) << "vq offers RDM, MSG and DGRAM";
     while (std::getline(doc, line)) {
-        if (line.rfind("### shm feature matrix", 0) == 0)
+        if (line.rfind("### vq feature matrix", 0) == 0)
             in = true;
         else if (in && line.rfind("#", 0) == 0)
             break;
@@ -165,4 +168,106 @@ TEST(ShmInfo, AddressFormatIsProviderSpecificAndStraddrRoundTrips)
     EXPECT_EQ(blen, 64u);
     EXPECT_EQ(std::memcmp(back, raw, 64), 0) << "the printed address names the same endpoint";
     n.close();
+}
+
+// The vq provider offers every vq device: the domain name is the device, the
+// fabric name its driver, and every limit derives from the device's
+// attributes (none restates a driver constant).
+TEST(VqDevices, EveryDeviceIsADomainWithLimitsFromItsAttributes)
+{
+    std::vector<vq::device *> devs;
+    ASSERT_GT(vq::get_device_list(devs), 0);
+    for (vq::device *dev : devs) {
+        vq::context *ctx = nullptr;
+        vq::device_attr a;
+        ASSERT_EQ(vq::open_device(dev, &ctx), 0) << dev->name;
+        ASSERT_EQ(vq::query_device(ctx, &a), 0);
+        ASSERT_EQ(vq::close_device(ctx), 0);
+        for (ep_type t : {FI_EP_RDM, FI_EP_MSG, FI_EP_DGRAM}) {
+            info *h = shm_only(t);
+            std::free(h->fabric_attr->prov_name);
+            h->fabric_attr->prov_name = ::strdup("vq");
+            h->domain_attr->name = ::strdup(dev->name);
+            info *out = nullptr;
+            ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), 0) << dev->name << " " << t;
+            EXPECT_EQ(out->next, nullptr) << "one answer per device and endpoint type";
+            EXPECT_STREQ(out->domain_attr->name, dev->name);
+            EXPECT_STREQ(out->fabric_attr->name, vq::device_driver_name(dev));
+            EXPECT_EQ(out->tx_attr->size, std::min<std::size_t>(1024, a.max_qp_wr));
+            EXPECT_EQ(out->domain_attr->mr_cnt, a.max_mr);
+            const std::size_t dgram_hdr = 8 + 64 + 16; // op/flags, sender address, tag, data
+            if (t == FI_EP_DGRAM) {
+                EXPECT_EQ(out->ep_attr->max_msg_size, a.max_inline_data - dgram_hdr);
+                EXPECT_EQ(out->tx_attr->inject_size, a.max_inline_data - dgram_hdr);
+            } else {
+                EXPECT_EQ(out->tx_attr->inject_size, a.max_inline_data - 32); // one inline send minus its header
+            }
+            EXPECT_EQ(bool(out->caps & FI_REMOTE_COMM), !a.host_local);
+            EXPECT_TRUE(out->caps & FI_LOCAL_COMM);
+            // the answer opens a domain on that very device: an endpoint's
+            // address carries the device context's address
+            fid_fabric *f = nullptr;
+            fid_domain *d = nullptr;
+            fid_av *av = nullptr;
+            fid_ep *ep = nullptr;
+            fid_cq *cq = nullptr;
+            ASSERT_EQ(fabric_open(out->fabric_attr, &f, nullptr), 0);
+            ASSERT_EQ(domain_open(f, out, &d, nullptr), 0);
+            if (t != FI_EP_MSG) {
+                av_attr aa;
+                cq_attr ca;
+                ca.format = FI_CQ_FORMAT_CONTEXT;
+                ASSERT_EQ(av_open(d, &aa, &av, nullptr), 0);
+                ASSERT_EQ(cq_open(d, &ca, &cq, nullptr), 0);
+                ASSERT_EQ(endpoint(d, out, &ep, nullptr), 0);
+                ASSERT_EQ(ep_bind(ep, &av->fid, 0), 0);
+                ASSERT_EQ(ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+                ASSERT_EQ(enable(ep), 0);
+                std::uint8_t addr[64];
+                std::size_t len = sizeof addr;
+                ASSERT_EQ(getname(&ep->fid, addr, &len), 0);
+                EXPECT_EQ(len, 64u);
+                EXPECT_GT(addr[4], 0u) << "the device address is in the endpoint's";
+                EXPECT_EQ(close(&ep->fid), 0);
+                EXPECT_EQ(close(&cq->fid), 0);
+                EXPECT_EQ(close(&av->fid), 0);
+            }
+            EXPECT_EQ(close(&d->fid), 0);
+            EXPECT_EQ(close(&f->fid), 0);
+            freeinfo(out);
+            freeinfo(h);
+        }
+    }
+}
+
+// A domain or fabric name that names no device matches nothing and opens
+// nothing.
+TEST(VqDevices, UnknownDeviceOrFabricNamesAreRefused)
+{
+    info *h = shm_only(FI_EP_RDM);
+    h->domain_attr->name = ::strdup("nosuch0");
+    info *out = nullptr;
+    EXPECT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), -FI_ENODATA);
+    std::free(h->domain_attr->name);
+    h->domain_attr->name = nullptr;
+    h->fabric_attr->name = ::strdup("nosuch");
+    EXPECT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), -FI_ENODATA);
+    freeinfo(h);
+    fabric_attr fa;
+    fa.prov_name = const_cast<char *>("vq");
+    fa.name = const_cast<char *>("nosuch");
+    fid_fabric *f = nullptr;
+    EXPECT_EQ(fabric_open(&fa, &f, nullptr), -FI_ENODATA);
+    // a hand-built info naming an unknown device: the domain is refused
+    h = shm_only(FI_EP_RDM);
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), 0);
+    ASSERT_EQ(fabric_open(out->fabric_attr, &f, nullptr), 0);
+    std::free(out->domain_attr->name);
+    out->domain_attr->name = ::strdup("nosuch0");
+    fid_domain *d = nullptr;
+    EXPECT_NE(domain_open(f, out, &d, nullptr), 0);
+    EXPECT_EQ(d, nullptr);
+    EXPECT_EQ(close(&f->fid), 0);
+    freeinfo(out);
+    freeinfo(h);
 }

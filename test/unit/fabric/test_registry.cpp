@@ -229,3 +229,81 @@ TEST(FabricRegistry, UtilityProvidersStackAsCoreSemicolonUtil)
     bad.prov_name = const_cast<char *>("loop;nosuch");
     EXPECT_EQ(fabric_open(&bad, &f, nullptr), -FI_ENODATA);
 }
+
+namespace {
+
+// A provider known by two more names: answers as the loop provider does,
+// while the test that registers it runs (other tests never see it).
+bool aliased_on = false;
+int aliased_getinfo(std::uint32_t v, const char *node, const char *svc, std::uint64_t flags, const info *hints,
+                    info **out)
+{
+    if (!aliased_on)
+        return -FI_ENODATA;
+    info *h = hints ? dupinfo(hints) : nullptr;
+    if (h && h->fabric_attr) {
+        std::free(h->fabric_attr->prov_name);
+        h->fabric_attr->prov_name = nullptr;
+    }
+    int rc = find_provider("loop")->getinfo(v, node, svc, flags, h, out);
+    freeinfo(h);
+    return rc;
+}
+int aliased_fabric(fabric_attr *attr, fid_fabric **f, void *ctx) { return find_provider("loop")->fabric(attr, f, ctx); }
+
+} // namespace
+
+TEST(FabricRegistry, AliasesSelectTheProviderAndAnswersCarryItsName)
+{
+    env_guard g;
+    static const provider rec{.name = "aliased", .version = FI_VERSION(1, 2), .getinfo = aliased_getinfo,
+                              .fabric = aliased_fabric, .aliases = "nick,other"};
+    static const int registered = register_provider(&rec); // once, also under --gtest_repeat
+    ASSERT_EQ(registered, 0);
+    aliased_on = true;
+    struct off {
+        ~off() { aliased_on = false; }
+    } off_at_exit;
+    // a name already taken as an alias is refused, and the alias of a new
+    // record may not take an existing name
+    provider dup = rec;
+    dup.name = "nick";
+    dup.aliases = nullptr;
+    EXPECT_EQ(register_provider(&dup), -FI_EALREADY);
+    dup.name = "fresh";
+    dup.aliases = "loop";
+    EXPECT_EQ(register_provider(&dup), -FI_EALREADY);
+
+    EXPECT_EQ(find_provider("NICK"), &rec);
+    EXPECT_EQ(find_provider("other"), &rec);
+    auto all = providers();
+    const provider_status *s = find(all, "aliased");
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(s->aliases, "nick,other");
+
+    info *h = test::loop_hints(FI_EP_RDM, FI_MSG);
+    std::free(h->fabric_attr->prov_name);
+    h->fabric_attr->prov_name = ::strdup("nick");
+    info *out = nullptr;
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), 0);
+    for (info *i = out; i; i = i->next)
+        EXPECT_STREQ(i->fabric_attr->prov_name, "aliased");
+    fid_fabric *f = nullptr;
+    fabric_attr fa = *out->fabric_attr;
+    fa.prov_name = const_cast<char *>("other");
+    ASSERT_EQ(fabric_open(&fa, &f, nullptr), 0);
+    EXPECT_EQ(close(&f->fid), 0);
+    freeinfo(out);
+
+    // SHUNT_PROVIDER by an alias selects it; excluding an alias excludes it
+    ASSERT_EQ(::setenv("SHUNT_PROVIDER", "other", 1), 0);
+    rescan_providers();
+    EXPECT_EQ(find_provider("aliased"), &rec);
+    EXPECT_EQ(find_provider("loop"), nullptr);
+    ASSERT_EQ(::setenv("SHUNT_PROVIDER", "^nick", 1), 0);
+    rescan_providers();
+    EXPECT_EQ(find_provider("aliased"), nullptr);
+    EXPECT_NE(find_provider("loop"), nullptr);
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), -FI_ENODATA);
+    freeinfo(h);
+}

@@ -56,6 +56,9 @@ TEST(ObjectModel, QueryDeviceReportsTheOperationTable)
     EXPECT_EQ(ops(vq::qp_type::xrc_send), 0u);
     EXPECT_GT(a.max_inline_data, 0u);
     EXPECT_GT(a.ud_mtu, 0u);
+    EXPECT_GT(a.max_tso_hdr, 0u) << "UD offers TSO";
+    EXPECT_LT(a.max_tso_hdr, a.ud_mtu);
+    EXPECT_TRUE(a.host_local) << "shm reaches this host only";
     EXPECT_GT(e.ctx->addr.len, 0u);
 }
 

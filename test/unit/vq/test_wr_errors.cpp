@@ -286,6 +286,13 @@ TEST(WrErrorsUd, MissingUdAddressAndMessageOverMtu)
     vq::wr_start(p.a);
     vq::wr_send_tso(p.a, &v, 8, 4095);
     EXPECT_EQ(vq::wr_complete(p.a), -FI_EMSGSIZE) << "header + mss over the MTU";
+    vq::device_attr da;
+    ASSERT_EQ(vq::query_device(p.a->ctx, &da), 0);
+    ASSERT_GT(da.max_tso_hdr, 0u);
+    std::vector<std::uint8_t> big(da.max_tso_hdr + 1, 0x45);
+    vq::wr_start(p.a);
+    vq::wr_send_tso(p.a, big.data(), std::uint16_t(da.max_tso_hdr + 1), 64);
+    EXPECT_EQ(vq::wr_complete(p.a), -FI_EINVAL) << "header over device_attr::max_tso_hdr";
     EXPECT_EQ(vq::post_send(p.a, 1, &v, 8, 0, vq::WR_INLINE), -FI_EINVAL) << "single-call post has no UD address";
     EXPECT_TRUE(drain(p.cq_b, 20).empty());
     EXPECT_EQ(vq::destroy_ah(ah), 0);

@@ -1,10 +1,10 @@
-// shm provider: FI_EP_DGRAM over the endpoint's UD QP, and the TSO extension.
+// vq provider: FI_EP_DGRAM over the endpoint's UD QP, and the TSO extension.
 #include <cstring>
 
 #include "env/errors.h"
-#include "shm_prov.h"
+#include "prov.h"
 
-namespace shunt::fabric::shm {
+namespace shunt::prov::vqprov {
 
 namespace {
 
@@ -13,12 +13,14 @@ struct dgram_hdr {
     std::uint8_t flags; ///< wf_data
     std::uint16_t pad;
     std::uint32_t pad2;
-    shm_addr from;      ///< sender (for FI_SOURCE)
+    ep_addr from;      ///< sender (for FI_SOURCE)
 };
 
-std::size_t dgram_hdr_size(bool tagged, bool data) { return sizeof(dgram_hdr) + (tagged ? 8 : 0) + (data ? 8 : 0); }
+static_assert(sizeof(dgram_hdr) == dgram_hdr_size);
 
-vq::ah *peer_ah(shm_ep *e, util::av_entry *pe, std::uint32_t &qpn)
+std::size_t hdr_size_of(bool tagged, bool data) { return sizeof(dgram_hdr) + (tagged ? 8 : 0) + (data ? 8 : 0); }
+
+vq::ah *peer_ah(prov_ep *e, util::av_entry *pe, std::uint32_t &qpn)
 {
     conn *c = conn_for(e, pe);
     if (!c)
@@ -33,7 +35,7 @@ vq::ah *peer_ah(shm_ep *e, util::av_entry *pe, std::uint32_t &qpn)
 
 ssize_t dgram_transmit(util::ep_core *core, const util::tx_req &r)
 {
-    shm_ep *e = ep_of(core);
+    prov_ep *e = ep_of(core);
     if (r.kind != util::tx_req::send && r.kind != util::tx_req::tsend)
         return -FI_EOPNOTSUPP;
     util::guard g(e->lock);
@@ -66,7 +68,7 @@ ssize_t dgram_transmit(util::ep_core *core, const util::tx_req &r)
     e->ud->wr_id = ~0ULL;
     e->ud->wr_flags = 0;
     vq::wr_send(e->ud);
-    if (hl + r.len > max_inline) {
+    if (hl + r.len > e->dom->lim.inline_max) {
         vq::wr_abort(e->ud);
         return -FI_EMSGSIZE;
     }
@@ -80,7 +82,7 @@ ssize_t dgram_transmit(util::ep_core *core, const util::tx_req &r)
     return 0;
 }
 
-void dgram_rx(shm_ep *e, const std::uint8_t *b, std::size_t len)
+void dgram_rx(prov_ep *e, const std::uint8_t *b, std::size_t len)
 {
     if (len < sizeof(dgram_hdr))
         return;
@@ -88,7 +90,7 @@ void dgram_rx(shm_ep *e, const std::uint8_t *b, std::size_t len)
     std::memcpy(&dh, b, sizeof dh);
     bool tagged = dh.op == w_tagged;
     bool data = dh.flags & wf_data;
-    std::size_t hl = dgram_hdr_size(tagged, data);
+    std::size_t hl = hdr_size_of(tagged, data);
     if (len < hl)
         return;
     std::uint64_t tag = 0, d = 0;
@@ -111,10 +113,11 @@ int tso_query(fid_ep *ep, tso_attr *attr)
 {
     if (!ep || !attr)
         return -FI_EINVAL;
-    attr->max_hdr_len = 256;
-    attr->max_mss = 4096 - sizeof(dgram_hdr) - 256;
-    attr->max_payload = max_inline; // copied inline at the call
-    attr->max_segments = 64;
+    const dev_limits &l = ep_of(util::to_handle(ep)->core)->dom->lim;
+    attr->max_hdr_len = l.tso_hdr_max;
+    attr->max_mss = l.tso_mss_max;
+    attr->max_payload = l.inline_max; // copied inline at the call
+    attr->max_segments = tso_segments_max;
     return 0;
 }
 
@@ -125,16 +128,17 @@ ssize_t tso_send(fid_ep *ep, const void *hdr, std::size_t hdr_len, const iovec *
         return -FI_EINVAL;
     util::ep_handle *h = util::to_handle(ep);
     util::ep_core *core = h->core;
-    shm_ep *e = ep_of(core);
+    prov_ep *e = ep_of(core);
     if (!util::ep_ready(core))
         return -FI_EOPBADSTATE;
-    if ((!hdr && hdr_len) || (!payload && count) || hdr_len > 256 || mss == 0 ||
-        mss > 4096 - sizeof(dgram_hdr) - 256 || count > 4)
+    const dev_limits &l = e->dom->lim;
+    if ((!hdr && hdr_len) || (!payload && count) || hdr_len > l.tso_hdr_max || mss == 0 || mss > l.tso_mss_max ||
+        count > iov_max)
         return -FI_EINVAL;
     std::size_t total = 0;
     for (std::size_t i = 0; i < count; i++)
         total += payload[i].iov_len;
-    if (total > max_inline || (total + mss - 1) / mss > 64)
+    if (total > l.inline_max || (total + mss - 1) / mss > tso_segments_max)
         return -FI_EMSGSIZE;
     util::av_entry *pe = core->av ? util::av_get(core->av, dest) : nullptr;
     if (!pe)
@@ -146,12 +150,14 @@ ssize_t tso_send(fid_ep *ep, const void *hdr, std::size_t hdr_len, const iovec *
         return -FI_EINVAL;
     // Each segment: our datagram header + the user's header + mss bytes:
     // vq's send_tso repeats a header of ours + theirs before each segment.
-    std::uint8_t full[sizeof(dgram_hdr) + 256];
+    // The endpoint's buffer (lock held) has room for both; the builder
+    // copies it.
+    std::uint8_t *full = e->tso_hdr.data();
     dgram_hdr dh{w_msg, 0, 0, 0, e->addr};
     std::memcpy(full, &dh, sizeof dh);
     if (hdr_len)
         std::memcpy(full + sizeof dh, hdr, hdr_len);
-    vq::data_buf bufs[4];
+    vq::data_buf bufs[iov_max];
     std::size_t nb = 0;
     for (std::size_t i = 0; i < count; i++)
         if (payload[i].iov_len)
@@ -181,4 +187,4 @@ int dgram_ops_open(util::ep_core *c, const char *name, void **ops)
     return 0;
 }
 
-} // namespace shunt::fabric::shm
+} // namespace shunt::prov::vqprov

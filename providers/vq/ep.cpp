@@ -1,20 +1,15 @@
-// shm provider: endpoint creation, enable (auto progress), close.
+// vq provider: endpoint creation, enable (auto progress), close.
 #include <cstring>
 #include <new>
 
 #include "env/errors.h"
 #include "env/lcore.h"
 #include "env/log.h"
-#include "fabric/detail/live.h"
-#include "shm_prov.h"
+#include "prov.h"
 
-namespace shunt::fabric {
-extern env::log::component fabric_log;
-}
+namespace shunt::prov::vqprov {
 
-namespace shunt::fabric::shm {
-
-ssize_t dgram_transmit(util::ep_core *c, const util::tx_req &r); // shm_dgram.cpp
+ssize_t dgram_transmit(util::ep_core *c, const util::tx_req &r); // dgram.cpp
 int dgram_ops_open(util::ep_core *c, const char *name, void **ops);
 
 namespace {
@@ -31,7 +26,7 @@ int enable_hook(util::ep_core *c)
 {
     if (is_ctx(c))
         return 0; // a context of a scalable endpoint: the endpoint's transport (and poller) serve it
-    shm_ep *e = ep_of(c);
+    prov_ep *e = ep_of(c);
     if (e->dom->data_progress == FI_PROGRESS_AUTO && !e->progress_handle) {
         int h = env::progress::add(poller, c);
         if (h < 0)
@@ -41,13 +36,13 @@ int enable_hook(util::ep_core *c)
     return 0;
 }
 
-void destroy(shm_ep *e)
+void destroy(prov_ep *e)
 {
     if (e->progress_handle) {
         env::progress::remove(e->progress_handle);
         e->progress_handle = 0;
     }
-    for (int s = 0; s < int(max_qps); s++)
+    for (int s = 0; s < int(e->slots.size()); s++)
         if (e->slots[s].qp)
             slot_close(e, s);
     for (conn *c : e->all) {
@@ -79,7 +74,7 @@ void destroy(shm_ep *e)
 // (progress reads the context lists under the lock).
 void ctx_close(util::ep_core *c)
 {
-    shm_ep *e = ep_of(c);
+    prov_ep *e = ep_of(c);
     c->prov = nullptr;
     if (!e)
         return;
@@ -99,7 +94,7 @@ void close_hook(util::ep_core *c)
         ctx_close(c);
         return;
     }
-    shm_ep *e = ep_of(c);
+    prov_ep *e = ep_of(c);
     if (!e)
         return;
     if (e->msg_type && e->msg_conn && e->msg_conn->state == conn::connected && !e->msg_conn->shut) {
@@ -113,7 +108,7 @@ void close_hook(util::ep_core *c)
 
 ssize_t tx_left(util::ep_core *c)
 {
-    shm_ep *e = ep_of(c);
+    prov_ep *e = ep_of(c);
     util::guard g(e->lock);
     ssize_t n = 0;
     for (tx_entry *t = e->tx_free; t; t = t->next)
@@ -121,10 +116,11 @@ ssize_t tx_left(util::ep_core *c)
     return n;
 }
 
-int shm_permitted(util::ep_core *, bool permitted)
+int shm_permitted(util::ep_core *c, bool permitted)
 {
-    // Shared memory is the only way this provider communicates.
-    return permitted ? 0 : -FI_EOPNOTSUPP;
+    // On a host-local device shared memory is the only way to communicate;
+    // other devices never use it.
+    return permitted || !ep_of(c)->dom->lim.host_local ? 0 : -FI_EOPNOTSUPP;
 }
 
 ssize_t transmit_any(util::ep_core *c, const util::tx_req &r)
@@ -146,19 +142,19 @@ const util::ep_hooks hooks = [] {
 
 int getname_op(fid *f, void *addr, std::size_t *len)
 {
-    shm_ep *e = ep_of(util::ep_core_of(f));
-    if (*len < sizeof(shm_addr)) {
-        *len = sizeof(shm_addr);
+    prov_ep *e = ep_of(util::ep_core_of(f));
+    if (*len < sizeof(ep_addr)) {
+        *len = sizeof(ep_addr);
         return -FI_ETOOSMALL;
     }
     std::memcpy(addr, &e->addr, sizeof e->addr);
-    *len = sizeof(shm_addr);
+    *len = sizeof(ep_addr);
     return 0;
 }
 
 const ops_cm rdm_cm_ops{.getname = getname_op};
 
-// Contexts of a scalable endpoint share its transport (shm_ep): the base
+// Contexts of a scalable endpoint share its transport (prov_ep): the base
 // creates them, the provider points them at it.
 int sep_tx_ctx(fid_ep *sep, int index, tx_attr *attr, fid_ep **out, void *context)
 {
@@ -183,29 +179,31 @@ const ops_ep sep_ops = [] {
     return o;
 }();
 
-int setup(shm_ep *e, ep_type type)
+int setup(prov_ep *e, ep_type type)
 {
-    shm_domain *d = e->dom;
+    prov_domain *d = e->dom;
+    const dev_limits &l = d->lim;
+    e->slots.assign(l.max_conns, rc_slot{});
     vq::cq_init_attr ca;
-    ca.cqe = 4096;
+    ca.cqe = int(l.scq_depth);
     ca.single_threaded = !d->mt;
     int rc = vq::create_cq(d->ctx, &ca, &e->scq);
     if (rc)
         return rc;
-    ca.cqe = int(max_qps * rq_depth + ud_depth + 64);
+    ca.cqe = int(l.rcq_depth);
     if ((rc = vq::create_cq(d->ctx, &ca, &e->rcq)))
         return rc;
     e->dgram = type == FI_EP_DGRAM;
-    std::size_t usz = e->dgram ? 4096 : ud_buf;
+    std::size_t usz = e->dgram ? l.dgram_buf : l.ud_buf;
     vq::qp_init_attr ia;
     ia.type = vq::qp_type::ud;
     ia.send_cq = e->scq;
     ia.recv_cq = e->rcq;
     ia.send_ops_flags = vq::OPS_SEND | (e->dgram ? vq::OPS_TSO : 0);
-    ia.cap.max_send_wr = 1024;
-    ia.cap.max_recv_wr = ud_depth;
-    ia.cap.max_send_sge = 4;
-    ia.cap.max_inline_data = max_inline;
+    ia.cap.max_send_wr = l.sq_depth;
+    ia.cap.max_recv_wr = l.ud_depth;
+    ia.cap.max_send_sge = l.send_sge;
+    ia.cap.max_inline_data = l.inline_max;
     ia.td = d->td;
     if ((rc = vq::create_qp(d->pd, &ia, &e->ud)))
         return rc;
@@ -220,11 +218,11 @@ int setup(shm_ep *e, ep_type type)
     a.state = vq::qp_state::rts;
     if ((rc = vq::modify_qp(e->ud, &a, vq::QP_ATTR_STATE)))
         return rc;
-    e->ud_mem.assign(usz * ud_depth, 0);
+    e->ud_mem.assign(usz * l.ud_depth, 0);
     e->ud_bufs = e->ud_mem.data();
     if ((rc = vq::reg_mr(d->pd, e->ud_bufs, e->ud_mem.size(), vq::ACCESS_LOCAL_WRITE, &e->ud_mr)))
         return rc;
-    for (std::uint64_t i = 0; i < ud_depth; i++)
+    for (std::uint64_t i = 0; i < l.ud_depth; i++)
         if ((rc = vq::post_recv(e->ud, i, reinterpret_cast<std::uint64_t>(e->ud_bufs) + i * usz,
                                 std::uint32_t(usz), e->ud_mr->lkey)))
             return rc;
@@ -234,7 +232,9 @@ int setup(shm_ep *e, ep_type type)
     e->addr.qpn = qa.qpn;
     e->addr.len = qa.dev.len;
     std::memcpy(e->addr.name, qa.dev.raw, qa.dev.len);
-    std::size_t ntx = e->core->info->tx_attr && e->core->info->tx_attr->size ? e->core->info->tx_attr->size : 1024;
+    std::size_t ntx = e->core->info->tx_attr && e->core->info->tx_attr->size ? e->core->info->tx_attr->size : l.sq_depth;
+    if (e->dgram && l.tso_hdr_max)
+        e->tso_hdr.assign(dgram_hdr_size + l.tso_hdr_max, 0);
     e->tx.assign(ntx, tx_entry{});
     e->scratch = new (std::nothrow) std::uint64_t[ntx];
     if (!e->scratch)
@@ -254,7 +254,7 @@ namespace {
 
 int open_ep(fid_domain *domain, info *in, std::size_t fclass, fid_ep **out, void *context)
 {
-    shm_domain *d = dom_of(util::to_domain(domain));
+    prov_domain *d = dom_of(util::to_domain(domain));
     ep_type type = in->ep_attr && in->ep_attr->type != FI_EP_UNSPEC ? in->ep_attr->type : FI_EP_RDM;
     util::ep_tables t;
     t.msg = &msg_ops;
@@ -269,7 +269,7 @@ int open_ep(fid_domain *domain, info *in, std::size_t fclass, fid_ep **out, void
     util::ep_core *c = h->core;
     c->supported_op_flags = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
     c->cm_data_size = type == FI_EP_MSG ? cm_data_max : 0;
-    auto *e = new (std::nothrow) shm_ep;
+    auto *e = new (std::nothrow) prov_ep;
     if (!e) {
         (void)util::ep_close_generic(&h->ep.fid);
         return -FI_ENOMEM;
@@ -281,11 +281,11 @@ int open_ep(fid_domain *domain, info *in, std::size_t fclass, fid_ep **out, void
     e->scalable = fclass == FI_CLASS_SEP;
     c->prov = e;
     if ((rc = setup(e, type))) {
-        SHUNT_LOG(fabric_log, warning, "shm: endpoint set-up failed: %s", shunt::strerror(rc));
+        SHUNT_LOG(prov_log, warning, "vq: endpoint set-up failed: %s", shunt::strerror(rc));
         (void)util::ep_close_generic(&h->ep.fid);
         return rc;
     }
-    if (in->handle && detail::live_is(in->handle, FI_CLASS_PEP)) {
+    if (in->handle && fid_live(in->handle) && in->handle->fclass == FI_CLASS_PEP) {
         // fi_endpoint(3): the active endpoint acquires the passive endpoint's
         // address (MSG only; the passive endpoint must no longer be used).
         rc = type == FI_EP_MSG && fclass == FI_CLASS_EP ? pep_adopt(in->handle, e) : -FI_EINVAL;
@@ -321,4 +321,4 @@ int sep_open(fid_domain *domain, info *in, fid_ep **out, void *context)
     return open_ep(domain, in, FI_CLASS_SEP, out, context);
 }
 
-} // namespace shunt::fabric::shm
+} // namespace shunt::prov::vqprov

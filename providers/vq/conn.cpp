@@ -1,17 +1,13 @@
-// shm provider: RC QP slots of an endpoint, and the hidden connection
+// vq provider: RC QP slots of an endpoint, and the hidden connection
 // set-up of RDM endpoints (REQ / REP over the endpoint's UD QP).
 #include <cstring>
 #include <ctime>
 
 #include "env/errors.h"
 #include "env/log.h"
-#include "shm_prov.h"
+#include "prov.h"
 
-namespace shunt::fabric {
-extern env::log::component fabric_log;
-}
-
-namespace shunt::fabric::shm {
+namespace shunt::prov::vqprov {
 
 namespace {
 
@@ -24,10 +20,10 @@ long long now_ns()
 
 } // namespace
 
-int slot_open(shm_ep *e, const shm_addr &peer, std::uint32_t peer_qpn, bool connect_now, int &slot_out)
+int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool connect_now, int &slot_out)
 {
     int s = -1;
-    for (int i = 0; i < int(max_qps); i++)
+    for (int i = 0; i < int(e->slots.size()); i++)
         if (!e->slots[i].qp) {
             s = i;
             break;
@@ -41,11 +37,12 @@ int slot_open(shm_ep *e, const shm_addr &peer, std::uint32_t peer_qpn, bool conn
     ia.recv_cq = e->rcq;
     ia.send_ops_flags = vq::OPS_SEND | vq::OPS_RDMA_WRITE | vq::OPS_RDMA_WRITE_WITH_IMM | vq::OPS_RDMA_READ |
                         vq::OPS_ATOMIC_CMP_AND_SWP | vq::OPS_ATOMIC_FETCH_AND_ADD;
-    ia.cap.max_send_wr = 1024;
-    ia.cap.max_recv_wr = rq_depth;
-    ia.cap.max_send_sge = 4;
+    const dev_limits &l = e->dom->lim;
+    ia.cap.max_send_wr = l.sq_depth;
+    ia.cap.max_recv_wr = l.rq_depth;
+    ia.cap.max_send_sge = l.send_sge;
     ia.cap.max_recv_sge = 1;
-    ia.cap.max_inline_data = max_inline;
+    ia.cap.max_inline_data = l.inline_max;
     ia.td = e->dom->td;
     int rc = vq::create_qp(e->dom->pd, &ia, &sl.qp);
     if (rc)
@@ -59,17 +56,18 @@ int slot_open(shm_ep *e, const shm_addr &peer, std::uint32_t peer_qpn, bool conn
         sl.qp = nullptr;
         return rc;
     }
-    sl.bounce = new (std::nothrow) std::uint8_t[std::size_t(rq_depth) * bounce_size];
+    const std::size_t bounce = l.inline_max; // one inline message per receive
+    sl.bounce = new (std::nothrow) std::uint8_t[std::size_t(l.rq_depth) * bounce];
     vq::mr *m = nullptr;
     if (!sl.bounce ||
-        (rc = vq::reg_mr(e->dom->pd, sl.bounce, std::size_t(rq_depth) * bounce_size, vq::ACCESS_LOCAL_WRITE, &m))) {
+        (rc = vq::reg_mr(e->dom->pd, sl.bounce, std::size_t(l.rq_depth) * bounce, vq::ACCESS_LOCAL_WRITE, &m))) {
         slot_close(e, s);
         return rc ? rc : -FI_ENOMEM;
     }
     sl.bounce_mr = m;
-    for (std::uint32_t i = 0; i < rq_depth; i++) {
+    for (std::uint32_t i = 0; i < l.rq_depth; i++) {
         rc = vq::post_recv(sl.qp, (std::uint64_t(s) << 32) | i,
-                           reinterpret_cast<std::uint64_t>(sl.bounce) + std::uint64_t(i) * bounce_size, bounce_size,
+                           reinterpret_cast<std::uint64_t>(sl.bounce) + std::uint64_t(i) * bounce, std::uint32_t(bounce),
                            m->lkey);
         if (rc) {
             slot_close(e, s);
@@ -84,7 +82,7 @@ int slot_open(shm_ep *e, const shm_addr &peer, std::uint32_t peer_qpn, bool conn
     return 0;
 }
 
-int slot_connect(shm_ep *e, int s, const shm_addr &peer, std::uint32_t peer_qpn)
+int slot_connect(prov_ep *e, int s, const ep_addr &peer, std::uint32_t peer_qpn)
 {
     rc_slot &sl = e->slots[s];
     vq::qp_attr a;
@@ -98,7 +96,7 @@ int slot_connect(shm_ep *e, int s, const shm_addr &peer, std::uint32_t peer_qpn)
     return vq::modify_qp(sl.qp, &a, vq::QP_ATTR_STATE);
 }
 
-void slot_close(shm_ep *e, int s)
+void slot_close(prov_ep *e, int s)
 {
     rc_slot &sl = e->slots[s];
     if (sl.qp)
@@ -110,7 +108,7 @@ void slot_close(shm_ep *e, int s)
     sl = rc_slot{};
 }
 
-void slot_retire(shm_ep *e, int s)
+void slot_retire(prov_ep *e, int s)
 {
     // A failed QP is kept (in ERR) until the endpoint closes instead of being
     // destroyed: destroying it makes drivers/shm write the peer's ring
@@ -122,7 +120,7 @@ void slot_retire(shm_ep *e, int s)
     sl.retired = true;
 }
 
-vq::ah *ah_for(shm_ep *e, const shm_addr &a)
+vq::ah *ah_for(prov_ep *e, const ep_addr &a)
 {
     vq::ah_attr at;
     at.dest = to_dev(a);
@@ -130,7 +128,7 @@ vq::ah *ah_for(shm_ep *e, const shm_addr &a)
     return vq::create_ah(e->dom->pd, &at, &ah) == 0 ? ah : nullptr;
 }
 
-int ud_send(shm_ep *e, vq::ah *ah, std::uint32_t qpn, const void *buf, std::size_t len)
+int ud_send(prov_ep *e, vq::ah *ah, std::uint32_t qpn, const void *buf, std::size_t len)
 {
     vq::wr_start(e->ud);
     e->ud->wr_id = ~0ULL;
@@ -141,12 +139,12 @@ int ud_send(shm_ep *e, vq::ah *ah, std::uint32_t qpn, const void *buf, std::size
     return vq::wr_complete(e->ud);
 }
 
-conn *conn_for(shm_ep *e, util::av_entry *peer)
+conn *conn_for(prov_ep *e, util::av_entry *peer)
 {
     std::size_t idx = peer->index;
     if (idx < e->by_index.size() && e->by_index[idx]) [[likely]]
         return e->by_index[idx];
-    shm_addr a;
+    ep_addr a;
     std::memcpy(&a, peer->addr, sizeof a);
     std::string key = addr_key(a);
     conn *c = nullptr;
@@ -167,7 +165,7 @@ conn *conn_for(shm_ep *e, util::av_entry *peer)
     return c;
 }
 
-int conn_start(shm_ep *e, conn *c)
+int conn_start(prov_ep *e, conn *c)
 {
     if (c->state == conn::connected)
         return 0;
@@ -204,7 +202,7 @@ int conn_start(shm_ep *e, conn *c)
     return -FI_EAGAIN;
 }
 
-void cm_handle(shm_ep *e, const cm_msg &m)
+void cm_handle(prov_ep *e, const cm_msg &m)
 {
     if (m.from.len == 0 || m.from.len > 59)
         return;
@@ -213,7 +211,7 @@ void cm_handle(shm_ep *e, const cm_msg &m)
     conn *c = it == e->by_addr.end() ? nullptr : it->second;
     if (m.op == cm_req) {
         // A repeated REQ for a QP we already accepted: answer again.
-        for (int i = 0; i < int(max_qps); i++) {
+        for (int i = 0; i < int(e->slots.size()); i++) {
             rc_slot &sl = e->slots[i];
             if (sl.qp && sl.c && sl.accepted_from == m.req_qpn && addr_key(sl.c->peer) == key) {
                 cm_msg r{};
@@ -238,7 +236,7 @@ void cm_handle(shm_ep *e, const cm_msg &m)
             return;
         int s = -1;
         if (slot_open(e, m.from, m.req_qpn, true, s) != 0) {
-            SHUNT_LOG(fabric_log, warning, "shm: cannot accept a connection from %s", key.c_str());
+            SHUNT_LOG(prov_log, warning, "vq: cannot accept a connection from %s", key.c_str());
             return;
         }
         e->slots[s].c = c;
@@ -281,7 +279,7 @@ void cm_handle(shm_ep *e, const cm_msg &m)
     }
 }
 
-void conn_broken(shm_ep *e, conn *c)
+void conn_broken(prov_ep *e, conn *c)
 {
     if (!c || c->slot < 0)
         return;
@@ -295,7 +293,7 @@ void conn_broken(shm_ep *e, conn *c)
     c->state = conn::idle;
 }
 
-fi_addr_t conn_src(shm_ep *e, conn *c)
+fi_addr_t conn_src(prov_ep *e, conn *c)
 {
     util::av_obj *av = e->core->av;
     if (!c || !av)
@@ -308,4 +306,4 @@ fi_addr_t conn_src(shm_ep *e, conn *c)
     return c->src;
 }
 
-} // namespace shunt::fabric::shm
+} // namespace shunt::prov::vqprov

@@ -1,44 +1,52 @@
-// The shm provider: record, getinfo offers, fabric and domain over a vq
-// shm context, address/MR/atomic hooks of the generic domain.
+// The vq provider: record, getinfo offers, fabric and domain over a vq
+// device context, address/MR/atomic hooks of the generic domain.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <vector>
 
 #include "env/errors.h"
 #include "env/log.h"
 #include "fabric/util/atomic_apply.h"
 #include "fabric/util/info.h"
-#include "shm_prov.h"
+#include "prov.h"
 
-namespace shunt::fabric {
-extern env::log::component fabric_log;
-const provider *shm_provider();
-} // namespace shunt::fabric
+extern const ::shunt::fabric::provider shunt_fabric_provider_vq;
 
-namespace shunt::fabric::shm {
+namespace shunt::prov::vqprov {
+
+SHUNT_LOG_COMPONENT(prov_log, "fabric");
 
 namespace {
 
 constexpr std::uint32_t prov_version = FI_VERSION(1, 0);
 
-info *offer(ep_type t)
+info *offer(const vq::device *dev, const dev_limits &l, ep_type t)
 {
     info *i = allocinfo();
     if (!i)
         return nullptr;
     i->caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM;
+    if (!l.host_local)
+        i->caps |= FI_REMOTE_COMM;
     if (t != FI_EP_DGRAM)
         i->caps |= FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
     if (t == FI_EP_RDM)
         i->caps |= FI_NAMED_RX_CTX; // receive contexts of scalable endpoints by fi_rx_addr
-    // Addresses are a binary shm_addr (fi_getinfo(3): FI_FORMAT_UNSPEC is a
+    // Addresses are a binary ep_addr (fi_getinfo(3): FI_FORMAT_UNSPEC is a
     // provider-specific format, opaque to the application); av_straddr prints
     // them as "fi_shm://<segment>/<qpn>", which av_insertsvc accepts back.
     i->addr_format = FI_FORMAT_UNSPEC;
     i->ep_attr->type = t;
-    i->ep_attr->protocol = FI_PROTO_SHM;
+    // Shared memory, or IB transport semantics (RC and UD QPs) elsewhere.
+    i->ep_attr->protocol = l.host_local             ? FI_PROTO_SHM
+                           : t == FI_EP_RDM        ? FI_PROTO_RXM
+                           : t == FI_EP_MSG        ? FI_PROTO_RDMA_CM_IB_RC
+                                                   : FI_PROTO_IB_UD;
     i->ep_attr->protocol_version = 1;
-    i->ep_attr->max_msg_size = t == FI_EP_DGRAM ? dgram_max : max_msg;
+    i->ep_attr->max_msg_size = t == FI_EP_DGRAM ? l.dgram_max : max_msg;
     i->ep_attr->mem_tag_format = ~0ULL;
     i->ep_attr->tx_ctx_cnt = 1;
     i->ep_attr->rx_ctx_cnt = 1;
@@ -46,7 +54,7 @@ info *offer(ep_type t)
     i->ep_attr->max_order_war_size = max_msg;
     i->ep_attr->max_order_waw_size = max_msg;
     domain_attr *d = i->domain_attr;
-    d->name = ::strdup("shm");
+    d->name = ::strdup(dev->name);
     d->threading = FI_THREAD_SAFE;
     d->data_progress = FI_PROGRESS_MANUAL;
     d->control_progress = FI_PROGRESS_MANUAL;
@@ -56,27 +64,31 @@ info *offer(ep_type t)
     d->mr_key_size = 8;
     d->cq_data_size = 4;
     d->cq_cnt = 1024;
-    d->ep_cnt = 256;
+    d->ep_cnt = l.ep_cnt;
     d->cntr_cnt = 1024;
     d->mr_iov_limit = 1;
     d->max_ep_tx_ctx = t == FI_EP_RDM ? max_ctx : 1; // scalable endpoints: RDM
     d->max_ep_rx_ctx = t == FI_EP_RDM ? max_ctx : 1;
     d->max_err_data = 0;
-    d->mr_cnt = 4096;
-    i->fabric_attr->name = ::strdup("shm");
+    d->mr_cnt = l.mr_cnt;
+    i->fabric_attr->name = ::strdup(vq::device_driver_name(dev));
     tx_attr *tx = i->tx_attr;
-    tx->inject_size = t == FI_EP_DGRAM ? dgram_max : frag_max;
-    tx->size = 1024;
-    tx->iov_limit = 4;
+    tx->inject_size = t == FI_EP_DGRAM ? l.dgram_max : l.frag_max;
+    tx->size = l.sq_depth;
+    tx->iov_limit = iov_max;
     tx->rma_iov_limit = 1;
     tx->msg_order = FI_ORDER_SAS | FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAR | FI_ORDER_WAW | FI_ORDER_SAW |
                     FI_ORDER_SAR | FI_ORDER_RAS | FI_ORDER_WAS;
     rx_attr *rx = i->rx_attr;
     rx->size = 1024;
-    rx->iov_limit = 4;
+    rx->iov_limit = iov_max;
     rx->msg_order = tx->msg_order;
     if (t == FI_EP_DGRAM)
         tx->msg_order = rx->msg_order = FI_ORDER_SAS;
+    if (!d->name || !i->fabric_attr->name) {
+        freeinfo(i);
+        return nullptr;
+    }
     return i;
 }
 
@@ -93,27 +105,35 @@ util::info_limits limits()
     return l;
 }
 
-int shm_getinfo(std::uint32_t version, const char *, const char *, std::uint64_t, const info *hints, info **out)
+// One answer per device and endpoint type; the domain name is the device,
+// the fabric name its driver (devices of one driver reach each other).
+int vq_getinfo(std::uint32_t version, const char *, const char *, std::uint64_t, const info *hints, info **out)
 {
-    if (!vq::find_device("shm0"))
-        return -FI_ENODATA;
+    std::vector<vq::device *> devs;
+    vq::get_device_list(devs);
     info *head = nullptr, **tail = &head;
-    for (ep_type t : {FI_EP_RDM, FI_EP_MSG, FI_EP_DGRAM}) {
-        info *o = offer(t);
-        if (!o) {
-            freeinfo(head);
-            return -FI_ENOMEM;
-        }
-        info *r = nullptr;
-        int rc = util::match(version, o, limits(), hints, &r);
-        freeinfo(o);
-        if (rc == -FI_EINVAL || rc == -FI_ENOMEM) {
-            freeinfo(head);
-            return rc;
-        }
-        if (rc == 0) {
-            *tail = r;
-            tail = &r->next;
+    for (vq::device *dev : devs) {
+        vq::device_attr a;
+        dev_limits l;
+        if (device_attr_of(dev, a) || limits_of(a, l))
+            continue; // logged; the device cannot serve this provider
+        for (ep_type t : {FI_EP_RDM, FI_EP_MSG, FI_EP_DGRAM}) {
+            info *o = offer(dev, l, t);
+            if (!o) {
+                freeinfo(head);
+                return -FI_ENOMEM;
+            }
+            info *r = nullptr;
+            int rc = util::match(version, o, limits(), hints, &r);
+            freeinfo(o);
+            if (rc == -FI_EINVAL || rc == -FI_ENOMEM) {
+                freeinfo(head);
+                return rc;
+            }
+            if (rc == 0) {
+                *tail = r;
+                tail = &r->next;
+            }
         }
     }
     if (!head)
@@ -126,7 +146,7 @@ int shm_getinfo(std::uint32_t version, const char *, const char *, std::uint64_t
 
 int addr_check(const void *a)
 {
-    shm_addr x;
+    ep_addr x;
     std::memcpy(&x, a, sizeof x);
     if (x.len == 0 || x.len > sizeof x.name || x.qpn == 0)
         return -FI_EINVAL;
@@ -135,7 +155,7 @@ int addr_check(const void *a)
 
 std::size_t addr_to_str(const void *a, char *buf, std::size_t len)
 {
-    shm_addr x;
+    ep_addr x;
     std::memcpy(&x, a, sizeof x);
     char tmp[96];
     int n = std::snprintf(tmp, sizeof tmp, "fi_shm://%.*s/%u", int(x.len <= 59 ? x.len : 59), x.name, x.qpn);
@@ -166,7 +186,7 @@ int addr_from_svc(const char *node, const char *service, void *out)
     unsigned long q = std::strtoul(qpn.c_str(), &end, 10);
     if (qpn.empty() || !end || *end || q == 0 || q > 0xffffffffUL || name.empty() || name.size() > 59)
         return -FI_EINVAL;
-    shm_addr a{};
+    ep_addr a{};
     a.qpn = std::uint32_t(q);
     a.len = std::uint8_t(name.size());
     std::memcpy(a.name, name.data(), name.size());
@@ -176,7 +196,7 @@ int addr_from_svc(const char *node, const char *service, void *out)
 
 int mr_reg_hook(util::domain_obj *d, util::mr_obj *m)
 {
-    shm_domain *sd = dom_of(d);
+    prov_domain *sd = dom_of(d);
     if (m->iov.size() != 1 || !m->iov[0].iov_len)
         return m->iov.size() > 1 ? -FI_EINVAL : 0;
     unsigned acc = vq::ACCESS_LOCAL_WRITE;
@@ -221,7 +241,7 @@ int query_atomic_hook(util::domain_obj *, datatype dt, op o, atomic_attr *attr, 
 
 void domain_close_hook(util::domain_obj *d)
 {
-    shm_domain *sd = dom_of(d);
+    prov_domain *sd = dom_of(d);
     if (sd->td)
         (void)vq::dealloc_td(sd->td);
     if (sd->pd)
@@ -232,7 +252,7 @@ void domain_close_hook(util::domain_obj *d)
 
 const util::domain_hooks hooks = [] {
     util::domain_hooks h;
-    h.addrlen = sizeof(shm_addr);
+    h.addrlen = sizeof(ep_addr);
     h.addr_check = addr_check;
     h.addr_from_svc = addr_from_svc;
     h.addr_to_str = addr_to_str;
@@ -257,21 +277,31 @@ int domain_open_op(fid_fabric *fabric, info *in, fid_domain **out, void *context
 {
     if (!in || !out)
         return -FI_EINVAL;
-    auto *d = new (std::nothrow) shm_domain;
+    auto *d = new (std::nothrow) prov_domain;
     if (!d)
         return -FI_ENOMEM;
-    d->free_fn = [](util::domain_obj *x) { delete static_cast<shm_domain *>(x); };
+    d->free_fn = [](util::domain_obj *x) { delete static_cast<prov_domain *>(x); };
     int rc = util::domain_init(d, util::to_fabric(fabric), in, context, &domain_ops, &hooks);
     if (rc) {
         delete d;
         return rc;
     }
-    vq::device *dev = vq::find_device("shm0");
-    if (!dev || (rc = vq::open_device(dev, &d->ctx)) || (rc = vq::alloc_pd(d->ctx, &d->pd)) ||
-        (rc = vq::query_device(d->ctx, &d->dattr)) || (!d->mt && (rc = vq::alloc_td(d->ctx, &d->td)))) {
-        SHUNT_LOG(fabric_log, error, "shm: cannot open the shm0 queues: %s", shunt::strerror(dev ? rc : -FI_ENODEV));
+    // The domain name names the device (getinfo answers carry it); an info
+    // built by hand without one gets the fabric's first device.
+    const char *want = in->domain_attr ? in->domain_attr->name : nullptr;
+    vq::device *dev = device_named(util::to_fabric(fabric)->name.c_str(), want);
+    if (!dev) {
+        SHUNT_LOG(prov_log, warning, "vq: no device %s in fabric %s", want ? want : "(any)",
+                  util::to_fabric(fabric)->name.c_str());
         (void)util::domain_close(&d->domain.fid);
-        return dev ? rc : -FI_ENODEV;
+        return -FI_ENODEV;
+    }
+    if ((rc = vq::open_device(dev, &d->ctx)) || (rc = vq::alloc_pd(d->ctx, &d->pd)) ||
+        (rc = vq::query_device(d->ctx, &d->dattr)) || (rc = limits_of(d->dattr, d->lim)) ||
+        (!d->mt && (rc = vq::alloc_td(d->ctx, &d->td)))) {
+        SHUNT_LOG(prov_log, error, "vq: cannot open the %s queues: %s", dev->name, shunt::strerror(rc));
+        (void)util::domain_close(&d->domain.fid);
+        return rc;
     }
     *out = &d->domain;
     return 0;
@@ -286,33 +316,116 @@ const ops_fabric fabric_ops = [] {
 
 int fabric_open_op(fabric_attr *attr, fid_fabric **out, void *context)
 {
-    if (attr && attr->name && std::strcmp(attr->name, "shm") != 0)
+    // A fabric is the devices of one driver; its name is the driver's.
+    if (attr && attr->name && !device_named(attr->name, nullptr))
         return -FI_ENODATA;
     auto *f = new (std::nothrow) util::fabric_obj;
     if (!f)
         return -FI_ENOMEM;
-    util::fabric_init(f, shm_provider(), attr, context, &fabric_ops);
+    util::fabric_init(f, &shunt_fabric_provider_vq, attr, context, &fabric_ops);
     *out = &f->fabric;
     return 0;
 }
 
-const provider record = [] {
-    provider p;
-    p.name = "shm";
-    p.version = prov_version;
-    p.getinfo = shm_getinfo;
-    p.fabric = fabric_open_op;
-    return p;
-}();
-
 } // namespace
 
-std::string addr_key(const shm_addr &a)
+int limits_of(const vq::device_attr &a, dev_limits &out)
+{
+    auto rc_ops = a.ops[static_cast<unsigned>(vq::qp_type::rc)];
+    auto ud_ops = a.ops[static_cast<unsigned>(vq::qp_type::ud)];
+    if (!(rc_ops & vq::OPS_SEND) || !(ud_ops & vq::OPS_SEND))
+        return -FI_ENODATA; // RDM and MSG ride RC QPs, CM and DGRAM a UD QP
+    dev_limits l;
+    l.host_local = a.host_local;
+    // Every message is inline data (one bounce buffer per receive); a CM
+    // message and an RC header plus a useful payload must fit.
+    l.inline_max = a.max_inline_data;
+    if (l.inline_max < sizeof(cm_msg) || l.inline_max <= hdr_max + dgram_hdr_max || a.max_qp_wr < 2 ||
+        a.max_sge < 1 || a.max_qp < 2 || a.max_cq < 2)
+        return -FI_ENODATA;
+    l.frag_max = l.inline_max - hdr_max;
+    l.dgram_max = l.inline_max - dgram_hdr_max;
+    l.sq_depth = std::min<std::uint32_t>(1024, a.max_qp_wr);
+    l.rq_depth = std::min<std::uint32_t>(128, a.max_qp_wr);
+    l.ud_depth = std::min<std::uint32_t>(64, a.max_qp_wr);
+    l.ud_buf = std::uint32_t(std::min<std::size_t>(512, l.inline_max));
+    l.dgram_buf = a.ud_mtu ? a.ud_mtu : l.inline_max;
+    l.send_sge = std::min<std::uint32_t>(iov_max, a.max_sge);
+    l.scq_depth = std::min<std::uint32_t>(4096, a.max_cqe);
+    // RC QPs of an endpoint: the UD QP takes one, and all their bounce
+    // buffers complete on the endpoint's one receive CQ.
+    std::uint64_t cq_room = a.max_cqe > l.ud_depth + 64 ? (a.max_cqe - l.ud_depth - 64) / l.rq_depth : 0;
+    l.max_conns = std::uint32_t(std::min<std::uint64_t>({63, a.max_qp - 1, cq_room}));
+    if (!l.max_conns)
+        return -FI_ENODATA;
+    l.rcq_depth = l.max_conns * l.rq_depth + l.ud_depth + 64;
+    // An endpoint takes a UD QP, two CQs and up to max_conns RC QPs.
+    l.ep_cnt = std::min<std::uint32_t>({256, a.max_cq / 2, a.max_qp});
+    l.mr_cnt = a.max_mr;
+    if ((ud_ops & vq::OPS_TSO) && a.max_tso_hdr > dgram_hdr_size && a.ud_mtu > a.max_tso_hdr) {
+        // vq's send_tso repeats our datagram header and the application's
+        // before every segment: together within the device's header limit,
+        // and with the MSS within its UD MTU.
+        l.tso_hdr_max = a.max_tso_hdr - dgram_hdr_size;
+        l.tso_mss_max = a.ud_mtu - a.max_tso_hdr;
+    }
+    out = l;
+    return 0;
+}
+
+int device_attr_of(vq::device *dev, vq::device_attr &out)
+{
+    // Device limits do not change while the process runs: open a context
+    // once per device to ask (as libfabric's verbs provider does at init),
+    // and answer every later getinfo from the copy.
+    struct cached {
+        vq::device *dev;
+        vq::device_attr attr;
+        int rc;
+    };
+    static std::mutex mu;
+    static std::vector<cached> cache;
+    std::lock_guard g(mu);
+    for (const cached &c : cache)
+        if (c.dev == dev) {
+            if (c.rc == 0)
+                out = c.attr;
+            return c.rc;
+        }
+    vq::context *ctx = nullptr;
+    vq::device_attr a;
+    int rc = vq::open_device(dev, &ctx);
+    if (rc == 0)
+        rc = vq::query_device(ctx, &a);
+    if (ctx)
+        (void)vq::close_device(ctx);
+    if (rc)
+        SHUNT_LOG(prov_log, warning, "vq: device %s: %s", dev->name, shunt::strerror(rc));
+    cache.push_back({dev, a, rc});
+    if (rc == 0)
+        out = a;
+    return rc;
+}
+
+vq::device *device_named(const char *fabric, const char *domain)
+{
+    std::vector<vq::device *> devs;
+    vq::get_device_list(devs);
+    for (vq::device *d : devs) {
+        if (fabric && *fabric && std::strcmp(vq::device_driver_name(d), fabric) != 0)
+            continue;
+        if (!domain || !*domain || std::strcmp(d->name, domain) == 0)
+            return d;
+    }
+    return nullptr;
+}
+
+std::string addr_key(const ep_addr &a)
 {
     return std::string(a.name, a.len <= 59 ? a.len : 59) + "/" + std::to_string(a.qpn);
 }
 
-vq::dev_addr to_dev(const shm_addr &a)
+vq::dev_addr to_dev(const ep_addr &a)
 {
     vq::dev_addr d{};
     d.len = a.len;
@@ -336,8 +449,10 @@ int wc_to_err(vq::wc_status s)
     }
 }
 
-} // namespace shunt::fabric::shm
+} // namespace shunt::prov::vqprov
 
-namespace shunt::fabric {
-const provider *shm_provider() { return &shm::record; }
-} // namespace shunt::fabric
+// Named after what it stands on; "shm" is what users typed when the only
+// vq device was the shm driver's (SHUNT_PROVIDER=shm, shunt-perf -p shm).
+SHUNT_FABRIC_PROVIDER(vq, .version = shunt::prov::vqprov::prov_version,
+                      .getinfo = shunt::prov::vqprov::vq_getinfo, .fabric = shunt::prov::vqprov::fabric_open_op,
+                      .aliases = "shm");

@@ -1,11 +1,11 @@
-// shm provider: the transmit side (messages, fragments, RMA, atomics) and
+// vq provider: the transmit side (messages, fragments, RMA, atomics) and
 // the inject fast path.
 #include <cstring>
 
 #include "env/errors.h"
-#include "shm_prov.h"
+#include "prov.h"
 
-namespace shunt::fabric::shm {
+namespace shunt::prov::vqprov {
 
 namespace {
 
@@ -22,7 +22,7 @@ void tx_fail_of(tx_entry *t, void *ctx, std::uint64_t cq_flags, int err, std::si
         util::tx_fail(t->owner, ctx, cq_flags, err, len);
 }
 
-tx_entry *tx_get(shm_ep *e)
+tx_entry *tx_get(prov_ep *e)
 {
     tx_entry *t = e->tx_free;
     if (!t) [[unlikely]]
@@ -36,7 +36,7 @@ tx_entry *tx_get(shm_ep *e)
     return t;
 }
 
-void tx_put(shm_ep *e, tx_entry *t)
+void tx_put(prov_ep *e, tx_entry *t)
 {
     if (t->tmp_mr)
         (void)vq::dereg_mr(t->tmp_mr);
@@ -45,12 +45,12 @@ void tx_put(shm_ep *e, tx_entry *t)
     e->tx_free = t;
 }
 
-std::uint64_t tx_id(shm_ep *e, tx_entry *t)
+std::uint64_t tx_id(prov_ep *e, tx_entry *t)
 {
     return (std::uint64_t(t->gen) << 32) | std::uint64_t(t - e->tx.data());
 }
 
-tx_entry *tx_from_id(shm_ep *e, std::uint64_t id)
+tx_entry *tx_from_id(prov_ep *e, std::uint64_t id)
 {
     std::uint64_t idx = id & 0xffffffffu;
     if (idx >= e->tx.size())
@@ -105,7 +105,7 @@ bool completes_at_post(std::uint64_t flags)
     return (flags & (FI_INJECT | FI_INJECT_COMPLETE)) && !(flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE));
 }
 
-conn *conn_of(shm_ep *e, const util::tx_req &r)
+conn *conn_of(prov_ep *e, const util::tx_req &r)
 {
     if (e->msg_type)
         return e->msg_conn;
@@ -113,7 +113,7 @@ conn *conn_of(shm_ep *e, const util::tx_req &r)
 }
 
 // A connection ready for a new operation, or the code to return.
-int ready(shm_ep *e, conn *c)
+int ready(prov_ep *e, conn *c)
 {
     if (!c)
         return e->msg_type ? -FI_ENOTCONN : -FI_ENOMEM;
@@ -130,7 +130,7 @@ int ready(shm_ep *e, conn *c)
     return 0;
 }
 
-ssize_t send_msg(shm_ep *e, util::ep_core *core, const util::tx_req &r)
+ssize_t send_msg(prov_ep *e, util::ep_core *core, const util::tx_req &r)
 {
     conn *c = conn_of(e, r);
     if (int rc = ready(e, c); rc)
@@ -141,7 +141,7 @@ ssize_t send_msg(shm_ep *e, util::ep_core *core, const util::tx_req &r)
     bool delivery = r.flags & FI_DELIVERY_COMPLETE;
     std::uint8_t fl = (r.flags & FI_REMOTE_CQ_DATA) ? wf_data : 0;
     std::uint64_t data = r.data & 0xffffffffu; // cq_data_size is 4
-    if (r.len > frag_max) {
+    if (r.len > e->dom->lim.frag_max) {
         tx_entry *t = tx_get(e);
         if (!t)
             return -FI_EAGAIN;
@@ -210,7 +210,7 @@ int lkey_of(void *desc, std::uint32_t &lkey)
     return 0;
 }
 
-ssize_t rma(shm_ep *e, util::ep_core *core, const util::tx_req &r)
+ssize_t rma(prov_ep *e, util::ep_core *core, const util::tx_req &r)
 {
     conn *c = conn_of(e, r);
     if (int rc = ready(e, c); rc)
@@ -232,7 +232,7 @@ ssize_t rma(shm_ep *e, util::ep_core *core, const util::tx_req &r)
         tx_put(e, t);
         return 0;
     }
-    bool inl = write && r.len <= max_inline;
+    bool inl = write && r.len <= e->dom->lim.inline_max;
     vq::sge sg[4];
     if (!inl) {
         for (std::size_t i = 0; i < r.count; i++) {
@@ -284,7 +284,7 @@ ssize_t rma(shm_ep *e, util::ep_core *core, const util::tx_req &r)
     return 0;
 }
 
-ssize_t atomic_op(shm_ep *e, util::ep_core *core, const util::tx_req &r)
+ssize_t atomic_op(prov_ep *e, util::ep_core *core, const util::tx_req &r)
 {
     conn *c = conn_of(e, r);
     if (int rc = ready(e, c); rc)
@@ -329,7 +329,7 @@ ssize_t atomic_op(shm_ep *e, util::ep_core *core, const util::tx_req &r)
 
 ssize_t transmit(util::ep_core *core, const util::tx_req &r)
 {
-    shm_ep *e = ep_of(core);
+    prov_ep *e = ep_of(core);
     util::guard g(e->lock);
     switch (r.kind) {
     case util::tx_req::send:
@@ -343,7 +343,7 @@ ssize_t transmit(util::ep_core *core, const util::tx_req &r)
     }
 }
 
-void tx_resume(shm_ep *e, conn *c)
+void tx_resume(prov_ep *e, conn *c)
 {
     tx_entry *t = c->active;
     if (!t)
@@ -357,7 +357,7 @@ void tx_resume(shm_ep *e, conn *c)
     vq::qp *q = e->slots[c->slot].qp;
     bool at_post = completes_at_post(t->flags);
     while (t->off < t->len) {
-        std::size_t chunk = std::min<std::size_t>(frag_max, t->len - t->off);
+        std::size_t chunk = std::min<std::size_t>(e->dom->lim.frag_max, t->len - t->off);
         bool last = t->off + chunk == t->len;
         std::uint8_t h[hdr_max];
         std::size_t hl;
@@ -396,13 +396,13 @@ void tx_resume(shm_ep *e, conn *c)
     }
 }
 
-void tx_abort(shm_ep *e, tx_entry *t, int err)
+void tx_abort(prov_ep *e, tx_entry *t, int err)
 {
     tx_fail_of(t, t->context, t->cq_flags, err, t->len);
     tx_put(e, t);
 }
 
-void tx_complete(shm_ep *e, const vq::wc &w)
+void tx_complete(prov_ep *e, const vq::wc &w)
 {
     if (w.status != vq::wc_status::success) {
         // The QP is in error now (verbs semantics): drop it; RDM reconnects.
@@ -428,7 +428,7 @@ void tx_complete(shm_ep *e, const vq::wc &w)
     tx_put(e, t);
 }
 
-void tx_acked(shm_ep *e, std::uint64_t id)
+void tx_acked(prov_ep *e, std::uint64_t id)
 {
     tx_entry *t = tx_from_id(e, id);
     if (!t || !t->want_ack)
@@ -451,7 +451,7 @@ template <bool Tagged>
 {
     util::ep_handle *h = util::to_handle(ep);
     util::ep_core *c = h->core;
-    shm_ep *e = ep_of(c);
+    prov_ep *e = ep_of(c);
     if (len <= 64 && util::ep_ready(c) && !e->lock.enabled() && c->av && len <= c->inject_max[Tagged ? 1 : 0] &&
         (c->caps & (FI_SEND | (Tagged ? FI_TAGGED : FI_MSG))) == (FI_SEND | (Tagged ? FI_TAGGED : FI_MSG)))
         [[likely]] {
@@ -482,12 +482,12 @@ template <bool Tagged>
         return util::ep_msg_ops.inject(ep, buf, len, dest);
 }
 
-ssize_t shm_inject(fid_ep *ep, const void *buf, std::size_t len, fi_addr_t dest)
+ssize_t fast_inject_msg(fid_ep *ep, const void *buf, std::size_t len, fi_addr_t dest)
 {
     return fast_inject<false>(ep, buf, len, dest, 0);
 }
 
-ssize_t shm_tinject(fid_ep *ep, const void *buf, std::size_t len, fi_addr_t dest, std::uint64_t tag)
+ssize_t fast_inject_tagged(fid_ep *ep, const void *buf, std::size_t len, fi_addr_t dest, std::uint64_t tag)
 {
     return fast_inject<true>(ep, buf, len, dest, tag);
 }
@@ -496,14 +496,14 @@ ssize_t shm_tinject(fid_ep *ep, const void *buf, std::size_t len, fi_addr_t dest
 
 const ops_msg msg_ops = [] {
     ops_msg o = util::ep_msg_ops;
-    o.inject = shm_inject;
+    o.inject = fast_inject_msg;
     return o;
 }();
 
 const ops_tagged tagged_ops = [] {
     ops_tagged o = util::ep_tagged_ops;
-    o.inject = shm_tinject;
+    o.inject = fast_inject_tagged;
     return o;
 }();
 
-} // namespace shunt::fabric::shm
+} // namespace shunt::prov::vqprov

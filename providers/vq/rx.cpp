@@ -1,34 +1,35 @@
-// shm provider: progress — receive completions (messages, fragments, acks,
+// vq provider: progress — receive completions (messages, fragments, acks,
 // remote CQ data, CM datagrams), send completions, resumed sends.
 #include <cstring>
 
 #include "env/errors.h"
-#include "shm_prov.h"
+#include "prov.h"
 
-namespace shunt::fabric::shm {
+namespace shunt::prov::vqprov {
 
-void dgram_rx(shm_ep *e, const std::uint8_t *buf, std::size_t len); // shm_dgram.cpp
-void msg_event(shm_ep *e, std::uint32_t event);                      // shm_cm.cpp
-void pep_cm(shm_ep *e, const cm_msg &m);                             // shm_cm.cpp
+void dgram_rx(prov_ep *e, const std::uint8_t *buf, std::size_t len); // dgram.cpp
+void msg_event(prov_ep *e, std::uint32_t event);                      // cm.cpp
+void pep_cm(prov_ep *e, const cm_msg &m);                             // cm.cpp
 
 namespace {
 
-void repost_ud(shm_ep *e, std::uint64_t i)
+void repost_ud(prov_ep *e, std::uint64_t i)
 {
-    std::size_t sz = e->dgram ? 4096 : ud_buf;
+    std::size_t sz = e->dgram ? e->dom->lim.dgram_buf : e->dom->lim.ud_buf;
     (void)vq::post_recv(e->ud, i, reinterpret_cast<std::uint64_t>(e->ud_bufs) + i * sz, std::uint32_t(sz),
                         e->ud_mr->lkey);
 }
 
-void repost(shm_ep *e, int s, std::uint32_t i)
+void repost(prov_ep *e, int s, std::uint32_t i)
 {
     rc_slot &sl = e->slots[s];
     (void)vq::post_recv(sl.qp, (std::uint64_t(s) << 32) | i,
-                        reinterpret_cast<std::uint64_t>(sl.bounce) + std::uint64_t(i) * bounce_size, bounce_size,
+                        reinterpret_cast<std::uint64_t>(sl.bounce) + std::uint64_t(i) * e->dom->lim.inline_max,
+                        e->dom->lim.inline_max,
                         sl.bounce_mr->lkey);
 }
 
-void send_ack(shm_ep *e, rc_slot &sl, std::uint64_t id)
+void send_ack(prov_ep *e, rc_slot &sl, std::uint64_t id)
 {
     std::uint8_t m[16];
     wire_hdr w{w_ack, 0, 0, 0};
@@ -71,11 +72,11 @@ void stage_release(rc_slot &sl)
     sl.stage_total = sl.stage_got = 0;
 }
 
-void rc_rx(shm_ep *e, const vq::wc &w)
+void rc_rx(prov_ep *e, const vq::wc &w)
 {
     int s = int(w.wr_id >> 32);
     std::uint32_t i = std::uint32_t(w.wr_id);
-    if (s < 0 || s >= int(max_qps))
+    if (s < 0 || s >= int(e->slots.size()))
         return;
     rc_slot &sl = e->slots[s];
     if (!sl.qp || sl.qp->qp_num != w.qp_num || sl.retired)
@@ -103,7 +104,7 @@ void rc_rx(shm_ep *e, const vq::wc &w)
         repost(e, s, i);
         return;
     }
-    const std::uint8_t *b = sl.bounce + std::size_t(i) * bounce_size;
+    const std::uint8_t *b = sl.bounce + std::size_t(i) * e->dom->lim.inline_max;
     std::size_t len = w.byte_len;
     if (len < sizeof(wire_hdr)) {
         repost(e, s, i);
@@ -203,7 +204,7 @@ void rc_rx(shm_ep *e, const vq::wc &w)
 
 void progress(util::ep_core *c)
 {
-    shm_ep *e = ep_of(c);
+    prov_ep *e = ep_of(c);
     util::guard g(e->lock);
     if (e->pep_ud) [[unlikely]]
         adopted_progress(e);
@@ -211,7 +212,7 @@ void progress(util::ep_core *c)
     int n = vq::poll_cq(e->rcq, 16, w);
     for (int k = 0; k < n; k++) {
         if (e->ud && w[k].qp_num == e->ud->qp_num) {
-            std::size_t sz = e->dgram ? 4096 : ud_buf;
+            std::size_t sz = e->dgram ? e->dom->lim.dgram_buf : e->dom->lim.ud_buf;
             const std::uint8_t *b = e->ud_bufs + w[k].wr_id * sz;
             if (w[k].status == vq::wc_status::success) {
                 if (e->dgram)
@@ -245,7 +246,7 @@ void progress(util::ep_core *c)
     }
 }
 
-util::ep_core *rx_target(shm_ep *e, std::uint16_t index)
+util::ep_core *rx_target(prov_ep *e, std::uint16_t index)
 {
     auto usable = [](util::ep_handle *h) {
         return h && h->core->state.load(std::memory_order_acquire) == util::ep_state::enabled;
@@ -259,4 +260,4 @@ util::ep_core *rx_target(shm_ep *e, std::uint16_t index)
     return nullptr;
 }
 
-} // namespace shunt::fabric::shm
+} // namespace shunt::prov::vqprov

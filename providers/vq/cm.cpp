@@ -1,22 +1,21 @@
-// shm provider: FI_EP_MSG connection management — passive endpoints
+// vq provider: FI_EP_MSG connection management — passive endpoints
 // (listen, CONNREQ, reject) and active ones (connect, accept, shutdown) over
 // UD datagrams, with CM data up to FI_OPT_CM_DATA_SIZE bytes.
 #include <cstring>
 #include <new>
 
 #include "env/errors.h"
-#include "fabric/detail/live.h"
-#include "shm_prov.h"
+#include "prov.h"
 
-namespace shunt::fabric::shm {
+namespace shunt::prov::vqprov {
 
 namespace {
 
 /** A connection request waiting for accept or reject (info->handle). */
 struct connreq {
     struct fid fid;
-    shm_addr from{};
-    shm_addr rc_at{};             ///< where the requester's RC QP lives
+    ep_addr from{};
+    ep_addr rc_at{};             ///< where the requester's RC QP lives
     std::uint32_t req_qpn = 0;
     struct pep_obj *pep = nullptr;
 };
@@ -32,7 +31,8 @@ struct pep_obj {
     vq::qp *ud = nullptr;
     vq::mr *mr = nullptr;
     std::vector<std::uint8_t> bufs;
-    shm_addr addr{};
+    std::uint32_t buf_size = 0;   ///< bytes of one receive buffer in bufs
+    ep_addr addr{};
     util::eq_obj *eq = nullptr;
     bool listening = false;
     bool taken = false;           ///< an active endpoint took its address (info->handle)
@@ -42,7 +42,7 @@ struct pep_obj {
 };
 
 
-int ud_to(vq::pd *pd, vq::qp *ud, const shm_addr &to, const void *buf, std::size_t len)
+int ud_to(vq::pd *pd, vq::qp *ud, const ep_addr &to, const void *buf, std::size_t len)
 {
     vq::ah_attr at;
     at.dest = to_dev(to);
@@ -72,7 +72,7 @@ void pep_progress(void *arg)
     for (int k = 0; k < n; k++) {
         if (w[k].qp_num != p->ud->qp_num || w[k].wr_id == ~0ULL)
             continue;
-        const std::uint8_t *b = p->bufs.data() + w[k].wr_id * ud_buf;
+        const std::uint8_t *b = p->bufs.data() + w[k].wr_id * p->buf_size;
         if (w[k].status == vq::wc_status::success && w[k].byte_len >= offsetof(cm_msg, data) && p->listening) {
             cm_msg m{};
             std::memcpy(&m, b, std::min<std::size_t>(w[k].byte_len, sizeof m));
@@ -87,7 +87,7 @@ void pep_progress(void *arg)
                     cr->pep = p;
                     ci->handle = &cr->fid;
                     std::free(ci->dest_addr);
-                    ci->dest_addr = std::malloc(sizeof(shm_addr));
+                    ci->dest_addr = std::malloc(sizeof(ep_addr));
                     if (ci->dest_addr) {
                         std::memcpy(ci->dest_addr, &m.from, sizeof m.from);
                         ci->dest_addrlen = sizeof m.from;
@@ -106,8 +106,9 @@ void pep_progress(void *arg)
                 freeinfo(ci);
             }
         }
-        (void)vq::post_recv(p->ud, w[k].wr_id, reinterpret_cast<std::uint64_t>(p->bufs.data()) + w[k].wr_id * ud_buf,
-                            ud_buf, p->mr->lkey);
+        (void)vq::post_recv(p->ud, w[k].wr_id,
+                            reinterpret_cast<std::uint64_t>(p->bufs.data()) + w[k].wr_id * p->buf_size, p->buf_size,
+                            p->mr->lkey);
     }
 }
 
@@ -171,8 +172,8 @@ int pep_control(fid *f, int cmd, void *arg)
 int pep_getname(fid *f, void *addr, std::size_t *len)
 {
     auto *p = reinterpret_cast<pep_obj *>(f);
-    if (*len < sizeof(shm_addr)) {
-        *len = sizeof(shm_addr);
+    if (*len < sizeof(ep_addr)) {
+        *len = sizeof(ep_addr);
         return -FI_ETOOSMALL;
     }
     std::memcpy(addr, &p->addr, sizeof p->addr);
@@ -247,34 +248,34 @@ constexpr ops_cm pep_cm_ops{.getname = pep_getname, .listen = pep_listen, .rejec
 
 int ep_getname(fid *f, void *addr, std::size_t *len)
 {
-    shm_ep *e = ep_of(util::ep_core_of(f));
-    if (*len < sizeof(shm_addr)) {
-        *len = sizeof(shm_addr);
+    prov_ep *e = ep_of(util::ep_core_of(f));
+    if (*len < sizeof(ep_addr)) {
+        *len = sizeof(ep_addr);
         return -FI_ETOOSMALL;
     }
     std::memcpy(addr, &e->addr, sizeof e->addr);
-    *len = sizeof(shm_addr);
+    *len = sizeof(ep_addr);
     return 0;
 }
 
 int ep_getpeer(fid_ep *ep, void *addr, std::size_t *len)
 {
-    shm_ep *e = ep_of(util::core_of(ep));
+    prov_ep *e = ep_of(util::core_of(ep));
     if (!e->msg_conn || e->msg_conn->state != conn::connected)
         return -FI_ENOTCONN;
-    if (*len < sizeof(shm_addr)) {
-        *len = sizeof(shm_addr);
+    if (*len < sizeof(ep_addr)) {
+        *len = sizeof(ep_addr);
         return -FI_ETOOSMALL;
     }
-    std::memcpy(addr, &e->msg_conn->peer, sizeof(shm_addr));
-    *len = sizeof(shm_addr);
+    std::memcpy(addr, &e->msg_conn->peer, sizeof(ep_addr));
+    *len = sizeof(ep_addr);
     return 0;
 }
 
 int ep_connect(fid_ep *ep, const void *addr, const void *param, std::size_t len)
 {
     util::ep_core *c = util::core_of(ep);
-    shm_ep *e = ep_of(c);
+    prov_ep *e = ep_of(c);
     if (len > cm_data_max)
         return -FI_EINVAL;
     if (!c->eq)
@@ -283,7 +284,7 @@ int ep_connect(fid_ep *ep, const void *addr, const void *param, std::size_t len)
         return -FI_EISCONN;
     if (int rc = util::ep_enable(c); rc)
         return rc;
-    shm_addr to;
+    ep_addr to;
     std::memcpy(&to, addr, sizeof to);
     if (to.len == 0 || to.len > 59)
         return -FI_EINVAL;
@@ -328,7 +329,7 @@ int ep_connect(fid_ep *ep, const void *addr, const void *param, std::size_t len)
 int ep_accept(fid_ep *ep, const void *param, std::size_t len)
 {
     util::ep_core *c = util::core_of(ep);
-    shm_ep *e = ep_of(c);
+    prov_ep *e = ep_of(c);
     if (len > cm_data_max)
         return -FI_EINVAL;
     fid *h = c->info->handle;
@@ -393,7 +394,7 @@ int ep_accept(fid_ep *ep, const void *param, std::size_t len)
 int ep_shutdown(fid_ep *ep, std::uint64_t flags)
 {
     util::ep_core *c = util::core_of(ep);
-    shm_ep *e = ep_of(c);
+    prov_ep *e = ep_of(c);
     if (flags)
         return -FI_EBADFLAGS;
     util::guard g(e->lock);
@@ -415,7 +416,7 @@ const ops_cm msg_cm_ops{.getname = ep_getname,
                         .accept = ep_accept,
                         .shutdown = ep_shutdown};
 
-void msg_event(shm_ep *e, std::uint32_t event)
+void msg_event(prov_ep *e, std::uint32_t event)
 {
     if (!e->core->eq)
         return;
@@ -424,7 +425,7 @@ void msg_event(shm_ep *e, std::uint32_t event)
 }
 
 // Active MSG endpoint: REP / REJ for our connect.
-void pep_cm(shm_ep *e, const cm_msg &m)
+void pep_cm(prov_ep *e, const cm_msg &m)
 {
     conn *cn = e->msg_conn;
     if (!cn || cn->state != conn::connecting || m.req_qpn != cn->req_qpn || m.datalen > cm_data_max)
@@ -457,16 +458,18 @@ void pep_cm(shm_ep *e, const cm_msg &m)
     }
 }
 
-int pep_adopt(fid *handle, shm_ep *e)
+int pep_adopt(fid *handle, prov_ep *e)
 {
     auto *p = reinterpret_cast<pep_obj *>(handle);
-    if (!detail::live_is(handle, FI_CLASS_PEP) || p->pep.fid.ops != &pep_fid_ops)
-        return -FI_EINVAL; // not an shm passive endpoint
+    if (!(fid_live(handle) && handle->fclass == FI_CLASS_PEP) || p->pep.fid.ops != &pep_fid_ops)
+        return -FI_EINVAL; // not a passive endpoint of this provider
     if (p->fabric != e->dom->fabric)
         return -FI_EINVAL;
     std::lock_guard g(p->mu);
     if (p->taken || p->listening)
         return -FI_EOPBADSTATE; // a listening passive endpoint keeps its address
+    if (p->ctx->dev != e->dom->ctx->dev)
+        return -FI_EINVAL; // its address is on another device
     auto *a = new (std::nothrow) adopted_ud;
     if (!a)
         return -FI_ENOMEM;
@@ -476,6 +479,7 @@ int pep_adopt(fid *handle, shm_ep *e)
     a->ud = p->ud;
     a->mr = p->mr;
     a->bufs = std::move(p->bufs);
+    a->buf_size = p->buf_size;
     p->ctx = nullptr;
     p->pd = nullptr;
     p->cq = nullptr;
@@ -488,7 +492,7 @@ int pep_adopt(fid *handle, shm_ep *e)
     return 0;
 }
 
-void adopted_progress(shm_ep *e)
+void adopted_progress(prov_ep *e)
 {
     adopted_ud *a = e->pep_ud;
     vq::wc w[8];
@@ -496,14 +500,15 @@ void adopted_progress(shm_ep *e)
     for (int k = 0; k < n; k++) {
         if (w[k].qp_num != a->ud->qp_num || w[k].wr_id == ~0ULL)
             continue;
-        const std::uint8_t *b = a->bufs.data() + w[k].wr_id * ud_buf;
+        const std::uint8_t *b = a->bufs.data() + w[k].wr_id * a->buf_size;
         if (w[k].status == vq::wc_status::success && w[k].byte_len >= offsetof(cm_msg, data)) {
             cm_msg m{};
             std::memcpy(&m, b, std::min<std::size_t>(w[k].byte_len, sizeof m));
             pep_cm(e, m); // REP / REJ for a connect from the adopted address
         }
-        (void)vq::post_recv(a->ud, w[k].wr_id, reinterpret_cast<std::uint64_t>(a->bufs.data()) + w[k].wr_id * ud_buf,
-                            ud_buf, a->mr->lkey);
+        (void)vq::post_recv(a->ud, w[k].wr_id,
+                            reinterpret_cast<std::uint64_t>(a->bufs.data()) + w[k].wr_id * a->buf_size, a->buf_size,
+                            a->mr->lkey);
     }
 }
 
@@ -532,10 +537,18 @@ int pep_open(fid_fabric *fabric, info *in, fid_pep **out, void *context)
     p->fabric = util::to_fabric(fabric);
     p->fabric->refs.fetch_add(1);
     p->info = dupinfo(in);
-    vq::device *dev = vq::find_device("shm0");
+    // The passive endpoint listens on the device its info's domain names
+    // (the fabric's first device when none is named).
+    vq::device *dev = device_named(p->fabric->name.c_str(), in && in->domain_attr ? in->domain_attr->name : nullptr);
     int rc = !p->info ? -FI_ENOMEM : !dev ? -FI_ENODEV : 0;
+    vq::device_attr da;
+    dev_limits l;
+    if (!rc)
+        rc = device_attr_of(dev, da);
+    if (!rc)
+        rc = limits_of(da, l);
     vq::cq_init_attr ca;
-    ca.cqe = 256;
+    ca.cqe = int(std::min<std::uint32_t>(256, da.max_cqe));
     vq::qp_init_attr ia;
     if (!rc)
         rc = vq::open_device(dev, &p->ctx);
@@ -546,9 +559,9 @@ int pep_open(fid_fabric *fabric, info *in, fid_pep **out, void *context)
     if (!rc) {
         ia.type = vq::qp_type::ud;
         ia.send_cq = ia.recv_cq = p->cq;
-        ia.cap.max_recv_wr = ud_depth;
-        ia.cap.max_send_wr = 64;
-        ia.cap.max_inline_data = max_inline;
+        ia.cap.max_recv_wr = l.ud_depth;
+        ia.cap.max_send_wr = l.ud_depth;
+        ia.cap.max_inline_data = l.inline_max;
         rc = vq::create_qp(p->pd, &ia, &p->ud);
     }
     vq::qp_attr a;
@@ -559,11 +572,12 @@ int pep_open(fid_fabric *fabric, info *in, fid_pep **out, void *context)
             rc = vq::modify_qp(p->ud, &a, vq::QP_ATTR_STATE | (st == vq::qp_state::init ? vq::QP_ATTR_QKEY : 0));
     }
     if (!rc) {
-        p->bufs.assign(std::size_t(ud_depth) * ud_buf, 0);
+        p->buf_size = l.ud_buf;
+        p->bufs.assign(std::size_t(l.ud_depth) * p->buf_size, 0);
         rc = vq::reg_mr(p->pd, p->bufs.data(), p->bufs.size(), vq::ACCESS_LOCAL_WRITE, &p->mr);
     }
-    for (std::uint64_t i = 0; !rc && i < ud_depth; i++)
-        rc = vq::post_recv(p->ud, i, reinterpret_cast<std::uint64_t>(p->bufs.data()) + i * ud_buf, ud_buf,
+    for (std::uint64_t i = 0; !rc && i < l.ud_depth; i++)
+        rc = vq::post_recv(p->ud, i, reinterpret_cast<std::uint64_t>(p->bufs.data()) + i * p->buf_size, p->buf_size,
                            p->mr->lkey);
     if (rc) {
         pep_destroy(p);
@@ -582,4 +596,4 @@ int pep_open(fid_fabric *fabric, info *in, fid_pep **out, void *context)
     return 0;
 }
 
-} // namespace shunt::fabric::shm
+} // namespace shunt::prov::vqprov
