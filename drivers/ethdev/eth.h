@@ -106,6 +106,9 @@ struct arp_entry {
 struct port {
     /* Shared receive path (queue 0): pollers try-lock rx_lock. */
     alignas(64) spinlock rx_lock;
+    /** Queue 0 belongs to one RAW_PACKET QP (thread domain): the shared
+     *  receive path leaves it alone. */
+    std::atomic<bool> q0_owned{false};
     std::uint16_t id = 0;               ///< DPDK port id
     std::atomic<eth_qp *> qps[max_qp];  ///< by QP number index
     eth_qp *raw[max_raw_shared] = {};   ///< RAW_PACKET QPs on queue 0 (under rx_lock)

@@ -568,7 +568,7 @@ void classify(port *p, rte_mbuf *m) noexcept
 
 unsigned port_poll(port *p) noexcept
 {
-    if (!p->rx_lock.try_lock())
+    if (p->q0_owned.load(std::memory_order_relaxed) || !p->rx_lock.try_lock())
         return 0;
     rte_mbuf *m[burst];
     std::uint16_t n = rte_eth_rx_burst(p->id, 0, m, burst);

@@ -80,6 +80,7 @@ int claim_queue(eth_qp *q)
             }
         if (p->shared_users == 0 && !p->queue_owned[0]) {
             p->queue_owned[0] = 1;
+            p->q0_owned.store(true, std::memory_order_release);
             q->txq = q->rxq = 0;
             q->exclusive = true;
             q->tx_locked = false;
@@ -111,6 +112,8 @@ void release_queue(eth_qp *q)
     port *p = q->p;
     if (q->exclusive) {
         p->queue_owned[q->rxq] = 0;
+        if (q->rxq == 0)
+            p->q0_owned.store(false, std::memory_order_release);
         return;
     }
     if (q->type == vq::qp_type::raw_packet) {

@@ -516,6 +516,54 @@ TEST(Raw, ZeroCopySendsCompleteWhenThePeerReleasesTheBufferAndInOrder)
     EXPECT_EQ(s[1].wr_id, 2u);
 }
 
+TEST(Raw, AQpWithAThreadDomainOwnsTheQueueReceivesEveryFrameAndKeepsOthersOff)
+{
+    // The port's only queue pair goes to the RAW_PACKET QP with a thread
+    // domain: what arrives is its alone (the shared receive path must not
+    // take it), and QPs that need the shared queue are refused meanwhile.
+    ep a(dev1a), b(dev1b, 4u << 20, true);
+    vq::td *td = nullptr;
+    ASSERT_EQ(vq::alloc_td(b.ctx, &td), 0);
+    vq::qp *qb = b.qp(qp_type::raw_packet, vq::OPS_SEND, {64, 256, 1, 1, 0}, td);
+    vq::qp *qa = a.qp(qp_type::raw_packet, vq::OPS_SEND, {256, 64, 1, 1, 0});
+    ASSERT_TRUE(qa && qb);
+    ud_up(qa);
+    ud_up(qb);
+    vq::qp_init_attr ia;
+    ia.type = qp_type::ud;
+    ia.send_cq = ia.recv_cq = b.cq;
+    ia.send_ops_flags = vq::OPS_SEND;
+    ia.cap = {16, 16, 1, 1, 0};
+    vq::qp *ud = nullptr;
+    EXPECT_EQ(vq::create_qp(b.pd, &ia, &ud), -FI_EBUSY) << "the shared queue is owned";
+    constexpr unsigned n = 100;
+    for (unsigned i = 0; i < n; i++)
+        ASSERT_EQ(b.recv(qb, i, i * 2048, 2048), 0);
+    fill(a.buf, n * 64, 8);
+    for (unsigned i = 0; i < n; i++) {
+        std::memset(a.buf + i * 64, 0xff, 6); // broadcast, any source
+        int rc;
+        while ((rc = vq::post_send(qa, i, a.buf + i * 64, 64, a.mr->lkey, 0)) == -FI_EAGAIN)
+            a.pump();
+        ASSERT_EQ(rc, 0);
+    }
+    auto r = wait_wcs(b, n, {&a});
+    ASSERT_EQ(r.size(), n);
+    for (unsigned i = 0; i < n; i++) {
+        EXPECT_EQ(r[i].wr_id, i);
+        EXPECT_EQ(r[i].byte_len, 64u);
+        EXPECT_EQ(std::memcmp(b.buf + i * 2048, a.buf + i * 64, 64), 0) << i;
+    }
+    EXPECT_EQ(counter(dev1b, eth::c_rx_no_raw), 0u) << "frames went to the shared path";
+    ASSERT_EQ(vq::destroy_qp(qb), 0);
+    b.qps.clear();
+    EXPECT_EQ(vq::create_qp(b.pd, &ia, &ud), 0) << "released with the QP";
+    if (ud) {
+        EXPECT_EQ(vq::destroy_qp(ud), 0);
+    }
+    EXPECT_EQ(vq::dealloc_td(td), 0);
+}
+
 TEST(Raw, IpCsumInSoftwareFillsBothChecksumsAndTheReceiverSeesThemValid)
 {
     raw_pair p;
