@@ -63,6 +63,11 @@ TEST(Crc, IcrcOfACnpCapturedFromAConnectX4LxMatches)
     std::uint8_t out[4];
     eth::icrc_store(out, crc);
     EXPECT_EQ(std::memcmp(out, f + sizeof f - 4, 4), 0);
+    // The wire tests' own decoder (bit by bit, test/common/frame_check.h) agrees.
+    roce_frame r = decode_roce(f, sizeof f);
+    EXPECT_TRUE(r.ok && r.icrc_ok && r.ip_csum_ok);
+    EXPECT_EQ(r.opcode, 0x81);
+    EXPECT_EQ(r.hdrs_len, 16u);
 }
 
 /* ---------------- Devices ---------------- */
