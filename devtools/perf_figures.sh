@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # The figures of doc/guides/perf.md in one run on two cores: the peers
-# (cache-line floor, UCX UCT posix AM, UCX UCP tag, libfabric shm: peers.sh),
+# (cache-line floor, UCX UCT posix AM, UCX UCP tag, libfabric shm:
+# devtools/peers.sh),
 # right after them shunt-perf pingpong on the shm provider, the vq shm driver
 # and the floor transport, the raw vq ping-pong bench, then message rate:
 # shunt-perf rate (shm provider, vq) against ucx_perftest -t am_bw over posix.
 #   devtools/perf_figures.sh [CORE_A] [CORE_B]   (after a build in build/)
-# PEERS=path/to/peers.sh overrides where peers.sh is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 a=${1:-0}
 b=${2:-1}
-peers=${PEERS:-/work/shared/bench/peers.sh}
+peers=devtools/peers.sh
 perf=build/app/shunt-perf
 cores="--cores $a,$b"
 

@@ -19,7 +19,8 @@ iters=()
 [ -n "${RUN_ITERS:-}" ] && iters=(-I "$RUN_ITERS")
 plot=$PWD/build/shunt-perf-shm-pingpong.svg
 shunt_log "what this machine offers (build/app/shunt-info -l -D)"
-build/app/shunt-info -l -D
+# On stderr: stdout carries only shunt-perf's results (clean for --json).
+build/app/shunt-info -l -D >&2
 shunt_log "two-process ping-pong over the shm provider: shunt-perf pingpong -p shm -e rdm -S $sizes ${iters[*]}"
 # Iterations: 100000 per size up to 8 KiB, fewer above (shunt-perf's
 # default); --timeout bounds a stuck run.

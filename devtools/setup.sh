@@ -11,6 +11,7 @@ shunt_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libfabric-dev libfabric-bin
   valgrind iproute2 procps util-linux
+  go-md2man man-db dpdk
 )
 
 shunt_log() { printf '== %s\n' "$*" >&2; }
@@ -59,7 +60,17 @@ shunt_build() {
   else
     meson setup "$dir" "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; return 1; }
   fi
-  sed -n '/^Shunt/,$p' "$dir.setup.log" | sed '/^Found ninja/d' >&2
-  ninja -C "$dir" >"$dir.ninja.log" 2>&1 || { tail -n 60 "$dir.ninja.log"; return 1; }
+  # The configure summary: meson indents its section titles ("  Shunt").
+  sed -n '/^ *Shunt$/,$p' "$dir.setup.log" | sed '/^Found ninja/d' >&2
+  # Build progress on stderr: a line each time another tenth of the steps
+  # is done (a first build takes minutes), the full log in $dir.ninja.log.
+  shunt_log "building in $dir (log: $dir.ninja.log)"
+  NINJA_STATUS='[%f/%t] ' ninja -C "$dir" 2>&1 | tee "$dir.ninja.log" | awk '
+    match($0, /^\[[0-9]+\/[0-9]+\]/) {
+      split(substr($0, 2, RLENGTH - 2), n, "/")
+      tenth = int(10 * n[1] / n[2])
+      if (tenth > last) { printf "== build %d%% (%d/%d steps)\n", 10 * tenth, n[1], n[2] > "/dev/stderr"; last = tenth }
+    }'
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { tail -n 60 "$dir.ninja.log" >&2; return 1; }
   grep -E 'warning:' "$dir.ninja.log" | sort -u | head -20 >&2 || true
 }

@@ -1,4 +1,5 @@
 // shunt-info: what this Shunt build and this machine offer.
+#include "doctor.h"
 #include "env/env.h"
 #include "env/errors.h"
 #include "env/topology.h"
@@ -49,6 +50,14 @@ const char usage[] =
     "  -g, --getenv=SUBSTR   the same, only variables whose name contains\n"
     "                        SUBSTR (fi_info -g)\n"
     "\n"
+    "      --doctor          preflight check of this machine for polling:\n"
+    "                        hugepages, isolated/tickless cores, SMT siblings,\n"
+    "                        cpufreq governor, turbo, IRQs on the polling\n"
+    "                        cores, memlock, AF_XDP, stale segments, every\n"
+    "                        SHUNT_* value; each problem with its fix; exit 1\n"
+    "                        if any (polling cores: SHUNT_LCORES or affinity)\n"
+    "      --clean           with --doctor: remove stale shared segments\n"
+    "      --json            with --doctor: one JSON object\n"
     "  -V, --version         print the version and exit\n"
     "  -h, --help            print this help and exit\n"
     "\n"
@@ -115,8 +124,15 @@ void print_env(const std::string &filter)
     for (const env::tunable *t : env::tunables()) {
         if (!filter.empty() && std::string(t->name).find(filter) == std::string::npos)
             continue;
+        std::string mark;
+        if (t->is_set()) {
+            std::string accepted;
+            mark = " [set: " + t->value() + "]";
+            if (t->check(accepted) != 0)
+                mark += " INVALID (accepted: " + accepted + ")";
+        }
         std::printf("%-28s %-8s %-10s %s%s\n", t->name, t->layer, t->defval[0] ? t->defval : "-", t->help,
-                    t->is_set() ? (" [set: " + t->value() + "]").c_str() : "");
+                    mark.c_str());
     }
 }
 
@@ -334,10 +350,12 @@ int main(int argc, char **argv)
         {"ep-type", required_argument, nullptr, 'e'}, {"ep_type", required_argument, nullptr, 'e'},
         {"caps", required_argument, nullptr, 'c'}, {"verbose", no_argument, nullptr, 'v'},
         {"devices", no_argument, nullptr, 'D'},   {"help", no_argument, nullptr, 'h'},
+        {"doctor", no_argument, nullptr, 'X'},    {"clean", no_argument, nullptr, 'C'},
+        {"json", no_argument, nullptr, 'j'},
         {nullptr, 0, nullptr, 0},
     };
     bool topo = false, huge = false, envs = false, list_provs = false, verbose = false, devices = false;
-    bool offers = false;
+    bool offers = false, doctor = false, clean = false, json = false;
     std::string prov, env_filter, bad;
     fabric::ep_type type = fabric::FI_EP_UNSPEC;
     std::uint64_t caps = 0;
@@ -367,6 +385,9 @@ int main(int argc, char **argv)
             break;
         case 'v': verbose = true; offers = true; break;
         case 'D': devices = true; break;
+        case 'X': doctor = true; break;
+        case 'C': clean = true; break;
+        case 'j': json = true; break;
         case 'V': std::printf("shunt-info %s\n", SHUNT_VERSION); return 0;
         case 'h': std::fputs(usage, stdout); return 0;
         case ':':
@@ -380,6 +401,16 @@ int main(int argc, char **argv)
     }
     if (optind < argc) {
         std::fprintf(stderr, "shunt-info: unexpected argument '%s'\nTry 'shunt-info --help'.\n", argv[optind]);
+        return 2;
+    }
+    if (clean && !doctor) {
+        std::fprintf(stderr, "shunt-info: --clean goes with --doctor\nTry 'shunt-info --help'.\n");
+        return 2;
+    }
+    if (doctor)
+        return info::run_doctor(json, clean);
+    if (json) {
+        std::fprintf(stderr, "shunt-info: --json is implemented for --doctor only\n");
         return 2;
     }
     int rc = 0;

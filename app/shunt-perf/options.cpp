@@ -2,10 +2,12 @@
 
 #include "env/env.h"
 #include "env/errors.h"
+#include "shunt_config.h"
 #include "transport.h"
 
 #include <getopt.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -80,6 +82,7 @@ const char usage_text[] =
     "      --csv             CSV with a header line\n"
     "      --plot FILE.svg   draw the latency distribution (one size) or the\n"
     "                        sweep (several sizes) as an SVG picture\n"
+    "  -V, --version         print the version and exit\n"
     "  -h, --help            print this help and exit\n"
     "\n"
     "Latency percentiles p50 p90 p99 p99.9 p99.99 max are exact (nearest rank\n"
@@ -305,6 +308,7 @@ int parse_command_line(int argc, char **argv, options &o)
         {"port", required_argument, nullptr, 'P'},     {"json", no_argument, nullptr, 'j'},
         {"csv", no_argument, nullptr, OPT_CSV},        {"plot", required_argument, nullptr, OPT_PLOT},
         {"verify", no_argument, nullptr, OPT_VERIFY}, {"help", no_argument, nullptr, 'h'},
+        {"version", no_argument, nullptr, 'V'},
         // Hidden: the locally spawned responder.
         {"role", required_argument, nullptr, OPT_ROLE}, {"oob-fd", required_argument, nullptr, OPT_OOB_FD},
         {nullptr, 0, nullptr, 0},
@@ -314,7 +318,7 @@ int parse_command_line(int argc, char **argv, options &o)
     std::uint64_t n;
     int ch, rc;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":p:e:S:I:w:W:c:sP:jh", longopts, nullptr)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":p:e:S:I:w:W:c:sP:jhV", longopts, nullptr)) != -1) {
         switch (ch) {
         case 'p': provider = optarg; break;
         case 'e':
@@ -377,6 +381,7 @@ int parse_command_line(int argc, char **argv, options &o)
             o.plot = optarg;
             break;
         case 'h': want_help = true; break;
+        case 'V': std::printf("shunt-perf (Shunt) %s\n", SHUNT_VERSION); return 0;
         case OPT_VERIFY: o.verify = true; break;
         case OPT_ROLE:
             if (std::strcmp(optarg, "responder") != 0)
@@ -396,6 +401,17 @@ int parse_command_line(int argc, char **argv, options &o)
         std::fputs(usage_text, stdout);
         print_transports(stdout);
         return 0;
+    }
+    // An unwritable --plot fails now, not after the whole run.
+    if (!o.plot.empty()) {
+        struct stat st {};
+        bool existed = ::stat(o.plot.c_str(), &st) == 0;
+        FILE *f = std::fopen(o.plot.c_str(), "a");
+        if (!f)
+            return usage_error("cannot write the plot file '%s'", o.plot);
+        std::fclose(f);
+        if (!existed)
+            ::unlink(o.plot.c_str());
     }
     if (o.who == role::responder) {
         if (o.oob_fd < 0 || optind != argc)

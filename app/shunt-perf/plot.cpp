@@ -144,6 +144,9 @@ void frame(svg &g, const std::string &title, const std::string &subtitle, const 
     std::snprintf(rot, sizeof rot, " transform=\"rotate(-90 %.1f %.1f)\"", 24.0, T + PH / 2);
     g.text(24, T + PH / 2, ylabel, "middle", 14, rot);
     g.rect(L, T, PW, PH, "none", "#333");
+    const machine_info &m = machine();
+    g.text(W - 8, H - 6, m.host + " · " + m.cpu_model + " · Linux " + m.kernel + " · Shunt " + m.shunt_version + " · " +
+                             m.date, "end", 10, " fill=\"#666\"");
 }
 
 /** Log10 axis on the left from lo to hi (powers of ten). Returns y(v). */

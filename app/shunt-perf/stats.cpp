@@ -1,5 +1,13 @@
 #include "stats.h"
 
+#include "shunt_config.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <fstream>
+
 #include "env/tsc.h"
 
 #include <algorithm>
@@ -102,6 +110,61 @@ void print_table_row(FILE *f, const run_info &, const size_result &r)
     std::fflush(f);
 }
 
+const machine_info &machine()
+{
+    static const machine_info m = [] {
+        machine_info x;
+        char h[256] = {};
+        if (gethostname(h, sizeof h - 1) == 0)
+            x.host = h;
+        std::ifstream ci("/proc/cpuinfo");
+        std::string line;
+        while (std::getline(ci, line))
+            if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+                x.cpu_model = line.substr(line.find(':') + 1);
+                x.cpu_model.erase(0, x.cpu_model.find_first_not_of(" \t"));
+                break;
+            }
+        utsname u{};
+        if (uname(&u) == 0)
+            x.kernel = u.release;
+        x.shunt_version = SHUNT_VERSION;
+        char d[32];
+        std::time_t t = std::time(nullptr);
+        std::tm tm{};
+        gmtime_r(&t, &tm);
+        std::strftime(d, sizeof d, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        x.date = d;
+        return x;
+    }();
+    return m;
+}
+
+namespace {
+// JSON string content: quotes, backslashes and control bytes escaped.
+std::string esc(const std::string &s)
+{
+    std::string o;
+    for (char c : s) {
+        if (c == '"' || c == '\\')
+            o += '\\';
+        if (static_cast<unsigned char>(c) >= 0x20)
+            o += c;
+    }
+    return o;
+}
+// CSV field: quoted when it holds a comma or a quote.
+std::string csv_field(const std::string &s)
+{
+    if (s.find_first_of(",\"") == std::string::npos)
+        return s;
+    std::string o = "\"";
+    for (char c : s)
+        o += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return o + "\"";
+}
+} // namespace
+
 void print_json(FILE *f, const run_info &info, const size_result &r)
 {
     const test_config &c = info.cfg;
@@ -128,15 +191,20 @@ void print_json(FILE *f, const run_info &info, const size_result &r)
     } else {
         std::fputs("\"one_way_ns\":null,", f);
     }
-    std::fprintf(f, "\"bandwidth_MBps\":%.3f,\"msg_rate_Mmps\":%.6f,\"verified\":%s}\n", r.bandwidth_mbps,
+    const machine_info &m = machine();
+    std::fprintf(f, "\"bandwidth_MBps\":%.3f,\"msg_rate_Mmps\":%.6f,\"verified\":%s,", r.bandwidth_mbps,
                  r.msg_rate_mmps, r.verified ? "true" : "false");
+    std::fprintf(f, "\"host\":\"%s\",\"cpu_model\":\"%s\",\"kernel\":\"%s\",\"shunt_version\":\"%s\",\"date\":\"%s\"}\n",
+                 esc(m.host).c_str(), esc(m.cpu_model).c_str(), esc(m.kernel).c_str(), esc(m.shunt_version).c_str(),
+                 esc(m.date).c_str());
     std::fflush(f);
 }
 
 void print_csv_header(FILE *f)
 {
     std::fputs("test,level,provider,ep_type,qp_type,op,size,iterations,warmup,window,elapsed_ns,"
-               "min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,bandwidth_MBps,msg_rate_Mmps,verified\n",
+               "min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,bandwidth_MBps,msg_rate_Mmps,verified,"
+               "host,cpu_model,kernel,shunt_version,date\n",
                f);
 }
 
@@ -152,7 +220,10 @@ void print_csv_row(FILE *f, const run_info &info, const size_result &r)
                      r.one_way.p90, r.one_way.p99, r.one_way.p999, r.one_way.p9999, r.one_way.max);
     else
         std::fputs(",,,,,,,,", f);
-    std::fprintf(f, "%.3f,%.6f,%d\n", r.bandwidth_mbps, r.msg_rate_mmps, r.verified ? 1 : 0);
+    const machine_info &m = machine();
+    std::fprintf(f, "%.3f,%.6f,%d,%s,%s,%s,%s,%s\n", r.bandwidth_mbps, r.msg_rate_mmps, r.verified ? 1 : 0,
+                 csv_field(m.host).c_str(), csv_field(m.cpu_model).c_str(), csv_field(m.kernel).c_str(),
+                 csv_field(m.shunt_version).c_str(), csv_field(m.date).c_str());
     std::fflush(f);
 }
 

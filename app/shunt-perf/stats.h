@@ -48,6 +48,13 @@ struct run_info {
     double tsc_ghz = 0;
 };
 
+/** Where and when the figures were taken, for JSON, CSV and plots. */
+struct machine_info {
+    std::string host, cpu_model, kernel, shunt_version, date; ///< date: UTC, ISO 8601, at the first call
+};
+/** Read once per process (hostname, /proc/cpuinfo, uname, the build). */
+const machine_info &machine();
+
 void print_table_header(FILE *f, const run_info &info);
 void print_table_row(FILE *f, const run_info &info, const size_result &r);
 void print_json(FILE *f, const run_info &info, const size_result &r);

@@ -3,7 +3,7 @@
  * of 64-byte slots per direction; a slot carries its own sequence word, the
  * length and up to 48 bytes of payload in the same cache line, so a small
  * message costs exactly one line transfer each way: the same thing as
- * ../shared/bench/cacheline_pingpong.cpp, but between processes and through
+ * devtools/cacheline_pingpong.cpp, but between processes and through
  * the same timed loops as every other transport. Larger payloads are copied
  * through a per-direction data area. No Shunt layer is involved: anything a
  * Shunt transport measures above this is the cost of that layer.

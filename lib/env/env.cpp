@@ -35,10 +35,16 @@ namespace {
 SHUNT_TUNABLE(lcores_tunable, "SHUNT_LCORES", list, "",
               "CPUs that Shunt's polling lcores may use, e.g. 0-3,6 (default: the process's affinity mask)",
               "env");
-SHUNT_TUNABLE(huge_tunable, "SHUNT_HUGEPAGES", string, "auto",
+SHUNT_TUNABLE_CHOICES(huge_tunable, "SHUNT_HUGEPAGES", "auto|required|off|require|on|no|none", "auto",
               "Hugepage policy: auto (use when reserved), required (fail without), off", "env");
-SHUNT_TUNABLE(memory_tunable, "SHUNT_MEMORY_MB", integer, "0",
-              "EAL heap size in MiB (0: on demand with hugepages, 256 without)", "env");
+int check_memory_mb(const std::string &v, std::string &accepted)
+{
+    accepted = "0, or 16 and above";
+    long long mb = std::strtoll(v.c_str(), nullptr, 0);
+    return mb == 0 || mb >= 16 ? 0 : -FI_EINVAL;
+}
+SHUNT_TUNABLE_CHECKED(memory_tunable, "SHUNT_MEMORY_MB", integer, "0",
+                      "EAL heap size in MiB (0: on demand with hugepages, 256 without)", "env", check_memory_mb);
 SHUNT_TUNABLE(eal_args_tunable, "SHUNT_EAL_ARGS", string, "",
               "Extra DPDK EAL arguments, space separated, appended after Shunt's own", "env");
 
@@ -227,9 +233,17 @@ int init(const options &given)
         o.log_level = std::getenv("SHUNT_LOG_LEVEL");
     if (!o.log_level.empty() && log::set_levels(o.log_level) != 0) {
         char m[256];
-        std::snprintf(m, sizeof m, "bad log level '%s' (use error|warning|notice|info|debug|none, "
-                                   "or component:level pairs)", o.log_level.c_str());
+        std::snprintf(m, sizeof m, "bad log level%s '%s' (accepted: error|warning|notice|info|debug|none, "
+                                   "or component:level pairs)", given.log_level.empty() ? " SHUNT_LOG_LEVEL" : "",
+                      o.log_level.c_str());
         return fail(-FI_EINVAL, m);
+    }
+    // Every SHUNT_* the environment sets, of every layer loaded, is checked
+    // here: init() is the first use of any layer (ensure_init()).
+    {
+        std::string why;
+        if (int rc = check_tunables(why))
+            return fail(rc, why.c_str());
     }
     if (!o.hugepages_set && parse_policy(huge_tunable.value(), o.hugepages) != 0) {
         char m[256];
@@ -259,7 +273,9 @@ int init(const options &given)
     if (o.memory_mb == 0 && memory_tunable.is_set()) {
         std::int64_t mb;
         if (memory_tunable.as_int(mb) != 0 || mb < 0)
-            return fail(-FI_EINVAL, "SHUNT_MEMORY_MB is not a non-negative integer");
+            return fail(-FI_EINVAL, "SHUNT_MEMORY_MB is not a non-negative integer (accepted: 0, or 16 and above)");
+        if (mb != 0 && mb < 16)
+            return fail(-FI_EINVAL, "SHUNT_MEMORY_MB below the 16 MiB minimum (accepted: 0, or 16 and above)");
         o.memory_mb = static_cast<std::size_t>(mb);
     }
     struct sysinfo si;
@@ -339,8 +355,12 @@ int init(const options &given)
     std::vector<std::string> copy = a;
     int rc = rte_eal_init(static_cast<int>(a.size()), argv.data());
     if (rc < 0) {
-        char m[256];
+        char m[512];
         std::snprintf(m, sizeof m, "rte_eal_init failed: %s", rte_strerror(rte_errno));
+        if (!o.eal_args.empty() && rte_errno != EALREADY)
+            std::snprintf(m + std::strlen(m), sizeof m - std::strlen(m),
+                          " (check the extra arguments of SHUNT_EAL_ARGS / options::eal_args: accepted are "
+                          "DPDK EAL options, see dpdk-testpmd --help)");
         return fail(rte_errno == EALREADY ? -FI_EOPBADSTATE : -FI_EIO, m);
     }
     // The per-process runtime directory is only needed by the EAL during init.

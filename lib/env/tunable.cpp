@@ -1,5 +1,6 @@
 #include "env/tunable.h"
 
+#include "env/env.h"
 #include "env/errors.h"
 
 #include <algorithm>
@@ -65,6 +66,59 @@ int tunable::as_bool(bool &out) const
         return 0;
     }
     return -FI_EINVAL;
+}
+
+int tunable::check(std::string &accepted) const
+{
+    std::int64_t i;
+    bool b;
+    switch (type) {
+    case tunable_type::integer:
+        accepted = "an integer";
+        if (int rc = as_int(i))
+            return rc;
+        return validate ? validate(value(), accepted) : 0;
+    case tunable_type::boolean:
+        accepted = "1/0, yes/no, true/false, on/off";
+        return as_bool(b);
+    case tunable_type::list: {
+        std::vector<unsigned> cpus;
+        const std::string v = value();
+        accepted = "a CPU list such as 0-3,6 within this process's affinity (" +
+                   format_cpu_list(affinity_cpus()) + ")";
+        return v.empty() ? 0 : parse_cpu_list(v, cpus);
+    }
+    case tunable_type::string:
+        break;
+    }
+    if (!choices)
+        return 0;
+    accepted = choices;
+    const std::string v = value();
+    std::string c = choices;
+    for (std::size_t i0 = 0; i0 <= c.size();) {
+        std::size_t j = c.find('|', i0);
+        if (j == std::string::npos)
+            j = c.size();
+        if (c.compare(i0, j - i0, v) == 0 && j - i0 == v.size())
+            return 0;
+        i0 = j + 1;
+    }
+    return -FI_EINVAL;
+}
+
+int check_tunables(std::string &why)
+{
+    for (const tunable *t : tunables()) {
+        std::string accepted;
+        if (!t->is_set())
+            continue;
+        if (int rc = t->check(accepted)) {
+            why = std::string(t->name) + "='" + t->value() + "' is not valid (accepted: " + accepted + ")";
+            return rc;
+        }
+    }
+    return 0;
 }
 
 std::vector<const tunable *> tunables()

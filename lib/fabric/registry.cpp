@@ -13,8 +13,10 @@
 #include <sys/stat.h>
 #include <vector>
 
+#include "env/env.h"
 #include "env/errors.h"
 #include "env/log.h"
+#include "env/plugin.h"
 #include "env/tunable.h"
 #include "fabric/detail/builtin.h"
 #include "fabric/detail/live.h"
@@ -29,6 +31,13 @@ SHUNT_LOG_COMPONENT(fabric_log, "fabric");
 SHUNT_TUNABLE(provider_tunable, "SHUNT_PROVIDER", string, "",
               "Providers to use (\"shm,mlx5;rxm\") or to exclude (\"^shm\"), as libfabric's FI_PROVIDER",
               "fabric");
+// Read by libshunt-fi.so (lib/ofi), declared here too so that every program
+// linking the fabric layer lists and checks it (the table keeps one entry
+// per name).
+namespace {
+SHUNT_TUNABLE(ofi_layering_listed, "SHUNT_OFI_LAYERING", boolean, "0",
+              "let libfabric's utility providers (ofi_rxm, ofi_rxd) stack on the shunt provider", "ofi");
+} // namespace
 SHUNT_TUNABLE(provider_path_tunable, "SHUNT_PROVIDER_PATH", string, "",
               "Colon-separated directories (or .so files) to load external providers from", "fabric");
 
@@ -321,6 +330,27 @@ void drain_pending(registry &r)
     }
 }
 
+// An installed Shunt keeps its providers in the plugin directory
+// (env/plugin.h): each libshunt_prov_<name>.so defines
+// shunt_fabric_provider_<name>, the record the built-in list names. A
+// provider also linked into the program is the same record, kept once.
+// Caller holds r.mu.
+void load_installed(registry &r)
+{
+    for (const env::plugin &p : env::open_plugins("shunt_prov_")) {
+        const std::string sym = "shunt_fabric_provider_" + p.name;
+        auto *prov = static_cast<const provider *>(::dlsym(p.handle, sym.c_str()));
+        if (!prov) {
+            reject(r, p.path, "defines no " + sym, nullptr);
+            continue;
+        }
+        if (is_entry(r, prov))
+            continue;
+        if (add_locked(r, prov, nullptr, "builtin") == -FI_EINVAL)
+            reject(r, p.path, "malformed provider record (size, name or entry points)", nullptr);
+    }
+}
+
 // Caller holds r.mu.
 void ensure_loaded(registry &r)
 {
@@ -330,6 +360,7 @@ void ensure_loaded(registry &r)
     }
     r.loaded = true;
     drain_pending(r);
+    load_installed(r);
     load_path(r, provider_path_tunable.value());
     drain_pending(r);
     r.filter = provider_tunable.value();
@@ -533,6 +564,10 @@ void rescan_providers()
 int getinfo(std::uint32_t version, const char *node, const char *service, std::uint64_t flags, const info *hints,
             info **out)
 {
+    // The first use of the layer initialises the environment (env.h); a bad
+    // SHUNT_* value fails here, with the variable named in the log.
+    if (int rc = env::ensure_init())
+        return rc;
     if (!out)
         return -FI_EINVAL;
     if (version > FI_API_VERSION || FI_MAJOR(version) < 1)
@@ -607,6 +642,8 @@ int getinfo(std::uint32_t version, const char *node, const char *service, std::u
 
 int fabric_open(fabric_attr *attr, fid_fabric **fabric, void *context)
 {
+    if (int rc = env::ensure_init())
+        return rc;
     if (!attr || !fabric || !attr->prov_name)
         return -FI_EINVAL;
     registry &r = reg();

@@ -1,7 +1,8 @@
 // Objects opened from a domain: CQs, counters, AVs, memory regions (and the
-// domain's own ops). CQ and counter reads are on the data path: they forward
-// the application's buffer to Shunt untouched (same entry layouts, see abi.cpp).
-#include "ofi/shim.h"
+// domain's own ops). CQ and counter reads are on the data path: fwd<> slots
+// (fwd.h) that forward the application's buffer to Shunt untouched (same
+// entry layouts, see abi.cpp).
+#include "ofi/fwd.h"
 
 #include <new>
 
@@ -11,45 +12,7 @@ namespace {
 
 inline domain_w *dw(::fid_domain *d) { return reinterpret_cast<domain_w *>(d); }
 
-template <class W>
-int finish_wrap(W *w, sf::fid *sh)
-{
-    int rc = reg_wrapper(sh, &w->lf.fid);
-    if (rc) {
-        (void)sf::close(sh);
-        delete w;
-    }
-    return rc;
-}
-
 // ---- completion queues ----
-
-inline sf::fid_cq *sh_cq(::fid_cq *cq) { return reinterpret_cast<cq_w *>(cq)->sh; }
-
-ssize_t cq_read(::fid_cq *cq, void *buf, std::size_t count)
-{
-    sf::fid_cq *s = sh_cq(cq);
-    return s->ops->read(s, buf, count);
-}
-
-ssize_t cq_readfrom(::fid_cq *cq, void *buf, std::size_t count, ::fi_addr_t *src_addr)
-{
-    sf::fid_cq *s = sh_cq(cq);
-    return s->ops->readfrom(s, buf, count, src_addr);
-}
-
-ssize_t cq_sread(::fid_cq *cq, void *buf, std::size_t count, const void *cond, int timeout)
-{
-    sf::fid_cq *s = sh_cq(cq);
-    return s->ops->sread(s, buf, count, cond, timeout);
-}
-
-ssize_t cq_sreadfrom(::fid_cq *cq, void *buf, std::size_t count, ::fi_addr_t *src_addr, const void *cond,
-                     int timeout)
-{
-    sf::fid_cq *s = sh_cq(cq);
-    return s->ops->sreadfrom(s, buf, count, src_addr, cond, timeout);
-}
 
 // The 1.17 error entry is shorter than Shunt's (no src_addr): read into a
 // Shunt entry and copy the common fields. Error path only.
@@ -81,63 +44,39 @@ ssize_t cq_readerr(::fid_cq *cq, ::fi_cq_err_entry *buf, std::uint64_t flags)
     return n;
 }
 
-int cq_signal(::fid_cq *cq) { return sf::cq_signal(sh_cq(cq)); }
+int cq_signal(::fid_cq *cq) { return sf::cq_signal(shunt_of(cq)); }
 
 const char *cq_strerror(::fid_cq *cq, int prov_errno, const void *err_data, char *buf, std::size_t len)
 {
-    return sf::cq_strerror(sh_cq(cq), prov_errno, err_data, buf, len);
+    return sf::cq_strerror(shunt_of(cq), prov_errno, err_data, buf, len);
 }
 
 int cq_close(::fid *f) { return close_wrapper<cq_w>(f); }
 
-::fi_ops_cq g_cq_ops = {
-    sizeof(::fi_ops_cq), cq_read, cq_readfrom, cq_readerr, cq_sread, cq_sreadfrom, cq_signal, cq_strerror,
+constinit ::fi_ops_cq g_cq_ops = {
+    .size = sizeof(::fi_ops_cq),
+    .read = fwd<&sf::fid_cq::ops, &sf::ops_cq::read>,
+    .readfrom = fwd<&sf::fid_cq::ops, &sf::ops_cq::readfrom>,
+    .readerr = cq_readerr,
+    .sread = fwd<&sf::fid_cq::ops, &sf::ops_cq::sread>,
+    .sreadfrom = fwd<&sf::fid_cq::ops, &sf::ops_cq::sreadfrom>,
+    .signal = cq_signal,
+    .strerror = cq_strerror,
 };
 
 // ---- counters ----
 
-inline sf::fid_cntr *sh_cntr(::fid_cntr *c) { return reinterpret_cast<cntr_w *>(c)->sh; }
-
-std::uint64_t cntr_read(::fid_cntr *c)
-{
-    sf::fid_cntr *s = sh_cntr(c);
-    return s->ops->read(s);
-}
-std::uint64_t cntr_readerr(::fid_cntr *c)
-{
-    sf::fid_cntr *s = sh_cntr(c);
-    return s->ops->readerr(s);
-}
-int cntr_add(::fid_cntr *c, std::uint64_t v)
-{
-    sf::fid_cntr *s = sh_cntr(c);
-    return s->ops->add(s, v);
-}
-int cntr_set(::fid_cntr *c, std::uint64_t v)
-{
-    sf::fid_cntr *s = sh_cntr(c);
-    return s->ops->set(s, v);
-}
-int cntr_wait(::fid_cntr *c, std::uint64_t threshold, int timeout)
-{
-    sf::fid_cntr *s = sh_cntr(c);
-    return s->ops->wait(s, threshold, timeout);
-}
-int cntr_adderr(::fid_cntr *c, std::uint64_t v)
-{
-    sf::fid_cntr *s = sh_cntr(c);
-    return s->ops->adderr(s, v);
-}
-int cntr_seterr(::fid_cntr *c, std::uint64_t v)
-{
-    sf::fid_cntr *s = sh_cntr(c);
-    return s->ops->seterr(s, v);
-}
-
 int cntr_close(::fid *f) { return close_wrapper<cntr_w>(f); }
 
-::fi_ops_cntr g_cntr_ops = {
-    sizeof(::fi_ops_cntr), cntr_read, cntr_readerr, cntr_add, cntr_set, cntr_wait, cntr_adderr, cntr_seterr,
+constinit ::fi_ops_cntr g_cntr_ops = {
+    .size = sizeof(::fi_ops_cntr),
+    .read = fwd<&sf::fid_cntr::ops, &sf::ops_cntr::read>,
+    .readerr = fwd<&sf::fid_cntr::ops, &sf::ops_cntr::readerr>,
+    .add = fwd<&sf::fid_cntr::ops, &sf::ops_cntr::add>,
+    .set = fwd<&sf::fid_cntr::ops, &sf::ops_cntr::set>,
+    .wait = fwd<&sf::fid_cntr::ops, &sf::ops_cntr::wait>,
+    .adderr = fwd<&sf::fid_cntr::ops, &sf::ops_cntr::adderr>,
+    .seterr = fwd<&sf::fid_cntr::ops, &sf::ops_cntr::seterr>,
 };
 
 // ---- address vectors ----
@@ -222,22 +161,24 @@ int wrap_mr(sf::fid_mr *sh, void *context, ::fid_mr **mr)
     w->lf.fid.context = context;
     w->lf.fid.ops = &g_mr_fi_ops;
     mr_refresh(w);
-    int rc = finish_wrap(w, &sh->fid);
-    if (rc)
-        return rc;
-    *mr = &w->lf;
-    return 0;
+    return publish(w, mr);
 }
 
 // fi_mr_reg and friends take the domain's fid (or an endpoint's, FI_MR_ENDPOINT
-// providers in 2.x); Shunt's ops_mr takes the Shunt fid the same way.
+// providers in 2.x); Shunt's ops_mr takes the Shunt fid the same way. The
+// Shunt domain behind @p f, or null when @p f is not one of our domains.
+sf::fid_domain *mr_domain(::fid *f)
+{
+    sf::fid *s = to_shunt(f);
+    return s && s->fclass == FI_CLASS_DOMAIN ? reinterpret_cast<sf::fid_domain *>(s) : nullptr;
+}
+
 int mr_reg(::fid *f, const void *buf, std::size_t len, std::uint64_t access, std::uint64_t offset,
            std::uint64_t requested_key, std::uint64_t flags, ::fid_mr **mr, void *context)
 {
-    sf::fid *s = to_shunt(f);
-    if (!s || !mr || s->fclass != FI_CLASS_DOMAIN)
+    sf::fid_domain *d = mr_domain(f);
+    if (!d || !mr)
         return -FI_EINVAL;
-    auto *d = reinterpret_cast<sf::fid_domain *>(s);
     sf::fid_mr *sh = nullptr;
     int rc = sf::mr_reg(d, buf, len, access, offset, requested_key, flags, &sh, context);
     if (rc)
@@ -248,10 +189,9 @@ int mr_reg(::fid *f, const void *buf, std::size_t len, std::uint64_t access, std
 int mr_regv(::fid *f, const ::iovec *iov, std::size_t count, std::uint64_t access, std::uint64_t offset,
             std::uint64_t requested_key, std::uint64_t flags, ::fid_mr **mr, void *context)
 {
-    sf::fid *s = to_shunt(f);
-    if (!s || !mr || s->fclass != FI_CLASS_DOMAIN)
+    sf::fid_domain *d = mr_domain(f);
+    if (!d || !mr)
         return -FI_EINVAL;
-    auto *d = reinterpret_cast<sf::fid_domain *>(s);
     sf::fid_mr *sh = nullptr;
     int rc = sf::mr_regv(d, iov, count, access, offset, requested_key, flags, &sh, context);
     if (rc)
@@ -261,10 +201,9 @@ int mr_regv(::fid *f, const ::iovec *iov, std::size_t count, std::uint64_t acces
 
 int mr_regattr(::fid *f, const ::fi_mr_attr *attr, std::uint64_t flags, ::fid_mr **mr)
 {
-    sf::fid *s = to_shunt(f);
-    if (!s || !attr || !mr || s->fclass != FI_CLASS_DOMAIN)
+    sf::fid_domain *d = mr_domain(f);
+    if (!d || !attr || !mr)
         return -FI_EINVAL;
-    auto *d = reinterpret_cast<sf::fid_domain *>(s);
     sf::mr_attr sa;
     sa.mr_iov = attr->mr_iov;
     sa.iov_count = attr->iov_count;
@@ -332,23 +271,10 @@ int cq_open(::fid_domain *domain, ::fi_cq_attr *attr, ::fid_cq **cq, void *conte
     sa.wait_obj = static_cast<sf::wait_obj>(attr->wait_obj);
     sa.signaling_vector = attr->signaling_vector;
     sa.wait_cond = static_cast<sf::cq_wait_cond>(attr->wait_cond);
-    auto *w = new (std::nothrow) cq_w{};
-    if (!w)
-        return -FI_ENOMEM;
-    int rc = sf::cq_open(dw(domain)->sh, &sa, &w->sh, context);
-    if (rc) {
-        delete w;
-        return rc;
-    }
-    w->api_version = dw(domain)->api_version;
-    w->lf.fid.fclass = FI_CLASS_CQ;
-    w->lf.fid.context = context;
-    w->lf.fid.ops = &g_cq_fi_ops;
-    w->lf.ops = &g_cq_ops;
-    if ((rc = finish_wrap(w, &w->sh->fid)))
-        return rc;
-    *cq = &w->lf;
-    return 0;
+    return open_wrapped<cq_w>(cq, context, FI_CLASS_CQ, &g_cq_fi_ops, &g_cq_ops, [&](cq_w *w) {
+        w->api_version = dw(domain)->api_version;
+        return sf::cq_open(dw(domain)->sh, &sa, &w->sh, context);
+    });
 }
 
 int cntr_open(::fid_domain *domain, ::fi_cntr_attr *attr, ::fid_cntr **cntr, void *context)
@@ -363,22 +289,8 @@ int cntr_open(::fid_domain *domain, ::fi_cntr_attr *attr, ::fid_cntr **cntr, voi
         sa.wait_obj = static_cast<sf::wait_obj>(attr->wait_obj);
         sa.flags = attr->flags;
     }
-    auto *w = new (std::nothrow) cntr_w{};
-    if (!w)
-        return -FI_ENOMEM;
-    int rc = sf::cntr_open(dw(domain)->sh, &sa, &w->sh, context);
-    if (rc) {
-        delete w;
-        return rc;
-    }
-    w->lf.fid.fclass = FI_CLASS_CNTR;
-    w->lf.fid.context = context;
-    w->lf.fid.ops = &g_cntr_fi_ops;
-    w->lf.ops = &g_cntr_ops;
-    if ((rc = finish_wrap(w, &w->sh->fid)))
-        return rc;
-    *cntr = &w->lf;
-    return 0;
+    return open_wrapped<cntr_w>(cntr, context, FI_CLASS_CNTR, &g_cntr_fi_ops, &g_cntr_ops,
+                                [&](cntr_w *w) { return sf::cntr_open(dw(domain)->sh, &sa, &w->sh, context); });
 }
 
 int av_open(::fid_domain *domain, ::fi_av_attr *attr, ::fid_av **av, void *context)
@@ -393,22 +305,8 @@ int av_open(::fid_domain *domain, ::fi_av_attr *attr, ::fid_av **av, void *conte
     sa.name = attr->name;
     sa.map_addr = attr->map_addr;
     sa.flags = attr->flags;
-    auto *w = new (std::nothrow) av_w{};
-    if (!w)
-        return -FI_ENOMEM;
-    int rc = sf::av_open(dw(domain)->sh, &sa, &w->sh, context);
-    if (rc) {
-        delete w;
-        return rc;
-    }
-    w->lf.fid.fclass = FI_CLASS_AV;
-    w->lf.fid.context = context;
-    w->lf.fid.ops = &g_av_fi_ops;
-    w->lf.ops = &g_av_ops;
-    if ((rc = finish_wrap(w, &w->sh->fid)))
-        return rc;
-    *av = &w->lf;
-    return 0;
+    return open_wrapped<av_w>(av, context, FI_CLASS_AV, &g_av_fi_ops, &g_av_ops,
+                              [&](av_w *w) { return sf::av_open(dw(domain)->sh, &sa, &w->sh, context); });
 }
 
 } // namespace shunt::ofi

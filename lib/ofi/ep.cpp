@@ -1,7 +1,7 @@
 // Endpoints (active, scalable, contexts, shared contexts, passive): opening,
 // binding, control, options and connection management. The data-transfer
 // ops tables are in ep_data.cpp.
-#include "ofi/shim.h"
+#include "ofi/fwd.h"
 
 #include <new>
 
@@ -41,12 +41,10 @@ int ep_control(::fid *f, int command, void *arg)
         return rc;
     }
     ep_wrap(nw, reinterpret_cast<sf::fid_ep *>(sh_alias), w->lf.fid.context, w->api_version);
-    if ((rc = reg_wrapper(sh_alias, &nw->lf.fid))) {
-        (void)sf::close(sh_alias);
-        delete nw;
+    ::fid_ep *alias = nullptr;
+    if ((rc = publish(nw, &alias)))
         return rc;
-    }
-    *a->fid = &nw->lf.fid;
+    *a->fid = &alias->fid;
     return 0;
 }
 
@@ -111,13 +109,7 @@ int ep_ctx(::fid_ep *sep, int index, void *attr, ::fid_ep **ctx_ep, void *contex
         return rc;
     }
     ep_wrap(nw, sh, context, w->api_version);
-    if ((rc = reg_wrapper(&sh->fid, &nw->lf.fid))) {
-        (void)sf::close(&sh->fid);
-        delete nw;
-        return rc;
-    }
-    *ctx_ep = &nw->lf;
-    return 0;
+    return publish(nw, ctx_ep);
 }
 
 int ep_tx_ctx(::fid_ep *sep, int index, ::fi_tx_attr *attr, ::fid_ep **tx_ep, void *context)
@@ -130,20 +122,16 @@ int ep_rx_ctx(::fid_ep *sep, int index, ::fi_rx_attr *attr, ::fid_ep **rx_ep, vo
     return ep_ctx<false>(sep, index, attr, rx_ep, context);
 }
 
-ssize_t ep_rx_size_left(::fid_ep *ep)
-{
-    sf::fid_ep *s = ew(ep)->sh;
-    return s->ops->rx_size_left(s); // deprecated in the spec; forwarded as is
-}
-
-ssize_t ep_tx_size_left(::fid_ep *ep)
-{
-    sf::fid_ep *s = ew(ep)->sh;
-    return s->ops->tx_size_left(s);
-}
-
-::fi_ops_ep g_ep_ops = {
-    sizeof(::fi_ops_ep), ep_cancel, ep_getopt, ep_setopt, ep_tx_ctx, ep_rx_ctx, ep_rx_size_left, ep_tx_size_left,
+// fi_rx_size_left / fi_tx_size_left are deprecated in the spec; forwarded as they are.
+constinit ::fi_ops_ep g_ep_ops = {
+    .size = sizeof(::fi_ops_ep),
+    .cancel = ep_cancel,
+    .getopt = ep_getopt,
+    .setopt = ep_setopt,
+    .tx_ctx = ep_tx_ctx,
+    .rx_ctx = ep_rx_ctx,
+    .rx_size_left = fwd<&sf::fid_ep::ops, &sf::ops_ep::rx_size_left>,
+    .tx_size_left = fwd<&sf::fid_ep::ops, &sf::ops_ep::tx_size_left>,
 };
 
 // ---- connection management ----
@@ -233,14 +221,34 @@ ssize_t no_size_left(::fid_ep *) { return -FI_ENOSYS; }
 int wrap_new_ep(domain_w *d, sf::fid_ep *sh, ep_w *w, void *context, ::fid_ep **ep)
 {
     ep_wrap(w, sh, context, d->api_version);
-    int rc = reg_wrapper(&sh->fid, &w->lf.fid);
+    return publish(w, ep);
+}
+
+// fi_endpoint, fi_endpoint2 and fi_scalable_ep differ only in the Shunt call:
+// @p open(shunt domain, shunt info, &shunt endpoint) opens the endpoint.
+template <class Open>
+int open_ep(::fid_domain *domain, ::fi_info *info, ::fid_ep **ep, void *context, Open open)
+{
+    if (!domain || !info || !ep)
+        return -FI_EINVAL;
+    domain_w *d = dw(domain);
+    sf::info *si = nullptr;
+    int rc = info_to_shunt_for(d->fab, info, d->api_version, &si);
+    if (rc)
+        return rc;
+    auto *w = new (std::nothrow) ep_w{};
+    if (!w) {
+        sf::freeinfo(si);
+        return -FI_ENOMEM;
+    }
+    sf::fid_ep *sh = nullptr;
+    rc = open(d->sh, si, &sh);
+    sf::freeinfo(si);
     if (rc) {
-        (void)sf::close(&sh->fid);
         delete w;
         return rc;
     }
-    *ep = &w->lf;
-    return 0;
+    return wrap_new_ep(d, sh, w, context, ep);
 }
 
 } // namespace
@@ -278,74 +286,23 @@ void pep_wrap(pep_w *w, sf::fid_pep *sh, void *context, std::uint32_t api_versio
 
 int endpoint(::fid_domain *domain, ::fi_info *info, ::fid_ep **ep, void *context)
 {
-    if (!domain || !info || !ep)
-        return -FI_EINVAL;
-    domain_w *d = dw(domain);
-    sf::info *si = nullptr;
-    int rc = info_to_shunt_for(d->fab, info, d->api_version, &si);
-    if (rc)
-        return rc;
-    auto *w = new (std::nothrow) ep_w{};
-    if (!w) {
-        sf::freeinfo(si);
-        return -FI_ENOMEM;
-    }
-    sf::fid_ep *sh = nullptr;
-    rc = sf::endpoint(d->sh, si, &sh, context);
-    sf::freeinfo(si);
-    if (rc) {
-        delete w;
-        return rc;
-    }
-    return wrap_new_ep(d, sh, w, context, ep);
+    return open_ep(domain, info, ep, context, [context](sf::fid_domain *d, sf::info *si, sf::fid_ep **sh) {
+        return sf::endpoint(d, si, sh, context);
+    });
 }
 
 int endpoint2(::fid_domain *domain, ::fi_info *info, ::fid_ep **ep, std::uint64_t flags, void *context)
 {
-    if (!domain || !info || !ep)
-        return -FI_EINVAL;
-    domain_w *d = dw(domain);
-    sf::info *si = nullptr;
-    int rc = info_to_shunt_for(d->fab, info, d->api_version, &si);
-    if (rc)
-        return rc;
-    auto *w = new (std::nothrow) ep_w{};
-    if (!w) {
-        sf::freeinfo(si);
-        return -FI_ENOMEM;
-    }
-    sf::fid_ep *sh = nullptr;
-    rc = sf::endpoint2(d->sh, si, &sh, flags, context);
-    sf::freeinfo(si);
-    if (rc) {
-        delete w;
-        return rc;
-    }
-    return wrap_new_ep(d, sh, w, context, ep);
+    return open_ep(domain, info, ep, context, [flags, context](sf::fid_domain *d, sf::info *si, sf::fid_ep **sh) {
+        return sf::endpoint2(d, si, sh, flags, context);
+    });
 }
 
 int scalable_ep(::fid_domain *domain, ::fi_info *info, ::fid_ep **sep, void *context)
 {
-    if (!domain || !info || !sep)
-        return -FI_EINVAL;
-    domain_w *d = dw(domain);
-    sf::info *si = nullptr;
-    int rc = info_to_shunt_for(d->fab, info, d->api_version, &si);
-    if (rc)
-        return rc;
-    auto *w = new (std::nothrow) ep_w{};
-    if (!w) {
-        sf::freeinfo(si);
-        return -FI_ENOMEM;
-    }
-    sf::fid_ep *sh = nullptr;
-    rc = sf::scalable_ep(d->sh, si, &sh, context);
-    sf::freeinfo(si);
-    if (rc) {
-        delete w;
-        return rc;
-    }
-    return wrap_new_ep(d, sh, w, context, sep);
+    return open_ep(domain, info, sep, context, [context](sf::fid_domain *d, sf::info *si, sf::fid_ep **sh) {
+        return sf::scalable_ep(d, si, sh, context);
+    });
 }
 
 int srx_ctx(::fid_domain *domain, ::fi_rx_attr *attr, ::fid_ep **rx_ep, void *context)
@@ -378,27 +335,12 @@ int stx_ctx(::fid_domain *domain, ::fi_tx_attr *attr, ::fid_stx **stx, void *con
     sf::tx_attr sa;
     if (attr)
         tx_attr_to_shunt(attr, &sa);
-    auto *w = new (std::nothrow) stx_w{};
-    if (!w)
-        return -FI_ENOMEM;
-    int rc = sf::stx_context(d->sh, attr ? &sa : nullptr, &w->sh, context);
-    if (rc) {
-        delete w;
+    return open_wrapped<stx_w>(stx, context, FI_CLASS_STX_CTX, &g_stx_fi_ops, &g_stx_ops, [&](stx_w *w) {
+        int rc = sf::stx_context(d->sh, attr ? &sa : nullptr, &w->sh, context);
+        if (rc == 0 && attr)
+            tx_attr_to_lf(&sa, attr);
         return rc;
-    }
-    if (attr)
-        tx_attr_to_lf(&sa, attr);
-    w->lf.fid.fclass = FI_CLASS_STX_CTX;
-    w->lf.fid.context = context;
-    w->lf.fid.ops = &g_stx_fi_ops;
-    w->lf.ops = &g_stx_ops;
-    if ((rc = reg_wrapper(&w->sh->fid, &w->lf.fid))) {
-        (void)sf::close(&w->sh->fid);
-        delete w;
-        return rc;
-    }
-    *stx = &w->lf;
-    return 0;
+    });
 }
 
 int passive_ep(::fid_fabric *fabric, ::fi_info *info, ::fid_pep **pep, void *context)
@@ -422,13 +364,7 @@ int passive_ep(::fid_fabric *fabric, ::fi_info *info, ::fid_pep **pep, void *con
         return rc;
     }
     pep_wrap(w, w->sh, context, fab->lf.api_version);
-    if ((rc = reg_wrapper(&w->sh->fid, &w->lf.fid))) {
-        (void)sf::close(&w->sh->fid);
-        delete w;
-        return rc;
-    }
-    *pep = &w->lf;
-    return 0;
+    return publish(w, pep);
 }
 
 } // namespace shunt::ofi

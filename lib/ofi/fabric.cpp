@@ -29,50 +29,44 @@ int wrap_domain(fabric_w *fab, sf::fid_domain *sh, void *context, ::fid_domain *
     w->lf.fid.ops = &g_domain_fi_ops;
     w->lf.ops = &g_domain_ops;
     w->lf.mr = &g_domain_mr_ops;
-    int rc = reg_wrapper(&sh->fid, &w->lf.fid);
-    if (rc) {
-        (void)sf::close(&sh->fid);
-        delete w;
+    return publish(w, dom);
+}
+
+// fi_domain and fi_domain2 differ only in the Shunt call:
+// @p open(shunt fabric, shunt info, &shunt domain) opens the domain.
+template <class Open>
+int open_domain(::fid_fabric *fabric, ::fi_info *info, ::fid_domain **dom, void *context, Open open)
+{
+    if (!fabric || !info || !dom)
+        return -FI_EINVAL;
+    auto *fab = reinterpret_cast<fabric_w *>(fabric);
+    sf::info *si = nullptr;
+    int rc = info_to_shunt_for(fab, info, fab->lf.api_version, &si);
+    if (rc)
         return rc;
-    }
-    *dom = &w->lf;
-    return 0;
+    sf::fid_domain *sh = nullptr;
+    rc = open(fab->sh, si, &sh);
+    sf::freeinfo(si);
+    if (rc)
+        return rc;
+    return wrap_domain(fab, sh, context, dom);
 }
 
 } // namespace
 
 int domain_open(::fid_fabric *fabric, ::fi_info *info, ::fid_domain **dom, void *context)
 {
-    if (!fabric || !info || !dom)
-        return -FI_EINVAL;
-    auto *fab = reinterpret_cast<fabric_w *>(fabric);
-    sf::info *si = nullptr;
-    int rc = info_to_shunt_for(fab, info, fab->lf.api_version, &si);
-    if (rc)
-        return rc;
-    sf::fid_domain *sh = nullptr;
-    rc = sf::domain_open(fab->sh, si, &sh, context);
-    sf::freeinfo(si);
-    if (rc)
-        return rc;
-    return wrap_domain(fab, sh, context, dom);
+    return open_domain(fabric, info, dom, context, [context](sf::fid_fabric *f, sf::info *si, sf::fid_domain **sh) {
+        return sf::domain_open(f, si, sh, context);
+    });
 }
 
 int domain_open2(::fid_fabric *fabric, ::fi_info *info, ::fid_domain **dom, std::uint64_t flags, void *context)
 {
-    if (!fabric || !info || !dom)
-        return -FI_EINVAL;
-    auto *fab = reinterpret_cast<fabric_w *>(fabric);
-    sf::info *si = nullptr;
-    int rc = info_to_shunt_for(fab, info, fab->lf.api_version, &si);
-    if (rc)
-        return rc;
-    sf::fid_domain *sh = nullptr;
-    rc = sf::domain_open2(fab->sh, si, &sh, flags, context);
-    sf::freeinfo(si);
-    if (rc)
-        return rc;
-    return wrap_domain(fab, sh, context, dom);
+    return open_domain(fabric, info, dom, context,
+                       [flags, context](sf::fid_fabric *f, sf::info *si, sf::fid_domain **sh) {
+                           return sf::domain_open2(f, si, sh, flags, context);
+                       });
 }
 
 // ---- event queues ----
@@ -209,26 +203,10 @@ int eq_open(::fid_fabric *fabric, ::fi_eq_attr *attr, ::fid_eq **eq, void *conte
     sa.flags = attr->flags;
     sa.wait_obj = static_cast<sf::wait_obj>(attr->wait_obj);
     sa.signaling_vector = attr->signaling_vector;
-    auto *w = new (std::nothrow) eq_w{};
-    if (!w)
-        return -FI_ENOMEM;
-    int rc = sf::eq_open(fab->sh, &sa, &w->sh, context);
-    if (rc) {
-        delete w;
-        return rc;
-    }
-    w->api_version = fab->lf.api_version;
-    w->lf.fid.fclass = FI_CLASS_EQ;
-    w->lf.fid.context = context;
-    w->lf.fid.ops = &g_eq_fi_ops;
-    w->lf.ops = &g_eq_ops;
-    if ((rc = reg_wrapper(&w->sh->fid, &w->lf.fid))) {
-        (void)sf::close(&w->sh->fid);
-        delete w;
-        return rc;
-    }
-    *eq = &w->lf;
-    return 0;
+    return open_wrapped<eq_w>(eq, context, FI_CLASS_EQ, &g_eq_fi_ops, &g_eq_ops, [&](eq_w *w) {
+        w->api_version = fab->lf.api_version;
+        return sf::eq_open(fab->sh, &sa, &w->sh, context);
+    });
 }
 
 } // namespace shunt::ofi

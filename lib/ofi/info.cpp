@@ -56,11 +56,25 @@ bool dup_key(std::uint8_t **dst, const std::uint8_t *src, std::size_t len)
     return ok;
 }
 
-} // namespace
+// ---- fields with the same name, type and meaning in both worlds ----
+// One template per struct copies them in either direction, so both
+// directions always carry the same fields; the callers convert the rest.
+// @p caps_mask: ~0 towards Shunt, ~k_shunt_only_caps towards libfabric.
 
-void tx_attr_to_shunt(const ::fi_tx_attr *in, sf::tx_attr *out) noexcept
+template <class In, class Out>
+void same_info_fields(const In *in, Out *out, std::uint64_t caps_mask) noexcept
 {
-    out->caps = in->caps;
+    out->caps = in->caps & caps_mask;
+    out->mode = in->mode;
+    out->addr_format = in->addr_format;
+    out->src_addrlen = in->src_addr ? in->src_addrlen : 0;
+    out->dest_addrlen = in->dest_addr ? in->dest_addrlen : 0;
+}
+
+template <class In, class Out>
+void same_tx_fields(const In *in, Out *out, std::uint64_t caps_mask) noexcept
+{
+    out->caps = in->caps & caps_mask;
     out->mode = in->mode;
     out->op_flags = in->op_flags;
     out->msg_order = in->msg_order;
@@ -71,42 +85,72 @@ void tx_attr_to_shunt(const ::fi_tx_attr *in, sf::tx_attr *out) noexcept
     out->rma_iov_limit = in->rma_iov_limit;
     out->tclass = in->tclass;
 }
+
+template <class In, class Out>
+void same_rx_fields(const In *in, Out *out, std::uint64_t caps_mask) noexcept
+{
+    out->caps = in->caps & caps_mask;
+    out->mode = in->mode;
+    out->op_flags = in->op_flags;
+    out->msg_order = in->msg_order;
+    out->comp_order = in->comp_order;
+    out->size = in->size;
+    out->iov_limit = in->iov_limit;
+}
+
+template <class In, class Out>
+void same_ep_fields(const In *in, Out *out) noexcept
+{
+    out->protocol = in->protocol;
+    out->protocol_version = in->protocol_version;
+    out->max_msg_size = in->max_msg_size;
+    out->msg_prefix_size = in->msg_prefix_size;
+    out->max_order_raw_size = in->max_order_raw_size;
+    out->max_order_war_size = in->max_order_war_size;
+    out->max_order_waw_size = in->max_order_waw_size;
+    out->tx_ctx_cnt = in->tx_ctx_cnt;
+    out->rx_ctx_cnt = in->rx_ctx_cnt;
+    out->auth_key_size = in->auth_key ? in->auth_key_size : 0;
+}
+
+template <class In, class Out>
+void same_domain_fields(const In *in, Out *out, std::uint64_t caps_mask) noexcept
+{
+    out->mr_key_size = in->mr_key_size;
+    out->cq_data_size = in->cq_data_size;
+    out->cq_cnt = in->cq_cnt;
+    out->ep_cnt = in->ep_cnt;
+    out->tx_ctx_cnt = in->tx_ctx_cnt;
+    out->rx_ctx_cnt = in->rx_ctx_cnt;
+    out->max_ep_tx_ctx = in->max_ep_tx_ctx;
+    out->max_ep_rx_ctx = in->max_ep_rx_ctx;
+    out->max_ep_stx_ctx = in->max_ep_stx_ctx;
+    out->max_ep_srx_ctx = in->max_ep_srx_ctx;
+    out->cntr_cnt = in->cntr_cnt;
+    out->mr_iov_limit = in->mr_iov_limit;
+    out->caps = in->caps & caps_mask;
+    out->mode = in->mode;
+    out->auth_key_size = in->auth_key ? in->auth_key_size : 0;
+    out->max_err_data = in->max_err_data;
+    out->mr_cnt = in->mr_cnt;
+    out->tclass = in->tclass;
+}
+
+} // namespace
+
+void tx_attr_to_shunt(const ::fi_tx_attr *in, sf::tx_attr *out) noexcept { same_tx_fields(in, out, ~0ULL); }
 
 void tx_attr_to_lf(const sf::tx_attr *in, ::fi_tx_attr *out) noexcept
 {
-    out->caps = in->caps & ~k_shunt_only_caps;
-    out->mode = in->mode;
-    out->op_flags = in->op_flags;
-    out->msg_order = in->msg_order;
-    out->comp_order = in->comp_order;
-    out->inject_size = in->inject_size;
-    out->size = in->size;
-    out->iov_limit = in->iov_limit;
-    out->rma_iov_limit = in->rma_iov_limit;
-    out->tclass = in->tclass;
+    same_tx_fields(in, out, ~k_shunt_only_caps);
 }
 
-void rx_attr_to_shunt(const ::fi_rx_attr *in, sf::rx_attr *out) noexcept
-{
-    out->caps = in->caps;
-    out->mode = in->mode;
-    out->op_flags = in->op_flags;
-    out->msg_order = in->msg_order;
-    out->comp_order = in->comp_order;
-    out->size = in->size;
-    out->iov_limit = in->iov_limit;
-}
+void rx_attr_to_shunt(const ::fi_rx_attr *in, sf::rx_attr *out) noexcept { same_rx_fields(in, out, ~0ULL); }
 
 void rx_attr_to_lf(const sf::rx_attr *in, ::fi_rx_attr *out) noexcept
 {
-    out->caps = in->caps & ~k_shunt_only_caps;
-    out->mode = in->mode;
-    out->op_flags = in->op_flags;
-    out->msg_order = in->msg_order;
-    out->comp_order = in->comp_order;
+    same_rx_fields(in, out, ~k_shunt_only_caps);
     out->total_buffered_recv = 0;
-    out->size = in->size;
-    out->iov_limit = in->iov_limit;
 }
 
 int info_to_shunt(const ::fi_info *in, std::uint32_t api_version, bool for_hints, sf::info **out)
@@ -117,11 +161,7 @@ int info_to_shunt(const ::fi_info *in, std::uint32_t api_version, bool for_hints
     bool ok = true;
     const bool old_mr = api_version < FI_VERSION(1, 5);
 
-    o->caps = in->caps;
-    o->mode = in->mode;
-    o->addr_format = in->addr_format;
-    o->src_addrlen = in->src_addr ? in->src_addrlen : 0;
-    o->dest_addrlen = in->dest_addr ? in->dest_addrlen : 0;
+    same_info_fields(in, o, ~0ULL);
     ok = ok && dup_mem(&o->src_addr, in->src_addr, o->src_addrlen);
     ok = ok && dup_mem(&o->dest_addr, in->dest_addr, o->dest_addrlen);
     if (in->handle) {
@@ -144,17 +184,8 @@ int info_to_shunt(const ::fi_info *in, std::uint32_t api_version, bool for_hints
         const ::fi_ep_attr *e = in->ep_attr;
         sf::ep_attr *s = o->ep_attr;
         s->type = static_cast<sf::ep_type>(e->type);
-        s->protocol = e->protocol;
-        s->protocol_version = e->protocol_version;
-        s->max_msg_size = e->max_msg_size;
-        s->msg_prefix_size = e->msg_prefix_size;
-        s->max_order_raw_size = e->max_order_raw_size;
-        s->max_order_war_size = e->max_order_war_size;
-        s->max_order_waw_size = e->max_order_waw_size;
+        same_ep_fields(e, s);
         s->mem_tag_format = 0; // FI_TAG_BITS; see the note at the top
-        s->tx_ctx_cnt = e->tx_ctx_cnt;
-        s->rx_ctx_cnt = e->rx_ctx_cnt;
-        s->auth_key_size = e->auth_key ? e->auth_key_size : 0;
         ok = ok && dup_key(&s->auth_key, e->auth_key, s->auth_key_size);
     }
     if (in->domain_attr) {
@@ -185,25 +216,8 @@ int info_to_shunt(const ::fi_info *in, std::uint32_t api_version, bool for_hints
                 mr_mode = k_mr_basic_map | local;
         }
         s->mr_mode = mr_mode;
-        s->mr_key_size = d->mr_key_size;
-        s->cq_data_size = d->cq_data_size;
-        s->cq_cnt = d->cq_cnt;
-        s->ep_cnt = d->ep_cnt;
-        s->tx_ctx_cnt = d->tx_ctx_cnt;
-        s->rx_ctx_cnt = d->rx_ctx_cnt;
-        s->max_ep_tx_ctx = d->max_ep_tx_ctx;
-        s->max_ep_rx_ctx = d->max_ep_rx_ctx;
-        s->max_ep_stx_ctx = d->max_ep_stx_ctx;
-        s->max_ep_srx_ctx = d->max_ep_srx_ctx;
-        s->cntr_cnt = d->cntr_cnt;
-        s->mr_iov_limit = d->mr_iov_limit;
-        s->caps = d->caps;
-        s->mode = d->mode;
-        s->auth_key_size = d->auth_key ? d->auth_key_size : 0;
+        same_domain_fields(d, s, ~0ULL);
         ok = ok && dup_key(&s->auth_key, d->auth_key, s->auth_key_size);
-        s->max_err_data = d->max_err_data;
-        s->mr_cnt = d->mr_cnt;
-        s->tclass = d->tclass;
     }
     if (in->fabric_attr) {
         const ::fi_fabric_attr *f = in->fabric_attr;
@@ -255,11 +269,7 @@ int info_to_shunt_for(const fabric_w *fab, const ::fi_info *in, std::uint32_t ap
     bool ok = true;
     const bool old_mr = api_version < FI_VERSION(1, 5);
 
-    o->caps = in->caps & ~k_shunt_only_caps;
-    o->mode = in->mode;
-    o->addr_format = in->addr_format;
-    o->src_addrlen = in->src_addr ? in->src_addrlen : 0;
-    o->dest_addrlen = in->dest_addr ? in->dest_addrlen : 0;
+    same_info_fields(in, o, ~k_shunt_only_caps);
     ok = ok && dup_mem(&o->src_addr, in->src_addr, o->src_addrlen);
     ok = ok && dup_mem(&o->dest_addr, in->dest_addr, o->dest_addrlen);
     o->handle = in->handle ? to_lf(in->handle) : nullptr;
@@ -271,19 +281,10 @@ int info_to_shunt_for(const fabric_w *fab, const ::fi_info *in, std::uint32_t ap
         const sf::ep_attr *s = in->ep_attr;
         ::fi_ep_attr *e = o->ep_attr;
         e->type = static_cast<::fi_ep_type>(s->type);
-        e->protocol = s->protocol;
-        e->protocol_version = s->protocol_version;
-        e->max_msg_size = s->max_msg_size;
-        e->msg_prefix_size = s->msg_prefix_size;
-        e->max_order_raw_size = s->max_order_raw_size;
-        e->max_order_war_size = s->max_order_war_size;
-        e->max_order_waw_size = s->max_order_waw_size;
+        same_ep_fields(s, e);
         // 2.x formats (0 = FI_TAG_BITS, 1 = MPI, 2 = CCL) have no 1.17
         // spelling; a real bit format (above them) passes.
         e->mem_tag_format = s->mem_tag_format > 0xffff ? s->mem_tag_format : k_tag_generic;
-        e->tx_ctx_cnt = s->tx_ctx_cnt;
-        e->rx_ctx_cnt = s->rx_ctx_cnt;
-        e->auth_key_size = s->auth_key ? s->auth_key_size : 0;
         ok = ok && dup_key(&e->auth_key, s->auth_key, e->auth_key_size);
     }
     if (in->domain_attr) {
@@ -305,25 +306,8 @@ int info_to_shunt_for(const fabric_w *fab, const ::fi_info *in, std::uint32_t ap
         } else {
             d->mr_mode = s->mr_mode;
         }
-        d->mr_key_size = s->mr_key_size;
-        d->cq_data_size = s->cq_data_size;
-        d->cq_cnt = s->cq_cnt;
-        d->ep_cnt = s->ep_cnt;
-        d->tx_ctx_cnt = s->tx_ctx_cnt;
-        d->rx_ctx_cnt = s->rx_ctx_cnt;
-        d->max_ep_tx_ctx = s->max_ep_tx_ctx;
-        d->max_ep_rx_ctx = s->max_ep_rx_ctx;
-        d->max_ep_stx_ctx = s->max_ep_stx_ctx;
-        d->max_ep_srx_ctx = s->max_ep_srx_ctx;
-        d->cntr_cnt = s->cntr_cnt;
-        d->mr_iov_limit = s->mr_iov_limit;
-        d->caps = s->caps & ~k_shunt_only_caps;
-        d->mode = s->mode;
-        d->auth_key_size = s->auth_key ? s->auth_key_size : 0;
+        same_domain_fields(s, d, ~k_shunt_only_caps);
         ok = ok && dup_key(&d->auth_key, s->auth_key, d->auth_key_size);
-        d->max_err_data = s->max_err_data;
-        d->mr_cnt = s->mr_cnt;
-        d->tclass = s->tclass;
     }
     if (in->fabric_attr) {
         const sf::fabric_attr *s = in->fabric_attr;

@@ -251,31 +251,14 @@ int fabric_open(::fi_fabric_attr *attr, ::fid_fabric **fabric, void *context)
                   rc);
         return rc == -FI_ENOMEM ? rc : -FI_ENODATA;
     }
-    auto *w = new (std::nothrow) fabric_w{};
-    if (!w) {
-        sf::freeinfo(res);
-        return -FI_ENOMEM;
-    }
-    const char *prov = res->fabric_attr->prov_name ? res->fabric_attr->prov_name : "";
-    std::snprintf(w->shunt_prov, sizeof w->shunt_prov, "%s", prov);
-    rc = sf::fabric_open(res->fabric_attr, &w->sh, context);
+    rc = open_wrapped<fabric_w>(fabric, context, FI_CLASS_FABRIC, &g_fabric_fi_ops, &g_fabric_ops, [&](fabric_w *w) {
+        const char *prov = res->fabric_attr->prov_name ? res->fabric_attr->prov_name : "";
+        std::snprintf(w->shunt_prov, sizeof w->shunt_prov, "%s", prov);
+        w->lf.api_version = attr->api_version; // libfabric's core sets it again after return
+        return sf::fabric_open(res->fabric_attr, &w->sh, context);
+    });
     sf::freeinfo(res);
-    if (rc) {
-        delete w;
-        return rc;
-    }
-    w->lf.fid.fclass = FI_CLASS_FABRIC;
-    w->lf.fid.context = context;
-    w->lf.fid.ops = &g_fabric_fi_ops;
-    w->lf.ops = &g_fabric_ops;
-    w->lf.api_version = attr->api_version; // libfabric's core sets it again after return
-    if ((rc = reg_wrapper(&w->sh->fid, &w->lf.fid))) {
-        (void)sf::close(&w->sh->fid);
-        delete w;
-        return rc;
-    }
-    *fabric = &w->lf;
-    return 0;
+    return rc;
 }
 
 namespace {

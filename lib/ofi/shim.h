@@ -12,11 +12,12 @@
  *
  * Every libfabric object the provider hands out is a wrapper: the libfabric
  * struct first (so the wrapper's address is the libfabric handle), then the
- * Shunt object it forwards to. The Shunt object is opened with the wrapper
- * as its context, so a Shunt fid seen in an event maps back to its wrapper.
- * Data-path calls are one load and a tail call into the Shunt ops table:
- * no copies (structs of the data path have the same layout and are passed
- * through by pointer), no allocation, no locks. */
+ * Shunt object it forwards to. The Shunt object keeps the application's
+ * context; a Shunt fid seen in an event maps back to its wrapper through the
+ * table of live wrappers (reg_wrapper, to_lf). Data-path calls are one load
+ * and a tail call into the Shunt ops table (fwd.h): no copies (structs of
+ * the data path have the same layout and are passed through by pointer), no
+ * allocation, no locks. */
 #pragma once
 
 #include "env/errors.h"
@@ -38,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 
 namespace shunt::ofi {
 
@@ -172,8 +174,8 @@ int fabric_open(::fi_fabric_attr *attr, ::fid_fabric **fabric, void *context);
 int provider_getinfo(std::uint32_t version, const char *node, const char *service, std::uint64_t flags,
                      const ::fi_info *hints, ::fi_info **info);
 
-/** Wrap a Shunt endpoint-like object @p sh (already opened with the wrapper
- *  @p w as context, or whose context is set here). Fills the libfabric ops. */
+/** Make @p w the wrapper of Shunt endpoint-like object @p sh: the libfabric
+ *  fid (class of @p sh, @p context) and every ops table. publish() it next. */
 void ep_wrap(ep_w *w, sf::fid_ep *sh, void *context, std::uint32_t api_version) noexcept;
 void pep_wrap(pep_w *w, sf::fid_pep *sh, void *context, std::uint32_t api_version) noexcept;
 
@@ -190,6 +192,49 @@ int endpoint2(::fid_domain *domain, ::fi_info *info, ::fid_ep **ep, std::uint64_
 int scalable_ep(::fid_domain *domain, ::fi_info *info, ::fid_ep **sep, void *context);
 int stx_ctx(::fid_domain *domain, ::fi_tx_attr *attr, ::fid_stx **stx, void *context);
 int srx_ctx(::fid_domain *domain, ::fi_rx_attr *attr, ::fid_ep **rx_ep, void *context);
+
+/** The end of every open: record wrapper @p w of the Shunt object w->sh
+ *  (for to_lf) and hand its libfabric handle out in @p out. When it cannot
+ *  be recorded the Shunt object is closed, the wrapper freed and @p out left
+ *  alone.
+ *  @return 0 or -FI_ENOMEM. */
+template <class W>
+int publish(W *w, decltype(W::lf) **out)
+{
+    sf::fid *sh = &w->sh->fid;
+    int rc = reg_wrapper(sh, &w->lf.fid);
+    if (rc) {
+        (void)sf::close(sh);
+        delete w;
+        return rc;
+    }
+    *out = &w->lf;
+    return 0;
+}
+
+/** Open an object of a fixed class (fabric, EQ, CQ, counter, AV, STX):
+ *  allocate its wrapper W, let @p open(w) open the Shunt object into w->sh
+ *  (and set what else W holds), then fill the libfabric fid (@p fclass,
+ *  @p context, the fid ops @p fi_ops, the class's ops table @p ops) and
+ *  publish() it in @p out.
+ *  @return 0, -FI_ENOMEM, or the error of @p open (the wrapper is freed). */
+template <class W, class Ops, class Open>
+int open_wrapped(decltype(W::lf) **out, void *context, std::size_t fclass, ::fi_ops *fi_ops, Ops *ops, Open open)
+{
+    auto *w = new (std::nothrow) W{};
+    if (!w)
+        return -FI_ENOMEM;
+    int rc = open(w);
+    if (rc) {
+        delete w;
+        return rc;
+    }
+    w->lf.fid.fclass = fclass;
+    w->lf.fid.context = context;
+    w->lf.fid.ops = fi_ops;
+    w->lf.ops = ops;
+    return publish(w, out);
+}
 
 /** Close helper: close the Shunt object, then free the wrapper.
  *  A Shunt refusal (-FI_EBUSY...) leaves the wrapper alive. */

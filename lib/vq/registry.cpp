@@ -2,7 +2,11 @@
 #include <cstring>
 #include <mutex>
 
+#include <dlfcn.h>
+
+#include "env/env.h"
 #include "env/log.h"
+#include "env/plugin.h"
 #include "vq/driver.h"
 
 namespace shunt::vq {
@@ -24,6 +28,26 @@ registry &reg()
 {
     static registry r;
     return r;
+}
+
+// An installed Shunt keeps its drivers in the plugin directory (env/plugin.h):
+// each libshunt_drv_<name>.so defines shunt_vq_driver_<name>, the record the
+// built-in list names. Called before the registry's lock is taken.
+void load_installed_drivers()
+{
+    static std::once_flag once;
+    std::call_once(once, [] {
+        for (const env::plugin &p : env::open_plugins("shunt_drv_")) {
+            const std::string sym = "shunt_vq_driver_" + p.name;
+            auto *d = static_cast<const driver *>(::dlsym(p.handle, sym.c_str()));
+            if (!d) {
+                SHUNT_LOG(vq_reg_log, warning, "plugin %s defines no %s: not a driver", p.path.c_str(),
+                          sym.c_str());
+                continue;
+            }
+            register_driver(d);
+        }
+    });
 }
 
 } // namespace
@@ -59,6 +83,7 @@ void register_driver(const driver *d) noexcept
 
 std::vector<const driver *> registered_drivers()
 {
+    load_installed_drivers();
     registry &r = reg();
     std::lock_guard<std::mutex> g(r.lock);
     return r.drivers;
@@ -66,6 +91,11 @@ std::vector<const driver *> registered_drivers()
 
 int get_device_list(std::vector<device *> &out)
 {
+    // The first use of the layer initialises the environment (env.h); a bad
+    // SHUNT_* value fails here, with the variable named in the log.
+    if (int rc = env::ensure_init())
+        return rc;
+    load_installed_drivers();
     registry &r = reg();
     std::lock_guard<std::mutex> g(r.lock);
     for (std::size_t i = 0; i < r.drivers.size(); i++) {

@@ -183,11 +183,18 @@ o = [json.loads(l) for l in open('$work/v-$t.json')]
 assert len(o) == 13 and all(x['verified'] is True for x in o), o"
 done
 
+"$perf" pingpong -p line -S 8 -I 1000 $cores $T --json >"$work/meta.json" 2>/dev/null
+check "--json names the host, CPU model, kernel, Shunt version and date" python3 -c "
+import json, re
+d = json.loads(open('$work/meta.json').readline())
+assert d['host'] and d['kernel'] and re.match(r'^[0-9]+\\.[0-9]+\\.[0-9]+$', d['shunt_version']), d
+assert re.match(r'^20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z$', d['date']), d
+assert 'cpu_model' in d, d"
 # ---- CSV and the human table ----
 "$perf" pingpong -p line -S 8,16 -I 1000 $cores $T --csv >"$work/pp.csv" 2>/dev/null; rc=$?
 check "--csv exits 0" test $rc -eq 0
 check "--csv header" test "$(head -1 "$work/pp.csv")" = \
-  "test,level,provider,ep_type,qp_type,op,size,iterations,warmup,window,elapsed_ns,min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,bandwidth_MBps,msg_rate_Mmps,verified"
+  "test,level,provider,ep_type,qp_type,op,size,iterations,warmup,window,elapsed_ns,min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,bandwidth_MBps,msg_rate_Mmps,verified,host,cpu_model,kernel,shunt_version,date"
 check "--csv rows" python3 -c "
 import csv
 r = list(csv.DictReader(open('$work/pp.csv')))
@@ -325,11 +332,14 @@ ns = '{http://www.w3.org/2000/svg}'
 texts = [t.text for t in r.iter(ns + 'text')]
 assert 'message size, bytes (log2 scale)' in texts and 'p99' in texts, texts
 assert len(list(r.iter(ns + 'polyline'))) >= 3 and len(list(r.iter(ns + 'circle'))) == 4 * 4"
-"$perf" pingpong -p line -S 8 -I 10 $cores $T --plot /nonexistent-dir/x.svg >/dev/null 2>"$work/err"; rc=$?
-check "--plot into a missing directory: exit 1 with a message" bash -c "test $rc -eq 1 && grep -q 'cannot write' '$work/err'"
+"$perf" pingpong -p line -S 8 -I 10 $cores $T --plot /nonexistent-dir/x.svg >"$work/out" 2>"$work/err"; rc=$?
+check "--plot into a missing directory: refused before running (exit 2, a message, no table)" \
+  bash -c "test $rc -eq 2 && grep -q 'cannot write' '$work/err' && ! test -s '$work/out'"
+"$perf" --version >"$work/out"; rc=$?
+check "--version prints the Shunt version" bash -c "test $rc -eq 0 && grep -qE '^shunt-perf \\(Shunt\\) [0-9]+\\.[0-9]+\\.[0-9]+$' '$work/out'"
 
 # ---- the shm provider and the vq shm driver: real runs ----
-# JSON of the endpoint level: the fields the issue names.
+# JSON of the endpoint level: the fields perf.md documents.
 "$perf" pingpong -p shm -e rdm -S 8 -I 20000 $cores $T --json >"$work/shm.json" 2>"$work/err"; rc=$?
 check "-p shm pingpong --json exits 0" test $rc -eq 0
 check "-p shm pingpong --json: schema" python3 - "$work/shm.json" "$A,$B" <<'EOF2'

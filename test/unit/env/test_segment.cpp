@@ -518,6 +518,8 @@ TEST(Segment, DISABLED_ChildCreateAndWait)
     auto *p = static_cast<unsigned char *>(s.data());
     for (std::size_t i = 64; i < pattern_bytes + 64; i++)
         p[i] = pattern(i);
+    // The name is visible as soon as create() returns: say when the data is there.
+    std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t *>(p + 8)).store(0xf111u, std::memory_order_release);
     std::atomic_ref<std::uint32_t> go(*reinterpret_cast<std::uint32_t *>(p));
     ASSERT_TRUE(test::wait_until([&] { return go.load(std::memory_order_acquire) == 0xfeedu; }))
         << "the parent never wrote the go word";
@@ -535,6 +537,9 @@ TEST(Segment, CreatedByAnotherProcessOutlivesIt)
     int rc = seen ? s.attach(name) : -1;
     if (rc == 0) {
         auto *p = static_cast<unsigned char *>(s.data());
+        std::atomic_ref<std::uint32_t> filled(*reinterpret_cast<std::uint32_t *>(p + 8));
+        EXPECT_TRUE(test::wait_until([&] { return filled.load(std::memory_order_acquire) == 0xf111u; }))
+            << "the child never said its data is written";
         for (std::size_t i = 64; i < pattern_bytes + 64; i++)
             EXPECT_EQ(p[i], pattern(i));
         p[4] = 0x42;
