@@ -74,10 +74,11 @@ std::string last(const proc &p, const std::string &prefix)
     return "";
 }
 
-/** Tell each node of a pair the other's address. */
-bool exchange(proc &a, proc &b, std::string *la = nullptr, std::string *lb = nullptr)
+/** Tell each node of a pair the other's address (@p xa: A's ADDR line when
+ *  it was read already). */
+bool exchange(proc &a, proc &b, std::string *la = nullptr, std::string *lb = nullptr, const std::string &xa = "")
 {
-    std::string x = a.expect("ADDR", 30000), y = b.expect("ADDR", 30000);
+    std::string x = xa.empty() ? a.expect("ADDR", 30000) : xa, y = b.expect("ADDR", 30000);
     EXPECT_FALSE(x.empty()) << "node A did not start";
     EXPECT_FALSE(y.empty()) << "node B did not start";
     if (x.empty() || y.empty())
@@ -95,6 +96,7 @@ struct rc_run {
     std::uint64_t seed = 1;
     std::vector<std::string> sender_extra, receiver_extra;
     int timeout_ms = 120000;
+    bool a_first = false; ///< B starts once A's port is up (a net_memif client needs the server's socket)
 };
 
 /** RC sender in @p ns_a on @p eal_a, receiver in @p ns_b on @p eal_b: every
@@ -113,9 +115,15 @@ std::pair<std::string, std::string> rc_exactly_once(const netns *ns_a, const std
     sb.insert(sb.end(), common.begin(), common.end());
     sa.insert(sa.end(), r.sender_extra.begin(), r.sender_extra.end());
     sb.insert(sb.end(), r.receiver_extra.begin(), r.receiver_extra.end());
-    proc a(ns_a, sa, node_env(eal_a)), b(ns_b, sb, node_env(eal_b));
+    proc a(ns_a, sa, node_env(eal_a));
+    std::string xa;
+    if (r.a_first) {
+        xa = a.expect("ADDR", 30000);
+        EXPECT_FALSE(xa.empty()) << "node A did not start";
+    }
+    proc b(ns_b, sb, node_env(eal_b));
     EXPECT_TRUE(a.ok() && b.ok());
-    if (!exchange(a, b))
+    if (!exchange(a, b, nullptr, nullptr, xa))
         return {};
     EXPECT_FALSE(a.expect("READY", 30000).empty());
     EXPECT_FALSE(b.expect("READY", 30000).empty());
@@ -175,6 +183,7 @@ TEST(Memif, RcDeliversEveryMessageOnceInOrderBetweenTwoProcesses)
     rc_run r;
     r.count = 400;
     r.max = 65536;
+    r.a_first = true; // the server's socket exists before the client connects
     rc_exactly_once(nullptr, "net_memif0", "--vdev=net_memif0,role=server,id=0,socket=" + sock, nullptr,
                     "net_memif0", "--vdev=net_memif0,role=client,id=0,socket=" + sock, r);
     ::unlink(sock.c_str());
