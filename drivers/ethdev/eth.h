@@ -136,6 +136,7 @@ struct port {
     std::uint64_t rx_offloads = 0;
     bool hw_tso = false, hw_csum = false, hw_rx_csum = false, need_prepare = false;
     bool dma_virtual = true;            ///< the PMD copies (vdev): any address is fine for zero-copy
+    rte_device *device = nullptr;       ///< for DMA mappings of registered memory (not dma_virtual)
     env::pool pool;                     ///< data mbufs
     env::pool bare;                     ///< mbufs for external buffers and GSO's indirect segments
     env::pool hdrs;                     ///< GSO's direct (header) segments
@@ -205,7 +206,10 @@ struct eth_pd : vq::pd {
 struct eth_mr : vq::mr {
     std::uint32_t index = 0;
     int windows = 0;
-    bool dma = false; ///< registered with the port's device for DMA (rte_dev_dma_map)
+    bool dma = false;       ///< the port's device may DMA from it (IOVA = VA): zero-copy sends
+    bool dma_mapped = false; ///< we registered and mapped it (rte_extmem_register, rte_dev_dma_map)
+    void *map_va = nullptr;  ///< the page-aligned range mapped
+    std::size_t map_len = 0;
 };
 struct eth_mw : vq::mw {
     std::uint32_t index = 0;

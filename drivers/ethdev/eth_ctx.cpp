@@ -1,8 +1,14 @@
 /* drivers/ethdev: contexts, protection domains, the key table (regions and
  * windows), address handles, thread domains, device attributes, and the
  * driver's registration. */
+#include <unistd.h>
+
 #include <algorithm>
 #include <new>
+
+#include <rte_dev.h>
+#include <rte_errno.h>
+#include <rte_memory.h>
 
 #include "env/log.h"
 #include "env/mempool.h"
@@ -71,6 +77,60 @@ int dealloc_pd(vq::pd *vp)
     return 0;
 }
 
+namespace {
+
+/** A port whose PMD DMAs (a PCI NIC) reads zero-copy sends by IOVA: make
+ *  @p m readable to it. In IOVA-as-VA mode, DPDK's own memory is mapped
+ *  already; other memory is registered as external memory and mapped for
+ *  the device. In physical-address mode nothing is mapped here (IOVAs of
+ *  arbitrary pages would need the page map on every send): the port's
+ *  sends from @p m are copied. Setup path. */
+void dma_map(port *p, eth_mr *m)
+{
+    if (p->dma_virtual || !p->device || rte_eal_iova_mode() != RTE_IOVA_VA || m->length == 0)
+        return;
+    auto *last = static_cast<std::uint8_t *>(m->addr) + (m->length - 1);
+    if (const rte_memseg_list *msl = rte_mem_virt2memseg_list(m->addr)) {
+        // DPDK's own memory is mapped for the device already when the whole
+        // region lies in one memseg list. External memory someone else
+        // registered (another region's pages) may be unmapped under us:
+        // sends from it are copied.
+        m->dma = !msl->external && rte_mem_virt2memseg_list(last) == msl;
+        return;
+    }
+    const std::size_t pg = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    auto a = reinterpret_cast<std::uintptr_t>(m->addr);
+    std::uintptr_t lo = a & ~(pg - 1), hi = (a + m->length + pg - 1) & ~(pg - 1);
+    void *va = reinterpret_cast<void *>(lo);
+    if (rte_extmem_register(va, hi - lo, nullptr, 0, pg) != 0) {
+        // EEXIST: another region covers some of these pages; copies then.
+        SHUNT_LOG(ctx_log, debug, "%s: rte_extmem_register: %s (sends from this region are copied)",
+                  p->name.c_str(), rte_strerror(rte_errno));
+        return;
+    }
+    if (rte_dev_dma_map(p->device, va, lo, hi - lo) != 0) {
+        SHUNT_LOG(ctx_log, debug, "%s: rte_dev_dma_map: %s (sends from this region are copied)", p->name.c_str(),
+                  rte_strerror(rte_errno));
+        rte_extmem_unregister(va, hi - lo);
+        return;
+    }
+    m->dma = m->dma_mapped = true;
+    m->map_va = va;
+    m->map_len = hi - lo;
+}
+
+void dma_unmap(port *p, eth_mr *m)
+{
+    if (!m->dma_mapped)
+        return;
+    if (rte_dev_dma_unmap(p->device, m->map_va, reinterpret_cast<std::uintptr_t>(m->map_va), m->map_len) != 0 ||
+        rte_extmem_unregister(m->map_va, m->map_len) != 0)
+        SHUNT_LOG(ctx_log, warning, "%s: unmapping a region for DMA: %s", p->name.c_str(), rte_strerror(rte_errno));
+    m->dma = m->dma_mapped = false;
+}
+
+} // namespace
+
 int reg_mr(vq::pd *vp, void *addr, std::size_t length, unsigned access, vq::mr **out)
 {
     auto *p = static_cast<eth_pd *>(vp);
@@ -96,6 +156,7 @@ int reg_mr(vq::pd *vp, void *addr, std::size_t length, unsigned access, vq::mr *
     m->access = access;
     m->index = idx;
     m->lkey = m->rkey = key;
+    dma_map(c->p, m);
     key_entry &e = c->keys[idx];
     e.access = access;
     e.addr = a;
@@ -120,6 +181,7 @@ int dereg_mr(vq::mr *vm)
     key_entry &e = c->keys[m->index];
     key_kill(e);
     e.mr = nullptr;
+    dma_unmap(c->p, m); // after key_kill: no send starts from it any more
     c->nmr--;
     static_cast<eth_pd *>(m->pd)->refs--;
     delete m;

@@ -13,6 +13,8 @@
 #include <sstream>
 #include <thread>
 
+#include <rte_bus.h>
+#include <rte_dev.h>
 #include <rte_ethdev.h>
 #include <rte_eth_ring.h>
 #include <rte_ring.h>
@@ -277,6 +279,10 @@ int probe_ports(std::vector<vq::device *> &out)
         }
         p->id = id;
         p->name = name;
+        // Virtual devices copy frames (or hand mbufs over): any address will
+        // do for zero-copy. Others DMA and need mapped memory.
+        p->device = p->info.device;
+        p->dma_virtual = !p->device || std::strcmp(rte_bus_name(rte_dev_bus(p->device)), "vdev") == 0;
         for (auto &q : p->qps)
             q.store(nullptr, std::memory_order_relaxed);
         rte_eth_macaddr_get(id, &p->mac);

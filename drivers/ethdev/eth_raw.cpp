@@ -117,7 +117,9 @@ bool attach_data(eth_qp *q, wqe *w, rte_mbuf *head, std::uint32_t from, std::uin
         if (!m)
             return false;
         auto *addr = reinterpret_cast<std::uint8_t *>(sg[i].addr) + off;
-        rte_pktmbuf_attach_extbuf(m, addr, rte_mem_virt2iova(addr), static_cast<std::uint16_t>(k), sh);
+        // IOVA = VA: a virtual device never reads it; a DMA port sends zero-copy
+        // only from regions mapped with IOVA = VA (zc_able). No page-map lookup.
+        rte_pktmbuf_attach_extbuf(m, addr, reinterpret_cast<std::uintptr_t>(addr), static_cast<std::uint16_t>(k), sh);
         m->data_len = static_cast<std::uint16_t>(k);
         m->pkt_len = k;
         rte_mbuf_ext_refcnt_update(sh, 1);
