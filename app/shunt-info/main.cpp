@@ -7,6 +7,7 @@
 #include "fabric/api.h"
 #include "fabric/provider.h"
 #include "shunt_config.h"
+#include "vq/driver.h"
 #include "vq/vq.h"
 
 #include <getopt.h>
@@ -308,6 +309,10 @@ int print_devices()
     std::vector<vq::device *> devs;
     vq::get_device_list(devs);
     std::printf("vq devices: %zu\n", devs.size());
+    for (const vq::driver *d : vq::registered_drivers())
+        if (d->status)
+            if (const char *st = d->status())
+                std::printf("  driver %s: %s\n", d->name, st);
     int rc = 0;
     for (vq::device *d : devs) {
         std::printf("  %s: %s\n", d->name, d->description ? d->description : "");

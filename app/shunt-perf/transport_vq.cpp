@@ -41,6 +41,7 @@
 #include "loops.h"
 #include "oob.h"
 #include "transport.h"
+#include "vq/driver.h"
 #include "vq/vq.h"
 
 #include <arpa/inet.h>
@@ -57,6 +58,8 @@ namespace {
 constexpr std::uint32_t inline_max = 256;     // inline up to here (vq_pingpong does the same)
 constexpr std::uint32_t sq_depth = 1024;
 constexpr std::uint32_t rq_depth = 512;
+constexpr std::uint64_t pingpong_sig_every = 256; // well inside sq_depth
+constexpr std::uint32_t ud_grh = 40;
 // One registered buffer per side: tx | rx (where receives land and what the
 // loops read) | the ring the peer writes into (--op write) | the credit word.
 constexpr std::size_t rx_off = max_size;
@@ -174,7 +177,11 @@ public:
             return n;
         if (w.status != vq::wc_status::success) [[unlikely]]
             return wc_error("receive", w);
-        const std::size_t len = w.byte_len;
+        // A verbs UD receive starts with the 40-byte GRH area (WC_GRH); shm has none.
+        const std::size_t grh = Ud && (w.wc_flags & vq::WC_GRH) ? ud_grh : 0;
+        if (w.byte_len < grh) [[unlikely]]
+            return -FI_EIO;
+        const std::size_t len = w.byte_len - grh;
         if (len > cap) [[unlikely]]
             return -FI_EMSGSIZE;
         if (++owed_ >= rq_depth / 2) [[unlikely]] {
@@ -199,8 +206,8 @@ public:
             }
             return static_cast<ssize_t>(len);
         }
-        if (buf != rx_) [[unlikely]]
-            std::memcpy(buf, rx_, len);
+        if (buf != rx_ + grh) [[unlikely]]
+            std::memcpy(buf, rx_ + grh, len);
         return static_cast<ssize_t>(len);
     }
 
@@ -266,6 +273,15 @@ private:
             }
             if ((posted_ + 1) % sig_every_ == 0)
                 flags |= vq::WR_SIGNALED;
+        } else if ((posted_ + 1) % pingpong_sig_every == 0) [[unlikely]] {
+            // A hardware send queue frees its slots only when a CQE covers
+            // them: a ping-pong signals now and then, and drains here.
+            flags |= vq::WR_SIGNALED;
+            if (posted_ - completed_ >= 2 * pingpong_sig_every) {
+                int rc = progress();
+                if (rc)
+                    return rc;
+            }
         }
         const bool sync = verify_ && !inl;
         if (sync)
@@ -326,7 +342,7 @@ private:
     vq::cq *scq_, *rcq_;
     std::byte *tx_, *rx_, *ring_;
     std::uint32_t lkey_;
-    std::uint32_t rx_len_ = Ud ? 4096 : static_cast<std::uint32_t>(max_size);
+    std::uint32_t rx_len_ = Ud ? 4096 + ud_grh : static_cast<std::uint32_t>(max_size); // UD: room for a GRH
     std::uint64_t peer_ring_, peer_credit_;
     std::uint32_t peer_rkey_, peer_qpn_;
     std::atomic<std::uint64_t> *credit_word_;
@@ -366,11 +382,23 @@ int validate(const test_config &c, std::string &why)
     return 0;
 }
 
+/** The first device of driver @p drv (mlx5: a ConnectX port if there is one,
+ *  else mlx5_model0 when SHUNT_MLX5_MODEL offers it). */
+vq::device *device_of(const std::string &drv)
+{
+    std::vector<vq::device *> devs;
+    vq::get_device_list(devs);
+    for (vq::device *d : devs)
+        if (d->drv && drv == d->drv->name)
+            return d;
+    return nullptr;
+}
+
 std::size_t max_msg(const test_config &c)
 {
     if (c.qp_type != "ud")
         return 0;
-    vq::device *d = vq::find_device("shm0");
+    vq::device *d = device_of(c.provider);
     vq::context *ctx = nullptr;
     vq::device_attr a;
     std::size_t mtu = 4096;
@@ -437,7 +465,7 @@ int open_vq(const test_config &c, bool initiator, oob_channel &oob, double timeo
         (void)oob.send("ERROR " + why);
         return code;
     };
-    vq::device *dev = vq::find_device((c.provider + "0").c_str());
+    vq::device *dev = device_of(c.provider);
     if (!dev)
         return fail("no device of the driver", -FI_ENODEV);
     if ((rc = vq::open_device(dev, &r->ctx)))
@@ -520,7 +548,7 @@ int open_vq(const test_config &c, bool initiator, oob_channel &oob, double timeo
     for (std::uint32_t i = 0; i < rq_depth; i++) {
         rc = write ? vq::post_recv(r->qp, 0, nullptr, 0)
                    : vq::post_recv(r->qp, 0, reinterpret_cast<std::uint64_t>(r->buf + rx_off),
-                                   static_cast<std::uint32_t>(type == vq::qp_type::ud ? 4096 : max_size),
+                                   static_cast<std::uint32_t>(type == vq::qp_type::ud ? 4096 + ud_grh : max_size),
                                    r->mr->lkey);
         if (rc)
             return fail("post_recv", rc);
@@ -549,12 +577,21 @@ const transport_ops shm_ops = {
     open_vq, max_msg, nullptr,
 };
 
+const transport_ops mlx5_ops = {
+    "mlx5", true,
+    "lib/vq mlx5 driver (a ConnectX, or its software model with SHUNT_MLX5_MODEL=1): --qp-type rc|uc|ud, "
+    "--op msg|write",
+    validate, open_vq, max_msg, nullptr,
+};
+
 } // namespace
 
 void register_vq(std::vector<const transport_ops *> &v)
 {
-    if (vq::find_device("shm0"))
+    if (device_of("shm"))
         v.push_back(&shm_ops);
+    if (device_of("mlx5"))
+        v.push_back(&mlx5_ops);
 }
 
 } // namespace shunt::perf

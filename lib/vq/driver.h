@@ -78,6 +78,10 @@ struct driver {
     int (*probe)(std::vector<device *> &out) = nullptr;
     /** Open @p dev: allocate a context and set its ops and addr. */
     int (*open)(device *dev, context **out) = nullptr;
+    /** Optional: one line on what probing found, for shunt-info -D (e.g.
+     *  "no ConnectX device: verbs lists no RDMA device"); null, or returning
+     *  null, when there is nothing to say. Valid after probe. */
+    const char *(*status)() = nullptr;
 };
 
 /** Register a driver (idempotent by name; a second driver of the same name
@@ -165,4 +169,11 @@ inline void cq_fill_stubs(cq *c) noexcept
     extern const ::shunt::vq::driver shunt_vq_driver_##name;                                   \
     constinit const ::shunt::vq::driver shunt_vq_driver_##name{                                \
         sizeof(::shunt::vq::driver), ::shunt::vq::driver_abi_version, #name, probe_fn, open_fn}; \
+    static const ::shunt::vq::driver_registrar shunt_vq_registrar_##name{&shunt_vq_driver_##name}
+
+/** SHUNT_VQ_DRIVER with a status function (driver::status). */
+#define SHUNT_VQ_DRIVER_WITH_STATUS(name, probe_fn, open_fn, status_fn)                                   \
+    extern const ::shunt::vq::driver shunt_vq_driver_##name;                                              \
+    constinit const ::shunt::vq::driver shunt_vq_driver_##name{                                           \
+        sizeof(::shunt::vq::driver), ::shunt::vq::driver_abi_version, #name, probe_fn, open_fn, status_fn}; \
     static const ::shunt::vq::driver_registrar shunt_vq_registrar_##name{&shunt_vq_driver_##name}

@@ -12,7 +12,7 @@ using vq::qp_type;
 
 class Caps : public conf_test {};
 
-std::string peer_needle_of(int pid) { return "shunt-shm-" + std::to_string(pid) + "-"; }
+std::string peer_needle_of(int pid) { return segment_needle(pid); }
 
 const qp_type all_types[] = {qp_type::rc, qp_type::uc, qp_type::ud, qp_type::raw_packet, qp_type::xrc_send,
                              qp_type::xrc_recv};

@@ -393,9 +393,8 @@ TEST_F(Features, UdSendWithAWrongQkeyIsDroppedAtTheReceiver)
     }
     auto rv = c.P.wait_wcs(c.pq.index, 1);
     ASSERT_EQ(rv.size(), 1u);
-    const std::uint32_t g = ud_grh_bytes(c.P.attr());
-    EXPECT_EQ(rv[0].byte_len, 500u + g);
-    auto got = c.P.read_mem(r.index, g, 500);
+    EXPECT_EQ(rv[0].byte_len, 500u + grh_of(rv[0]));
+    auto got = c.P.read_mem(r.index, grh_of(rv[0]), 500);
     EXPECT_EQ(std::memcmp(got.data(), c.L.mem(src) + 100, 500), 0) << "the wrong-Q_Key message was delivered";
     EXPECT_TRUE(c.P.wait_wcs(c.pq.index, 0, 50).empty());
 }
@@ -564,15 +563,17 @@ TEST_F(Features, IpCsumFillsIpv4AndUdpTcpChecksumsOfUdSends)
             vq::wr_set_sge_list(c.qp(), payload ? 2 : 1, sg);
         }
         vq::wr_set_ud_addr(c.qp(), c.L.o.ahs[c.ah], c.pq.qpn, c.qkey);
-        ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+        int wrc = vq::wr_complete(c.qp());
+        if (wrc == -FI_EOPNOTSUPP)
+            GTEST_SKIP() << "no checksum offload on UD QPs (WR_IP_CSUM: -FI_EOPNOTSUPP)";
+        ASSERT_EQ(wrc, 0);
         auto s = c.L.wait_wcs(c.lq, 1);
         ASSERT_EQ(s.size(), 1u);
         EXPECT_EQ(s[0].status, wc_status::success) << wc_str(s[0]);
         auto rv = c.P.wait_wcs(c.pq.index, 1);
         ASSERT_EQ(rv.size(), 1u);
-        const std::uint32_t g = ud_grh_bytes(c.P.attr());
-        EXPECT_EQ(rv[0].byte_len, frame.size() + g);
-        auto got = c.P.read_mem(r.index, g, frame.size());
+        EXPECT_EQ(rv[0].byte_len, frame.size() + grh_of(rv[0]));
+        auto got = c.P.read_mem(r.index, grh_of(rv[0]), frame.size());
         expect_checksums_valid(got.data(), got.size(), tcp ? "TCP" : "UDP");
         // Everything but the checksum fields is as sent.
         std::vector<std::uint8_t> a(got), b(frame);
@@ -602,10 +603,14 @@ TEST_F(Features, IpCsumLeavesANonIpMessageAlone)
     vq::wr_send(c.qp());
     vq::wr_set_sge(c.qp(), c.L.mr(src)->lkey, c.L.addr(src), 300);
     vq::wr_set_ud_addr(c.qp(), c.L.o.ahs[c.ah], c.pq.qpn, c.qkey);
-    ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+    int wrc = vq::wr_complete(c.qp());
+    if (wrc == -FI_EOPNOTSUPP)
+        GTEST_SKIP() << "no checksum offload on UD QPs (WR_IP_CSUM: -FI_EOPNOTSUPP)";
+    ASSERT_EQ(wrc, 0);
     ASSERT_EQ(c.L.wait_wcs(c.lq, 1).size(), 1u);
-    ASSERT_EQ(c.P.wait_wcs(c.pq.index, 1).size(), 1u);
-    auto got = c.P.read_mem(r.index, ud_grh_bytes(c.P.attr()), 300);
+    auto rw = c.P.wait_wcs(c.pq.index, 1);
+    ASSERT_EQ(rw.size(), 1u);
+    auto got = c.P.read_mem(r.index, grh_of(rw[0]), 300);
     EXPECT_EQ(std::memcmp(got.data(), c.L.mem(src), 300), 0);
 }
 
@@ -840,8 +845,13 @@ TEST_F(Features, TwoPeerProcessesSendingToOneUdQpDeliverEveryMessageOnce)
     auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while ((got[0] < per || got[1] < per) && std::chrono::steady_clock::now() < end) {
         for (std::uint32_t k = 0; k < 2; k++) {
-            if (next[k] >= per || next[k] - got[k] > 64)
+            // At most 48 undelivered on a 64-deep send queue: a UD send may stay
+            // queued until the receiving port has taken it, and a delivered batch
+            // holds its slots until the sender has polled its signaled completion
+            // (a full queue refuses the batch whole: it is posted again later).
+            if (next[k] >= per || next[k] - got[k] > 32)
                 continue;
+            const std::uint32_t first = next[k];
             std::vector<wr_desc> ds;
             for (int j = 0; j < 16 && next[k] < per; j++, next[k]++) {
                 wr_desc d;
@@ -856,7 +866,11 @@ TEST_F(Features, TwoPeerProcessesSendingToOneUdQpDeliverEveryMessageOnce)
                 d.ud_qkey = qkey;
                 ds.push_back(d);
             }
-            ASSERT_EQ(snd[k].p->post(snd[k].q.index, ds), 0);
+            int rc = snd[k].p->post(snd[k].q.index, ds);
+            if (rc == -FI_EAGAIN)
+                next[k] = first;
+            else
+                ASSERT_EQ(rc, 0);
         }
         L.pump();
         auto &dq = L.qps[lq].wcs;
@@ -864,9 +878,8 @@ TEST_F(Features, TwoPeerProcessesSendingToOneUdQpDeliverEveryMessageOnce)
             vq::wc w = dq.front();
             dq.pop_front();
             ASSERT_EQ(w.status, wc_status::success) << wc_str(w);
-            const std::uint32_t g = ud_grh_bytes(L.attr);
-            ASSERT_EQ(w.byte_len, msg + g);
-            const std::uint8_t *m = L.mem(rx) + w.wr_id * 256 + g;
+            ASSERT_EQ(w.byte_len, msg + grh_of(w));
+            const std::uint8_t *m = L.mem(rx) + w.wr_id * 256 + grh_of(w);
             std::uint32_t k, i;
             std::memcpy(&k, m, 4);
             std::memcpy(&i, m + 4, 4);

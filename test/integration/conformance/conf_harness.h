@@ -176,6 +176,17 @@ std::vector<piece> random_pieces(std::mt19937_64 &rng, std::uint32_t mr, std::si
                                  unsigned n, bool allow_gaps = true);
 /** Concatenate the bytes of @p p from @p base (one region). */
 std::vector<std::uint8_t> gather(const std::uint8_t *base, const std::vector<piece> &p);
+/** Bytes of GRH area in front of a UD receive (verbs devices put 40 there, shm none). */
+inline std::uint32_t grh_of(const vq::wc &w) { return (w.wc_flags & vq::WC_GRH) ? 40 : 0; }
+/** Name prefix of the shared segments a process @p pid of the device under test creates. */
+inline std::string segment_needle(int pid)
+{
+    std::string d = conf_device();
+    return (d.rfind("mlx5", 0) == 0 ? "shunt-mlx5m-" : "shunt-shm-") + std::to_string(pid) + "-";
+}
+/** Whether a QP that only receives notices that its peer process died (shm
+ *  watches peer processes; an IB/RoCE transport, modelled or real, does not). */
+inline bool receivers_learn_of_dead_peers() { return conf_device_is_shm(); }
 /** Print a wc for failure messages. */
 std::string wc_str(const vq::wc &w);
 /** "shunt.*" files in /dev/shm and the hugetlbfs mounts whose name contains @p needle. */

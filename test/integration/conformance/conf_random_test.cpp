@@ -14,7 +14,7 @@ using vq::wc_opcode;
 using vq::wc_status;
 
 constexpr std::size_t tsize = 64 * 1024;  ///< peer target (RDMA, atomics)
-constexpr std::size_t rsize = 256 * 1024; ///< peer receive area
+constexpr std::size_t rsize = 512 * 1024; ///< peer receive area (8 slots of 64 KiB)
 constexpr std::size_t lsize = 256 * 1024; ///< local source / destination
 
 struct expect_wc {
@@ -47,7 +47,10 @@ TEST_P(RandomSequence, MixedOperationsMatchTheModel)
     const std::uint32_t max_rsge = c.pq.cap.max_recv_sge;
     const std::uint64_t tseed = rnd(1, ~0ull >> 2);
     reg_rep T{}, R{};
-    ASSERT_EQ(c.P.reg(tsize, ACC_ALL_REMOTE, seg, tseed, &T), 0);
+    int trc = c.P.reg(tsize, ACC_ALL_REMOTE, seg, tseed, &T);
+    if (seg && trc == -FI_EOPNOTSUPP)
+        GTEST_SKIP() << "alloc_buf not supported";
+    ASSERT_EQ(trc, 0);
     ASSERT_EQ(c.P.reg(rsize, vq::ACCESS_LOCAL_WRITE, seg, tseed + 1, &R), 0);
     int S = c.L.reg(lsize, vq::ACCESS_LOCAL_WRITE, seg, rnd(1, ~0ull >> 2));
     int D = c.L.reg(lsize, vq::ACCESS_LOCAL_WRITE, seg, 0);
@@ -102,6 +105,9 @@ TEST_P(RandomSequence, MixedOperationsMatchTheModel)
         if (single)
             n = 1;
         std::uint64_t d_cursor = 0; // local destination pieces never overlap within a batch
+        // Nor do the receives of a batch: verbs leaves overlapping receive buffers in
+        // flight undefined (mlx5 copies small receives out of the CQE when polled).
+        std::uint64_t r_cursor = 0;
         for (unsigned i = 0; i < n; i++) {
             wr_desc d;
             d.wr_id = next_id++;
@@ -149,7 +155,10 @@ TEST_P(RandomSequence, MixedOperationsMatchTheModel)
                     std::vector<piece> rp;
                     if (is_send) {
                         std::uint32_t rtot = len + static_cast<std::uint32_t>(rnd(0, 100));
-                        rp = random_pieces(rng, R.index, rsize, rtot, static_cast<unsigned>(rnd(1, max_rsge)));
+                        rp = random_pieces(rng, R.index, rsize / 8, rtot, static_cast<unsigned>(rnd(1, max_rsge)));
+                        for (auto &p : rp)
+                            p.off += r_cursor;
+                        r_cursor += rsize / 8;
                         std::size_t k = 0;
                         for (auto &p : rp)
                             for (std::uint32_t x = 0; x < p.len && k < len; x++, k++)

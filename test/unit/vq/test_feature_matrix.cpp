@@ -2,39 +2,20 @@
 // columns match ops_allowed(), the shm column matches what the driver reports.
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 
+#include "md_table.h"
+#include "vq_op_names.h"
 #include "vq_fixture.h"
 
 namespace shunt::test {
 namespace {
 
-std::vector<std::string> cells(const std::string &line)
-{
-    std::vector<std::string> out;
-    std::stringstream ss(line);
-    std::string c;
-    std::getline(ss, c, '|'); // before the first bar
-    while (std::getline(ss, c, '|')) {
-        auto b = c.find_first_not_of(' '), e = c.find_last_not_of(' ');
-        out.push_back(b == std::string::npos ? "" : c.substr(b, e - b + 1));
-    }
-    return out;
-}
-
 TEST(FeatureMatrix, GuideTableMatchesTheCode)
 {
     std::ifstream in(SHUNT_SOURCE_ROOT "/doc/guides/vq.md");
     ASSERT_TRUE(in) << "cannot read doc/guides/vq.md";
-    const std::map<std::string, std::uint64_t> ops = {
-        {"SEND", vq::OPS_SEND}, {"SEND_WITH_IMM", vq::OPS_SEND_WITH_IMM},
-        {"SEND_WITH_INV", vq::OPS_SEND_WITH_INV}, {"TSO", vq::OPS_TSO},
-        {"RDMA_WRITE", vq::OPS_RDMA_WRITE}, {"RDMA_WRITE_WITH_IMM", vq::OPS_RDMA_WRITE_WITH_IMM},
-        {"RDMA_READ", vq::OPS_RDMA_READ}, {"ATOMIC_CMP_AND_SWP", vq::OPS_ATOMIC_CMP_AND_SWP},
-        {"ATOMIC_FETCH_AND_ADD", vq::OPS_ATOMIC_FETCH_AND_ADD}, {"BIND_MW", vq::OPS_BIND_MW},
-        {"LOCAL_INV", vq::OPS_LOCAL_INV}, {"FLUSH", vq::OPS_FLUSH},
-    };
+    const auto &ops = vq_ops_by_name();
     const vq::qp_type spec_cols[] = {vq::qp_type::rc, vq::qp_type::uc, vq::qp_type::ud, vq::qp_type::raw_packet,
                                      vq::qp_type::xrc_send};
     vq_env e;
@@ -43,7 +24,7 @@ TEST(FeatureMatrix, GuideTableMatchesTheCode)
     std::string line;
     int rows = 0;
     while (std::getline(in, line)) {
-        auto c = cells(line);
+        auto c = md_cells(line);
         if (c.size() < 8)
             continue;
         const std::string &name = c[0];

@@ -1,0 +1,453 @@
+/* drivers/mlx5: completion-queue polling (rdma-core providers/mlx5/cq.c).
+ * A CQE is software's when its opcode is not INVALID and its owner bit
+ * equals the pass bit of the consumer index; one requester CQE completes
+ * every WQE up to the one it names (unsignaled ones included). */
+#include <cstring>
+
+#include "mlx5.h"
+
+namespace shunt::drv::mlx5 {
+
+namespace {
+
+using vq::wc_opcode;
+using vq::wc_status;
+
+inline mlx5_cq *to_cq(vq::cq *c) noexcept { return static_cast<mlx5_cq *>(c); }
+
+/** The CQE at consumer index @p ci when software owns it, else null. */
+inline mlx5_cqe64 *sw_cqe(const mlx5_cq *c, std::uint32_t ci) noexcept
+{
+    auto *cqe = reinterpret_cast<mlx5_cqe64 *>(c->buf + ((ci & c->mask) << c->cqe_shift));
+    std::uint8_t op_own = cqe->op_own;
+    if ((op_own >> 4) == MLX5_CQE_INVALID || ((op_own ^ (ci >> c->owner_shift)) & MLX5_CQE_OWNER_MASK))
+        return nullptr;
+    return cqe;
+}
+
+/** ibv_wc_status of an error CQE (rdma-core mlx5_handle_error_cqe). */
+wc_status err_status(std::uint8_t syndrome) noexcept
+{
+    switch (syndrome) {
+    case MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR: return wc_status::loc_len_err;
+    case MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR: return wc_status::loc_qp_op_err;
+    case MLX5_CQE_SYNDROME_LOCAL_PROT_ERR: return wc_status::loc_prot_err;
+    case MLX5_CQE_SYNDROME_WR_FLUSH_ERR: return wc_status::wr_flush_err;
+    case MLX5_CQE_SYNDROME_MW_BIND_ERR: return wc_status::mw_bind_err;
+    case MLX5_CQE_SYNDROME_BAD_RESP_ERR: return wc_status::bad_resp_err;
+    case MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR: return wc_status::loc_access_err;
+    case MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR: return wc_status::rem_inv_req_err;
+    case MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR: return wc_status::rem_access_err;
+    case MLX5_CQE_SYNDROME_REMOTE_OP_ERR: return wc_status::rem_op_err;
+    case MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR: return wc_status::retry_exc_err;
+    case MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR: return wc_status::rnr_retry_exc_err;
+    case MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR: return wc_status::rem_abort_err;
+    default: return wc_status::general_err;
+    }
+}
+
+inline mlx5_qp *qp_of(mlx5_cq *c, const mlx5_cqe64 *cqe) noexcept
+{
+    std::uint32_t qpn = be32toh(cqe->sop_drop_qpn) & 0xffffff;
+    mlx5_qp *q = c->last_qp;
+    if (q && q->qp_num == qpn) [[likely]]
+        return q;
+    q = c->mctx->qps.find(qpn);
+    c->set_last(q);
+    return q;
+}
+
+/** Requester side: the WQE the CQE names is done, and every one before it. */
+inline std::uint32_t req_done(mlx5_qp *q, const mlx5_cqe64 *cqe) noexcept
+{
+    std::uint32_t idx = be16toh(cqe->wqe_counter) & q->sq.mask;
+    // The slot's meta is read before the tail store (release) hands it back to the poster.
+    q->sq.tail.store(q->sq.meta[idx].head + 1, std::memory_order_release);
+    return idx;
+}
+
+/** Copy a receive carried in the CQE into the receive WQE's buffers
+ *  (rdma-core mlx5_copy_to_recv_wqe). @return 0 or loc_len_err. */
+wc_status scatter_from_cqe(const std::uint8_t *wqe, std::uint32_t max_sge, const void *src, std::uint32_t len) noexcept
+{
+    const auto *d = reinterpret_cast<const mlx5_wqe_data_seg *>(wqe);
+    const auto *p = static_cast<const std::uint8_t *>(src);
+    for (std::uint32_t i = 0; i < max_sge && len; i++) {
+        if (d[i].lkey == be32(MLX5_INVALID_LKEY))
+            break;
+        std::uint32_t n = be32toh(d[i].byte_count);
+        n = n < len ? n : len;
+        std::memcpy(reinterpret_cast<void *>(be64toh(d[i].addr)), p, n);
+        p += n;
+        len -= n;
+    }
+    return len ? wc_status::loc_len_err : wc_status::success;
+}
+
+/** Responder side: which receive the CQE consumed. @return its wr_id. */
+inline std::uint64_t resp_wrid(mlx5_qp *q, const mlx5_cqe64 *cqe, const std::uint8_t **wqe, std::uint32_t *max_sge) noexcept
+{
+    if (mlx5_srq *s = q->msrq) {
+        std::uint32_t idx = be16toh(cqe->wqe_counter) & s->rq.mask;
+        std::uint64_t id = s->rq.wrid[idx];
+        *wqe = s->rq.wqe(idx) + sizeof(mlx5_wqe_srq_next_seg);
+        *max_sge = s->rq.max_sge;
+        // Back on the free list (rdma-core mlx5_free_srq_wqe).
+        s->rq.lock.lock();
+        auto *tail = reinterpret_cast<mlx5_wqe_srq_next_seg *>(s->rq.wqe(s->free_tail));
+        tail->next_wqe_index = be16(static_cast<std::uint16_t>(idx));
+        s->free_tail = idx;
+        s->rq.lock.unlock();
+        return id;
+    }
+    recv_ring &r = q->rq;
+    std::uint32_t t = r.tail.load(std::memory_order_relaxed);
+    std::uint64_t id = r.wrid[t & r.mask];
+    *wqe = r.wqe(t);
+    *max_sge = r.max_sge;
+    r.tail.store(t + 1, std::memory_order_release); // the slot is the poster's again
+    return id;
+}
+
+/** Decode one CQE into @p w. */
+void decode(mlx5_cq *c, mlx5_cqe64 *cqe, vq::wc *w) noexcept
+{
+    mlx5_qp *q = qp_of(c, cqe);
+    std::uint8_t op = cqe->op_own >> 4;
+    w->vendor_err = 0;
+    w->imm_data = 0;
+    w->invalidated_rkey = 0;
+    w->src_qp = 0;
+    w->wc_flags = 0;
+    w->reserved = 0;
+    w->qp_num = be32toh(cqe->sop_drop_qpn) & 0xffffff;
+    if (!q) [[unlikely]] { // the QP was destroyed with completions in flight
+        w->wr_id = 0;
+        w->status = wc_status::general_err;
+        w->opcode = wc_opcode::send;
+        w->byte_len = 0;
+        return;
+    }
+    if (op == MLX5_CQE_REQ) [[likely]] {
+        std::uint32_t idx = req_done(q, cqe);
+        w->wr_id = q->sq.meta[idx].wr_id;
+        w->status = wc_status::success;
+        auto o = static_cast<wc_opcode>(q->sq.meta[idx].opcode);
+        w->opcode = o;
+        w->byte_len = o == wc_opcode::rdma_read ? be32toh(cqe->byte_cnt)
+                      : (o == wc_opcode::comp_swap || o == wc_opcode::fetch_add) ? 8
+                                                                                   : 0;
+        return;
+    }
+    if (op == MLX5_CQE_REQ_ERR || op == MLX5_CQE_RESP_ERR) [[unlikely]] {
+        auto *e = reinterpret_cast<mlx5_err_cqe *>(cqe);
+        w->status = err_status(e->syndrome);
+        // The device moved the QP to ERR with this CQE (a UD or RAW receive
+        // error leaves it up); the state read back must say so.
+        bool connected = q->type == vq::qp_type::rc || q->type == vq::qp_type::uc;
+        if (e->syndrome != MLX5_CQE_SYNDROME_WR_FLUSH_ERR && (connected || op == MLX5_CQE_REQ_ERR))
+            q->state.store(static_cast<std::uint8_t>(vq::qp_state::err), std::memory_order_release);
+        w->vendor_err = e->vendor_err_synd;
+        w->byte_len = 0;
+        if (op == MLX5_CQE_REQ_ERR) {
+            std::uint32_t idx = req_done(q, cqe);
+            w->wr_id = q->sq.meta[idx].wr_id;
+            w->opcode = static_cast<wc_opcode>(q->sq.meta[idx].opcode);
+            if (w->opcode == wc_opcode::bind_mw) [[unlikely]] { // the bind did not happen
+                send_state::bind &u = q->sq.bind_undo[idx];
+                if (u.mw)
+                    u.mw->rkey = u.rkey;
+                u.mw = nullptr;
+            }
+        } else {
+            const std::uint8_t *wqe;
+            std::uint32_t ms;
+            w->wr_id = resp_wrid(q, cqe, &wqe, &ms);
+            w->opcode = wc_opcode::recv;
+        }
+        return;
+    }
+    // Responder.
+    const std::uint8_t *wqe;
+    std::uint32_t ms;
+    w->wr_id = resp_wrid(q, cqe, &wqe, &ms);
+    w->byte_len = be32toh(cqe->byte_cnt);
+    w->status = wc_status::success;
+    unsigned fl = 0;
+    if (cqe->op_own & MLX5_INLINE_SCATTER_32) {
+        // The data is the CQE's first 32 bytes (flags_rqpn and the checksum
+        // bits among them): copy it out; those fields mean nothing here.
+        w->status = scatter_from_cqe(wqe, ms, cqe, w->byte_len);
+    } else {
+        std::uint32_t fr = be32toh(cqe->flags_rqpn);
+        w->src_qp = fr & 0xffffff;
+        fl = ((fr >> 28) & 3) ? vq::WC_GRH : 0;
+        if ((cqe->hds_ip_ext & (MLX5_CQE_L3_OK | MLX5_CQE_L4_OK)) == (MLX5_CQE_L3_OK | MLX5_CQE_L4_OK) &&
+            ((cqe->l4_hdr_type_etc >> 2) & 3) == MLX5_CQE_L3_HDR_TYPE_IPV4)
+            fl |= vq::WC_IP_CSUM_OK;
+    }
+    if (q->type == vq::qp_type::rc || q->type == vq::qp_type::uc)
+        w->src_qp = q->attr.dest_qp_num; // a connected QP hears only its peer
+    if (cqe->op_own & 2)
+        fl |= vq::WC_SOLICITED;
+    switch (op) {
+    case MLX5_CQE_RESP_WR_IMM:
+        w->opcode = wc_opcode::recv_rdma_with_imm;
+        fl |= vq::WC_WITH_IMM;
+        w->imm_data = cqe->imm_inval_pkey;
+        break;
+    case MLX5_CQE_RESP_SEND_IMM:
+        w->opcode = wc_opcode::recv;
+        fl |= vq::WC_WITH_IMM;
+        w->imm_data = cqe->imm_inval_pkey;
+        break;
+    case MLX5_CQE_RESP_SEND_INV:
+        w->opcode = wc_opcode::recv;
+        fl |= vq::WC_WITH_INV;
+        w->invalidated_rkey = be32toh(cqe->imm_inval_pkey);
+        break;
+    case MLX5_CQE_RESP_SEND:
+        w->opcode = wc_opcode::recv;
+        break;
+    default:
+        w->opcode = wc_opcode::recv;
+        w->status = wc_status::general_err;
+        break;
+    }
+    w->wc_flags = fl;
+}
+
+inline void publish_ci(mlx5_cq *c) noexcept
+{
+    // The CQE reads above are done before the device may reuse the slots
+    // (x86 does not move loads after stores; the compiler must not either).
+    udma_to_device_barrier();
+    c->dbrec[cq_set_ci] = be32(c->ci & 0xffffff);
+}
+
+template <bool Locked>
+int poll(vq::cq *vc, int n, vq::wc *out) noexcept
+{
+    mlx5_cq *c = to_cq(vc);
+    if (n < 0 || (n > 0 && !out)) [[unlikely]]
+        return -FI_EINVAL;
+    if constexpr (Locked)
+        c->lock.lock();
+    int i = 0;
+    for (; i < n; i++) {
+        mlx5_cqe64 *cqe = sw_cqe(c, c->ci);
+        if (!cqe)
+            break;
+        // The owner byte before the rest of the CQE.
+        udma_from_device_barrier();
+        c->ci++;
+        decode(c, cqe, &out[i]);
+    }
+    if (i)
+        publish_ci(c);
+    if constexpr (Locked)
+        c->lock.unlock();
+    return i;
+}
+
+[[gnu::noinline, gnu::cold]] int poll_st_slow(vq::cq *vc, int n, vq::wc *out) noexcept
+{
+    return poll<false>(vc, n, out);
+}
+
+/** Single-threaded poll of one completion on a CQ of 64-byte CQEs: a send
+ *  or write completion of the QP seen last is decoded here, with one test
+ *  of the owner byte for "software's and a requester CQE"; anything else
+ *  (nothing there, another QP, an error, a read or atomic, n != 1) goes to
+ *  poll(), before anything was consumed. */
+int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
+{
+    mlx5_cq *c = to_cq(vc);
+    if (n != 1) [[unlikely]]
+        return poll_st_slow(vc, n, out);
+    if (!out) [[unlikely]]
+        return poll_st_slow(vc, n, out);
+    const std::uint32_t ci = c->ci;
+    const auto *cqe = reinterpret_cast<const mlx5_cqe64 *>(c->buf + ((ci & c->mask) << 6));
+    // op_own = opcode << 4 | ... | owner: REQ (0) with this pass's owner bit.
+    const std::uint32_t own = (ci & c->ncqe) != 0;
+    if ((cqe->op_own & 0xf1u) != own)
+        return poll_st_slow(vc, n, out);
+    // The owner byte before the rest of the CQE.
+    udma_from_device_barrier();
+    std::uint32_t key;
+    std::memcpy(&key, &cqe->sop_drop_qpn, 4);
+    if ((key & ~0xffu) != c->last_qpn_key) [[unlikely]] // another QP (its opcode byte cleared)
+        return poll_st_slow(vc, n, out);
+    mlx5_qp *q = c->last_qp;
+    const std::uint32_t idx = static_cast<std::uint32_t>(be16toh(cqe->wqe_counter)) & q->sq.mask;
+    const wqe_meta &m = q->sq.meta[idx];
+    const std::uint32_t op = m.opcode;
+    if (op > static_cast<std::uint32_t>(wc_opcode::rdma_write)) [[unlikely]] // byte_len to fill
+        return poll_st_slow(vc, n, out);
+    const std::uint64_t wr_id = m.wr_id;
+    // The slot's meta is read before the tail store (release) hands it back to the poster.
+    q->sq.tail.store(m.head + 1, std::memory_order_release);
+    // wr_id; status (success) and opcode; vendor_err, byte_len, imm and
+    // invalidated rkey (0); qp_num and src_qp (0); wc_flags (0).
+    auto *o = reinterpret_cast<std::uint8_t *>(out);
+    const std::uint64_t st_op = static_cast<std::uint64_t>(op) << 32, zero = 0, qpn = q->qp_num;
+    std::memcpy(o, &wr_id, 8);
+    std::memcpy(o + 8, &st_op, 8);
+    std::memcpy(o + 16, &zero, 8);
+    std::memcpy(o + 24, &zero, 8);
+    std::memcpy(o + 32, &qpn, 8);
+    std::memcpy(o + 40, &zero, 8);
+    c->ci = ci + 1;
+    // The CQE reads above are done before the device may reuse the slot.
+    udma_to_device_barrier();
+    c->dbrec[cq_set_ci] = be32((ci + 1) & 0xffffff);
+    return 1;
+}
+static_assert(offsetof(vq::wc, status) == 8 && offsetof(vq::wc, opcode) == 12 && offsetof(vq::wc, vendor_err) == 16 &&
+              offsetof(vq::wc, byte_len) == 20 && offsetof(vq::wc, imm_data) == 24 && offsetof(vq::wc, qp_num) == 32 &&
+              offsetof(vq::wc, src_qp) == 36 && offsetof(vq::wc, wc_flags) == 40 && sizeof(vq::wc) == 48 &&
+              static_cast<unsigned>(wc_status::success) == 0,
+              "poll_st writes the wc in 8-byte words");
+static_assert(static_cast<unsigned>(wc_opcode::send) == 0 && static_cast<unsigned>(wc_opcode::rdma_write) == 1);
+
+/* ---- start/next/end_poll: the current CQE is decoded field by field ---- */
+
+inline void make_current(mlx5_cq *c, mlx5_cqe64 *cqe) noexcept
+{
+    c->cur = cqe;
+    vq::wc w;
+    decode(c, cqe, &w); // consumes the WQE (tails, SRQ slot) exactly once
+    c->wr_id = w.wr_id;
+    c->status = w.status;
+    c->cur_wc = w;
+}
+
+template <bool Locked>
+int start_poll(vq::cq *vc) noexcept
+{
+    mlx5_cq *c = to_cq(vc);
+    if constexpr (Locked)
+        c->lock.lock();
+    mlx5_cqe64 *cqe = sw_cqe(c, c->ci);
+    if (!cqe) {
+        if constexpr (Locked)
+            c->lock.unlock();
+        return -FI_EAGAIN;
+    }
+    // The owner byte before the rest of the CQE.
+    udma_from_device_barrier();
+    c->ci++;
+    make_current(c, cqe);
+    return 0;
+}
+
+int next_poll(vq::cq *vc) noexcept
+{
+    mlx5_cq *c = to_cq(vc);
+    mlx5_cqe64 *cqe = sw_cqe(c, c->ci);
+    if (!cqe)
+        return -FI_EAGAIN;
+    // The owner byte before the rest of the CQE.
+    udma_from_device_barrier();
+    c->ci++;
+    make_current(c, cqe);
+    return 0;
+}
+
+template <bool Locked>
+void end_poll(vq::cq *vc) noexcept
+{
+    mlx5_cq *c = to_cq(vc);
+    publish_ci(c);
+    c->cur = nullptr;
+    if constexpr (Locked)
+        c->lock.unlock();
+}
+
+wc_opcode r_opcode(vq::cq *c) noexcept { return to_cq(c)->cur_wc.opcode; }
+std::uint32_t r_byte_len(vq::cq *c) noexcept { return to_cq(c)->cur_wc.byte_len; }
+std::uint32_t r_imm(vq::cq *c) noexcept { return to_cq(c)->cur_wc.imm_data; }
+std::uint32_t r_inv(vq::cq *c) noexcept { return to_cq(c)->cur_wc.invalidated_rkey; }
+std::uint32_t r_qpn(vq::cq *c) noexcept { return to_cq(c)->cur_wc.qp_num; }
+std::uint32_t r_src(vq::cq *c) noexcept { return to_cq(c)->cur_wc.src_qp; }
+unsigned r_flags(vq::cq *c) noexcept { return to_cq(c)->cur_wc.wc_flags; }
+std::uint32_t r_vendor(vq::cq *c) noexcept { return to_cq(c)->cur_wc.vendor_err; }
+
+} // namespace
+
+void install_cq_ops(mlx5_cq *c)
+{
+    const bool lk = !c->single_threaded;
+    c->poll_fn = lk ? poll<true> : c->cqe_shift == 6 ? poll_st : poll<false>;
+    c->start_poll_fn = lk ? start_poll<true> : start_poll<false>;
+    c->next_poll_fn = next_poll;
+    c->end_poll_fn = lk ? end_poll<true> : end_poll<false>;
+    c->read_opcode_fn = r_opcode;
+    c->read_byte_len_fn = r_byte_len;
+    c->read_imm_data_fn = r_imm;
+    c->read_invalidated_rkey_fn = r_inv;
+    c->read_qp_num_fn = r_qpn;
+    c->read_src_qp_fn = r_src;
+    c->read_wc_flags_fn = r_flags;
+    c->read_vendor_err_fn = r_vendor;
+    vq::cq_fill_stubs(c);
+}
+
+void cq_clean(mlx5_cq *c, std::uint32_t qpn, mlx5_srq *srq)
+{
+    // rdma-core __mlx5_cq_clean: find the producer end, then walk back,
+    // dropping @p qpn's CQEs and moving the others over the gap (each slot
+    // keeps its own owner bit).
+    c->lock.lock();
+    std::uint32_t prod = c->ci;
+    while (prod != c->ci + c->mask + 1 && sw_cqe(c, prod))
+        prod++;
+    std::uint32_t freed = 0;
+    while (prod-- != c->ci) {
+        auto *cqe = reinterpret_cast<mlx5_cqe64 *>(c->buf + ((prod & c->mask) << c->cqe_shift));
+        if ((be32toh(cqe->sop_drop_qpn) & 0xffffff) == qpn) {
+            std::uint8_t op = cqe->op_own >> 4;
+            if (srq && op != MLX5_CQE_REQ && op != MLX5_CQE_REQ_ERR) {
+                std::uint32_t idx = be16toh(cqe->wqe_counter) & srq->rq.mask;
+                auto *tail = reinterpret_cast<mlx5_wqe_srq_next_seg *>(srq->rq.wqe(srq->free_tail));
+                tail->next_wqe_index = be16(static_cast<std::uint16_t>(idx));
+                srq->free_tail = idx;
+            }
+            freed++;
+        } else if (freed) {
+            std::uint32_t d = prod + freed;
+            std::uint8_t *dst = c->entries + ((d & c->mask) << c->cqe_shift);
+            std::uint8_t *src = c->entries + ((prod & c->mask) << c->cqe_shift);
+            auto *dcqe = reinterpret_cast<mlx5_cqe64 *>(dst + c->view.cqe_size - sizeof(mlx5_cqe64));
+            std::uint8_t owner = dcqe->op_own & MLX5_CQE_OWNER_MASK;
+            std::memcpy(dst, src, c->view.cqe_size);
+            dcqe->op_own = static_cast<std::uint8_t>((dcqe->op_own & ~MLX5_CQE_OWNER_MASK) | owner);
+        }
+    }
+    if (freed) {
+        c->ci += freed;
+        publish_ci(c);
+    }
+    if (c->last_qp && c->last_qp->qp_num == qpn)
+        c->set_last(nullptr);
+    c->lock.unlock();
+}
+
+void arm_cq(mlx5_cq *c, bool solicited) noexcept
+{
+    // rdma-core mlx5_arm_cq: the arm word (sequence, command, ci) into the
+    // doorbell record, then the same with the CQ number to the CQ doorbell.
+    std::uint32_t sn = c->arm_sn & 3;
+    std::uint32_t ci = c->ci & 0xffffff;
+    std::uint32_t cmd = solicited ? MLX5_CQ_DB_REQ_NOT_SOL : MLX5_CQ_DB_REQ_NOT;
+    std::uint32_t word = sn << 28 | cmd | ci;
+    c->dbrec[cq_arm_db] = be32(word);
+    // The arm record before the doorbell that makes the device read it.
+    mmio_wc_start();
+    std::uint64_t db = static_cast<std::uint64_t>(be32(word)) | static_cast<std::uint64_t>(be32(c->view.cqn)) << 32;
+    mmio_write64(c->view.uar + MLX5_CQ_DOORBELL, db);
+    mmio_flush_writes();
+}
+
+} // namespace shunt::drv::mlx5
