@@ -40,6 +40,19 @@ bool name_ok(const std::string &name) noexcept
     return true;
 }
 
+/** The EAL did not create pool @p name: say why (rte_errno). */
+SHUNT_COLD int create_failed(const std::string &name)
+{
+    int e = rte_errno;
+    if (e == EEXIST) {
+        SHUNT_LOG(pool_log, info, "pool '%s': name in use", name.c_str());
+        return -FI_EEXIST;
+    }
+    if (e == EINVAL)
+        return fail(-FI_EINVAL, name, "the EAL refused the parameters");
+    return fail(-FI_ENOMEM, name, rte_strerror(e));
+}
+
 } // namespace
 
 pool::~pool()
@@ -77,16 +90,8 @@ int pool::create(const std::string &name, std::size_t count, std::size_t elt_siz
     rte_mempool *mp = rte_mempool_create(name.c_str(), static_cast<unsigned>(count),
                                          static_cast<unsigned>(elt_size), static_cast<unsigned>(cache_size),
                                          0, nullptr, nullptr, nullptr, nullptr, SOCKET_ID_ANY, 0);
-    if (!mp) {
-        int e = rte_errno;
-        if (e == EEXIST) {
-            SHUNT_LOG(pool_log, info, "pool '%s': name in use", name.c_str());
-            return -FI_EEXIST;
-        }
-        if (e == EINVAL)
-            return fail(-FI_EINVAL, name, "the EAL refused the parameters");
-        return fail(-FI_ENOMEM, name, rte_strerror(e));
-    }
+    if (!mp)
+        return create_failed(name);
     mp_ = mp;
     return 0;
 }
@@ -113,16 +118,8 @@ int pool::create_mbufs(const std::string &name, std::size_t count, std::size_t d
                                               static_cast<unsigned>(cache_size), 0,
                                               static_cast<std::uint16_t>(data_room),
                                               socket < 0 ? SOCKET_ID_ANY : socket);
-    if (!mp) {
-        int e = rte_errno;
-        if (e == EEXIST) {
-            SHUNT_LOG(pool_log, info, "pool '%s': name in use", name.c_str());
-            return -FI_EEXIST;
-        }
-        if (e == EINVAL)
-            return fail(-FI_EINVAL, name, "the EAL refused the parameters");
-        return fail(-FI_ENOMEM, name, rte_strerror(e));
-    }
+    if (!mp)
+        return create_failed(name);
     mp_ = mp;
     return 0;
 }
