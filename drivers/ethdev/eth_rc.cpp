@@ -594,6 +594,23 @@ void fresh_wc(eth_qp *q, bool solicited) noexcept
 
 enum rx_rc { rx_ok, rx_wait, rx_drop, rx_rnr };
 
+/** Does a packet of @p kind (a first one or not) fail to continue the
+ *  message in progress (a first packet inside one, a later packet outside
+ *  one, or of another kind)? RC answers with an invalid-request NAK; UC
+ *  drops the partial message, and the packet too unless it starts a new one.
+ *  @return true: drop the packet. */
+bool breaks_message(eth_qp *q, bool first, std::uint8_t kind, bool rc, std::uint32_t psn) noexcept
+{
+    if (first != q->rx_busy && !(q->rx_busy && q->rx_kind != kind))
+        return false;
+    if (rc) {
+        responder_error(q, psn, wire::nak_inv_req);
+        return true;
+    }
+    q->rx_busy = false;
+    return !first;
+}
+
 /** Execute one in-sequence request packet. */
 rx_rc respond(eth_qp *q, const rxpkt &k, eth_cq *c) noexcept
 {
@@ -614,16 +631,8 @@ rx_rc respond(eth_qp *q, const rxpkt &k, eth_cq *c) noexcept
     case wire::k_send: {
         if (last && c->space() == 0)
             return rx_wait; // before anything of the packet is used
-        if (first == q->rx_busy || (q->rx_busy && q->rx_kind != wire::k_send)) {
-            if (rc) {
-                responder_error(q, psn, wire::nak_inv_req);
-                return rx_drop;
-            }
-            // UC: the partial message is dropped; a new one may start here.
-            q->rx_busy = false;
-            if (!first)
-                return rx_drop;
-        }
+        if (breaks_message(q, first, wire::k_send, rc, psn))
+            return rx_drop;
         if (first) {
             if (!q->rx_has_wqe && !take_recv(q)) {
                 if (rc) {
@@ -682,15 +691,8 @@ rx_rc respond(eth_qp *q, const rxpkt &k, eth_cq *c) noexcept
         const bool imm = d.hdrs & wire::h_imm;
         if (last && imm && c->space() == 0)
             return rx_wait;
-        if (first == q->rx_busy || (q->rx_busy && q->rx_kind != wire::k_write)) {
-            if (rc) {
-                responder_error(q, psn, wire::nak_inv_req);
-                return rx_drop;
-            }
-            q->rx_busy = false;
-            if (!first)
-                return rx_drop;
-        }
+        if (breaks_message(q, first, wire::k_write, rc, psn))
+            return rx_drop;
         if (last && imm && !q->rx_has_wqe) {
             // The immediate consumes a receive: there must be one before any
             // of this packet is placed.
