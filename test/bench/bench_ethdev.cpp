@@ -123,6 +123,15 @@ null_port &port()
     return p;
 }
 
+/** Post the batch of @p q and wait for its one signaled completion. */
+bool done(null_port &p, vq::qp *q, benchmark::State &st)
+{
+    if (vq::wr_complete(q) == 0 && p.reap(1))
+        return true;
+    st.SkipWithError("send failed");
+    return false;
+}
+
 /** IPv4 + TCP header (checksums left to WR_IP_CSUM / the TSO fix-up). */
 void tcp_ip_header(std::uint8_t *h, std::uint16_t ip_total, std::uint32_t seq, std::uint16_t id)
 {
@@ -157,10 +166,8 @@ void UdTso64K(benchmark::State &st)
         vq::wr_send_tso(q, hdr, hdr_len, mss);
         vq::wr_set_sge(q, p.mr->lkey, reinterpret_cast<std::uint64_t>(p.buf), payload);
         vq::wr_set_ud_addr(q, p.ah, 0x12, 0x1111);
-        if (vq::wr_complete(q) || !p.reap(1)) {
-            st.SkipWithError("send failed");
+        if (!done(p, q, st))
             break;
-        }
     }
     st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations()) * payload);
     st.counters["segments"] = (payload + mss - 1) / mss;
@@ -195,10 +202,8 @@ void UdMssSends64K(benchmark::State &st)
             vq::wr_set_sge_list(q, 2, sg);
             vq::wr_set_ud_addr(q, p.ah, 0x12, 0x1111);
         }
-        if (vq::wr_complete(q) || !p.reap(1)) {
-            st.SkipWithError("send failed");
+        if (!done(p, q, st))
             break;
-        }
     }
     st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations()) * payload);
     st.counters["segments"] = nseg;
@@ -220,10 +225,8 @@ void RawSend(benchmark::State &st)
         q->wr_flags = vq::WR_SIGNALED;
         vq::wr_send(q);
         vq::wr_set_sge(q, p.mr->lkey, reinterpret_cast<std::uint64_t>(p.buf), len);
-        if (vq::wr_complete(q) || !p.reap(1)) {
-            st.SkipWithError("send failed");
+        if (!done(p, q, st))
             break;
-        }
     }
     st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations()) * len);
     (void)vq::destroy_qp(q);
@@ -248,10 +251,8 @@ void RawTso(benchmark::State &st)
         q->wr_flags = vq::WR_SIGNALED;
         vq::wr_send_tso(q, hdr, sizeof hdr, 1448);
         vq::wr_set_sge(q, p.mr->lkey, reinterpret_cast<std::uint64_t>(p.buf), len);
-        if (vq::wr_complete(q) || !p.reap(1)) {
-            st.SkipWithError("send failed");
+        if (!done(p, q, st))
             break;
-        }
     }
     st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations()) * len);
     (void)vq::destroy_qp(q);
