@@ -227,8 +227,10 @@ const limits &lim() noexcept
 
 std::vector<port *> &ports()
 {
-    static std::vector<port *> v;
-    return v;
+    // Never destroyed: ports live as long as the process (DPDK's ports do),
+    // and other static destructors may still reach them at exit.
+    static auto *v = new std::vector<port *>;
+    return *v;
 }
 
 const char *counter_name(unsigned c) noexcept
