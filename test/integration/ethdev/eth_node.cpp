@@ -159,7 +159,8 @@ struct node {
         if (rc == 0)
             rc = vq::create_cq(ctx, &ca, &cq);
         size = bytes;
-        buf = static_cast<std::uint8_t *>(std::aligned_alloc(4096, bytes));
+        // aligned_alloc wants a multiple of the alignment.
+        buf = static_cast<std::uint8_t *>(std::aligned_alloc(4096, (bytes + 4095) & ~std::size_t{4095}));
         if (!buf)
             die("aligned_alloc", -shunt::FI_ENOMEM);
         std::memset(buf, 0, bytes);

@@ -75,7 +75,7 @@ struct ep {
         ca.single_threaded = single_threaded;
         EXPECT_EQ(vq::create_cq(ctx, &ca, &cq), 0);
         size = bytes;
-        buf = static_cast<std::uint8_t *>(std::aligned_alloc(64, bytes));
+        buf = static_cast<std::uint8_t *>(std::aligned_alloc(64, (bytes + 63) & ~std::size_t{63}));
         std::memset(buf, 0, bytes);
         EXPECT_EQ(vq::reg_mr(pd, buf, bytes,
                              vq::ACCESS_LOCAL_WRITE | vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ |
