@@ -11,7 +11,7 @@ shunt_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libfabric-dev libfabric-bin
   valgrind iproute2 procps util-linux
-  go-md2man man-db dpdk
+  go-md2man man-db dpdk dpdk-dev
 )
 
 shunt_log() { printf '== %s\n' "$*" >&2; }

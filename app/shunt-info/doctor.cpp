@@ -1,6 +1,7 @@
 // shunt-info --doctor: a preflight check of this machine for low-latency
 // polling. Each finding says what was seen and how to fix it.
 #include "doctor.h"
+#include "json.h"
 
 #include "env/env.h"
 #include "env/segment.h"
@@ -72,19 +73,7 @@ std::vector<unsigned> cpu_list_of(const std::string &text)
     return out;
 }
 
-std::string json_str(const std::string &s)
-{
-    std::string o = "\"";
-    for (char c : s) {
-        if (c == '"' || c == '\\')
-            o += '\\', o += c;
-        else if (static_cast<unsigned char>(c) < 0x20)
-            o += ' ';
-        else
-            o += c;
-    }
-    return o + "\"";
-}
+std::string json_str(const std::string &s) { return json::quote(s); }
 
 void check_hugepages(std::vector<finding> &out)
 {

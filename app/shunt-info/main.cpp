@@ -1,5 +1,7 @@
 // shunt-info: what this Shunt build and this machine offer.
 #include "doctor.h"
+#include "json.h"
+#include "live.h"
 #include "env/env.h"
 #include "env/errors.h"
 #include "env/topology.h"
@@ -13,6 +15,7 @@
 #include <getopt.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -58,7 +61,18 @@ const char usage[] =
     "                        SHUNT_* value; each problem with its fix; exit 1\n"
     "                        if any (polling cores: SHUNT_LCORES or affinity)\n"
     "      --clean           with --doctor: remove stale shared segments\n"
-    "      --json            with --doctor: one JSON object\n"
+    "      --live=PID        the statistics of running Shunt process PID (its\n"
+    "                        counters with their rates, gauges, histograms over\n"
+    "                        the last interval and in total), read through its\n"
+    "                        DPDK telemetry socket and refreshed until it exits\n"
+    "                        or Ctrl-C (SHUNT_TELEMETRY must not be 0 there)\n"
+    "      --interval=SEC    with --live: seconds between refreshes (default 1)\n"
+    "      --count=N         with --live: stop after N refreshes\n"
+    "      --json            everything above as JSON: one object on one line\n"
+    "                        with a key per section asked for (\"build\",\n"
+    "                        \"providers\", \"offers\", \"devices\", \"topology\",\n"
+    "                        \"hugepages\", \"env\"); --doctor and --live print\n"
+    "                        their own objects (--live: one per refresh)\n"
     "  -V, --version         print the version and exit\n"
     "  -h, --help            print this help and exit\n"
     "\n"
@@ -75,20 +89,77 @@ std::string list(const std::vector<unsigned> &v)
     return s.empty() ? "-" : s;
 }
 
-void print_build()
+std::vector<std::string> words(const char *s)
 {
+    std::vector<std::string> v;
+    std::string cur;
+    for (const char *p = s;; p++) {
+        if (*p == ' ' || *p == '\0') {
+            if (!cur.empty())
+                v.push_back(cur);
+            cur.clear();
+            if (!*p)
+                break;
+        } else {
+            cur += *p;
+        }
+    }
+    return v;
+}
+
+void print_build(info::json *j)
+{
+    if (j) {
+        j->key("build").begin_object().key("version").str(SHUNT_VERSION).key("build_type").str(SHUNT_BUILD_TYPE);
+        j->key("drivers").strings(words(SHUNT_DRIVERS)).key("providers").strings(words(SHUNT_PROVIDERS));
+        j->end_object();
+        return;
+    }
     std::printf("shunt %s (%s build)\n", SHUNT_VERSION, SHUNT_BUILD_TYPE);
     std::printf("drivers:   %s\n", SHUNT_DRIVERS[0] ? SHUNT_DRIVERS : "(none)");
     std::printf("providers: %s\n", SHUNT_PROVIDERS[0] ? SHUNT_PROVIDERS : "(none)");
 }
 
-int print_topology()
+void topology_json(info::json &j, const env::topology &t)
+{
+    j.key("topology").begin_object().key("hardware_threads").num(t.cpu_count);
+    j.key("cores").begin_array();
+    for (const auto &c : t.cores)
+        j.begin_object().key("id").num(c.id).key("cpus").numbers(c.cpus).key("l3_group").num(c.l3_group)
+            .key("numa_node").num(c.numa_node).end_object();
+    j.end_array().key("l3_groups").begin_array();
+    for (const auto &g : t.l3_groups)
+        j.begin_object().key("cpus").numbers(g.cpus).key("size").num(static_cast<std::uint64_t>(g.size)).end_object();
+    j.end_array().key("numa_nodes").begin_array();
+    for (const auto &n : t.numa_nodes)
+        j.begin_object().key("os_index").num(n.os_index).key("cpus").numbers(n.cpus)
+            .key("memory").num(static_cast<std::uint64_t>(n.memory)).end_object();
+    j.end_array().key("pci_devices").begin_array();
+    for (const auto &p : t.pci_devices)
+        j.begin_object().key("address").str(p.address).key("vendor").num(p.vendor).key("device").num(p.device)
+            .key("class").num(p.class_id).key("numa_node").num(p.numa_node).key("local_cpus").numbers(p.local_cpus)
+            .end_object();
+    j.end_array();
+    std::vector<unsigned> pick;
+    j.key("default_polling_cores");
+    if (env::pick_cores(2, pick) == 0)
+        j.numbers(pick);
+    else
+        j.null();
+    j.end_object();
+}
+
+int print_topology(info::json *j)
 {
     const env::topology *t = nullptr;
     int rc = env::get_topology(t);
     if (rc != 0) {
         std::fprintf(stderr, "shunt-info: cannot read topology: %s\n", shunt::strerror(rc));
         return 1;
+    }
+    if (j) {
+        topology_json(*j, *t);
+        return 0;
     }
     std::printf("topology: %u hardware threads, %zu cores, %zu L3 groups, %zu NUMA nodes\n", t->cpu_count,
                 t->cores.size(), t->l3_groups.size(), t->numa_nodes.size());
@@ -109,9 +180,20 @@ int print_topology()
     return 0;
 }
 
-void print_hugepages()
+void print_hugepages(info::json *j)
 {
     env::hugepage_info h = env::probe_hugepages();
+    if (j) {
+        j->key("hugepages").begin_object().key("reserved").num(static_cast<std::uint64_t>(h.total))
+            .key("free").num(static_cast<std::uint64_t>(h.free)).key("page_size").num(static_cast<std::uint64_t>(h.page_size))
+            .key("hugetlbfs");
+        if (h.mount.empty())
+            j->null();
+        else
+            j->str(h.mount);
+        j->end_object();
+        return;
+    }
     std::printf("hugepages: %lu reserved, %lu free, page size %zu KiB, hugetlbfs %s\n", h.total, h.free,
                 h.page_size >> 10, h.mount.empty() ? "(not mounted)" : h.mount.c_str());
     if (h.free == 0)
@@ -119,8 +201,41 @@ void print_hugepages()
                     "'sysctl vm.nr_hugepages=512' (as root)\n");
 }
 
-void print_env(const std::string &filter)
+const char *type_name(env::tunable_type t)
 {
+    switch (t) {
+    case env::tunable_type::string: return "string";
+    case env::tunable_type::integer: return "integer";
+    case env::tunable_type::boolean: return "boolean";
+    case env::tunable_type::list: return "list";
+    }
+    return "?";
+}
+
+void print_env(const std::string &filter, info::json *j)
+{
+    if (j) {
+        j->key("env").begin_array();
+        for (const env::tunable *t : env::tunables()) {
+            if (!filter.empty() && std::string(t->name).find(filter) == std::string::npos)
+                continue;
+            j->begin_object().key("name").str(t->name).key("layer").str(t->layer).key("type").str(type_name(t->type));
+            j->key("default").str(t->defval).key("help").str(t->help);
+            if (t->choices)
+                j->key("choices").str(t->choices);
+            j->key("set").boolean(t->is_set());
+            if (t->is_set()) {
+                std::string accepted;
+                const bool ok = t->check(accepted) == 0;
+                j->key("value").str(t->value()).key("valid").boolean(ok);
+                if (!ok)
+                    j->key("accepted").str(accepted);
+            }
+            j->end_object();
+        }
+        j->end_array();
+        return;
+    }
     std::printf("%-28s %-8s %-10s %s\n", "VARIABLE", "LAYER", "DEFAULT", "HELP");
     for (const env::tunable *t : env::tunables()) {
         if (!filter.empty() && std::string(t->name).find(filter) == std::string::npos)
@@ -137,8 +252,19 @@ void print_env(const std::string &filter)
     }
 }
 
-void print_provider_list()
+void print_provider_list(info::json *j)
 {
+    if (j) {
+        j->key("providers").begin_array();
+        for (const auto &p : fabric::providers()) {
+            j->begin_object().key("name").str(p.name).key("version");
+            j->str(std::to_string(fabric::FI_MAJOR(p.version)) + "." + std::to_string(fabric::FI_MINOR(p.version)));
+            j->key("origin").str(p.origin).key("usable").boolean(p.usable).key("note").str(p.note)
+                .key("aliases").strings(words(p.aliases.c_str())).end_object();
+        }
+        j->end_array();
+        return;
+    }
     std::printf("providers:\n");
     for (const auto &p : fabric::providers())
         std::printf("  %-12s %u.%u  %-10s %s%s%s%s\n", p.name.c_str(), fabric::FI_MAJOR(p.version),
@@ -227,7 +353,38 @@ bool parse_ep_type(const std::string &arg, fabric::ep_type &t)
 
 /** getinfo with the filters; print fi_info's short form or the full dump.
  *  @return 0, or 61 when nothing matches. */
-int print_offers(const std::string &prov, fabric::ep_type type, std::uint64_t caps, bool verbose)
+std::vector<std::string> cap_list(std::uint64_t caps)
+{
+    std::vector<std::string> v;
+    for (const cap_name &c : cap_names)
+        if ((caps & c.bit) && std::strcmp(c.name, "ATOMICS") != 0)
+            v.push_back(std::string("FI_") + c.name);
+    return v;
+}
+
+void offer_json(info::json &j, const fabric::info *i, bool verbose)
+{
+    const auto u = [](std::size_t v) { return static_cast<std::uint64_t>(v); };
+    j.begin_object().key("provider").str(i->fabric_attr->prov_name ? i->fabric_attr->prov_name : "");
+    j.key("fabric").str(i->fabric_attr->name ? i->fabric_attr->name : "");
+    j.key("domain").str(i->domain_attr->name ? i->domain_attr->name : "");
+    j.key("version").str(std::to_string(fabric::FI_MAJOR(i->fabric_attr->prov_version)) + "." +
+                         std::to_string(fabric::FI_MINOR(i->fabric_attr->prov_version)));
+    j.key("type").str(ep_type_name(i->ep_attr->type)).key("protocol").str(protocol_name(i->ep_attr->protocol));
+    j.key("caps").strings(cap_list(i->caps)).key("mode").num(i->mode);
+    j.key("max_msg_size").num(u(i->ep_attr->max_msg_size)).key("mem_tag_format").num(i->ep_attr->mem_tag_format);
+    j.key("inject_size").num(u(i->tx_attr->inject_size)).key("tx_size").num(u(i->tx_attr->size));
+    j.key("rx_size").num(u(i->rx_attr->size)).key("iov_limit").num(u(i->tx_attr->iov_limit));
+    j.key("mr_mode").num(i->domain_attr->mr_mode).key("cq_data_size").num(u(i->domain_attr->cq_data_size));
+    if (verbose) {
+        std::vector<char> buf(16384);
+        fabric::info_tostr(i, buf.data(), buf.size());
+        j.key("fi_tostr").str(buf.data());
+    }
+    j.end_object();
+}
+
+int print_offers(const std::string &prov, fabric::ep_type type, std::uint64_t caps, bool verbose, info::json *j)
 {
     fabric::info *hints = fabric::allocinfo();
     if (!hints) {
@@ -246,13 +403,19 @@ int print_offers(const std::string &prov, fabric::ep_type type, std::uint64_t ca
     fabric::info *all = nullptr;
     int rc = fabric::getinfo(fabric::FI_API_VERSION, nullptr, nullptr, 0, hints, &all);
     fabric::freeinfo(hints);
+    if (j) {
+        j->key("offers").begin_array();
+        for (fabric::info *i = rc == 0 ? all : nullptr; i; i = i->next)
+            offer_json(*j, i, verbose);
+        j->end_array();
+    }
     if (rc != 0 || !all) {
         // fi_info prints "fi_getinfo: -61" and exits with 61.
         std::fprintf(stderr, "shunt-info: getinfo: %d (%s)\n", rc ? rc : -FI_ENODATA,
                      shunt::strerror(rc ? rc : -FI_ENODATA));
         return rc == -FI_ENODATA || rc == 0 ? FI_ENODATA : (rc < 0 ? -rc : 1);
     }
-    for (fabric::info *i = all; i; i = i->next) {
+    for (fabric::info *i = j ? nullptr : all; i; i = i->next) {
         if (verbose) {
             std::vector<char> buf(16384);
             fabric::info_tostr(i, buf.data(), buf.size());
@@ -284,7 +447,7 @@ const char *qp_type_name(unsigned t)
     }
 }
 
-std::string ops_names(std::uint64_t ops)
+std::vector<std::string> ops_list(std::uint64_t ops)
 {
     static const struct {
         std::uint64_t bit;
@@ -296,26 +459,63 @@ std::string ops_names(std::uint64_t ops)
         {vq::OPS_ATOMIC_FETCH_AND_ADD, "fetch_add"}, {vq::OPS_LOCAL_INV, "local_inv"},
         {vq::OPS_BIND_MW, "bind_mw"}, {vq::OPS_TSO, "tso"}, {vq::OPS_FLUSH, "flush"},
     };
-    std::string s;
+    std::vector<std::string> v;
     for (const auto &n : names)
         if (ops & n.bit)
-            s += std::string(s.empty() ? "" : " ") + n.name;
+            v.push_back(n.name);
+    return v;
+}
+
+std::string ops_names(std::uint64_t ops)
+{
+    std::string s;
+    for (const std::string &n : ops_list(ops))
+        s += (s.empty() ? "" : " ") + n;
     return s;
 }
 
+void device_json(info::json &j, const vq::device_attr &a)
+{
+    j.key("max_qp").num(a.max_qp).key("max_qp_wr").num(a.max_qp_wr).key("max_sge").num(a.max_sge);
+    j.key("max_inline_data").num(a.max_inline_data).key("max_cq").num(a.max_cq).key("max_cqe").num(a.max_cqe);
+    j.key("max_mr").num(a.max_mr).key("max_mr_size").num(static_cast<std::uint64_t>(a.max_mr_size));
+    j.key("max_mw").num(a.max_mw).key("max_srq").num(a.max_srq).key("max_srq_wr").num(a.max_srq_wr);
+    j.key("max_msg_sz").num(a.max_msg_sz).key("ud_mtu").num(a.ud_mtu).key("max_tso_hdr").num(a.max_tso_hdr);
+    j.key("atomics_global").boolean(a.atomics_global).key("host_local").boolean(a.host_local);
+    j.key("ops").begin_object();
+    for (unsigned t = 0; t < vq::num_qp_types; t++)
+        if (a.ops[t] && qp_type_name(t))
+            j.key(qp_type_name(t)).strings(ops_list(a.ops[t]));
+    j.end_object();
+}
+
 /** The vq devices and their limits. @return 0, or 1 if one cannot be opened. */
-int print_devices()
+int print_devices(info::json *j)
 {
     std::vector<vq::device *> devs;
     vq::get_device_list(devs);
-    std::printf("vq devices: %zu\n", devs.size());
-    for (const vq::driver *d : vq::registered_drivers())
-        if (d->status)
-            if (const char *st = d->status())
-                std::printf("  driver %s: %s\n", d->name, st);
+    if (j) {
+        j->key("devices").begin_array();
+    } else {
+        std::printf("vq devices: %zu\n", devs.size());
+        for (const vq::driver *d : vq::registered_drivers())
+            if (d->status)
+                if (const char *st = d->status())
+                    std::printf("  driver %s: %s\n", d->name, st);
+    }
     int rc = 0;
     for (vq::device *d : devs) {
-        std::printf("  %s: %s\n", d->name, d->description ? d->description : "");
+        if (j) {
+            j->begin_object().key("name").str(d->name).key("description").str(d->description ? d->description : "");
+            if (d->drv) {
+                j->key("driver").str(d->drv->name);
+                if (d->drv->status)
+                    if (const char *st = d->drv->status())
+                        j->key("driver_status").str(st);
+            }
+        } else {
+            std::printf("  %s: %s\n", d->name, d->description ? d->description : "");
+        }
         vq::context *ctx = nullptr;
         vq::device_attr a;
         int e = vq::open_device(d, &ctx);
@@ -324,8 +524,16 @@ int print_devices()
         if (ctx)
             (void)vq::close_device(ctx);
         if (e != 0) {
-            std::printf("    cannot open: %s\n", shunt::strerror(e));
+            if (j)
+                j->key("error").str(shunt::strerror(e)).end_object();
+            else
+                std::printf("    cannot open: %s\n", shunt::strerror(e));
             rc = 1;
+            continue;
+        }
+        if (j) {
+            device_json(*j, a);
+            j->end_object();
             continue;
         }
         std::printf("    max_qp %u, max_qp_wr %u, max_sge %u, max_inline_data %u\n", a.max_qp, a.max_qp_wr, a.max_sge,
@@ -340,6 +548,8 @@ int print_devices()
             if (a.ops[t] && qp_type_name(t))
                 std::printf("    %-10s %s\n", qp_type_name(t), ops_names(a.ops[t]).c_str());
     }
+    if (j)
+        j->end_array();
     return rc;
 }
 
@@ -356,11 +566,15 @@ int main(int argc, char **argv)
         {"caps", required_argument, nullptr, 'c'}, {"verbose", no_argument, nullptr, 'v'},
         {"devices", no_argument, nullptr, 'D'},   {"help", no_argument, nullptr, 'h'},
         {"doctor", no_argument, nullptr, 'X'},    {"clean", no_argument, nullptr, 'C'},
-        {"json", no_argument, nullptr, 'j'},
+        {"json", no_argument, nullptr, 'j'},      {"live", required_argument, nullptr, 'L'},
+        {"interval", required_argument, nullptr, 'I'}, {"count", required_argument, nullptr, 'N'},
         {nullptr, 0, nullptr, 0},
     };
     bool topo = false, huge = false, envs = false, list_provs = false, verbose = false, devices = false;
-    bool offers = false, doctor = false, clean = false, json = false;
+    bool offers = false, doctor = false, clean = false, json = false, live_opts = false, version = false;
+    long live_pid = 0, count = 0;
+    double interval = 1.0;
+    char *end = nullptr;
     std::string prov, env_filter, bad;
     fabric::ep_type type = fabric::FI_EP_UNSPEC;
     std::uint64_t caps = 0;
@@ -393,7 +607,30 @@ int main(int argc, char **argv)
         case 'X': doctor = true; break;
         case 'C': clean = true; break;
         case 'j': json = true; break;
-        case 'V': std::printf("shunt-info %s\n", SHUNT_VERSION); return 0;
+        case 'L':
+            live_pid = std::strtol(optarg, &end, 10);
+            if (*end || live_pid <= 0 || live_pid > (1L << 30)) {
+                std::fprintf(stderr, "shunt-info: bad process id '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'I':
+            interval = std::strtod(optarg, &end);
+            live_opts = true;
+            if (*end || !(interval >= 0.05 && interval <= 3600)) {
+                std::fprintf(stderr, "shunt-info: bad interval '%s' (seconds, 0.05 to 3600)\n", optarg);
+                return 2;
+            }
+            break;
+        case 'N':
+            count = std::strtol(optarg, &end, 10);
+            live_opts = true;
+            if (*end || count <= 0) {
+                std::fprintf(stderr, "shunt-info: bad count '%s' (a positive number)\n", optarg);
+                return 2;
+            }
+            break;
+        case 'V': version = true; break;
         case 'h': std::fputs(usage, stdout); return 0;
         case ':':
             std::fprintf(stderr, "shunt-info: option '%s' needs an argument\nTry 'shunt-info --help'.\n",
@@ -408,38 +645,62 @@ int main(int argc, char **argv)
         std::fprintf(stderr, "shunt-info: unexpected argument '%s'\nTry 'shunt-info --help'.\n", argv[optind]);
         return 2;
     }
+    if (version) {
+        if (json)
+            std::printf("%s\n", info::json().begin_object().key("version").str(SHUNT_VERSION).end_object().text().c_str());
+        else
+            std::printf("shunt-info %s\n", SHUNT_VERSION);
+        return 0;
+    }
     if (clean && !doctor) {
         std::fprintf(stderr, "shunt-info: --clean goes with --doctor\nTry 'shunt-info --help'.\n");
         return 2;
     }
-    if (doctor)
-        return info::run_doctor(json, clean);
-    if (json) {
-        std::fprintf(stderr, "shunt-info: --json is implemented for --doctor only\n");
+    if (live_opts && !live_pid) {
+        std::fprintf(stderr, "shunt-info: --interval and --count go with --live\nTry 'shunt-info --help'.\n");
         return 2;
     }
+    if (live_pid && (doctor || topo || huge || envs || list_provs || offers || devices)) {
+        std::fprintf(stderr, "shunt-info: --live goes alone (with --interval, --count, --json)\n");
+        return 2;
+    }
+    if (live_pid)
+        return info::run_live(static_cast<pid_t>(live_pid), interval, count, json);
+    if (doctor)
+        return info::run_doctor(json, clean);
+    // Every section prints text, or adds its key to one JSON object.
+    info::json doc;
+    info::json *j = json ? &doc : nullptr;
+    if (j)
+        doc.begin_object();
     int rc = 0;
     if (!topo && !huge && !envs && !list_provs && !offers && !devices) {
-        print_build();
-        rc = print_devices();
-        int t = print_topology();
-        print_hugepages();
-        return rc ? rc : t;
+        print_build(j);
+        rc = print_devices(j);
+        int t = print_topology(j);
+        print_hugepages(j);
+        rc = rc ? rc : t;
+    } else {
+        if (list_provs)
+            print_provider_list(j);
+        if (offers) {
+            int o = print_offers(prov, type, caps, verbose, j);
+            if (o && !j)
+                return o;
+            rc = o;
+        }
+        if (devices) {
+            int d = print_devices(j);
+            rc = rc ? rc : d;
+        }
+        if (topo && print_topology(j) != 0)
+            rc = rc ? rc : 1;
+        if (huge)
+            print_hugepages(j);
+        if (envs)
+            print_env(env_filter, j);
     }
-    if (list_provs)
-        print_provider_list();
-    if (offers) {
-        int o = print_offers(prov, type, caps, verbose);
-        if (o)
-            return o;
-    }
-    if (devices)
-        rc = print_devices();
-    if (topo && print_topology() != 0)
-        rc = 1;
-    if (huge)
-        print_hugepages();
-    if (envs)
-        print_env(env_filter);
+    if (j)
+        std::printf("%s\n", doc.end_object().text().c_str());
     return rc;
 }

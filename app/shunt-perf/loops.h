@@ -2,12 +2,19 @@
  * (the concept is described in transport.h). Nothing here allocates, logs or
  * makes a system call while the clock runs; waiting spins on the transport
  * and, after 65536 empty polls, looks at a cold watchdog (stall timeout, peer
- * gone) so that a dead peer never hangs the tool. */
+ * gone) so that a dead peer never hangs the tool.
+ *
+ * The initiator's timed loops also compare the TSC they read anyway with a
+ * deadline (live.h): past it, tick() looks for Ctrl-C and prints the running
+ * line; the cycles it takes are taken out of the samples and the elapsed
+ * time. With telemetry on (Live) each round trip also goes into the "perf"
+ * block's histogram, which readers of the telemetry socket see. */
 #pragma once
 
 #include "env/compiler.h"
 #include "env/errors.h"
 #include "env/tsc.h"
+#include "live.h"
 #include "oob.h"
 #include "transport.h"
 
@@ -115,7 +122,7 @@ template <bool Inject, class T> inline int post(T &tr, const void *buf, std::siz
 
 inline constexpr std::size_t ack_size = 4;
 
-template <bool Verify, class T>
+template <bool Verify, bool Live, class T>
 int pingpong_initiator(T &tr, const run_request &r, std::uint64_t *samples, run_output &out)
 {
     std::byte *tx = tr.tx_buf(), *rx = tr.rx_buf();
@@ -129,20 +136,40 @@ int pingpong_initiator(T &tr, const run_request &r, std::uint64_t *samples, run_
             return rc;
     }
     // Chained timestamps: each sample is the whole iteration, so the samples
-    // add up to the elapsed time exactly.
+    // add up to the elapsed time exactly (less the ticks' own time, paused).
+    live_state *l = r.live;
+    if (l)
+        l->begin(r.size);
     const std::uint64_t start = env::tsc::now();
-    std::uint64_t prev = start;
+    std::uint64_t next = l ? l->next_check : ~0ull;
+    std::uint64_t prev = start, paused = 0;
     for (std::uint64_t i = 0; i < r.iterations; i++, msg++) {
         if constexpr (Verify)
             fill_pattern(tx, len, msg);
-        if ((rc = post<false>(tr, tx, len, r)) || (rc = recv_one<Verify>(tr, rx, len, msg, r))) [[unlikely]]
+        if ((rc = post<false>(tr, tx, len, r)) || (rc = recv_one<Verify>(tr, rx, len, msg, r))) [[unlikely]] {
+            out.iterations = i;
+            out.cycles = prev - start - paused;
             return rc;
+        }
         const std::uint64_t now = env::tsc::now();
         samples[i] = now - prev;
+        if constexpr (Live)
+            l->st->one_way.record(samples[i] / 2);
         prev = now;
+        if (now >= next) [[unlikely]] {
+            rc = tick(*l, i + 1, now, paused);
+            if (rc) {
+                out.iterations = i + 1;
+                out.cycles = now - start - paused;
+                return rc;
+            }
+            prev = env::tsc::now();
+            paused += prev - now;
+            next = l->next_check;
+        }
     }
     out.iterations = r.iterations;
-    out.cycles = prev - start;
+    out.cycles = prev - start - paused;
     return 0;
 }
 
@@ -160,17 +187,37 @@ template <bool Verify, class T> int pingpong_responder(T &tr, const run_request 
 }
 
 /** bw and rate: @p count messages one way, then one small acknowledgement
- *  back, which ends the timed part. */
-template <bool Inject, bool Verify, class T> int stream_burst(T &tr, const run_request &r, std::uint64_t count)
+ *  back, which ends the timed part. With @p l (the timed burst) the clock is
+ *  looked at every 1024 messages for tick(); @p done and @p paused say how
+ *  far it got and how long the ticks took. */
+template <bool Inject, bool Verify, class T>
+int stream_burst(T &tr, const run_request &r, std::uint64_t count, live_state *l = nullptr,
+                 std::uint64_t *done = nullptr, std::uint64_t *paused = nullptr)
 {
     std::byte *tx = tr.tx_buf(), *rx = tr.rx_buf();
     int rc;
     for (std::uint64_t i = 0; i < count; i++) {
         if constexpr (Verify)
             fill_pattern(tx, r.size, i);
-        if ((rc = post<Inject>(tr, tx, r.size, r))) [[unlikely]]
+        if ((rc = post<Inject>(tr, tx, r.size, r))) [[unlikely]] {
+            if (done)
+                *done = i;
             return rc;
+        }
+        if (l && (i & 1023) == 1023) [[unlikely]] {
+            const std::uint64_t now = env::tsc::now();
+            if (now >= l->next_check) {
+                rc = tick(*l, i + 1, now, *paused);
+                *paused += env::tsc::now() - now;
+                if (rc) {
+                    *done = i + 1;
+                    return rc;
+                }
+            }
+        }
     }
+    if (done)
+        *done = count;
     ssize_t n = wait_recv(tr, rx, ack_size, r);
     return n < 0 ? static_cast<int>(n) : 0;
 }
@@ -183,14 +230,19 @@ template <bool Verify, class T> int stream_initiator(T &tr, const run_request &r
         rc = inject ? stream_burst<true, Verify>(tr, r, r.warmup) : stream_burst<false, Verify>(tr, r, r.warmup);
     if (rc)
         return rc;
+    live_state *l = r.live;
+    if (l)
+        l->begin(r.size);
+    std::uint64_t done = 0, paused = 0;
     const std::uint64_t start = env::tsc::now();
-    rc = inject ? stream_burst<true, Verify>(tr, r, r.iterations) : stream_burst<false, Verify>(tr, r, r.iterations);
+    rc = inject ? stream_burst<true, Verify>(tr, r, r.iterations, l, &done, &paused)
+                : stream_burst<false, Verify>(tr, r, r.iterations, l, &done, &paused);
     const std::uint64_t end = env::tsc::now();
-    if (rc)
-        return rc;
-    out.iterations = r.iterations;
-    out.cycles = end - start;
-    return 0;
+    // Interrupted or failed: what was posted so far, over the time it took
+    // (the sender's view: the last messages may not have arrived).
+    out.iterations = rc ? done : r.iterations;
+    out.cycles = end - start - paused;
+    return rc;
 }
 
 template <bool Verify, class T> int stream_responder(T &tr, const run_request &r)
@@ -220,9 +272,12 @@ public:
     {
         tr_->begin_run(r);
         int rc;
+        const bool live = r.live && r.live->st;
         if (r.test == test_kind::pingpong)
-            rc = r.verify ? pingpong_initiator<true>(*tr_, r, samples, out)
-                          : pingpong_initiator<false>(*tr_, r, samples, out);
+            rc = r.verify ? (live ? pingpong_initiator<true, true>(*tr_, r, samples, out)
+                                  : pingpong_initiator<true, false>(*tr_, r, samples, out))
+                          : (live ? pingpong_initiator<false, true>(*tr_, r, samples, out)
+                                  : pingpong_initiator<false, false>(*tr_, r, samples, out));
         else
             rc = r.verify ? stream_initiator<true>(*tr_, r, out) : stream_initiator<false>(*tr_, r, out);
         tr_->end_run();

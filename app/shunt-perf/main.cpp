@@ -9,8 +9,10 @@
 // configuration and then one RUN per size over the out-of-band channel;
 // measurements and output happen on the initiator only.
 #include "env/errors.h"
+#include "env/stats.h"
 #include "env/topology.h"
 #include "env/tsc.h"
+#include "live.h"
 #include "oob.h"
 #include "options.h"
 #include "stats.h"
@@ -112,6 +114,10 @@ int serve(oob_channel &ch, double timeout, unsigned cpu)
         }
         if (line == "QUIT")
             return 0;
+        if (line == "ABORT") {
+            std::fprintf(stderr, "shunt-perf: responder: the initiator stopped the run (Ctrl-C)\n");
+            return 0;
+        }
         run_request r;
         unsigned long long size, iters, warm;
         unsigned window, verify;
@@ -131,6 +137,10 @@ int serve(oob_channel &ch, double timeout, unsigned cpu)
         if (ch.send("GO") != 0)
             return 1;
         rc = sess->run_responder(r);
+        if (rc == -FI_ECONNRESET && ch.recv(line, 0.5) == 0 && line == "ABORT") {
+            std::fprintf(stderr, "shunt-perf: responder: the initiator stopped the run (Ctrl-C)\n");
+            return 0;
+        }
         if (rc != 0) {
             std::fprintf(stderr, "shunt-perf: responder: size %llu failed: %s\n", size,
                          rc == -FI_ECONNRESET ? "the initiator died"
@@ -179,6 +189,8 @@ struct initiator {
             return rc;
         }
         rc = sess->run_initiator(r, samples.data(), out);
+        if (rc == -FI_ECANCELED)
+            return rc; // Ctrl-C: out holds what was measured; the responder is told by ABORT
         if (rc != 0) {
             // The responder may have said why.
             if (ch.recv(line, 0.2) == 0 && line.compare(0, 6, "ERROR ") == 0)
@@ -224,6 +236,19 @@ int initiate(oob_channel &ch, const options &o, std::vector<unsigned> cores)
     }
 
     run_info info{cfg, cores, static_cast<double>(env::tsc::hz()) / 1e9};
+    // What the loops report while they run: the "perf" block for telemetry
+    // readers, the running line, Ctrl-C.
+    perf_stats pst;
+    env::stats::registration preg;
+    live_state live;
+    live.test = cfg.test;
+    live.lines = !o.quiet;
+    live.tty = isatty(STDERR_FILENO);
+    live.check_cycles = env::tsc::from_ns(50000000);
+    live.line_cycles = env::tsc::from_ns(1000000000);
+    if (env::stats::enabled() && preg.open("perf", perf_schema(), &pst) == 0)
+        live.st = &pst;
+    install_interrupt();
     if (o.format == out_format::table) {
         if (o.verify)
             std::printf("# --verify: every payload byte checked; the figures include the checks\n");
@@ -233,9 +258,10 @@ int initiate(oob_channel &ch, const options &o, std::vector<unsigned> cores)
         print_csv_header(stdout);
 
     std::vector<size_result> results;
-    const bool progress = o.sizes.size() > 1;
+    const bool progress = o.sizes.size() > 1 && !o.quiet;
     const bool tty = isatty(STDERR_FILENO);
-    for (std::size_t i = 0; i < o.sizes.size(); i++) {
+    bool stopped = false;
+    for (std::size_t i = 0; i < o.sizes.size() && !interrupted; i++) {
         const std::size_t size = o.sizes[i];
         if (progress)
             std::fprintf(stderr, "shunt-perf: %s size %zu (%zu/%zu)%s", name(cfg.test), size, i + 1,
@@ -247,6 +273,7 @@ int initiate(oob_channel &ch, const options &o, std::vector<unsigned> cores)
         r.warmup = o.warmup;
         r.verify = o.verify;
         r.iterations = o.iterations ? o.iterations : default_iterations(cfg.test, size);
+        r.live = &live;
         run_output out;
         if (o.duration > 0) {
             // Estimate the count from a timed warm-up of its own.
@@ -260,14 +287,23 @@ int initiate(oob_channel &ch, const options &o, std::vector<unsigned> cores)
             r.iterations = static_cast<std::uint64_t>(std::clamp(want, 1.0, static_cast<double>(max_iterations)));
             r.warmup = 0;
         }
-        if ((rc = in.run(r, out, why)) != 0)
+        rc = in.run(r, out, why);
+        live.end();
+        if (rc == -FI_ECANCELED) {
+            stopped = true;
+            rc = 0;
+            if (out.iterations == 0)
+                break;
+        } else if (rc != 0) {
             break;
+        }
         size_result res;
         res.size = size;
         res.iterations = out.iterations;
         res.warmup = r.warmup;
         res.window = r.window;
         res.verified = r.verify;
+        res.interrupted = stopped;
         if (cfg.test == test_kind::pingpong) {
             in.samples.resize(out.iterations);
             summarize_pingpong(in.samples, out.cycles, res);
@@ -280,16 +316,31 @@ int initiate(oob_channel &ch, const options &o, std::vector<unsigned> cores)
         case out_format::json: print_json(stdout, info, res); break;
         case out_format::csv: print_csv_row(stdout, info, res); break;
         }
+        if (stopped)
+            break;
     }
+    stopped |= interrupted != 0;
     if (progress && tty)
         std::fputs("\033[K", stderr);
+    if (rc == -FI_ECANCELED) { // Ctrl-C in the --duration probe
+        stopped = true;
+        rc = 0;
+    }
     if (rc != 0) {
         std::fprintf(stderr, "shunt-perf: %s size %zu failed: %s\n", name(cfg.test), o.sizes[results.size()],
                      why.c_str());
         return 1;
     }
-    (void)ch.send("QUIT");
-    if (!o.plot.empty()) {
+    if (stopped) {
+        // The responder may be inside a size: ABORT tells it why the channel closes.
+        if (ch.send("ABORT") != 0)
+            std::fprintf(stderr, "shunt-perf: the responder is gone already\n");
+        std::fprintf(stderr, "shunt-perf: interrupted (Ctrl-C): %zu size(s) reported, the last one partly\n",
+                     results.size());
+    } else if (ch.send("QUIT") != 0) {
+        std::fprintf(stderr, "shunt-perf: the responder is gone already\n");
+    }
+    if (!o.plot.empty() && !results.empty()) {
         // The histogram needs the samples of the single pingpong size, which
         // summarize_pingpong left sorted.
         static const std::vector<std::uint64_t> none;
@@ -302,7 +353,7 @@ int initiate(oob_channel &ch, const options &o, std::vector<unsigned> cores)
         if (o.format == out_format::table)
             std::printf("# plot: %s\n", o.plot.c_str());
     }
-    return 0;
+    return stopped ? 128 + SIGINT : 0;
 }
 
 /** Wait for the spawned responder; kill it if it lingers. @return its status. */
@@ -390,6 +441,9 @@ int main(int argc, char **argv)
         return rc;
     switch (o.who) {
     case role::responder: {
+        // Ctrl-C on the terminal reaches both processes: the initiator
+        // decides, and tells this side (ABORT).
+        signal(SIGINT, SIG_IGN);
         oob_channel ch(o.oob_fd);
         int cpu = sched_getcpu();
         return serve(ch, o.timeout, cpu < 0 ? 0 : static_cast<unsigned>(cpu));
@@ -418,7 +472,15 @@ int main(int argc, char **argv)
         if (pin_self(cpu) != 0)
             return 1;
         std::string why;
-        int fd = tcp_connect(o.address, o.port, o.timeout, why);
+        int fd = tcp_connect(o.address, o.port, 0, why); // one try
+        if (fd < 0 && fd != -FI_EADDRNOTAVAIL) {
+            std::fprintf(stderr, "shunt-perf: waiting for the server at %s port %u (up to %.0f s; start it with "
+                                 "'shunt-perf %s -s')\n",
+                         o.address.c_str(), static_cast<unsigned>(o.port), o.timeout, name(o.cfg.test));
+            fd = tcp_connect(o.address, o.port, o.timeout, why);
+            if (fd >= 0)
+                std::fprintf(stderr, "shunt-perf: connected to the server\n");
+        }
         if (fd < 0) {
             std::fprintf(stderr, "shunt-perf: client: %s\n", why.c_str());
             return 1;

@@ -80,16 +80,26 @@ const char usage_text[] =
     "Output:\n"
     "  -j, --json            one JSON object per size, one per line\n"
     "      --csv             CSV with a header line\n"
-    "      --plot FILE.svg   draw the latency distribution (one size) or the\n"
-    "                        sweep (several sizes) as an SVG picture\n"
+    "      --plot FILE.svg   draw an SVG picture: for one pingpong size the\n"
+    "                        one-way latency against the percentile (both on\n"
+    "                        log scales: body and tail readable); for several\n"
+    "                        sizes (or bw / rate) the results against size\n"
+    "  -q, --quiet           no progress or running lines on stderr\n"
     "  -V, --version         print the version and exit\n"
     "  -h, --help            print this help and exit\n"
     "\n"
     "Latency percentiles p50 p90 p99 p99.9 p99.99 max are exact (nearest rank\n"
-    "over every timed iteration). A progress line goes to stderr for sweeps.\n"
+    "over every timed iteration), shown in ns, \u00b5s or ms by magnitude (JSON\n"
+    "and CSV: always ns). On stderr: a progress line for sweeps, and a running\n"
+    "line every second of a long size (its last second's percentiles, from\n"
+    "the live histogram). Ctrl-C stops the run and prints what was measured so\n"
+    "far (exit status 130). A client says when it is waiting for its server.\n"
+    "With SHUNT_TELEMETRY on (default) the initiator publishes the block\n"
+    "\"perf\" (size, progress, the one-way histogram) on its telemetry socket:\n"
+    "shunt-info --live PID shows it refreshing.\n"
     "See doc/guides/perf.md for the method and the JSON/CSV shape.\n"
     "\n"
-    "Exit status: 0 success, 1 run failure, 2 bad usage.\n";
+    "Exit status: 0 success, 1 run failure, 2 bad usage, 130 interrupted.\n";
 
 void print_transports(FILE *f)
 {
@@ -308,6 +318,7 @@ int parse_command_line(int argc, char **argv, options &o)
         {"port", required_argument, nullptr, 'P'},     {"json", no_argument, nullptr, 'j'},
         {"csv", no_argument, nullptr, OPT_CSV},        {"plot", required_argument, nullptr, OPT_PLOT},
         {"verify", no_argument, nullptr, OPT_VERIFY}, {"help", no_argument, nullptr, 'h'},
+        {"quiet", no_argument, nullptr, 'q'},
         {"version", no_argument, nullptr, 'V'},
         // Hidden: the locally spawned responder.
         {"role", required_argument, nullptr, OPT_ROLE}, {"oob-fd", required_argument, nullptr, OPT_OOB_FD},
@@ -318,7 +329,7 @@ int parse_command_line(int argc, char **argv, options &o)
     std::uint64_t n;
     int ch, rc;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":p:e:S:I:w:W:c:sP:jhV", longopts, nullptr)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":p:e:S:I:w:W:c:sP:jhVq", longopts, nullptr)) != -1) {
         switch (ch) {
         case 'p': provider = optarg; break;
         case 'e':
@@ -381,6 +392,7 @@ int parse_command_line(int argc, char **argv, options &o)
             o.plot = optarg;
             break;
         case 'h': want_help = true; break;
+        case 'q': o.quiet = true; break;
         case 'V': std::printf("shunt-perf (Shunt) %s\n", SHUNT_VERSION); return 0;
         case OPT_VERIFY: o.verify = true; break;
         case OPT_ROLE:

@@ -47,6 +47,7 @@ struct options {
     std::string plot;              ///< SVG file to write, empty: none
     double timeout = 30;           ///< seconds without progress before giving up
     bool verify = false;           ///< --verify: check every payload byte
+    bool quiet = false;            ///< -q: no progress or running lines on stderr
     int oob_fd = -1;               ///< responder role: inherited stream socket
 };
 

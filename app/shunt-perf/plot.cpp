@@ -1,7 +1,9 @@
 // shunt-perf --plot: a hand-written SVG (no library). One pingpong size: the
-// one-way latency histogram (log count) with its CDF and the p50/p99/p99.9
-// markers. Several sizes (or bw / rate): the results against size on a log2
-// size axis and a log10 value axis.
+// one-way latency against the percentile, both on log scales, with the
+// p50 .. p99.99 and max markers. Several sizes (or bw / rate): the results
+// against size on a log2 size axis and a log10 value axis. Times are
+// labelled in ns / µs / ms by magnitude, other values without exponents.
+#include "env/stats.h"
 #include "env/tsc.h"
 #include "stats.h"
 
@@ -37,7 +39,9 @@ std::string esc(const std::string &s)
 std::string num(double v)
 {
     char b[64];
-    if (v != 0 && (std::fabs(v) >= 1e6 || std::fabs(v) < 0.01))
+    if (std::fabs(v) >= 1e4)
+        return env::stats::format_count(v); // 20k, 1.5M: never 1e+06
+    if (v != 0 && std::fabs(v) < 0.01)
         std::snprintf(b, sizeof b, "%.3g", v);
     else if (std::fabs(v - std::round(v)) < 1e-9)
         std::snprintf(b, sizeof b, "%.0f", v);
@@ -108,17 +112,6 @@ struct svg {
     }
 };
 
-/** 1-2-5 tick step giving about @p want ticks over @p range. */
-double nice_step(double range, int want)
-{
-    double raw = range / want;
-    double p = std::pow(10, std::floor(std::log10(raw)));
-    for (double m : {1.0, 2.0, 5.0, 10.0})
-        if (m * p >= raw)
-            return m * p;
-    return 10 * p;
-}
-
 std::string title_of(const run_info &info)
 {
     const test_config &c = info.cfg;
@@ -184,92 +177,103 @@ log_axis make_log_axis(double mn, double mx)
     return {lo, hi};
 }
 
-std::string histogram(const run_info &info, const size_result &r, const std::vector<std::uint64_t> &sorted)
+/** An axis label for a duration: "200 ns", "1 µs", "2.5 ms" (trailing
+ *  zeros dropped). */
+std::string tick_ns(double ns)
+{
+    std::string t = env::stats::format_ns(ns);
+    const std::size_t sp = t.find(' ');
+    std::size_t dot = t.find('.');
+    if (dot != std::string::npos && dot < sp) {
+        std::size_t e = sp;
+        while (e > dot + 1 && t[e - 1] == '0')
+            e--;
+        if (e == dot + 1)
+            e = dot;
+        t.erase(e, sp - e);
+    }
+    return t;
+}
+
+/** Log10 axis of durations (ns) on the left, with 1-2-5 ticks labelled in
+ *  ns / µs / ms. */
+void draw_time_axis(svg &g, const log_axis &ya)
+{
+    for (double d = ya.lo; d <= ya.hi * 1.0001; d *= 10) {
+        g.line(L - 6, ya.y(d), L, ya.y(d), "#333");
+        g.line(L, ya.y(d), L + PW, ya.y(d), "#ddd");
+        g.text(L - 9, ya.y(d) + 4, tick_ns(d), "end", 12);
+        for (double m : {2.0, 5.0})
+            if (d * m < ya.hi * 0.9999) {
+                g.line(L - 3, ya.y(d * m), L, ya.y(d * m), "#333");
+                g.line(L, ya.y(d * m), L + PW, ya.y(d * m), "#f0f0f0");
+                g.text(L - 9, ya.y(d * m) + 4, tick_ns(d * m), "end", 10, " fill=\"#777\"");
+            }
+    }
+}
+
+/** One pingpong size: one-way latency against percentile, the percentile
+ *  on a log scale of 1 / (1 - p) (each step right ten times rarer) and the
+ *  latency on a log scale, so the body (p50) and the tail (p99.99, max) are
+ *  both readable however heavy the tail. */
+std::string percentiles(const run_info &info, const size_result &r, const std::vector<std::uint64_t> &sorted)
 {
     const double k = 1e9 / static_cast<double>(env::tsc::hz()) / 2; // cycles of a round trip -> one-way ns
-    const double lo = static_cast<double>(sorted.front()) * k;
-    // The body of the distribution: up to p99.9 plus half its spread, so a
-    // rare interrupt does not squeeze the peak into one bar; the tail beyond
-    // is counted in the note under the plot.
-    double hi = std::min(r.one_way.max, r.one_way.p999 + (r.one_way.p999 - lo) * 0.5);
-    if (hi <= lo)
-        hi = lo + 1;
-    const int bins = 80;
-    std::vector<unsigned long long> count(bins, 0);
-    unsigned long long beyond = 0;
-    for (std::uint64_t c : sorted) {
-        double v = static_cast<double>(c) * k;
-        if (v > hi) {
-            beyond++;
-            continue;
-        }
-        int b = static_cast<int>((v - lo) / (hi - lo) * bins);
-        count[std::min(b, bins - 1)]++;
-    }
-    const unsigned long long peak = *std::max_element(count.begin(), count.end());
-    svg g;
-    char sub[256];
-    std::snprintf(sub, sizeof sub,
-                  "%zu B, %llu iterations: p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  p99.99 %.1f  max %.1f ns",
-                  r.size, static_cast<unsigned long long>(r.iterations), r.one_way.p50, r.one_way.p90, r.one_way.p99,
-                  r.one_way.p999, r.one_way.p9999, r.one_way.max);
-    frame(g, title_of(info), sub, "one-way latency, ns (half of each round trip)",
-          "iterations per bin (log scale)");
-    auto x = [&](double v) { return L + (v - lo) / (hi - lo) * PW; };
-    // x ticks
-    double step = nice_step(hi - lo, 8);
-    for (double t = std::ceil(lo / step) * step; t <= hi + 1e-9; t += step) {
-        g.line(x(t), T + PH, x(t), T + PH + 6, "#333");
-        g.line(x(t), T, x(t), T + PH, "#eee");
-        g.text(x(t), T + PH + 20, num(t), "middle", 12);
-    }
-    log_axis ya = make_log_axis(1, static_cast<double>(std::max(peak, 1ull)));
-    ya.draw(g);
-    const double bw = PW / bins;
-    for (int b = 0; b < bins; b++) {
-        if (!count[b])
-            continue;
-        // Bars start at half a count below 1 so that single samples show.
-        double y0 = T + PH, y1 = ya.y(static_cast<double>(count[b]));
-        if (count[b] == 1)
-            y1 = std::min(y1, y0 - 2);
-        g.rect(L + b * bw + 0.5, y1, bw - 1, y0 - y1, "#4a7fb5");
-    }
-    // CDF on the right axis (0..100 %).
-    std::vector<std::pair<double, double>> cdf;
     const double n = static_cast<double>(sorted.size());
-    for (int i = 0; i <= 200; i++) {
-        double v = lo + (hi - lo) * i / 200;
-        auto it = std::upper_bound(sorted.begin(), sorted.end(), static_cast<std::uint64_t>(v / k));
-        double frac = static_cast<double>(it - sorted.begin()) / n;
-        cdf.push_back({x(v), T + PH - frac * PH});
+    const double xmax = std::max(std::log10(n), 1.0); // the last sample (max) sits at 1 - 1/n
+    auto x = [&](double decades) { return L + decades / xmax * PW; };
+    auto at = [&](double decades) { // nearest-rank sample at p = 1 - 10^-decades
+        double p = 1 - std::pow(10, -decades);
+        std::size_t i = static_cast<std::size_t>(std::ceil(p * n - 1e-9));
+        i = i < 1 ? 0 : std::min(i - 1, sorted.size() - 1);
+        return static_cast<double>(sorted[i]) * k;
+    };
+    svg g;
+    std::string sub = std::to_string(r.size) + " B, " + std::to_string(r.iterations) + " iterations" +
+                      (r.interrupted ? " (interrupted)" : "") + ": p50 " + env::stats::format_ns(r.one_way.p50) +
+                      "  p90 " + env::stats::format_ns(r.one_way.p90) + "  p99 " + env::stats::format_ns(r.one_way.p99) +
+                      "  p99.9 " + env::stats::format_ns(r.one_way.p999) + "  p99.99 " +
+                      env::stats::format_ns(r.one_way.p9999) + "  max " + env::stats::format_ns(r.one_way.max);
+    frame(g, title_of(info), sub, "percentile (log scale of 1/(1-p): each step right is ten times rarer)",
+          "one-way latency (half of each round trip, log scale)");
+    log_axis ya = make_log_axis(static_cast<double>(sorted.front()) * k, static_cast<double>(sorted.back()) * k);
+    draw_time_axis(g, ya);
+    // x ticks: 0 %, 90 %, 99 %, ... as far as the samples reach, and 50 %.
+    static const char *const names[] = {"0%", "90%", "99%", "99.9%", "99.99%", "99.999%", "99.9999%",
+                                        "99.99999%", "99.999999%"};
+    for (int d = 0; d <= static_cast<int>(std::floor(xmax + 1e-9)) && d < 9; d++) {
+        g.line(x(d), T + PH, x(d), T + PH + 6, "#333");
+        g.line(x(d), T, x(d), T + PH, "#eee");
+        g.text(x(d), T + PH + 20, names[d], "middle", 12);
     }
-    g.polyline(cdf, "#d0702a", 2);
-    for (int p = 0; p <= 100; p += 20) {
-        double y = T + PH - p / 100.0 * PH;
-        g.line(L + PW, y, L + PW + 6, y, "#d0702a");
-        g.text(L + PW + 9, y + 4, std::to_string(p) + "%", "start", 12, " fill=\"#d0702a\"");
+    g.line(x(std::log10(2.0)), T + PH, x(std::log10(2.0)), T + PH + 6, "#333");
+    g.text(x(std::log10(2.0)), T + PH + 20, "50%", "middle", 11, " fill=\"#555\"");
+    std::vector<std::pair<double, double>> pts;
+    const int steps = 600;
+    for (int i = 0; i <= steps; i++) {
+        const double d = xmax * i / steps;
+        pts.push_back({x(d), ya.y(at(d))});
     }
-    char rot[96];
-    std::snprintf(rot, sizeof rot, " fill=\"#d0702a\" transform=\"rotate(90 %.1f %.1f)\"", W - 18, T + PH / 2);
-    g.text(W - 18, T + PH / 2, "cumulative share of iterations", "middle", 13, rot);
+    g.polyline(pts, "#4a7fb5", 2);
     struct mark {
         const char *name;
+        double decades;
         double v;
         const char *color;
-    } marks[] = {{"p50", r.one_way.p50, "#1b7a1b"}, {"p99", r.one_way.p99, "#b52a2a"}, {"p99.9", r.one_way.p999, "#7a1bb5"}};
-    int row = 0;
+    } marks[] = {{"p50", std::log10(2.0), r.one_way.p50, "#1b7a1b"},
+                 {"p90", 1, r.one_way.p90, "#4a7fb5"},
+                 {"p99", 2, r.one_way.p99, "#b52a2a"},
+                 {"p99.9", 3, r.one_way.p999, "#7a1bb5"},
+                 {"p99.99", 4, r.one_way.p9999, "#b5671b"},
+                 {"max", xmax, r.one_way.max, "#333333"}};
     for (const mark &m : marks) {
-        if (m.v < lo || m.v > hi)
+        if (m.decades > xmax + 1e-9)
             continue;
-        g.line(x(m.v), T, x(m.v), T + PH, m.color, 1.5, "6,4");
-        g.text(x(m.v) + 4, T + 16 + 16 * row++, std::string(m.name) + " " + num(std::round(m.v * 10) / 10), "start",
-               12, (std::string(" fill=\"") + m.color + "\"").c_str());
+        g.dot(x(m.decades), ya.y(m.v), m.color);
+        const bool right = x(m.decades) > L + PW - 140;
+        g.text(x(m.decades) + (right ? -8 : 8), ya.y(m.v) - 8, std::string(m.name) + " " + env::stats::format_ns(m.v),
+               right ? "end" : "start", 12, (std::string(" fill=\"") + m.color + "\"").c_str());
     }
-    char note[160];
-    std::snprintf(note, sizeof note, "%llu iteration(s) beyond the right edge (p99.99 %.1f ns, max %.1f ns)",
-                  beyond, r.one_way.p9999, r.one_way.max);
-    g.text(L + PW, H - 8, note, "end", 11, " fill=\"#555\"");
     return g.s;
 }
 
@@ -285,7 +289,7 @@ std::string sweep(const run_info &info, const std::vector<size_result> &rs)
     std::string ylabel;
     const test_kind t = info.cfg.test;
     if (t == test_kind::pingpong) {
-        ylabel = "one-way latency, ns (log scale)";
+        ylabel = "one-way latency (log scale)";
         ss = {{"p50", "#1b7a1b", nullptr, {}}, {"p99", "#b52a2a", nullptr, {}}, {"p99.9", "#7a1bb5", nullptr, {}},
               {"max", "#999999", "5,4", {}}};
         for (const size_result &r : rs) {
@@ -315,6 +319,7 @@ std::string sweep(const run_info &info, const std::vector<size_result> &rs)
     if (mx <= 0)
         mn = mx = 1;
     log_axis ya = make_log_axis(mn, mx);
+    const bool time_axis = t == test_kind::pingpong;
     double smin = 1e300, smax = 0;
     for (const size_result &r : rs) {
         smin = std::min(smin, static_cast<double>(r.size));
@@ -327,7 +332,10 @@ std::string sweep(const run_info &info, const std::vector<size_result> &rs)
     biggest += biggest.back() == 'K' || biggest.back() == 'M' ? "iB" : " B";
     std::string sub = std::to_string(rs.size()) + " size(s), " + std::to_string(rs.front().size) + " B to " + biggest;
     frame(g, title_of(info), sub, "message size, bytes (log2 scale)", ylabel);
-    ya.draw(g);
+    if (time_axis)
+        draw_time_axis(g, ya);
+    else
+        ya.draw(g);
     // x ticks at every power of two in range; labels every other one when crowded.
     const int first = static_cast<int>(std::ceil(xl)), last = static_cast<int>(std::floor(xh));
     const int every = (last - first) > 12 ? 2 : 1;
@@ -362,7 +370,7 @@ int write_plot(const std::string &path, const run_info &info, const std::vector<
 {
     if (results.empty())
         return -EINVAL;
-    std::string body = !sorted_rt_cycles.empty() ? histogram(info, results.front(), sorted_rt_cycles)
+    std::string body = !sorted_rt_cycles.empty() ? percentiles(info, results.front(), sorted_rt_cycles)
                                                  : sweep(info, results);
     FILE *f = std::fopen(path.c_str(), "w");
     if (!f)

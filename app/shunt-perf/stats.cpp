@@ -8,6 +8,7 @@
 #include <ctime>
 #include <fstream>
 
+#include "env/stats.h"
 #include "env/tsc.h"
 
 #include <algorithm>
@@ -81,6 +82,15 @@ void summarize_stream(std::uint64_t elapsed_cycles, size_result &r)
     r.msg_rate_mmps = r.elapsed_ns > 0 ? msgs / r.elapsed_ns * 1e3 : 0;
 }
 
+/** @p s right-aligned in @p width columns (UTF-8: one column per code point). */
+static std::string pad(const std::string &s, std::size_t width)
+{
+    std::size_t cols = 0;
+    for (unsigned char c : s)
+        cols += (c & 0xc0) != 0x80;
+    return cols >= width ? s : std::string(width - cols, ' ') + s;
+}
+
 void print_table_header(FILE *f, const run_info &info)
 {
     const test_config &c = info.cfg;
@@ -93,7 +103,7 @@ void print_table_header(FILE *f, const run_info &info)
     std::fprintf(f, ", op %s, cores %s, TSC %.3f GHz\n", c.op.c_str(), cores_text(info.cores).c_str(),
                  info.tsc_ghz);
     if (c.test == test_kind::pingpong)
-        std::fprintf(f, "# one-way latency in ns (half of each round trip, every iteration timed)\n");
+        std::fprintf(f, "# one-way latency (half of each round trip, every iteration timed)\n");
     std::fprintf(f, "%9s %10s %6s %9s %9s %9s %9s %9s %10s %11s %9s\n", "size", "iters", "window", "p50", "p90",
                  "p99", "p99.9", "p99.99", "max", "MB/s", "Mmsg/s");
 }
@@ -101,12 +111,15 @@ void print_table_header(FILE *f, const run_info &info)
 void print_table_row(FILE *f, const run_info &, const size_result &r)
 {
     std::fprintf(f, "%9zu %10llu %6u ", r.size, static_cast<unsigned long long>(r.iterations), r.window);
-    if (r.has_latency)
-        std::fprintf(f, "%9.1f %9.1f %9.1f %9.1f %9.1f %10.1f ", r.one_way.p50, r.one_way.p90, r.one_way.p99,
-                     r.one_way.p999, r.one_way.p9999, r.one_way.max);
-    else
+    if (r.has_latency) {
+        const double v[] = {r.one_way.p50, r.one_way.p90, r.one_way.p99, r.one_way.p999, r.one_way.p9999, r.one_way.max};
+        for (int i = 0; i < 6; i++)
+            std::fprintf(f, "%s ", pad(env::stats::format_ns(v[i]), i == 5 ? 10 : 9).c_str());
+    } else {
         std::fprintf(f, "%9s %9s %9s %9s %9s %10s ", "-", "-", "-", "-", "-", "-");
-    std::fprintf(f, "%11.2f %9.3f\n", r.bandwidth_mbps, r.msg_rate_mmps);
+    }
+    std::fprintf(f, "%11.2f %9.3f%s\n", r.bandwidth_mbps, r.msg_rate_mmps,
+                 r.interrupted ? (r.has_latency ? "  (interrupted)" : "  (interrupted: sender side)") : "");
     std::fflush(f);
 }
 
@@ -192,8 +205,8 @@ void print_json(FILE *f, const run_info &info, const size_result &r)
         std::fputs("\"one_way_ns\":null,", f);
     }
     const machine_info &m = machine();
-    std::fprintf(f, "\"bandwidth_MBps\":%.3f,\"msg_rate_Mmps\":%.6f,\"verified\":%s,", r.bandwidth_mbps,
-                 r.msg_rate_mmps, r.verified ? "true" : "false");
+    std::fprintf(f, "\"bandwidth_MBps\":%.3f,\"msg_rate_Mmps\":%.6f,\"verified\":%s,\"interrupted\":%s,",
+                 r.bandwidth_mbps, r.msg_rate_mmps, r.verified ? "true" : "false", r.interrupted ? "true" : "false");
     std::fprintf(f, "\"host\":\"%s\",\"cpu_model\":\"%s\",\"kernel\":\"%s\",\"shunt_version\":\"%s\",\"date\":\"%s\"}\n",
                  esc(m.host).c_str(), esc(m.cpu_model).c_str(), esc(m.kernel).c_str(), esc(m.shunt_version).c_str(),
                  esc(m.date).c_str());
@@ -204,7 +217,7 @@ void print_csv_header(FILE *f)
 {
     std::fputs("test,level,provider,ep_type,qp_type,op,size,iterations,warmup,window,elapsed_ns,"
                "min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,bandwidth_MBps,msg_rate_Mmps,verified,"
-               "host,cpu_model,kernel,shunt_version,date\n",
+               "host,cpu_model,kernel,shunt_version,date,interrupted\n",
                f);
 }
 
@@ -221,9 +234,9 @@ void print_csv_row(FILE *f, const run_info &info, const size_result &r)
     else
         std::fputs(",,,,,,,,", f);
     const machine_info &m = machine();
-    std::fprintf(f, "%.3f,%.6f,%d,%s,%s,%s,%s,%s\n", r.bandwidth_mbps, r.msg_rate_mmps, r.verified ? 1 : 0,
+    std::fprintf(f, "%.3f,%.6f,%d,%s,%s,%s,%s,%s,%d\n", r.bandwidth_mbps, r.msg_rate_mmps, r.verified ? 1 : 0,
                  csv_field(m.host).c_str(), csv_field(m.cpu_model).c_str(), csv_field(m.kernel).c_str(),
-                 csv_field(m.shunt_version).c_str(), csv_field(m.date).c_str());
+                 csv_field(m.shunt_version).c_str(), csv_field(m.date).c_str(), r.interrupted ? 1 : 0);
     std::fflush(f);
 }
 

@@ -29,6 +29,7 @@ struct size_result {
     double bandwidth_mbps = 0;     ///< 10^6 B/s
     double msg_rate_mmps = 0;      ///< 10^6 messages/s
     bool verified = false;         ///< every payload byte was checked (--verify)
+    bool interrupted = false;      ///< Ctrl-C ended this size early: figures of what was done
 };
 
 /** Nearest-rank percentile of sorted samples: the smallest sample with at

@@ -42,6 +42,7 @@
 namespace shunt::perf {
 
 class oob_channel;
+struct live_state;
 
 /** One size of one test, as both sides run it. */
 struct run_request {
@@ -53,6 +54,7 @@ struct run_request {
     bool verify = false;           ///< check every payload byte (--verify)
     int watch_fd = -1;             ///< out-of-band socket: EOF on it means the peer died
     std::uint64_t stall_cycles = 0;///< give up after this long without progress
+    live_state *live = nullptr;    ///< initiator: running line, Ctrl-C, telemetry (live.h); null: none
 };
 
 /** What the initiator measured for one size. */

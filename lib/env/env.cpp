@@ -5,8 +5,10 @@
 #include "env/lcore.h"
 #include "env/log.h"
 #include "env/segment.h"
+#include "env/stats.h"
 #include "env/tunable.h"
 #include "shunt_config.h"
+#include "env/telemetry_detail.h"
 
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -325,9 +327,11 @@ int init(const options &given)
     a.push_back("--lcores=" + map);
     a.push_back("--main-lcore=0");
     // One private runtime per process: no shared config, so any number of
-    // independent processes can run at once.
+    // independent processes can run at once. Its directory holds only the
+    // telemetry socket (SHUNT_TELEMETRY), named by the prefix.
     a.push_back("--file-prefix=shunt-" + std::to_string(getpid()));
-    a.push_back("--no-telemetry");
+    const bool telemetry = stats::enabled();
+    a.push_back(telemetry ? "--telemetry" : "--no-telemetry");
     bool wants_pci = false;
     for (const std::string &x : o.eal_args)
         if (x == "-a" || x.rfind("--allow", 0) == 0 || x == "-b" || x.rfind("--block", 0) == 0)
@@ -363,18 +367,22 @@ int init(const options &given)
                           "DPDK EAL options, see dpdk-testpmd --help)");
         return fail(rte_errno == EALREADY ? -FI_EOPBADSTATE : -FI_EIO, m);
     }
-    // The per-process runtime directory is only needed by the EAL during init.
-    std::string rundir = "/var/run/dpdk/shunt-" + std::to_string(getpid());
-    if (geteuid() != 0)
-        rundir.clear();
-    if (!rundir.empty())
-        rmdir(rundir.c_str());
+    // The runtime directory: kept (for the socket) until fini() or exit with
+    // telemetry, else removed now; those of dead processes go as well.
+    bool socket = telemetry;
+    for (const std::string &x : o.eal_args)
+        if (x == "--no-telemetry")
+            socket = false;
+    detail::telemetry_started(rte_eal_get_runtime_dir(), socket);
+    detail::cleanup_stale_runtime_dirs();
 
     s.st.hugepages = use_huge;
     s.st.hugepage_size = use_huge ? h.page_size : 0;
     s.st.memory_mb = o.memory_mb ? o.memory_mb : (use_huge ? 0 : SHUNT_DEFAULT_MEMORY_MB);
     s.st.cpus = cpus;
     s.st.eal_argv = copy;
+    s.st.telemetry = socket;
+    s.st.runtime_dir = socket ? rte_eal_get_runtime_dir() : "";
     s.ph = phase::up;
     int removed = cleanup_stale_segments();
     if (removed > 0)
@@ -405,6 +413,8 @@ void fini() noexcept
     if (s.ph != phase::up)
         return;
     progress::stop();
+    detail::stats_eal_down();
+    detail::telemetry_stopped();
     rte_eal_cleanup();
     s.st = state{};
     s.ph = phase::down;

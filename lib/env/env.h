@@ -5,7 +5,9 @@
  * environment variables (see tunable.h and doc/guides/env.md).
  *
  * Each process gets its own EAL runtime (in-memory with hugepages, private
- * heap without), so any number of independent processes can run at once. */
+ * heap without, file prefix shunt-<pid>), so any number of independent
+ * processes can run at once; with SHUNT_TELEMETRY (default on) its runtime
+ * directory holds DPDK's telemetry socket (env/telemetry.h). */
 #pragma once
 
 #include <cstddef>
@@ -67,6 +69,8 @@ struct state {
     std::size_t memory_mb = 0;        ///< heap size asked of the EAL (0: grows on demand)
     std::vector<unsigned> cpus;       ///< CPUs usable by lcores, ascending
     std::vector<std::string> eal_argv; ///< the arguments given to rte_eal_init
+    bool telemetry = false;           ///< DPDK's telemetry socket serves this process (SHUNT_TELEMETRY)
+    std::string runtime_dir;          ///< the socket's directory (empty without telemetry)
 };
 /** @return the current state; empty state when not initialised. */
 const state &current() noexcept;

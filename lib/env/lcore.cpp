@@ -4,6 +4,7 @@
 #include "env/env.h"
 #include "env/errors.h"
 #include "env/log.h"
+#include "env/stats.h"
 #include "env/topology.h"
 #include "env/tunable.h"
 
@@ -222,6 +223,17 @@ struct hot_slot {
     std::atomic<void *> arg{nullptr};
 };
 
+/** What the loop counts (written by the loop only, after passes that did
+ *  work; idle passes write nothing but pass_count). */
+struct loop_stats {
+    stats::gauge passes;       ///< copy of pass_count, taken by refresh
+    stats::gauge pollers;      ///< registered, taken by refresh
+    stats::counter busy_passes;///< passes in which some poller did work
+    stats::counter work;       ///< sum of the pollers' positive returns
+    stats::counter yields;     ///< sched_yield() calls while idle
+    stats::histogram work_per_pass; ///< work done by each busy pass
+};
+
 struct service {
     // Read by the loop on every pass; written only by add/remove.
     alignas(SHUNT_CACHE_LINE) hot_slot slots[max_pollers];
@@ -232,6 +244,10 @@ struct service {
     /** True from start() until the loop has exited: a remove() waiting for
      *  a pass stops waiting when the loop is gone. */
     std::atomic<bool> looping{false};
+
+    // Written by the loop after busy passes; read by telemetry.
+    alignas(SHUNT_CACHE_LINE) loop_stats st;
+    stats::registration st_reg;
 
     // Control: never touched by the loop.
     alignas(SHUNT_CACHE_LINE) std::mutex registry; ///< handles, high, next_gen
@@ -258,22 +274,27 @@ void run_loop(const std::atomic<bool> &stop, bool yield)
     in_service = true;
     unsigned idle = 0;
     while (!stop.load(std::memory_order_relaxed)) {
-        bool work = false;
+        std::uint64_t work = 0;
         const unsigned high = s.high.load(std::memory_order_acquire);
         for (unsigned i = 0; i < high; i++) {
             // Observe a registration: seq_cst so that a pass starting after
             // remove() read pass_count sees the slot cleared (see remove()).
             poller_fn f = s.slots[i].fn.load(std::memory_order_seq_cst);
             if (f) {
-                if (f(s.slots[i].arg.load(std::memory_order_relaxed)) > 0)
-                    work = true;
+                const int done = f(s.slots[i].arg.load(std::memory_order_relaxed));
+                if (done > 0)
+                    work += static_cast<unsigned>(done);
             }
         }
         // Publish the end of a pass: every poller call of it has returned.
         s.pass_count.fetch_add(1, std::memory_order_seq_cst);
         if (work) {
             idle = 0;
+            s.st.busy_passes.add();
+            s.st.work.add(work);
+            s.st.work_per_pass.record(work);
         } else if (yield && idle >= idle_passes_before_yield) {
+            s.st.yields.add();
             sched_yield();
         } else {
             idle++;
@@ -282,6 +303,30 @@ void run_loop(const std::atomic<bool> &stop, bool yield)
     }
     s.looping.store(false, std::memory_order_seq_cst);
     in_service = false;
+}
+
+#define LOOP_FIELD(n, k, help) SHUNT_STATS_FIELD(loop_stats, n, k, none, help)
+const stats::field loop_fields[] = {
+    LOOP_FIELD(passes, gauge, "passes over the pollers since the process started"),
+    LOOP_FIELD(pollers, gauge, "pollers registered"),
+    LOOP_FIELD(busy_passes, counter, "passes in which a poller did work"),
+    LOOP_FIELD(work, counter, "work done: the sum of the pollers' positive returns"),
+    LOOP_FIELD(yields, counter, "sched_yield() calls while idle"),
+    LOOP_FIELD(work_per_pass, histogram, "work done by each busy pass"),
+};
+#undef LOOP_FIELD
+const stats::schema loop_schema{"env.progress", loop_fields, sizeof loop_fields / sizeof loop_fields[0]};
+
+/** Telemetry refresh (registry lock held, reader's thread). */
+void refresh_loop_stats(void *) noexcept
+{
+    service &s = svc();
+    s.st.passes.set(s.pass_count.load(std::memory_order_relaxed));
+    unsigned n = 0;
+    const unsigned high = s.high.load(std::memory_order_acquire);
+    for (unsigned i = 0; i < high; i++)
+        n += s.slots[i].fn.load(std::memory_order_relaxed) != nullptr;
+    s.st.pollers.set(n);
 }
 
 SHUNT_COLD int default_cpu(int &out)
@@ -374,6 +419,8 @@ int start(int cpu)
         s.cpu.store(-1);
         return rc;
     }
+    if (!s.st_reg.is_open())
+        (void)s.st_reg.open("env.progress", loop_schema, &s.st, refresh_loop_stats);
     SHUNT_LOG(lcore_log, info, "progress service on CPU %d", want);
     return 0;
 }

@@ -4,6 +4,7 @@
 #include "env/env.h"
 #include "env/errors.h"
 #include "env/log.h"
+#include "env/stats.h"
 
 #include <rte_errno.h>
 #include <rte_malloc.h>
@@ -13,6 +14,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <utility>
 
 namespace shunt::env {
@@ -55,18 +57,63 @@ SHUNT_COLD int create_failed(const std::string &name)
 
 } // namespace
 
+namespace detail {
+/** A pool's statistics block. The gauges are taken by refresh, on the
+ *  reader's thread; `empty` is the only field the fast path writes. */
+struct pool_stats {
+    stats::gauge capacity;
+    stats::gauge available;
+    stats::gauge in_use;
+    stats::gauge element_size;
+    stats::shared_counter empty;
+    rte_mempool *mp = nullptr;
+    stats::registration reg;
+};
+} // namespace detail
+
+namespace {
+#define POOL_FIELD(n, k, u, help) SHUNT_STATS_FIELD(detail::pool_stats, n, k, u, help)
+const stats::field pool_fields[] = {
+    POOL_FIELD(capacity, gauge, none, "objects in the pool"),
+    POOL_FIELD(available, gauge, none, "free objects (shared ring and every lcore cache)"),
+    POOL_FIELD(in_use, gauge, none, "objects taken"),
+    POOL_FIELD(element_size, gauge, bytes, "usable bytes per object"),
+    POOL_FIELD(empty, counter, none, "gets that found too few free objects (-FI_EAGAIN)"),
+};
+#undef POOL_FIELD
+const stats::schema pool_schema{"env.pool", pool_fields, sizeof pool_fields / sizeof pool_fields[0]};
+
+void refresh_pool(void *arg) noexcept
+{
+    auto *ps = static_cast<detail::pool_stats *>(arg);
+    const std::size_t avail = rte_mempool_avail_count(ps->mp);
+    ps->capacity.set(ps->mp->size);
+    ps->available.set(avail);
+    ps->in_use.set(ps->mp->size > avail ? ps->mp->size - avail : 0);
+    ps->element_size.set(ps->mp->elt_size);
+}
+} // namespace
+
+int pool::note_empty() noexcept
+{
+    if (stats_)
+        stats_->empty.add();
+    return -FI_EAGAIN;
+}
+
 pool::~pool()
 {
     destroy();
 }
 
-pool::pool(pool &&o) noexcept : mp_(std::exchange(o.mp_, nullptr)) {}
+pool::pool(pool &&o) noexcept : mp_(std::exchange(o.mp_, nullptr)), stats_(std::exchange(o.stats_, nullptr)) {}
 
 pool &pool::operator=(pool &&o) noexcept
 {
     if (this != &o) {
         destroy();
         mp_ = std::exchange(o.mp_, nullptr);
+        stats_ = std::exchange(o.stats_, nullptr);
     }
     return *this;
 }
@@ -121,11 +168,21 @@ int pool::create_mbufs(const std::string &name, std::size_t count, std::size_t d
     if (!mp)
         return create_failed(name);
     mp_ = mp;
+    // Statistics are a convenience: a pool without its block still works.
+    stats_ = new (std::nothrow) detail::pool_stats;
+    if (stats_) {
+        stats_->mp = mp;
+        if (stats_->reg.open("env.pool." + name, pool_schema, stats_, refresh_pool, stats_, true) != 0)
+            SHUNT_LOG(pool_log, info, "pool '%s': no statistics block", name.c_str());
+    }
     return 0;
 }
 
 void pool::destroy() noexcept
 {
+    // Readers first: the refresh reads the pool.
+    delete stats_;
+    stats_ = nullptr;
     // After fini() the EAL's memory (and the pool in it) is already gone.
     if (mp_ && initialized())
         rte_mempool_free(mp_);
@@ -137,8 +194,8 @@ int pool::get(void *&obj) noexcept
     if (!mp_) [[unlikely]]
         return -FI_EINVAL;
     void *o;
-    if (rte_mempool_get(mp_, &o) != 0)
-        return -FI_EAGAIN;
+    if (rte_mempool_get(mp_, &o) != 0) [[unlikely]]
+        return note_empty();
     obj = o;
     return 0;
 }
@@ -172,8 +229,8 @@ int pool::get_bulk(void **objs, unsigned n) noexcept
     // Without a cache the ring's bulk dequeue is all-or-none and writes objs
     // only on success; with enough in the cache the call cannot fail.
     if (c == nullptr || n <= c->len) [[likely]]
-        return rte_mempool_generic_get(mp_, objs, n, c) == 0 ? 0 : -FI_EAGAIN;
-    return get_bulk_refill(mp_, objs, n, c);
+        return rte_mempool_generic_get(mp_, objs, n, c) == 0 ? 0 : note_empty();
+    return get_bulk_refill(mp_, objs, n, c) == 0 ? 0 : note_empty();
 }
 
 void pool::put(void *obj) noexcept

@@ -8,7 +8,12 @@
  * rte_thread_register()) get a per-lcore cache; other threads go to the
  * shared ring. get/put and the queries may be called from any number of
  * threads at once; create, destroy and moves may not overlap any other call
- * on the same pool object. */
+ * on the same pool object.
+ *
+ * Each pool is a statistics block "env.pool.<name>" (env/stats.h): its
+ * capacity, free and in-use objects (read when asked, nothing on the fast
+ * path) and how often a get found too few objects (one atomic add on that
+ * failure path only). */
 #pragma once
 
 #include <cstddef>
@@ -17,6 +22,10 @@
 struct rte_mempool;
 
 namespace shunt::env {
+
+namespace detail {
+struct pool_stats;
+}
 
 /** Longest pool name (the EAL names the pool's ring "MP_<name>" in 29 bytes). */
 inline constexpr std::size_t pool_name_max = 25;
@@ -88,7 +97,10 @@ public:
     rte_mempool *raw() const noexcept { return mp_; }
 
 private:
+    [[gnu::cold]] int note_empty() noexcept;
+
     rte_mempool *mp_ = nullptr;
+    detail::pool_stats *stats_ = nullptr; ///< the "env.pool.<name>" statistics block
 };
 
 /** Allocate @p size bytes from the EAL heap (hugepages when init() chose

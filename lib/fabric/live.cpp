@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "env/errors.h"
+#include "env/stats.h"
 #include "fabric/detail/live.h"
 #include "fabric/endpoint.h"
 
@@ -20,10 +21,72 @@ table &tab()
     static table *t = new table; // outlives every static object that may close fids
     return *t;
 }
+/** Open objects per class: the "fabric.objects" statistics block, counted
+ *  from the live table when a reader asks (nothing on any data path). */
+struct object_counts {
+    env::stats::gauge fabrics, domains, endpoints, scalable_endpoints, passive_endpoints, contexts, avs, mrs, eqs,
+        cqs, cntrs, waits, polls, other;
+};
+#define OBJ_FIELD(n, help) SHUNT_STATS_FIELD(object_counts, n, gauge, none, help)
+const env::stats::field object_fields[] = {
+    OBJ_FIELD(fabrics, "fabrics open"), OBJ_FIELD(domains, "domains"), OBJ_FIELD(endpoints, "active endpoints"),
+    OBJ_FIELD(scalable_endpoints, "scalable endpoints"), OBJ_FIELD(passive_endpoints, "passive endpoints"),
+    OBJ_FIELD(contexts, "tx/rx contexts, shared or not"), OBJ_FIELD(avs, "address vectors"),
+    OBJ_FIELD(mrs, "memory regions"), OBJ_FIELD(eqs, "event queues"), OBJ_FIELD(cqs, "completion queues"),
+    OBJ_FIELD(cntrs, "counters"), OBJ_FIELD(waits, "wait sets"), OBJ_FIELD(polls, "poll sets"),
+    OBJ_FIELD(other, "other objects (aliases included)"),
+};
+#undef OBJ_FIELD
+const env::stats::schema object_schema{"fabric.objects", object_fields, sizeof object_fields / sizeof object_fields[0]};
+
+void count_objects(void *arg) noexcept
+{
+    auto *c = static_cast<object_counts *>(arg);
+    std::uint64_t n[14] = {};
+    {
+        std::lock_guard g(tab().mu);
+        for (const fid *f : tab().set) {
+            switch (f->fclass) {
+            case FI_CLASS_FABRIC: n[0]++; break;
+            case FI_CLASS_DOMAIN: n[1]++; break;
+            case FI_CLASS_EP: n[2]++; break;
+            case FI_CLASS_SEP: n[3]++; break;
+            case FI_CLASS_PEP: n[4]++; break;
+            case FI_CLASS_RX_CTX:
+            case FI_CLASS_TX_CTX:
+            case FI_CLASS_SRX_CTX:
+            case FI_CLASS_STX_CTX: n[5]++; break;
+            case FI_CLASS_AV: n[6]++; break;
+            case FI_CLASS_MR: n[7]++; break;
+            case FI_CLASS_EQ: n[8]++; break;
+            case FI_CLASS_CQ: n[9]++; break;
+            case FI_CLASS_CNTR: n[10]++; break;
+            case FI_CLASS_WAIT: n[11]++; break;
+            case FI_CLASS_POLL: n[12]++; break;
+            default: n[13]++; break;
+            }
+        }
+    }
+    env::stats::gauge *g[14] = {&c->fabrics, &c->domains, &c->endpoints, &c->scalable_endpoints,
+                                &c->passive_endpoints, &c->contexts, &c->avs, &c->mrs, &c->eqs, &c->cqs,
+                                &c->cntrs, &c->waits, &c->polls, &c->other};
+    for (int i = 0; i < 14; i++)
+        g[i]->set(n[i]);
+}
+
+/** Register "fabric.objects" once, at the first object. */
+void publish_object_counts()
+{
+    static object_counts *counts = new object_counts; // read by count_objects until exit
+    static env::stats::registration reg;
+    static std::once_flag once;
+    std::call_once(once, [] { (void)reg.open("fabric.objects", object_schema, counts, count_objects, counts); });
+}
 } // namespace
 
 void live_add(fid *f)
 {
+    publish_object_counts();
     std::lock_guard g(tab().mu);
     tab().set.insert(f);
 }

@@ -1,13 +1,62 @@
 /* Front end of the verbs-queue layer: argument checks common to every driver,
  * then dispatch to the context's ops table. */
 #include <cstdio>
+#include <mutex>
 
 #include "env/log.h"
+#include "env/stats.h"
 #include "vq/driver.h"
 
 namespace shunt::vq {
 
 SHUNT_LOG_COMPONENT(vq_log, "vq");
+
+namespace {
+
+/** Objects open through this front end, per kind: the "vq.objects"
+ *  statistics block. Setup calls only, from any thread (atomic adds). */
+struct object_counts {
+    env::stats::shared_counter contexts, pds, mrs, mws, bufs, tds, ahs, cqs, srqs, qps;
+};
+object_counts counts;
+
+#define OBJ_FIELD(n, help) SHUNT_STATS_FIELD(object_counts, n, gauge, none, help)
+const env::stats::field object_fields[] = {
+    OBJ_FIELD(contexts, "device contexts open"), OBJ_FIELD(pds, "protection domains"),
+    OBJ_FIELD(mrs, "memory regions registered"), OBJ_FIELD(mws, "memory windows"),
+    OBJ_FIELD(bufs, "driver buffers (alloc_buf)"), OBJ_FIELD(tds, "thread domains"),
+    OBJ_FIELD(ahs, "address handles"), OBJ_FIELD(cqs, "completion queues"),
+    OBJ_FIELD(srqs, "shared receive queues"), OBJ_FIELD(qps, "queue pairs"),
+};
+#undef OBJ_FIELD
+const env::stats::schema object_schema{"vq.objects", object_fields, sizeof object_fields / sizeof object_fields[0]};
+
+/** @p rc of a call that creates one object: counted when it succeeded. */
+int created(int rc, env::stats::shared_counter &c)
+{
+    if (rc == 0)
+        c.add();
+    return rc;
+}
+int destroyed(int rc, env::stats::shared_counter &c)
+{
+    if (rc == 0)
+        c.sub();
+    return rc;
+}
+
+/** Register "vq.objects" once, at the first open_device(). */
+void publish_object_counts()
+{
+    static env::stats::registration reg;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        if (reg.open("vq.objects", object_schema, &counts) != 0)
+            SHUNT_LOG(vq_log, info, "no vq.objects statistics block");
+    });
+}
+
+} // namespace
 
 const char *wc_status_str(wc_status s) noexcept
 {
@@ -26,6 +75,7 @@ int open_device(device *dev, context **out)
 {
     if (!dev || !out || !dev->drv)
         return -FI_EINVAL;
+    publish_object_counts();
     context *c = nullptr;
     int rc = dev->drv->open(dev, &c);
     if (rc < 0)
@@ -36,6 +86,7 @@ int open_device(device *dev, context **out)
     }
     c->dev = dev;
     *out = c;
+    counts.contexts.add();
     return 0;
 }
 
@@ -43,7 +94,7 @@ int close_device(context *ctx)
 {
     if (!ctx)
         return -FI_EINVAL;
-    return ctx->ops->close(ctx);
+    return destroyed(ctx->ops->close(ctx), counts.contexts);
 }
 
 int query_device(context *ctx, device_attr *out)
@@ -57,14 +108,14 @@ int alloc_pd(context *ctx, pd **out)
 {
     if (!ctx || !out)
         return -FI_EINVAL;
-    return ctx->ops->alloc_pd(ctx, out);
+    return created(ctx->ops->alloc_pd(ctx, out), counts.pds);
 }
 
 int dealloc_pd(pd *p)
 {
     if (!p)
         return -FI_EINVAL;
-    return p->ctx->ops->dealloc_pd(p);
+    return destroyed(p->ctx->ops->dealloc_pd(p), counts.pds);
 }
 
 int reg_mr(pd *p, void *addr, std::size_t length, unsigned access, mr **out)
@@ -73,14 +124,14 @@ int reg_mr(pd *p, void *addr, std::size_t length, unsigned access, mr **out)
         return -FI_EINVAL;
     if ((access & (ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC)) && !(access & ACCESS_LOCAL_WRITE))
         return -FI_EINVAL;
-    return p->ctx->ops->reg_mr(p, addr, length, access, out);
+    return created(p->ctx->ops->reg_mr(p, addr, length, access, out), counts.mrs);
 }
 
 int dereg_mr(mr *m)
 {
     if (!m)
         return -FI_EINVAL;
-    return m->ctx->ops->dereg_mr(m);
+    return destroyed(m->ctx->ops->dereg_mr(m), counts.mrs);
 }
 
 int alloc_mw(pd *p, mw_type type, mw **out)
@@ -91,84 +142,84 @@ int alloc_mw(pd *p, mw_type type, mw **out)
         return -FI_EOPNOTSUPP;
     if (type != mw_type::type2)
         return -FI_EINVAL;
-    return p->ctx->ops->alloc_mw(p, type, out);
+    return created(p->ctx->ops->alloc_mw(p, type, out), counts.mws);
 }
 
 int dealloc_mw(mw *w)
 {
     if (!w)
         return -FI_EINVAL;
-    return w->ctx->ops->dealloc_mw(w);
+    return destroyed(w->ctx->ops->dealloc_mw(w), counts.mws);
 }
 
 int alloc_buf(context *ctx, std::size_t size, void **out)
 {
     if (!ctx || !out || size == 0)
         return -FI_EINVAL;
-    return ctx->ops->alloc_buf(ctx, size, out);
+    return created(ctx->ops->alloc_buf(ctx, size, out), counts.bufs);
 }
 
 int free_buf(context *ctx, void *buf)
 {
     if (!ctx || !buf)
         return -FI_EINVAL;
-    return ctx->ops->free_buf(ctx, buf);
+    return destroyed(ctx->ops->free_buf(ctx, buf), counts.bufs);
 }
 
 int alloc_td(context *ctx, td **out)
 {
     if (!ctx || !out)
         return -FI_EINVAL;
-    return ctx->ops->alloc_td(ctx, out);
+    return created(ctx->ops->alloc_td(ctx, out), counts.tds);
 }
 
 int dealloc_td(td *t)
 {
     if (!t)
         return -FI_EINVAL;
-    return t->ctx->ops->dealloc_td(t);
+    return destroyed(t->ctx->ops->dealloc_td(t), counts.tds);
 }
 
 int create_ah(pd *p, const ah_attr *attr, ah **out)
 {
     if (!p || !attr || !out || attr->dest.len == 0 || attr->dest.len > sizeof(attr->dest.raw))
         return -FI_EINVAL;
-    return p->ctx->ops->create_ah(p, attr, out);
+    return created(p->ctx->ops->create_ah(p, attr, out), counts.ahs);
 }
 
 int destroy_ah(ah *a)
 {
     if (!a)
         return -FI_EINVAL;
-    return a->ctx->ops->destroy_ah(a);
+    return destroyed(a->ctx->ops->destroy_ah(a), counts.ahs);
 }
 
 int create_cq(context *ctx, const cq_init_attr *attr, cq **out)
 {
     if (!ctx || !attr || !out || attr->cqe <= 0)
         return -FI_EINVAL;
-    return ctx->ops->create_cq(ctx, attr, out);
+    return created(ctx->ops->create_cq(ctx, attr, out), counts.cqs);
 }
 
 int destroy_cq(cq *c)
 {
     if (!c)
         return -FI_EINVAL;
-    return c->ctx->ops->destroy_cq(c);
+    return destroyed(c->ctx->ops->destroy_cq(c), counts.cqs);
 }
 
 int create_srq(pd *p, const srq_init_attr *attr, srq **out)
 {
     if (!p || !attr || !out || attr->max_wr == 0)
         return -FI_EINVAL;
-    return p->ctx->ops->create_srq(p, attr, out);
+    return created(p->ctx->ops->create_srq(p, attr, out), counts.srqs);
 }
 
 int destroy_srq(srq *s)
 {
     if (!s)
         return -FI_EINVAL;
-    return s->ctx->ops->destroy_srq(s);
+    return destroyed(s->ctx->ops->destroy_srq(s), counts.srqs);
 }
 
 int create_qp(pd *p, const qp_init_attr *attr, qp **out)
@@ -203,14 +254,14 @@ int create_qp(pd *p, const qp_init_attr *attr, qp **out)
         return -FI_EOPNOTSUPP;
     if (attr->send_ops_flags & ~da.ops[t])
         return -FI_EOPNOTSUPP;
-    return ctx->ops->create_qp(p, attr, out);
+    return created(ctx->ops->create_qp(p, attr, out), counts.qps);
 }
 
 int destroy_qp(qp *q)
 {
     if (!q)
         return -FI_EINVAL;
-    return q->ctx->ops->destroy_qp(q);
+    return destroyed(q->ctx->ops->destroy_qp(q), counts.qps);
 }
 
 int modify_qp(qp *q, const qp_attr *attr, unsigned attr_mask)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# shunt-info: help, version, default output, topology, env listing, bad usage.
+# shunt-info: help, version, default output, topology, env listing, bad usage,
+# --json for every section, --live option errors.
 set -uo pipefail
 info=$1
 fails=0
@@ -128,5 +129,82 @@ done
 check "unknown option exits 2" test $rc -eq 2
 "$info" extra >/dev/null 2>&1; rc=$?
 check "stray argument exits 2" test $rc -eq 2
+# --json for everything shunt-info prints: one object per run, a key per
+# section, each parsed and checked against the text form.
+jsonchk() { # description, python body (d = the object), args...
+  local d=$1 body=$2; shift 2
+  "$info" "$@" --json >"${TMPDIR:-/tmp}/shunt-info-json.$$" 2>/dev/null
+  check "--json $*: $d" python3 -c "
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == 1, lines
+d = json.loads(lines[0])
+$body" "${TMPDIR:-/tmp}/shunt-info-json.$$"
+}
+jsonchk "default: build, devices, topology, hugepages" "
+assert set(d) == {'build', 'devices', 'topology', 'hugepages'}, d.keys()
+assert d['build']['drivers'] == '$(sed -n 's/^drivers: *//p' <<<"$all")'.split() and d['build']['version'].count('.') == 2
+assert d['topology']['hardware_threads'] == $ncpu and d['topology']['numa_nodes'][0]['os_index'] == 0
+assert isinstance(d['hugepages']['reserved'], int)"
+jsonchk "-V: the version" "
+assert d == {'version': '$("$info" -V | awk '{print $2}')'}, d" -V
+jsonchk "-D lists shm0 with its driver, limits and operations" "
+dev = [x for x in d['devices'] if x['name'] == 'shm0'][0]
+assert dev['driver'] == 'shm' and dev['ud_mtu'] > 0 and dev['max_inline_data'] > 0 and 'send' in dev['ops']['ud'], dev" -D
+jsonchk "-t has every core and L3 group" "
+t = d['topology']
+assert set(d) == {'topology'} and len(t['cores']) == $(grep -c '^  core ' <<<"$topo") and t['l3_groups'], t" -t
+jsonchk "-H agrees with the text" "
+h = d['hugepages']
+assert h['reserved'] == $(awk '/HugePages_Total/ {print $2}' /proc/meminfo) and h['page_size'] == $(awk '/Hugepagesize/ {print $2 * 1024}' /proc/meminfo), h" -H
+jsonchk "-E lists every variable of --env with its default" "
+names = [e['name'] for e in d['env']]
+assert names == '''$(awk 'NR > 1 {print $1}' <<<"$envs")'''.split(), names
+assert all(set(e) >= {'layer', 'type', 'default', 'help', 'set'} for e in d['env'])
+t = [e for e in d['env'] if e['name'] == 'SHUNT_TELEMETRY'][0]
+assert t['type'] == 'boolean' and t['default'] == '1', t" -E
+SHUNT_HUGEPAGES=maybe "$info" -g HUGE --json >"${TMPDIR:-/tmp}/shunt-info-json.$$" 2>/dev/null
+check "--json -g: a bad value is marked invalid with what is accepted" python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+h = d['env']
+assert [e['name'] for e in h] == ['SHUNT_HUGEPAGES'] and h[0]['set'] and h[0]['value'] == 'maybe' and not h[0]['valid'] and 'auto' in h[0]['accepted'], h" "${TMPDIR:-/tmp}/shunt-info-json.$$"
+jsonchk "-l lists the vq provider, usable, alias shm" "
+p = [x for x in d['providers'] if x['name'] == 'vq'][0]
+assert p['usable'] and p['aliases'] == ['shm'] and p['origin'] == 'builtin', p" -l
+jsonchk "-p shm -e rdm: one offer, FI_EP_RDM over FI_PROTO_SHM with its attributes" "
+o = d['offers']
+assert len(o) == 1 and o[0]['provider'] == 'vq' and o[0]['type'] == 'FI_EP_RDM' and o[0]['protocol'] == 'FI_PROTO_SHM', o
+assert 'FI_MSG' in o[0]['caps'] and o[0]['max_msg_size'] > 0 and o[0]['inject_size'] > 0, o" -p shm -e rdm
+jsonchk "-p shm -e rdm -v adds fi_tostr's dump" "
+assert 'caps:' in d['offers'][0]['fi_tostr'] and 'inject_size' in d['offers'][0]['fi_tostr']" -p shm -e rdm -v
+jsonchk "-l -p shm -D -t -H -E: every section in one object" "
+assert set(d) == {'providers', 'offers', 'devices', 'topology', 'hugepages', 'env'}, d.keys()
+assert len(d['offers']) == 3" -l -p shm -D -t -H -E
+"$info" -c FI_RMA -e dgram --json >"${TMPDIR:-/tmp}/shunt-info-json.$$" 2>/dev/null; rc=$?
+check "--json with no match: exit 61 and an empty offer list" bash -c "test $rc -eq 61 && python3 -c 'import json,sys; assert json.load(open(sys.argv[1])) == {\"offers\": []}' '${TMPDIR:-/tmp}/shunt-info-json.$$'"
+rm -f "${TMPDIR:-/tmp}/shunt-info-json.$$"
+# --live: option errors (the live view itself is tested in test_telemetry.sh)
+"$info" --live 0 >/dev/null 2>&1; rc=$?
+check "--live 0 is bad usage" test $rc -eq 2
+"$info" --count 2 >/dev/null 2>&1; rc=$?
+check "--count without --live is bad usage" test $rc -eq 2
+"$info" --live $$ -t >/dev/null 2>&1; rc=$?
+check "--live with another section is bad usage" test $rc -eq 2
+"$info" --live $$ --count 1 >/dev/null 2>"${TMPDIR:-/tmp}/shunt-info-live.$$"; rc=$?
+check "--live on a process without telemetry: exit 1, says so" bash -c "test $rc -eq 1 && grep -q 'serves no telemetry socket' '${TMPDIR:-/tmp}/shunt-info-live.$$'"
+rm -f "${TMPDIR:-/tmp}/shunt-info-live.$$"
+for opt in --live --interval --count --json; do
+  check "--help documents $opt" grep -q -- "$opt" <<<"$out"
+done
+check "--env lists SHUNT_TELEMETRY" grep -q '^SHUNT_TELEMETRY ' <<<"$envs"
+man_page=$(dirname "$0")/../../doc/man/shunt-info.md
+check "doc/man/shunt-info.md's OPTIONS are --help's text" python3 -c "
+import sys
+s = open(sys.argv[1]).read()
+a = s.index('## OPTIONS\n\n\`\`\`\n') + len('## OPTIONS\n\n\`\`\`\n')
+page = s[a:s.index('\`\`\`', a)].strip('\n')
+help = '\n'.join(l for l in sys.stdin.read().splitlines() if not l.startswith('Usage:')).strip('\n')
+assert page == help, 'regenerate the OPTIONS block from --help'" "$man_page" <<<"$out"
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

@@ -113,11 +113,12 @@ o = objs[0]
 for k, t in [("schema", int), ("test", str), ("level", str), ("provider", str), ("ep_type", str), ("op", str),
              ("size", int), ("iterations", int), ("warmup", int), ("window", int), ("cores", list),
              ("elapsed_ns", float), ("bandwidth_MBps", float), ("msg_rate_Mmps", float), ("one_way_ns", dict),
-             ("verified", bool)]:
+             ("verified", bool), ("interrupted", bool)]:
     assert isinstance(o[k], t), (k, o[k])
 assert o["schema"] == 1 and o["test"] == "pingpong" and o["level"] == "endpoint"
 assert o["provider"] == "line" and o["ep_type"] == "rdm" and o["op"] == "msg"
 assert o["size"] == size and o["iterations"] == iters and o["cores"] == cores and o["verified"] is False, o
+assert o["interrupted"] is False, o
 ow = o["one_way_ns"]
 seq = [ow[k] for k in ("min", "p50", "p90", "p99", "p999", "p9999", "max")]
 assert all(isinstance(v, float) for v in seq), ow
@@ -194,7 +195,7 @@ assert 'cpu_model' in d, d"
 "$perf" pingpong -p line -S 8,16 -I 1000 $cores $T --csv >"$work/pp.csv" 2>/dev/null; rc=$?
 check "--csv exits 0" test $rc -eq 0
 check "--csv header" test "$(head -1 "$work/pp.csv")" = \
-  "test,level,provider,ep_type,qp_type,op,size,iterations,warmup,window,elapsed_ns,min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,bandwidth_MBps,msg_rate_Mmps,verified,host,cpu_model,kernel,shunt_version,date"
+  "test,level,provider,ep_type,qp_type,op,size,iterations,warmup,window,elapsed_ns,min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,bandwidth_MBps,msg_rate_Mmps,verified,host,cpu_model,kernel,shunt_version,date,interrupted"
 check "--csv rows" python3 -c "
 import csv
 r = list(csv.DictReader(open('$work/pp.csv')))
@@ -209,6 +210,8 @@ check "table (vq level) exits 0" test $rc -eq 0
 check "table names the level and driver" grep -q "vq driver 'raw-line'" <<<"$out"
 check "table has the percentile header" grep -Eq 'size +iters +window +p50 +p90 +p99 +p99\.9 +p99\.99 +max +MB/s +Mmsg/s' <<<"$out"
 check "table has one row for size 8" grep -Eq '^ +8 +1000 +1 ' <<<"$out"
+check "table shows latencies with their unit (ns, µs, ms by magnitude)" \
+  bash -c 'grep -Eq "^ +8 +1000 +1 +[0-9.]+ (ns|µs|ms) +[0-9.]+ (ns|µs|ms) " <<<"$1" && ! grep -q "e+" <<<"$1"' _ "$out"
 
 # ---- default cores come from the topology helper ----
 "$perf" pingpong -p line -S 8 -I 1000 $T --json >"$work/def.json" 2>"$work/err"; rc=$?
@@ -242,6 +245,18 @@ check "second client/server pair exits 0" test $rc -eq 0 -a $src -eq 0
 "$perf" pingpong -p line 127.0.0.1 -P "$port" --cores "$A" -S 8 -I 10 --timeout 0.5 >/dev/null 2>"$work/err"; rc=$?
 check "client without a server: exit 1" test $rc -eq 1
 check "client without a server: message" grep -q "cannot connect" "$work/err"
+check "client without a server: it said it was waiting" grep -q "waiting for the server at 127.0.0.1 port $port" "$work/err"
+# A client started before its server says so, then runs when the server comes.
+"$perf" pingpong -p line 127.0.0.1 -P "$port" --cores "$A" -S 8 -I 2000 $T --json >"$work/early.json" 2>"$work/early.err" &
+cli=$!; bg+=("$cli")
+sleep 1
+"$perf" pingpong -p line -s 127.0.0.1 -P "$port" --cores "$B" $T >/dev/null 2>&1 &
+srv=$!; bg+=("$srv")
+wait "$cli"; rc=$?
+wait "$srv"; src=$?
+check "client started first: says it is waiting, then connects and runs" \
+  bash -c 'test "$2" -eq 0 -a "$3" -eq 0 && grep -q "waiting for the server" "$1" && grep -q "connected to the server" "$1"' _ "$work/early.err" "$rc" "$src" ||
+  sed 's/^/    /' "$work/early.err"
 
 "$perf" pingpong -p line -s 127.0.0.1 -P "$port" --cores "$B" --timeout 0.5 >/dev/null 2>"$work/err"; rc=$?
 check "server without a client: exit 1 after the timeout" test $rc -eq 1
@@ -305,6 +320,34 @@ for f in /dev/shm/shunt-perf.*; do
 done
 check "no segment of a finished run left behind" test "$leaked" -eq 0
 
+# ---- running line, --quiet, Ctrl-C ----
+"$perf" pingpong -p line -S 8,16 -I 2000 -q $cores $T --json >/dev/null 2>"$work/quiet.err"; rc=$?
+check "--quiet: nothing on stderr (no progress line)" bash -c 'test "$2" -eq 0 -a ! -s "$1"' _ "$work/quiet.err" "$rc"
+# A long size prints a running line each second; Ctrl-C then ends the run
+# and prints what was measured.
+for t in pingpong bw; do
+  "$perf" $t -p line -S 8,16 -I 100000000 $cores $T --json >"$work/int.json" 2>"$work/int.err" &
+  l=$!; bg+=("$l")
+  for _ in $(seq 150); do grep -q "^shunt-perf: $t size 8: [0-9]* s, " "$work/int.err" && break; sleep 0.1; done
+  if [ $t = pingpong ]; then
+    re="^shunt-perf: pingpong size 8: [0-9]+ s, [0-9.]+[kMG]? iterations; last [0-9.]+ s: one-way p50 [0-9.]+ (ns|µs|ms), p99 .*, max "
+  else
+    re="^shunt-perf: bw size 8: [0-9]+ s, [0-9.]+[kMG]? messages; last [0-9.]+ s: [0-9.]+[kMG]? msg/s, [0-9.]+[kMG]?B/s"
+  fi
+  check "$t: a long size prints a running line on stderr within 15 s" grep -Eq "$re" "$work/int.err"
+  kill -INT "$l"
+  wait "$l"; rc=$?
+  check "$t Ctrl-C: exit 130, the partial size printed as interrupted, the responder quiet" python3 -c "
+import json, sys
+o = [json.loads(l) for l in open(sys.argv[1])]
+assert int(sys.argv[3]) == 130, sys.argv[3]
+assert len(o) == 1 and o[0]['size'] == 8 and o[0]['interrupted'] is True and 0 < o[0]['iterations'] < 100000000, o
+assert o[0]['msg_rate_Mmps'] > 0 and o[0]['elapsed_ns'] > 0
+err = open(sys.argv[2]).read()
+assert 'interrupted (Ctrl-C)' in err and 'initiator stopped the run' in err and 'failed' not in err, err
+" "$work/int.json" "$work/int.err" "$rc" || sed 's/^/    /' "$work/int.err" "$work/int.json"
+done
+
 # ---- plots ----
 wellformed() {
   if command -v xmllint >/dev/null; then xmllint --noout "$1"
@@ -313,14 +356,26 @@ wellformed() {
 "$perf" pingpong -p line -S 8 -I 20000 $cores $T --plot "$work/one.svg" >"$work/out" 2>/dev/null; rc=$?
 check "--plot (one size) exits 0" test $rc -eq 0
 check "--plot (one size) is well-formed SVG" wellformed "$work/one.svg"
-check "--plot (one size) is a histogram with markers and labels" python3 -c "
-import xml.etree.ElementTree as E
+check "--plot (one size) is latency against percentile, both log scales, time units, markers" python3 -c "
+import re, xml.etree.ElementTree as E
+ns = '{http://www.w3.org/2000/svg}'
 r = E.parse('$work/one.svg').getroot()
-assert r.tag == '{http://www.w3.org/2000/svg}svg'
-texts = ' '.join(t.text or '' for t in r.iter('{http://www.w3.org/2000/svg}text'))
-bars = list(r.iter('{http://www.w3.org/2000/svg}rect'))
-assert 'one-way latency' in texts and 'p50' in texts and 'p99.9' in texts and 'cumulative' in texts, texts
-assert len(bars) > 5, len(bars)"
+assert r.tag == ns + 'svg'
+texts = [t.text or '' for t in r.iter(ns + 'text')]
+alltext = ' '.join(texts)
+assert 'one-way latency' in alltext and 'percentile' in alltext, texts
+for x in ('0%', '50%', '90%', '99%', '99.9%', '99.99%'):
+    assert x in texts, (x, texts)
+for m in ('p50', 'p90', 'p99', 'p99.9', 'p99.99', 'max'):
+    assert any(re.match(m.replace('.', r'\\.') + r' [0-9.]+ (ns|µs|ms|s)$', t) for t in texts), (m, texts)
+ticks = [t for t in texts if re.match(r'^[0-9.]+ (ns|µs|ms|s)$', t)]
+assert len(ticks) >= 3, texts               # the latency axis is labelled in time units
+assert 'e+' not in alltext, texts
+curve = [p for p in r.iter(ns + 'polyline') if len(p.get('points').split()) > 100]
+assert curve, 'the percentile curve'
+ys = [float(pt.split(',')[1]) for pt in curve[0].get('points').split()]
+assert all(b <= a + 1e-6 for a, b in zip(ys, ys[1:])), 'latency never falls as the percentile rises (y grows downwards)'
+"
 check "the table names the plot file" grep -q "# plot: $work/one.svg" "$work/out"
 "$perf" pingpong -p line -S 1,8,64,512 -I 1000 $cores $T --plot "$work/sweep.svg" --json >/dev/null 2>&1; rc=$?
 check "--plot (sweep) exits 0" test $rc -eq 0

@@ -4,6 +4,8 @@
 #include "env/env.h"
 #include "env/errors.h"
 
+#include "no_huge.h"
+
 #include <gtest/gtest.h>
 
 #include <spawn.h>
@@ -17,19 +19,11 @@
 
 using namespace shunt;
 using namespace shunt::env;
+using shunt::test::no_huge;
 
 extern char **environ;
 
 namespace {
-
-options no_huge()
-{
-    options o;
-    o.hugepages = hugepage_policy::off;
-    o.hugepages_set = true;
-    o.memory_mb = 64;
-    return o;
-}
 
 std::size_t ram_mb()
 {

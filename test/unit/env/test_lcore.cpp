@@ -8,6 +8,8 @@
 
 #include "test_util.h"
 
+#include "no_huge.h"
+
 #include <gtest/gtest.h>
 
 #include <rte_lcore.h>
@@ -25,21 +27,13 @@
 
 using namespace shunt;
 using namespace shunt::env;
+using shunt::test::no_huge;
 using shunt::test::wait_until;
 using namespace std::chrono_literals;
 
 namespace {
 
 std::vector<unsigned> affinity() { return shunt::env::affinity_cpus(); }
-
-options no_huge()
-{
-    options o;
-    o.hugepages = hugepage_policy::off;
-    o.hugepages_set = true;
-    o.memory_mb = 64;
-    return o;
-}
 
 /** A polling body that yields, so tests never starve the other CPU users. */
 void poll_until_stopped(const std::atomic<bool> &stop)
