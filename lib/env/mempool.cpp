@@ -140,6 +140,7 @@ int pool::create(const std::string &name, std::size_t count, std::size_t elt_siz
     if (!mp)
         return create_failed(name);
     mp_ = mp;
+    publish(name);
     return 0;
 }
 
@@ -168,14 +169,19 @@ int pool::create_mbufs(const std::string &name, std::size_t count, std::size_t d
     if (!mp)
         return create_failed(name);
     mp_ = mp;
+    publish(name);
+    return 0;
+}
+
+void pool::publish(const std::string &name)
+{
     // Statistics are a convenience: a pool without its block still works.
     stats_ = new (std::nothrow) detail::pool_stats;
     if (stats_) {
-        stats_->mp = mp;
+        stats_->mp = mp_;
         if (stats_->reg.open("env.pool." + name, pool_schema, stats_, refresh_pool, stats_, true) != 0)
             SHUNT_LOG(pool_log, info, "pool '%s': no statistics block", name.c_str());
     }
-    return 0;
 }
 
 void pool::destroy() noexcept

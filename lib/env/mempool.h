@@ -98,6 +98,8 @@ public:
 
 private:
     [[gnu::cold]] int note_empty() noexcept;
+    /** Register the pool's "env.pool.<name>" statistics block (setup path). */
+    void publish(const std::string &name);
 
     rte_mempool *mp_ = nullptr;
     detail::pool_stats *stats_ = nullptr; ///< the "env.pool.<name>" statistics block
