@@ -9,7 +9,7 @@ shunt_packages=(
   libdpdk-dev libhwloc-dev hwloc libnuma-dev
   libibverbs-dev rdma-core
   libgtest-dev libgmock-dev libbenchmark-dev
-  libfabric-dev libfabric-bin
+  libfabric-dev libfabric-bin openmpi-bin libopenmpi-dev
   valgrind iproute2 procps util-linux
   go-md2man man-db dpdk dpdk-dev
 )

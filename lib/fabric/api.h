@@ -1,6 +1,6 @@
 /* The whole endpoint API in one include (libfabric's <rdma/fabric.h> plus
  * fi_domain.h, fi_endpoint.h, fi_cm.h, fi_eq.h, fi_rma.h, fi_tagged.h,
- * fi_atomic.h). Names: fi_X is shunt::fabric::X; constants and error codes
+ * fi_atomic.h; poll and wait sets). Names: fi_X is shunt::fabric::X; constants and error codes
  * keep libfabric's names and values. */
 #pragma once
 
@@ -18,5 +18,6 @@
 #include "fabric/info.h"
 #include "fabric/mr.h"
 #include "fabric/msg.h"
+#include "fabric/poll.h"
 #include "fabric/rma.h"
 #include "fabric/tagged.h"

@@ -263,9 +263,71 @@ int trywait(fid_fabric *fabric, fid **fids, int count)
     if (!fabric || !live_is(&fabric->fid, FI_CLASS_FABRIC) || !fids || count <= 0)
         return -FI_EINVAL;
     for (int i = 0; i < count; i++)
-        if (!live_is(fids[i], FI_CLASS_CQ, FI_CLASS_CNTR, FI_CLASS_EQ))
+        if (!live_is(fids[i], FI_CLASS_CQ, FI_CLASS_CNTR, FI_CLASS_EQ, FI_CLASS_WAIT))
             return -FI_EINVAL;
     return fabric->ops->trywait(fabric, fids, count);
+}
+
+// ---- poll sets and wait sets (fabric/poll.h) ----
+
+int wait_open(fid_fabric *fabric, wait_attr *attr, fid_wait **waitset)
+{
+    if (!fabric || !live_is(&fabric->fid, FI_CLASS_FABRIC) || !attr || !waitset)
+        return -FI_EINVAL;
+    if (!SHUNT_OPS_HAS(fabric->ops, ops_fabric, wait_open))
+        return -FI_ENOSYS;
+    fid_wait *w = nullptr;
+    int rc = registered(fabric->ops->wait_open(fabric, attr, &w), &w);
+    if (rc == 0)
+        *waitset = w;
+    return rc;
+}
+
+int wait(fid_wait *waitset, int timeout)
+{
+    if (!waitset || !live_is(&waitset->fid, FI_CLASS_WAIT))
+        return -FI_EINVAL;
+    return waitset->ops->wait(waitset, timeout);
+}
+
+int poll_open(fid_domain *domain, poll_attr *attr, fid_poll **pollset)
+{
+    if (!dom_ok(domain) || !pollset)
+        return -FI_EINVAL;
+    poll_attr def{};
+    fid_poll *p = nullptr;
+    int rc = registered(domain->ops->poll_open(domain, attr ? attr : &def, &p), &p);
+    if (rc == 0)
+        *pollset = p;
+    return rc;
+}
+
+#define POLL_CHECK(p) \
+    if (!(p) || !live_is(&(p)->fid, FI_CLASS_POLL)) \
+    return -FI_EINVAL
+
+int poll_add(fid_poll *pollset, fid *event_fid, std::uint64_t flags)
+{
+    POLL_CHECK(pollset);
+    if (!live_is(event_fid, FI_CLASS_CQ, FI_CLASS_CNTR))
+        return -FI_EINVAL;
+    return pollset->ops->poll_add(pollset, event_fid, flags);
+}
+
+int poll_del(fid_poll *pollset, fid *event_fid, std::uint64_t flags)
+{
+    POLL_CHECK(pollset);
+    if (!live_is(event_fid, FI_CLASS_CQ, FI_CLASS_CNTR))
+        return -FI_EINVAL;
+    return pollset->ops->poll_del(pollset, event_fid, flags);
+}
+
+int poll(fid_poll *pollset, void **context, int count)
+{
+    POLL_CHECK(pollset);
+    if (count < 0 || (!context && count > 0))
+        return -FI_EINVAL;
+    return pollset->ops->poll(pollset, context, count);
 }
 
 } // namespace shunt::fabric

@@ -42,7 +42,8 @@ struct fid_cntr {
 
 /** Open a counter (fi_cntr_open).
  *  @param attr null: defaults (FI_CNTR_EVENTS_COMP, FI_WAIT_NONE).
- *  @return 0; -FI_EINVAL null domain/cntr, unknown events value;
+ *  @return 0; -FI_EINVAL null domain/cntr, unknown events value,
+ *  FI_WAIT_SET without a wait set of the domain's fabric (fabric/poll.h);
  *  -FI_ENOSYS unsupported wait object; -FI_ENOMEM. */
 [[nodiscard]] int cntr_open(fid_domain *domain, cntr_attr *attr, fid_cntr **cntr, void *context);
 

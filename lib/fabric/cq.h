@@ -97,8 +97,9 @@ struct fid_cq {
  *  @param attr size/format/wait object; null is refused.
  *  @param cq out: written on success only.
  *  @return 0; -FI_EINVAL null arguments, unknown format, wait_cond
- *  THRESHOLD without a wait object; -FI_ENOSYS wait object not supported
- *  (FI_WAIT_SET, FI_WAIT_MUTEX_COND...); -FI_ENOMEM. */
+ *  THRESHOLD without a wait object, FI_WAIT_SET without a wait set of the
+ *  domain's fabric (fabric/poll.h); -FI_ENOSYS wait object not supported
+ *  (FI_WAIT_MUTEX_COND, FI_WAIT_POLLFD); -FI_ENOMEM. */
 [[nodiscard]] int cq_open(fid_domain *domain, cq_attr *attr, fid_cq **cq, void *context);
 
 /** Read up to @p count completions in the CQ's format (fi_cq_read).

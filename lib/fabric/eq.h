@@ -81,8 +81,9 @@ struct fid_eq {
 };
 
 /** Open an EQ on a fabric (fi_eq_open).
- *  @return 0; -FI_EINVAL null arguments; -FI_ENOSYS unsupported wait
- *  object; -FI_ENOMEM. */
+ *  @return 0; -FI_EINVAL null arguments, FI_WAIT_SET without a wait set
+ *  of this fabric (fabric/poll.h); -FI_ENOSYS unsupported wait object;
+ *  -FI_ENOMEM. */
 [[nodiscard]] int eq_open(fid_fabric *fabric, eq_attr *attr, fid_eq **eq, void *context);
 
 /** Read one event (fi_eq_read).

@@ -18,6 +18,8 @@ struct fid_pep;
 struct fid_eq;
 struct eq_attr;
 struct fid_fabric;
+struct fid_wait;
+struct wait_attr;
 
 /** Fabric operations (libfabric struct fi_ops_fabric). */
 struct ops_fabric {
@@ -28,6 +30,8 @@ struct ops_fabric {
     int (*trywait)(fid_fabric *fabric, fid **fids, int count) = detail::nosys<int>;
     int (*domain2)(fid_fabric *fabric, info *info, fid_domain **dom, std::uint64_t flags, void *context) =
         detail::nosys<int>;
+    /** Wait sets (fabric/poll.h); added after the first version of the table. */
+    int (*wait_open)(fid_fabric *fabric, wait_attr *attr, fid_wait **waitset) = detail::nosys<int>;
 };
 
 /** A fabric (libfabric struct fid_fabric). */
@@ -57,7 +61,8 @@ struct fid_fabric {
                                void *context);
 
 /** Check whether it is safe to block on the native wait objects of @p fids
- *  (fi_trywait): every CQ, counter or EQ listed must have no unread entry.
+ *  (fi_trywait): every CQ, counter or EQ listed must have no unread entry,
+ *  and every wait set listed no member with something to read (fabric/poll.h).
  *  @param count number of entries of @p fids.
  *  @return 0 safe to wait; -FI_EAGAIN an object has entries (read them
  *  first); -FI_EINVAL null/closed argument, count <= 0, or an object with no

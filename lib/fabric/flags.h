@@ -82,14 +82,26 @@ inline constexpr std::uint64_t FI_DISCARD = 1ULL << 58;
 /** Bind flag: suppress successful completions unless FI_COMPLETION (fi_endpoint(3)). */
 inline constexpr std::uint64_t FI_SELECTIVE_COMPLETION = 1ULL << 59;
 
-/** Every primary capability (the ones a provider matches against hints). */
+/** Primary capabilities and their modifiers (fi_getinfo(3) "CAPABILITIES"):
+ *  a provider enables only the primary capabilities an application asks for,
+ *  and a capability asked for without any of its modifiers gets all of them
+ *  (FI_SEND / FI_RECV for FI_MSG and FI_TAGGED; FI_READ, FI_WRITE,
+ *  FI_REMOTE_READ, FI_REMOTE_WRITE for FI_RMA and FI_ATOMIC). */
 inline constexpr std::uint64_t FI_PRIMARY_CAPS = FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_MULTICAST |
-    FI_COLLECTIVE | FI_NAMED_RX_CTX | FI_DIRECTED_RECV | FI_TAGGED_DIRECTED_RECV | FI_TAGGED_MULTI_RECV |
-    FI_READ | FI_WRITE | FI_RECV | FI_SEND | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_HMEM | FI_TRIGGER |
-    FI_FENCE | FI_MULTI_RECV | FI_RMA_PMEM | FI_XPU | FI_AV_USER_ID | FI_PEER;
-/** Secondary capabilities: a provider may report them without being asked. */
-inline constexpr std::uint64_t FI_SECONDARY_CAPS = FI_SOURCE | FI_SOURCE_ERR | FI_RMA_EVENT | FI_LOCAL_COMM |
-    FI_REMOTE_COMM | FI_SHARED_AV | FI_VARIABLE_MSG;
+    FI_COLLECTIVE | FI_NAMED_RX_CTX | FI_DIRECTED_RECV | FI_TAGGED_DIRECTED_RECV | FI_VARIABLE_MSG | FI_HMEM |
+    FI_XPU | FI_AV_USER_ID | FI_PEER | FI_READ | FI_WRITE | FI_RECV | FI_SEND | FI_REMOTE_READ | FI_REMOTE_WRITE;
+/** The modifiers of the message capabilities (FI_MSG, FI_TAGGED). */
+inline constexpr std::uint64_t FI_MSG_DIRECTION_CAPS = FI_SEND | FI_RECV;
+/** The modifiers of the memory capabilities (FI_RMA, FI_ATOMIC). */
+inline constexpr std::uint64_t FI_RMA_DIRECTION_CAPS = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+/** Secondary capabilities: a provider may report them without being asked
+ *  (and must refuse hints asking for one it lacks). */
+inline constexpr std::uint64_t FI_SECONDARY_CAPS = FI_MULTI_RECV | FI_TAGGED_MULTI_RECV | FI_SOURCE |
+    FI_RMA_EVENT | FI_SHARED_AV | FI_TRIGGER | FI_FENCE | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SOURCE_ERR |
+    FI_RMA_PMEM;
+/** Capabilities of a domain (domain_attr::caps, fi_domain(3)). */
+inline constexpr std::uint64_t FI_DOMAIN_CAPS = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV | FI_AV_USER_ID |
+    FI_PEER;
 
 // ---- Mode bits (fi_info::mode) ----
 inline constexpr std::uint64_t FI_CONTEXT = 1ULL << 59;

@@ -226,9 +226,38 @@ int mr_regattr(::fid *f, const ::fi_mr_attr *attr, std::uint64_t flags, ::fid_mr
 
 int domain_close(::fid *f) { return close_wrapper<domain_w>(f); }
 
-int poll_open(::fid_domain *, ::fi_poll_attr *, ::fid_poll **)
+// ---- poll sets: members are our CQs and counters; fi_poll returns the
+// contexts the application opened them with, which Shunt keeps ----
+
+int poll_run(::fid_poll *p, void **context, int count)
 {
-    return -FI_ENOSYS; // poll sets are not part of Shunt (removed in 2.x)
+    return sf::poll(reinterpret_cast<poll_w *>(p)->sh, context, count);
+}
+
+int poll_member(::fid_poll *p, ::fid *event_fid, std::uint64_t flags, bool add)
+{
+    sf::fid *m = to_shunt(event_fid);
+    if (!m)
+        return -FI_EINVAL;
+    auto *w = reinterpret_cast<poll_w *>(p);
+    return add ? sf::poll_add(w->sh, m, flags) : sf::poll_del(w->sh, m, flags);
+}
+
+int poll_add(::fid_poll *p, ::fid *f, std::uint64_t flags) { return poll_member(p, f, flags, true); }
+int poll_del(::fid_poll *p, ::fid *f, std::uint64_t flags) { return poll_member(p, f, flags, false); }
+int poll_close(::fid *f) { return close_wrapper<poll_w>(f); }
+
+::fi_ops_poll g_poll_ops = {sizeof(::fi_ops_poll), poll_run, poll_add, poll_del};
+
+int poll_open(::fid_domain *domain, ::fi_poll_attr *attr, ::fid_poll **pollset)
+{
+    if (!domain || !pollset)
+        return -FI_EINVAL;
+    sf::poll_attr sa;
+    if (attr)
+        sa.flags = attr->flags;
+    return open_wrapped<poll_w>(pollset, nullptr, FI_CLASS_POLL, &g_poll_fi_ops, &g_poll_ops,
+                                [&](poll_w *w) { return sf::poll_open(dw(domain)->sh, &sa, &w->sh); });
 }
 
 int query_atomic(::fid_domain *domain, ::fi_datatype dt, ::fi_op op, ::fi_atomic_attr *attr, std::uint64_t flags)
@@ -251,6 +280,7 @@ int query_collective(::fid_domain *, ::fi_collective_op, ::fi_collective_attr *,
 ::fi_ops g_mr_fi_ops = {sizeof(::fi_ops), mr_close, mr_bind, mr_control, fid_ops_open, fid_tostr, fid_ops_set};
 ::fi_ops g_domain_fi_ops = {sizeof(::fi_ops), domain_close, fid_bind, fid_control, fid_ops_open, fid_tostr,
                             fid_ops_set};
+::fi_ops g_poll_fi_ops = {sizeof(::fi_ops), poll_close, fid_bind, fid_control, fid_ops_open, fid_tostr, fid_ops_set};
 
 ::fi_ops_domain g_domain_ops = {
     sizeof(::fi_ops_domain), av_open, cq_open, endpoint, scalable_ep, cntr_open, poll_open, stx_ctx, srx_ctx,
@@ -262,9 +292,9 @@ int cq_open(::fid_domain *domain, ::fi_cq_attr *attr, ::fid_cq **cq, void *conte
 {
     if (!domain || !attr || !cq)
         return -FI_EINVAL;
-    if (attr->wait_set)
-        return -FI_ENOSYS; // wait sets are not part of Shunt
     sf::cq_attr sa;
+    if (int rc = shunt_wait_set(attr->wait_set, &sa.wait_set); rc)
+        return rc;
     sa.size = attr->size;
     sa.flags = attr->flags;
     sa.format = static_cast<sf::cq_format>(attr->format);
@@ -283,8 +313,8 @@ int cntr_open(::fid_domain *domain, ::fi_cntr_attr *attr, ::fid_cntr **cntr, voi
         return -FI_EINVAL;
     sf::cntr_attr sa;
     if (attr) {
-        if (attr->wait_set)
-            return -FI_ENOSYS;
+        if (int rc = shunt_wait_set(attr->wait_set, &sa.wait_set); rc)
+            return rc;
         sa.events = static_cast<sf::cntr_events>(attr->events);
         sa.wait_obj = static_cast<sf::wait_obj>(attr->wait_obj);
         sa.flags = attr->flags;

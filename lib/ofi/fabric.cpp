@@ -4,6 +4,7 @@
 #include "ofi/shim.h"
 
 #include <cstring>
+#include <ctime>
 #include <new>
 
 namespace shunt::ofi {
@@ -75,9 +76,34 @@ namespace {
 
 inline sf::fid_eq *sh_eq(::fid_eq *eq) { return reinterpret_cast<eq_w *>(eq)->sh; }
 
+long long now_ms()
+{
+    timespec ts;
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
 bool is_cm_event(std::uint32_t event)
 {
     return event == FI_CONNREQ || event == FI_CONNECTED || event == FI_SHUTDOWN;
+}
+
+// Entries the application writes are opaque bytes (fi_eq(3)): their fid
+// may be anything, even garbage, and comes back as written. Shunt's own
+// entries carry Shunt fids and infos, which become the wrappers and
+// libfabric infos when read. To tell them apart, an application entry is
+// stored behind this tag, a pointer no Shunt fid can equal; reads look at
+// the next entry (FI_PEEK) under the EQ's read lock, then take it.
+const unsigned char g_app_entry_tag = 0;
+constexpr std::size_t k_tag_size = sizeof(const void *);
+// Shunt's EQs hold entries of at most 4096 bytes (eq_write's limit); the
+// provider's own are smaller (a CM entry and its data).
+constexpr std::size_t k_entry_max = 4096;
+
+bool is_app_entry(const unsigned char *e, ssize_t n)
+{
+    const void *tag = &g_app_entry_tag;
+    return n >= ssize_t(k_tag_size) && std::memcmp(e, &tag, k_tag_size) == 0;
 }
 
 // Rewrite an entry Shunt wrote into the application's buffer: Shunt fids
@@ -107,28 +133,64 @@ ssize_t fix_entry(eq_w *w, std::uint32_t event, void *buf, ssize_t n, std::uint6
     return n;
 }
 
-ssize_t eq_read(::fid_eq *eq, std::uint32_t *event, void *buf, std::size_t len, std::uint64_t flags)
+// One entry into the application's buffer: its own entries as written,
+// Shunt's translated. Nothing is taken that does not fit (-FI_ETOOSMALL).
+ssize_t read_entry(eq_w *w, std::uint32_t *event, void *buf, std::size_t len, std::uint64_t flags)
 {
-    auto *w = reinterpret_cast<eq_w *>(eq);
+    std::lock_guard<std::mutex> g(w->read_mu);
+    unsigned char scratch[k_tag_size + k_entry_max];
     std::uint32_t ev = 0;
-    ssize_t n = sf::eq_read(w->sh, &ev, buf, len, flags);
+    ssize_t n = sf::eq_read(w->sh, &ev, scratch, sizeof scratch, FI_PEEK);
     if (n < 0)
         return n;
+    const bool app = is_app_entry(scratch, n);
+    const unsigned char *body = app ? scratch + k_tag_size : scratch;
+    std::size_t size = app ? std::size_t(n) - k_tag_size : std::size_t(n);
+    if (size > len)
+        return -FI_ETOOSMALL;
+    if (!(flags & FI_PEEK)) {
+        std::uint32_t ev2 = 0;
+        ssize_t again = sf::eq_read(w->sh, &ev2, scratch, sizeof scratch, 0);
+        if (again != n || ev2 != ev)
+            return again < 0 ? again : -FI_EIO; // every read of this EQ holds the lock
+    }
+    if (size)
+        std::memcpy(buf, body, size);
     if (event)
         *event = ev;
-    return fix_entry(w, ev, buf, n, flags);
+    return app ? ssize_t(size) : fix_entry(w, ev, buf, ssize_t(size), flags);
+}
+
+ssize_t eq_read(::fid_eq *eq, std::uint32_t *event, void *buf, std::size_t len, std::uint64_t flags)
+{
+    if (!buf && len)
+        return -FI_EINVAL;
+    if (flags & ~FI_PEEK)
+        return -FI_EBADFLAGS;
+    return read_entry(reinterpret_cast<eq_w *>(eq), event, buf, len, flags);
 }
 
 ssize_t eq_sread(::fid_eq *eq, std::uint32_t *event, void *buf, std::size_t len, int timeout, std::uint64_t flags)
 {
     auto *w = reinterpret_cast<eq_w *>(eq);
-    std::uint32_t ev = 0;
-    ssize_t n = sf::eq_sread(w->sh, &ev, buf, len, timeout, flags);
-    if (n < 0)
-        return n;
-    if (event)
-        *event = ev;
-    return fix_entry(w, ev, buf, n, flags);
+    if (!buf && len)
+        return -FI_EINVAL;
+    if (flags & ~FI_PEEK)
+        return -FI_EBADFLAGS;
+    // Wait (without the lock) until an entry is there, then read it as
+    // eq_read does; another reader may have taken it meanwhile.
+    const long long deadline = timeout < 0 ? -1 : now_ms() + timeout;
+    for (;;) {
+        int left = deadline < 0 ? -1 : int(deadline > now_ms() ? deadline - now_ms() : 0);
+        unsigned char scratch[k_tag_size + k_entry_max];
+        std::uint32_t ev = 0;
+        ssize_t n = sf::eq_sread(w->sh, &ev, scratch, sizeof scratch, left, FI_PEEK);
+        if (n < 0)
+            return n;
+        ssize_t r = read_entry(w, event, buf, len, flags);
+        if (r != -FI_EAGAIN || left == 0)
+            return r;
+    }
 }
 
 ssize_t eq_readerr(::fid_eq *eq, ::fi_eq_err_entry *buf, std::uint64_t flags)
@@ -145,33 +207,20 @@ ssize_t eq_readerr(::fid_eq *eq, ::fi_eq_err_entry *buf, std::uint64_t flags)
 
 ssize_t eq_write(::fid_eq *eq, std::uint32_t event, const void *buf, std::size_t len, std::uint64_t flags)
 {
-    if (!buf || len < sizeof(::fid_t))
-        return sf::eq_write(sh_eq(eq), event, buf, len, flags);
-    // The entry names libfabric handles: store the Shunt ones, so that every
-    // entry read back is translated the same way. Small copy, control path.
-    alignas(16) unsigned char local[256];
-    unsigned char *copy = len <= sizeof local ? local : new (std::nothrow) unsigned char[len];
-    if (!copy)
-        return -FI_ENOMEM;
-    std::memcpy(copy, buf, len);
-    ::fid_t lf = *reinterpret_cast<const ::fid_t *>(buf);
-    sf::fid *sh = to_shunt(lf);
-    ::fid_t as_is = sh ? reinterpret_cast<::fid_t>(sh) : lf;
-    std::memcpy(copy, &as_is, sizeof as_is);
-    if (is_cm_event(event) && len >= sizeof(::fi_eq_cm_entry)) {
-        // An info in an application-written CM event cannot be carried: Shunt
-        // would have to own a libfabric info.
-        const auto *cm = static_cast<const ::fi_eq_cm_entry *>(buf);
-        if (cm->info) {
-            if (copy != local)
-                delete[] copy;
-            return -FI_EINVAL;
-        }
-    }
-    ssize_t n = sf::eq_write(sh_eq(eq), event, copy, len, flags);
-    if (copy != local)
-        delete[] copy;
-    return n;
+    if (!buf && len)
+        return -FI_EINVAL;
+    if (len > k_entry_max)
+        return -FI_EINVAL;
+    if (flags)
+        return -FI_EBADFLAGS; // libfabric 1.17 defines no fi_eq_write flag
+    // Opaque: the bytes behind the tag, never looked into.
+    unsigned char copy[k_tag_size + k_entry_max];
+    const void *tag = &g_app_entry_tag;
+    std::memcpy(copy, &tag, k_tag_size);
+    if (len)
+        std::memcpy(copy + k_tag_size, buf, len);
+    ssize_t n = sf::eq_write(sh_eq(eq), event, copy, k_tag_size + len, flags);
+    return n < 0 ? n : ssize_t(len);
 }
 
 const char *eq_strerror(::fid_eq *eq, int prov_errno, const void *err_data, char *buf, std::size_t len)
@@ -195,18 +244,60 @@ int eq_open(::fid_fabric *fabric, ::fi_eq_attr *attr, ::fid_eq **eq, void *conte
 {
     if (!fabric || !attr || !eq)
         return -FI_EINVAL;
-    if (attr->wait_set)
-        return -FI_ENOSYS; // wait sets are not part of Shunt
     auto *fab = reinterpret_cast<fabric_w *>(fabric);
     sf::eq_attr sa;
     sa.size = attr->size;
     sa.flags = attr->flags;
     sa.wait_obj = static_cast<sf::wait_obj>(attr->wait_obj);
     sa.signaling_vector = attr->signaling_vector;
+    if (int rc = shunt_wait_set(attr->wait_set, &sa.wait_set); rc)
+        return rc;
     return open_wrapped<eq_w>(eq, context, FI_CLASS_EQ, &g_eq_fi_ops, &g_eq_ops, [&](eq_w *w) {
         w->api_version = fab->lf.api_version;
         return sf::eq_open(fab->sh, &sa, &w->sh, context);
     });
+}
+
+} // namespace shunt::ofi
+
+// ---- wait sets ----
+
+namespace shunt::ofi {
+
+namespace {
+
+int wait_wait(::fid_wait *w, int timeout) { return sf::wait(reinterpret_cast<wait_w *>(w)->sh, timeout); }
+int wait_close(::fid *f) { return close_wrapper<wait_w>(f); }
+
+::fi_ops_wait g_wait_ops = {sizeof(::fi_ops_wait), wait_wait};
+
+} // namespace
+
+::fi_ops g_wait_fi_ops = {
+    sizeof(::fi_ops), wait_close, fid_bind, fid_control, fid_ops_open, fid_tostr, fid_ops_set,
+};
+
+int wait_open(::fid_fabric *fabric, ::fi_wait_attr *attr, ::fid_wait **waitset)
+{
+    if (!fabric || !attr || !waitset)
+        return -FI_EINVAL;
+    auto *fab = reinterpret_cast<fabric_w *>(fabric);
+    sf::wait_attr sa;
+    sa.wait_obj = static_cast<sf::wait_obj>(attr->wait_obj);
+    sa.flags = attr->flags;
+    return open_wrapped<wait_w>(waitset, nullptr, FI_CLASS_WAIT, &g_wait_fi_ops, &g_wait_ops,
+                                [&](wait_w *w) { return sf::wait_open(fab->sh, &sa, &w->sh); });
+}
+
+int shunt_wait_set(::fid_wait *w, sf::fid_wait **out)
+{
+    *out = nullptr;
+    if (!w)
+        return 0;
+    if (w->fid.ops != &g_wait_fi_ops)
+        return -FI_EINVAL; // another provider's wait set
+    *out = reinterpret_cast<wait_w *>(w)->sh;
+    return 0;
 }
 
 } // namespace shunt::ofi

@@ -10,8 +10,10 @@
 //    a 1.17 bit format in the hints is not forwarded (Shunt gives 64 bits).
 //  - caps: Shunt-only bits (FI_TAGGED_DIRECTED_RECV, FI_TAGGED_MULTI_RECV,
 //    FI_XPU) are masked out.
-//  - MR mode for applications of API < 1.5: FI_MR_BASIC / FI_MR_SCALABLE /
-//    FI_MR_UNSPEC and the FI_LOCAL_MR mode bit are translated both ways.
+//  - MR mode for applications of API < 1.5: getinfo hands Shunt the
+//    application's version, so FI_MR_BASIC / FI_MR_SCALABLE / FI_MR_UNSPEC
+//    and the FI_LOCAL_MR mode bit follow that version's rules there; infos
+//    Shunt did not shape for the application (events) are translated.
 //  - control_progress FI_PROGRESS_CONTROL_UNIFIED (2.x) is reported as the
 //    data progress model.
 //  - handles: libfabric wrappers <-> Shunt objects.
@@ -204,18 +206,16 @@ int info_to_shunt(const ::fi_info *in, std::uint32_t api_version, bool for_hints
         s->data_progress = static_cast<sf::progress>(d->data_progress);
         s->resource_mgmt = static_cast<sf::resource_mgmt>(d->resource_mgmt);
         s->av_type = static_cast<sf::av_type>(d->av_type);
-        int mr_mode = d->mr_mode;
-        if (old_mr) {
-            // Before 1.5 mr_mode is an enumeration and FI_LOCAL_MR a mode bit.
-            int local = (in->mode & FI_LOCAL_MR) ? FI_MR_LOCAL : 0;
-            if (mr_mode == FI_MR_SCALABLE)
-                mr_mode = local;
-            else if (mr_mode == FI_MR_BASIC)
-                mr_mode = k_mr_basic_map | local;
-            else // FI_MR_UNSPEC: either of the two
-                mr_mode = k_mr_basic_map | local;
-        }
-        s->mr_mode = mr_mode;
+        // Hints go to Shunt as the application wrote them, with its API
+        // version (provider_getinfo): Shunt applies the rules of that
+        // version, legacy modes included. An info that opens an object
+        // carries the legacy mode of its answer (Shunt's domains follow
+        // FI_MR_BASIC / FI_MR_SCALABLE and the FI_LOCAL_MR mode bit); one an
+        // application of API < 1.5 leaves at FI_MR_UNSPEC gets FI_MR_BASIC,
+        // the mode Shunt answers such applications with.
+        s->mr_mode = d->mr_mode;
+        if (old_mr && !for_hints && d->mr_mode == FI_MR_UNSPEC)
+            s->mr_mode = FI_MR_BASIC;
         same_domain_fields(d, s, ~0ULL);
         ok = ok && dup_key(&s->auth_key, d->auth_key, s->auth_key_size);
     }
@@ -232,7 +232,6 @@ int info_to_shunt(const ::fi_info *in, std::uint32_t api_version, bool for_hints
         ok = ok && dup_str(&s->name, f->name);
         // libfabric's provider name ("shunt") is not a Shunt provider name.
         s->prov_name = nullptr;
-        (void)for_hints;
         s->prov_version = 0;
         s->api_version = 0;
     }
@@ -299,12 +298,13 @@ int info_to_shunt_for(const fabric_w *fab, const ::fi_info *in, std::uint32_t ap
                                   : static_cast<::fi_progress>(s->control_progress);
         d->resource_mgmt = static_cast<::fi_resource_mgmt>(s->resource_mgmt);
         d->av_type = static_cast<::fi_av_type>(s->av_type);
-        if (old_mr) {
+        d->mr_mode = s->mr_mode;
+        if (old_mr && !(s->mr_mode & (FI_MR_BASIC | FI_MR_SCALABLE))) {
+            // Before 1.5 mr_mode is an enumeration and FI_LOCAL_MR a mode bit:
+            // an info Shunt did not shape for such an application (events).
             d->mr_mode = (s->mr_mode & k_mr_basic_map) ? FI_MR_BASIC : FI_MR_SCALABLE;
             if (s->mr_mode & FI_MR_LOCAL)
                 o->mode |= FI_LOCAL_MR;
-        } else {
-            d->mr_mode = s->mr_mode;
         }
         same_domain_fields(s, d, ~k_shunt_only_caps);
         ok = ok && dup_key(&d->auth_key, s->auth_key, d->auth_key_size);

@@ -66,6 +66,10 @@ sf::fid *to_shunt(const ::fid *f) noexcept
         return &reinterpret_cast<const pep_w *>(f)->sh->fid;
     if (o == &g_stx_fi_ops)
         return &reinterpret_cast<const stx_w *>(f)->sh->fid;
+    if (o == &g_wait_fi_ops)
+        return &reinterpret_cast<const wait_w *>(f)->sh->fid;
+    if (o == &g_poll_fi_ops)
+        return &reinterpret_cast<const poll_w *>(f)->sh->fid;
     return nullptr;
 }
 
@@ -173,8 +177,11 @@ int provider_getinfo(std::uint32_t version, const char *node, const char *servic
         if (rc)
             return rc;
     }
+    // The application's version: it decides how MR modes read (legacy
+    // enumeration before 1.5) and which domain checks apply.
     sf::info *res = nullptr;
-    int rc = sf::getinfo(k_shunt_api_version, node, service, flags, sh_hints, &res);
+    int rc = sf::getinfo(version < k_shunt_api_version ? version : k_shunt_api_version, node, service, flags,
+                         sh_hints, &res);
     sf::freeinfo(sh_hints);
     if (rc)
         return rc;
@@ -189,11 +196,6 @@ int provider_getinfo(std::uint32_t version, const char *node, const char *servic
 namespace {
 
 int fabric_close(::fid *f) { return close_wrapper<fabric_w>(f); }
-
-int fabric_wait_open(::fid_fabric *, ::fi_wait_attr *, ::fid_wait **)
-{
-    return -FI_ENOSYS; // wait sets are not part of Shunt (removed in 2.x)
-}
 
 int fabric_trywait(::fid_fabric *fabric, ::fid **fids, int count)
 {
@@ -217,7 +219,7 @@ int fabric_trywait(::fid_fabric *fabric, ::fid **fids, int count)
 }
 
 ::fi_ops_fabric g_fabric_ops = {
-    sizeof(::fi_ops_fabric), domain_open, passive_ep, eq_open, fabric_wait_open, fabric_trywait, domain_open2,
+    sizeof(::fi_ops_fabric), domain_open, passive_ep, eq_open, wait_open, fabric_trywait, domain_open2,
 };
 
 } // namespace

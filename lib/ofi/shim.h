@@ -39,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <new>
 
 namespace shunt::ofi {
@@ -112,6 +113,9 @@ struct eq_w {
     ::fid_eq lf;
     sf::fid_eq *sh;
     std::uint32_t api_version;
+    /** Reads look at the next entry before taking it (is it the
+     *  application's own? fabric.cpp): one reader at a time. */
+    std::mutex read_mu;
 };
 
 struct mr_w {
@@ -119,9 +123,19 @@ struct mr_w {
     sf::fid_mr *sh;
 };
 
+struct wait_w {
+    ::fid_wait lf;
+    sf::fid_wait *sh;
+};
+
+struct poll_w {
+    ::fid_poll lf;
+    sf::fid_poll *sh;
+};
+
 // ---- fid ops tables (identity of wrappers: a fid is ours iff its ops is one of these) ----
 extern ::fi_ops g_fabric_fi_ops, g_domain_fi_ops, g_ep_fi_ops, g_pep_fi_ops, g_stx_fi_ops, g_cq_fi_ops,
-    g_cntr_fi_ops, g_av_fi_ops, g_eq_fi_ops, g_mr_fi_ops;
+    g_cntr_fi_ops, g_av_fi_ops, g_eq_fi_ops, g_mr_fi_ops, g_wait_fi_ops, g_poll_fi_ops;
 
 /** The Shunt object behind libfabric handle @p f, or null when @p f is null
  *  or not an object of this provider. */
@@ -182,6 +196,10 @@ void pep_wrap(pep_w *w, sf::fid_pep *sh, void *context, std::uint32_t api_versio
 int domain_open(::fid_fabric *fabric, ::fi_info *info, ::fid_domain **dom, void *context);
 int domain_open2(::fid_fabric *fabric, ::fi_info *info, ::fid_domain **dom, std::uint64_t flags, void *context);
 int eq_open(::fid_fabric *fabric, ::fi_eq_attr *attr, ::fid_eq **eq, void *context);
+int wait_open(::fid_fabric *fabric, ::fi_wait_attr *attr, ::fid_wait **waitset);
+/** The Shunt wait set behind libfabric wait set @p w (null: none), for
+ *  CQs, counters and EQs opened on it. @return 0; -FI_EINVAL not ours. */
+int shunt_wait_set(::fid_wait *w, sf::fid_wait **out);
 int passive_ep(::fid_fabric *fabric, ::fi_info *info, ::fid_pep **pep, void *context);
 
 int cq_open(::fid_domain *domain, ::fi_cq_attr *attr, ::fid_cq **cq, void *context);

@@ -5,6 +5,7 @@
 #include <new>
 
 #include "env/errors.h"
+#include "addr.h"
 #include "prov.h"
 
 namespace shunt::prov::vqprov {
@@ -33,6 +34,8 @@ struct pep_obj {
     std::vector<std::uint8_t> bufs;
     std::uint32_t buf_size = 0;   ///< bytes of one receive buffer in bufs
     ep_addr addr{};
+    service_binding *svc = nullptr; ///< the service its source address names (addr.h)
+    const addr_resolver *res = nullptr;
     util::eq_obj *eq = nullptr;
     bool listening = false;
     bool taken = false;           ///< an active endpoint took its address (info->handle)
@@ -87,10 +90,13 @@ void pep_progress(void *arg)
                     cr->pep = p;
                     ci->handle = &cr->fid;
                     std::free(ci->dest_addr);
-                    ci->dest_addr = std::malloc(sizeof(ep_addr));
-                    if (ci->dest_addr) {
-                        std::memcpy(ci->dest_addr, &m.from, sizeof m.from);
-                        ci->dest_addrlen = sizeof m.from;
+                    ci->dest_addr = nullptr;
+                    ci->dest_addrlen = 0;
+                    void *d = nullptr;
+                    std::size_t dlen = 0;
+                    if (addr_encode(*p->res, ci->addr_format, m.from, d, dlen) == 0) {
+                        ci->dest_addr = d;
+                        ci->dest_addrlen = dlen;
                     }
                     std::uint8_t ev[sizeof(eq_cm_entry) + cm_data_max];
                     eq_cm_entry e{&p->pep.fid, ci};
@@ -130,6 +136,8 @@ void pep_destroy(pep_obj *p)
         (void)vq::dealloc_pd(p->pd);
     if (p->ctx)
         (void)vq::close_device(p->ctx);
+    if (p->res)
+        p->res->unbind(p->svc);
     if (p->fabric)
         p->fabric->refs.fetch_sub(1);
     freeinfo(p->info);
@@ -172,13 +180,7 @@ int pep_control(fid *f, int cmd, void *arg)
 int pep_getname(fid *f, void *addr, std::size_t *len)
 {
     auto *p = reinterpret_cast<pep_obj *>(f);
-    if (*len < sizeof(ep_addr)) {
-        *len = sizeof(ep_addr);
-        return -FI_ETOOSMALL;
-    }
-    std::memcpy(addr, &p->addr, sizeof p->addr);
-    *len = sizeof p->addr;
-    return 0;
+    return addr_out(*p->res, p->info->addr_format, p->addr, addr, len);
 }
 
 int pep_listen(fid_pep *pe)
@@ -246,30 +248,13 @@ constexpr ops_cm pep_cm_ops{.getname = pep_getname, .listen = pep_listen, .rejec
 
 // ---- active side ----
 
-int ep_getname(fid *f, void *addr, std::size_t *len)
-{
-    prov_ep *e = ep_of(util::ep_core_of(f));
-    if (*len < sizeof(ep_addr)) {
-        *len = sizeof(ep_addr);
-        return -FI_ETOOSMALL;
-    }
-    std::memcpy(addr, &e->addr, sizeof e->addr);
-    *len = sizeof(ep_addr);
-    return 0;
-}
-
 int ep_getpeer(fid_ep *ep, void *addr, std::size_t *len)
 {
-    prov_ep *e = ep_of(util::core_of(ep));
+    util::ep_core *c = util::core_of(ep);
+    prov_ep *e = ep_of(c);
     if (!e->msg_conn || e->msg_conn->state != conn::connected)
         return -FI_ENOTCONN;
-    if (*len < sizeof(ep_addr)) {
-        *len = sizeof(ep_addr);
-        return -FI_ETOOSMALL;
-    }
-    std::memcpy(addr, &e->msg_conn->peer, sizeof(ep_addr));
-    *len = sizeof(ep_addr);
-    return 0;
+    return addr_out(resolver_for(e->dom->lim.host_local), c->info->addr_format, e->msg_conn->peer, addr, len);
 }
 
 int ep_connect(fid_ep *ep, const void *addr, const void *param, std::size_t len)
@@ -282,12 +267,19 @@ int ep_connect(fid_ep *ep, const void *addr, const void *param, std::size_t len)
         return -FI_ENOEQ;
     if (e->msg_conn)
         return -FI_EISCONN;
+    // The address in the endpoint's format; a service address leads to the
+    // passive endpoint bound to it now (none: refused, as a port nobody
+    // listens on).
+    const addr_resolver &res = resolver_for(e->dom->lim.host_local);
+    ep_addr given{}, to{};
+    std::size_t alen = c->info->addr_format == FI_ADDR_STR ? ::strnlen(static_cast<const char *>(addr), 4096) + 1
+                                                           : sizeof(ep_addr);
+    if (addr_decode(res, c->info->addr_format, addr, alen, given))
+        return -FI_EINVAL;
+    if (int rc = resolve_endpoint(res, given, to); rc)
+        return rc;
     if (int rc = util::ep_enable(c); rc)
         return rc;
-    ep_addr to;
-    std::memcpy(&to, addr, sizeof to);
-    if (to.len == 0 || to.len > 59)
-        return -FI_EINVAL;
     util::guard g(e->lock);
     auto *cn = new (std::nothrow) conn;
     if (!cn)
@@ -480,6 +472,9 @@ int pep_adopt(fid *handle, prov_ep *e)
     a->mr = p->mr;
     a->bufs = std::move(p->bufs);
     a->buf_size = p->buf_size;
+    a->svc = p->svc; // the service leads to the endpoint now
+    a->res = p->res;
+    p->svc = nullptr;
     p->ctx = nullptr;
     p->pd = nullptr;
     p->cq = nullptr;
@@ -526,6 +521,8 @@ void adopted_destroy(adopted_ud *a)
         (void)vq::dealloc_pd(a->pd);
     if (a->ctx)
         (void)vq::close_device(a->ctx);
+    if (a->res)
+        a->res->unbind(a->svc);
     delete a;
 }
 
@@ -587,6 +584,13 @@ int pep_open(fid_fabric *fabric, info *in, fid_pep **out, void *context)
     p->addr.qpn = qa.qpn;
     p->addr.len = std::uint8_t(std::min<std::size_t>(qa.dev.len, 59));
     std::memcpy(p->addr.name, qa.dev.raw, p->addr.len);
+    // A source address naming a service (a server's getinfo): clients that
+    // connect to that service reach this passive endpoint.
+    p->res = &resolver_for(l.host_local);
+    if ((rc = bind_source(*p->res, p->info, p->addr, &p->svc))) {
+        pep_destroy(p);
+        return rc;
+    }
     p->pep.fid.fclass = FI_CLASS_PEP;
     p->pep.fid.context = context;
     p->pep.fid.ops = &pep_fid_ops;

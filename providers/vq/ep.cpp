@@ -5,6 +5,7 @@
 #include "env/errors.h"
 #include "env/lcore.h"
 #include "env/log.h"
+#include "addr.h"
 #include "prov.h"
 
 namespace shunt::prov::vqprov {
@@ -55,6 +56,8 @@ void destroy(prov_ep *e)
     e->by_index.clear();
     adopted_destroy(e->pep_ud);
     e->pep_ud = nullptr;
+    resolver_for(e->dom->lim.host_local).unbind(e->svc);
+    e->svc = nullptr;
     if (e->ud)
         (void)vq::destroy_qp(e->ud);
     if (e->ud_mr)
@@ -140,19 +143,7 @@ const util::ep_hooks hooks = [] {
     return h;
 }();
 
-int getname_op(fid *f, void *addr, std::size_t *len)
-{
-    prov_ep *e = ep_of(util::ep_core_of(f));
-    if (*len < sizeof(ep_addr)) {
-        *len = sizeof(ep_addr);
-        return -FI_ETOOSMALL;
-    }
-    std::memcpy(addr, &e->addr, sizeof e->addr);
-    *len = sizeof(ep_addr);
-    return 0;
-}
-
-const ops_cm rdm_cm_ops{.getname = getname_op};
+const ops_cm rdm_cm_ops{.getname = ep_getname};
 
 // Contexts of a scalable endpoint share its transport (prov_ep): the base
 // creates them, the provider points them at it.
@@ -282,6 +273,12 @@ int open_ep(fid_domain *domain, info *in, std::size_t fclass, fid_ep **out, void
     c->prov = e;
     if ((rc = setup(e, type))) {
         SHUNT_LOG(prov_log, warning, "vq: endpoint set-up failed: %s", shunt::strerror(rc));
+        (void)util::ep_close_generic(&h->ep.fid);
+        return rc;
+    }
+    // A source address naming a service: this endpoint is where it leads.
+    if ((rc = bind_source(resolver_for(d->lim.host_local), in, e->addr, &e->svc))) {
+        SHUNT_LOG(prov_log, info, "vq: endpoint source address: %s", shunt::strerror(rc));
         (void)util::ep_close_generic(&h->ep.fid);
         return rc;
     }

@@ -9,8 +9,10 @@
 
 #include "env/errors.h"
 #include "env/log.h"
+#include "env/tunable.h"
 #include "fabric/util/atomic_apply.h"
 #include "fabric/util/info.h"
+#include "addr.h"
 #include "prov.h"
 
 extern const ::shunt::fabric::provider shunt_fabric_provider_vq;
@@ -19,9 +21,27 @@ namespace shunt::prov::vqprov {
 
 SHUNT_LOG_COMPONENT(prov_log, "fabric");
 
+SHUNT_TUNABLE(single_host_tunable, "SHUNT_VQ_SINGLE_HOST", boolean, "0",
+              "every peer is on this host: host-local devices (shm) report FI_REMOTE_COMM too, for applications "
+              "that demand it (Open MPI's OFI MTL); a peer on another host stays unreachable",
+              "vq");
+
 namespace {
 
 constexpr std::uint32_t prov_version = FI_VERSION(1, 0);
+
+// SHUNT_VQ_SINGLE_HOST, read once.
+bool single_host()
+{
+    static const bool on = [] {
+        bool b = false;
+        if (single_host_tunable.as_bool(b))
+            SHUNT_LOG(prov_log, warning, "SHUNT_VQ_SINGLE_HOST=%s is not a boolean: ignored",
+                      single_host_tunable.value().c_str());
+        return b;
+    }();
+    return on;
+}
 
 info *offer(const vq::device *dev, const dev_limits &l, ep_type t)
 {
@@ -29,15 +49,16 @@ info *offer(const vq::device *dev, const dev_limits &l, ep_type t)
     if (!i)
         return nullptr;
     i->caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM;
-    if (!l.host_local)
+    if (!l.host_local || single_host())
         i->caps |= FI_REMOTE_COMM;
     if (t != FI_EP_DGRAM)
         i->caps |= FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
     if (t == FI_EP_RDM)
         i->caps |= FI_NAMED_RX_CTX; // receive contexts of scalable endpoints by fi_rx_addr
     // Addresses are a binary ep_addr (fi_getinfo(3): FI_FORMAT_UNSPEC is a
-    // provider-specific format, opaque to the application); av_straddr prints
-    // them as "fi_shm://<segment>/<qpn>", which av_insertsvc accepts back.
+    // provider-specific format, opaque to the application), or their text
+    // (FI_ADDR_STR, "fi_shm://<segment>/<qpn>", "fi_shm://<host>:<service>")
+    // when the hints ask for it (addr.h).
     i->addr_format = FI_FORMAT_UNSPEC;
     i->ep_attr->type = t;
     // Shared memory, or IB transport semantics (RC and UD QPs) elsewhere.
@@ -69,6 +90,13 @@ info *offer(const vq::device *dev, const dev_limits &l, ep_type t)
     d->mr_iov_limit = 1;
     d->max_ep_tx_ctx = t == FI_EP_RDM ? max_ctx : 1; // scalable endpoints: RDM
     d->max_ep_rx_ctx = t == FI_EP_RDM ? max_ctx : 1;
+    // Every endpoint of the domain may have its contexts; an endpoint binds
+    // at most one shared transmit and one shared receive context.
+    d->tx_ctx_cnt = std::size_t(l.ep_cnt) * d->max_ep_tx_ctx;
+    d->rx_ctx_cnt = std::size_t(l.ep_cnt) * d->max_ep_rx_ctx;
+    d->max_ep_stx_ctx = 1;
+    d->max_ep_srx_ctx = 1;
+    d->caps = i->caps & FI_DOMAIN_CAPS;
     d->max_err_data = 0;
     d->mr_cnt = l.mr_cnt;
     i->fabric_attr->name = ::strdup(vq::device_driver_name(dev));
@@ -92,7 +120,7 @@ info *offer(const vq::device *dev, const dev_limits &l, ep_type t)
     return i;
 }
 
-util::info_limits limits()
+util::info_limits limits(ep_type t)
 {
     util::info_limits l;
     l.threading_mask = (1u << FI_THREAD_SAFE) | (1u << FI_THREAD_DOMAIN) | (1u << FI_THREAD_COMPLETION) |
@@ -100,23 +128,44 @@ util::info_limits limits()
     l.progress_mask = (1u << FI_PROGRESS_MANUAL) | (1u << FI_PROGRESS_AUTO);
     l.av_type_mask = (1u << FI_AV_TABLE) | (1u << FI_AV_MAP);
     l.mr_mode_required = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
+    // FI_MR_BASIC's rules are those: provider keys, virtual addresses.
+    // FI_MR_SCALABLE (keys the application picks, offsets) cannot name a vq
+    // region for RMA; a DGRAM endpoint has no RMA, so it follows either.
+    l.mr_mode_legacy = FI_MR_BASIC | (t == FI_EP_DGRAM ? FI_MR_SCALABLE : 0);
     l.op_flags = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
     l.shared_ctx = true;
+    l.addr_formats = 1ULL << FI_ADDR_STR;
     return l;
 }
 
 // One answer per device and endpoint type; the domain name is the device,
 // the fabric name its driver (devices of one driver reach each other).
-int vq_getinfo(std::uint32_t version, const char *, const char *, std::uint64_t, const info *hints, info **out)
+int vq_getinfo(std::uint32_t version, const char *node, const char *service, std::uint64_t flags,
+               const info *hints, info **out)
 {
+    if ((flags & FI_SOURCE) && !node && !service)
+        return -FI_EINVAL; // fi_getinfo(3): FI_SOURCE names the source in node and/or service
     std::vector<vq::device *> devs;
     vq::get_device_list(devs);
     info *head = nullptr, **tail = &head;
+    // The names resolve once per kind of device (host-local or not).
+    info_addrs addrs[2];
+    int addrs_rc[2] = {1, 1};
     for (vq::device *dev : devs) {
         vq::device_attr a;
         dev_limits l;
         if (device_attr_of(dev, a) || limits_of(a, l))
             continue; // logged; the device cannot serve this provider
+        const addr_resolver &res = resolver_for(l.host_local);
+        int &arc = addrs_rc[l.host_local];
+        if (arc == 1)
+            arc = resolve_info_addrs(res, node, service, flags, addrs[l.host_local]);
+        if (arc == -FI_EINVAL) {
+            freeinfo(head);
+            return arc;
+        }
+        if (arc)
+            continue; // the node names nothing this device reaches
         for (ep_type t : {FI_EP_RDM, FI_EP_MSG, FI_EP_DGRAM}) {
             info *o = offer(dev, l, t);
             if (!o) {
@@ -124,8 +173,12 @@ int vq_getinfo(std::uint32_t version, const char *, const char *, std::uint64_t,
                 return -FI_ENOMEM;
             }
             info *r = nullptr;
-            int rc = util::match(version, o, limits(), hints, &r);
+            int rc = util::match(version, o, limits(t), hints, &r);
             freeinfo(o);
+            if (rc == 0 && (rc = fill_info_addrs(res, addrs[l.host_local], r))) {
+                freeinfo(r);
+                r = nullptr;
+            }
             if (rc == -FI_EINVAL || rc == -FI_ENOMEM) {
                 freeinfo(head);
                 return rc;
@@ -143,56 +196,6 @@ int vq_getinfo(std::uint32_t version, const char *, const char *, std::uint64_t,
 }
 
 // ---- domain hooks ----
-
-int addr_check(const void *a)
-{
-    ep_addr x;
-    std::memcpy(&x, a, sizeof x);
-    if (x.len == 0 || x.len > sizeof x.name || x.qpn == 0)
-        return -FI_EINVAL;
-    return 0;
-}
-
-std::size_t addr_to_str(const void *a, char *buf, std::size_t len)
-{
-    ep_addr x;
-    std::memcpy(&x, a, sizeof x);
-    char tmp[96];
-    int n = std::snprintf(tmp, sizeof tmp, "fi_shm://%.*s/%u", int(x.len <= 59 ? x.len : 59), x.name, x.qpn);
-    if (len) {
-        std::strncpy(buf, tmp, len - 1);
-        buf[len - 1] = 0;
-    }
-    return std::size_t(n) + 1;
-}
-
-// "name/qpn" or "fi_shm://name/qpn" as node (service ignored), or node = name, service = qpn.
-int addr_from_svc(const char *node, const char *service, void *out)
-{
-    if (!node)
-        return -FI_EINVAL;
-    std::string s = node;
-    if (s.rfind("fi_shm://", 0) == 0)
-        s = s.substr(9);
-    std::string name = s, qpn = service ? service : "";
-    if (!service) {
-        auto slash = s.rfind('/');
-        if (slash == std::string::npos)
-            return -FI_EINVAL;
-        name = s.substr(0, slash);
-        qpn = s.substr(slash + 1);
-    }
-    char *end = nullptr;
-    unsigned long q = std::strtoul(qpn.c_str(), &end, 10);
-    if (qpn.empty() || !end || *end || q == 0 || q > 0xffffffffUL || name.empty() || name.size() > 59)
-        return -FI_EINVAL;
-    ep_addr a{};
-    a.qpn = std::uint32_t(q);
-    a.len = std::uint8_t(name.size());
-    std::memcpy(a.name, name.data(), name.size());
-    std::memcpy(out, &a, sizeof a);
-    return 0;
-}
 
 int mr_reg_hook(util::domain_obj *d, util::mr_obj *m)
 {
@@ -254,8 +257,10 @@ const util::domain_hooks hooks = [] {
     util::domain_hooks h;
     h.addrlen = sizeof(ep_addr);
     h.addr_check = addr_check;
-    h.addr_from_svc = addr_from_svc;
-    h.addr_to_str = addr_to_str;
+    h.addr_resolve = addr_resolve_hook;
+    h.addr_from_str = addr_from_str_hook;
+    h.addr_from_names = addr_from_names_hook;
+    h.addr_to_text = addr_to_text_hook;
     h.query_atomic = query_atomic_hook;
     h.mr_reg = mr_reg_hook;
     h.mr_dereg = mr_dereg_hook;
@@ -286,6 +291,9 @@ int domain_open_op(fid_fabric *fabric, info *in, fid_domain **out, void *context
         delete d;
         return rc;
     }
+    // A peer writes into our queues, not our wait objects: with manual
+    // progress only polling turns arrivals into completions.
+    d->waits_need_progress = d->data_progress != FI_PROGRESS_AUTO;
     // The domain name names the device (getinfo answers carry it); an info
     // built by hand without one gets the fabric's first device.
     const char *want = in->domain_attr ? in->domain_attr->name : nullptr;
@@ -418,19 +426,6 @@ vq::device *device_named(const char *fabric, const char *domain)
             return d;
     }
     return nullptr;
-}
-
-std::string addr_key(const ep_addr &a)
-{
-    return std::string(a.name, a.len <= 59 ? a.len : 59) + "/" + std::to_string(a.qpn);
-}
-
-vq::dev_addr to_dev(const ep_addr &a)
-{
-    vq::dev_addr d{};
-    d.len = a.len;
-    std::memcpy(d.raw, a.name, a.len);
-    return d;
 }
 
 int wc_to_err(vq::wc_status s)

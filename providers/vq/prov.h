@@ -207,6 +207,8 @@ struct adopted_ud {
     std::vector<std::uint8_t> bufs;
     std::uint32_t buf_size = 0;   ///< bytes of one receive buffer in bufs
     ep_addr own{};               ///< the endpoint's own UD address (its RC QPs' segment)
+    struct service_binding *svc = nullptr; ///< the passive endpoint's service, now the endpoint's (addr.h)
+    const struct addr_resolver *res = nullptr; ///< what unbinds it
 };
 
 /** The provider state of an endpoint (util::ep_core::prov). */
@@ -237,6 +239,7 @@ struct prov_ep {
     bool scalable = false;        ///< core is a scalable endpoint: receives go to its rx contexts
     adopted_ud *pep_ud = nullptr; ///< MSG: a passive endpoint's address taken over (its CM replies arrive there)
     std::vector<std::uint8_t> tso_hdr; ///< DGRAM: our datagram header + the application's, for send_tso
+    struct service_binding *svc = nullptr; ///< the service its source address names, bound to addr (addr.h)
 };
 
 /** Receive context index a destination address names (fi_rx_addr with the
@@ -300,7 +303,7 @@ int ud_send(prov_ep *e, vq::ah *ah, std::uint32_t qpn, const void *buf, std::siz
 vq::ah *ah_for(prov_ep *e, const ep_addr &a);
 fi_addr_t conn_src(prov_ep *e, conn *c);
 
-/** Address helpers (fabric.cpp). */
+/** Address helpers (addr.cpp). */
 std::string addr_key(const ep_addr &a);
 vq::dev_addr to_dev(const ep_addr &a);
 

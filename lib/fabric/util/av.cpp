@@ -30,11 +30,37 @@ int alloc_entry(av_obj *av, av_entry *&out)
     return 0;
 }
 
-int insert_one(av_obj *av, const void *addr, fi_addr_t &out)
+// Text of a binary address (length needed with the NUL), or -FI_ENOSYS
+// when the provider has no text form.
+long addr_text(av_obj *av, const void *addr, char *buf, std::size_t len)
+{
+    const domain_hooks *h = av->domain->hooks;
+    if (SHUNT_HOOK(h, addr_to_text))
+        return long(h->addr_to_text(av->domain, addr, buf, len));
+    if (h->addr_to_str)
+        return long(h->addr_to_str(addr, buf, len));
+    return -FI_ENOSYS;
+}
+
+// The binary address to store for @p addr: checked, and resolved by the
+// provider when it names something else than an endpoint (a service).
+int resolve_one(av_obj *av, const void *addr, std::uint8_t *out)
 {
     domain_obj *d = av->domain;
+    if (SHUNT_HOOK(d->hooks, addr_resolve))
+        return d->hooks->addr_resolve(d, addr, out);
     if (d->hooks->addr_check && d->hooks->addr_check(addr) != 0)
         return -FI_EINVAL;
+    std::memcpy(out, addr, av->addrlen);
+    return 0;
+}
+
+int insert_one(av_obj *av, const void *given, fi_addr_t &out)
+{
+    domain_obj *d = av->domain;
+    std::uint8_t addr[av_addr_max];
+    if (int rc = resolve_one(av, given, addr); rc)
+        return rc;
     std::lock_guard g(av->mu);
     av_entry *e = nullptr;
     if (int rc = alloc_entry(av, e); rc)
@@ -61,11 +87,23 @@ int av_insert_op(fid_av *f, const void *addr, std::size_t count, fi_addr_t *fi_a
         return -FI_EOPNOTSUPP;
     if (av->type == FI_AV_MAP && !fi_addr && count)
         return -FI_EINVAL;
+    if (av->str && !SHUNT_HOOK(av->domain->hooks, addr_from_str))
+        return -FI_EOPNOTSUPP;
     int *errs = (flags & FI_SYNC_ERR) ? static_cast<int *>(context) : nullptr;
     int ok = 0;
     for (std::size_t i = 0; i < count; i++) {
         fi_addr_t a = FI_ADDR_NOTAVAIL;
-        int rc = insert_one(av, static_cast<const std::uint8_t *>(addr) + i * av->addrlen, a);
+        int rc;
+        if (av->str) {
+            // fi_av(3): an FI_ADDR_STR AV takes an array of strings
+            const char *text = static_cast<const char *const *>(addr)[i];
+            std::uint8_t bin[av_addr_max] = {};
+            rc = text ? av->domain->hooks->addr_from_str(av->domain, text, bin) : -FI_EINVAL;
+            if (!rc)
+                rc = insert_one(av, bin, a);
+        } else {
+            rc = insert_one(av, static_cast<const std::uint8_t *>(addr) + i * av->addrlen, a);
+        }
         if (fi_addr)
             fi_addr[i] = rc ? FI_ADDR_NOTAVAIL : a;
         if (errs)
@@ -80,16 +118,31 @@ int av_insertsvc_op(fid_av *f, const char *node, const char *service, fi_addr_t 
                     void *context)
 {
     av_obj *av = to_av(f);
-    if (!av->domain->hooks->addr_from_svc)
-        return -FI_ENOSYS;
+    domain_obj *d = av->domain;
+    if (flags & ~(FI_MORE | FI_SYNC_ERR | FI_AV_USER_ID))
+        return -FI_EBADFLAGS;
+    if (flags & FI_AV_USER_ID)
+        return -FI_EOPNOTSUPP;
+    if (av->type == FI_AV_MAP && !fi_addr)
+        return -FI_EINVAL;
     std::uint8_t addr[av_addr_max] = {};
-    int rc = av->domain->hooks->addr_from_svc(node, service, addr);
-    if (rc) {
-        if (fi_addr)
-            *fi_addr = FI_ADDR_NOTAVAIL;
-        return rc == -FI_EINVAL ? rc : 0;
-    }
-    return av_insert_op(f, addr, 1, fi_addr, flags, context);
+    int rc;
+    if (SHUNT_HOOK(d->hooks, addr_from_names))
+        rc = d->hooks->addr_from_names(d, node, service, addr);
+    else if (d->hooks->addr_from_svc)
+        rc = d->hooks->addr_from_svc(node, service, addr);
+    else
+        return -FI_ENOSYS;
+    fi_addr_t a = FI_ADDR_NOTAVAIL;
+    if (!rc)
+        rc = insert_one(av, addr, a);
+    if (fi_addr)
+        *fi_addr = rc ? FI_ADDR_NOTAVAIL : a;
+    if ((flags & FI_SYNC_ERR) && context)
+        *static_cast<int *>(context) = -rc;
+    if (rc == -FI_EINVAL)
+        return rc;
+    return rc ? 0 : 1;
 }
 
 int av_insertsym_op(fid_av *f, const char *node, std::size_t nodecnt, const char *service, std::size_t svccnt,
@@ -156,6 +209,14 @@ int av_lookup_op(fid_av *f, fi_addr_t a, void *addr, std::size_t *addrlen)
     av_entry *e = av_get(av, a);
     if (!e)
         return -FI_EINVAL;
+    if (av->str) {
+        // the text form, truncated (and NUL terminated) when it does not fit
+        long n = addr_text(av, e->addr, static_cast<char *>(addr), *addrlen);
+        if (n < 0)
+            return int(n);
+        *addrlen = std::size_t(n);
+        return 0;
+    }
     std::size_t n = std::min(*addrlen, av->addrlen);
     if (n)
         std::memcpy(addr, e->addr, n);
@@ -166,8 +227,20 @@ int av_lookup_op(fid_av *f, fi_addr_t a, void *addr, std::size_t *addrlen)
 const char *av_straddr_op(fid_av *f, const void *addr, char *buf, std::size_t *len)
 {
     av_obj *av = to_av(f);
-    if (av->domain->hooks->addr_to_str) {
-        *len = av->domain->hooks->addr_to_str(addr, buf, *len);
+    if (av->str) {
+        // fi_av_straddr(3): the address is in the AV's format, a string
+        const char *text = static_cast<const char *>(addr);
+        std::size_t n = ::strnlen(text, 4096);
+        if (*len) {
+            std::size_t c = std::min(n, *len - 1);
+            std::memcpy(buf, text, c);
+            buf[c] = 0;
+        }
+        *len = n + 1;
+        return buf;
+    }
+    if (long n = addr_text(av, addr, buf, *len); n >= 0) {
+        *len = std::size_t(n);
         return buf;
     }
     // Fallback: hex bytes.
@@ -249,6 +322,7 @@ int av_open(fid_domain *domain, av_attr *attr, fid_av **out, void *context)
     av->rx_ctx_bits = attr->rx_ctx_bits;
     av->rx_mask = attr->rx_ctx_bits ? (~0ULL >> attr->rx_ctx_bits) : ~0ULL;
     av->addrlen = d->hooks->addrlen;
+    av->str = d->info && d->info->addr_format == FI_ADDR_STR;
     av->av.fid.fclass = FI_CLASS_AV;
     av->av.fid.context = context;
     av->av.fid.ops = &av_fid_ops;

@@ -34,7 +34,10 @@ struct av_obj {
     av_type type = FI_AV_TABLE;
     int rx_ctx_bits = 0;
     std::uint64_t rx_mask = ~0ULL;        ///< bits of fi_addr_t naming the address
-    std::size_t addrlen = 0;
+    std::size_t addrlen = 0;              ///< bytes of a stored (binary) address
+    /** The domain's addr_format is FI_ADDR_STR: inserts take an array of
+     *  strings, lookup and straddr give text; entries are stored binary. */
+    bool str = false;
     av_entry *chunks[av_max_chunks] = {};
     std::atomic<std::size_t> count{0};    ///< slots handed out
     std::mutex mu;                        ///< inserts and removes

@@ -5,6 +5,7 @@
 
 #include "env/errors.h"
 #include "fabric/util/cntr.h"
+#include "fabric/util/poll.h"
 
 namespace shunt::fabric::util {
 
@@ -12,14 +13,7 @@ namespace {
 
 cntr_obj *obj(fid_cntr *c) { return to_cntr(c); }
 
-void progress(cntr_obj *c)
-{
-    if (!c->do_progress)
-        return;
-    guard g(c->plock);
-    for (auto &h : c->progress)
-        h.fn(h.arg);
-}
+void progress(cntr_obj *c) { cntr_progress(c); }
 
 std::uint64_t cntr_read_op(fid_cntr *f)
 {
@@ -35,10 +29,12 @@ std::uint64_t cntr_readerr_op(fid_cntr *f)
     return c->err.load(std::memory_order_acquire);
 }
 
+// The application's own set / add is not an event for poll and wait sets
+// (fi_poll(3)): the new count is marked seen.
 int cntr_add_op(fid_cntr *f, std::uint64_t v)
 {
     cntr_obj *c = obj(f);
-    c->value.fetch_add(v, std::memory_order_acq_rel);
+    c->seen_value.store(c->value.fetch_add(v, std::memory_order_acq_rel) + v, std::memory_order_relaxed);
     c->wait.signal();
     return 0;
 }
@@ -47,6 +43,7 @@ int cntr_set_op(fid_cntr *f, std::uint64_t v)
 {
     cntr_obj *c = obj(f);
     c->value.store(v, std::memory_order_release);
+    c->seen_value.store(v, std::memory_order_relaxed);
     c->wait.signal();
     return 0;
 }
@@ -54,7 +51,7 @@ int cntr_set_op(fid_cntr *f, std::uint64_t v)
 int cntr_adderr_op(fid_cntr *f, std::uint64_t v)
 {
     cntr_obj *c = obj(f);
-    c->err.fetch_add(v, std::memory_order_acq_rel);
+    c->seen_err.store(c->err.fetch_add(v, std::memory_order_acq_rel) + v, std::memory_order_relaxed);
     c->wait.signal();
     return 0;
 }
@@ -63,6 +60,7 @@ int cntr_seterr_op(fid_cntr *f, std::uint64_t v)
 {
     cntr_obj *c = obj(f);
     c->err.store(v, std::memory_order_release);
+    c->seen_err.store(v, std::memory_order_relaxed);
     c->wait.signal();
     return 0;
 }
@@ -104,6 +102,7 @@ int cntr_close(fid *f)
     cntr_obj *c = reinterpret_cast<cntr_obj *>(f);
     if (c->refs.load())
         return -FI_EBUSY;
+    wait_set_leave(c->wait_set, f);
     c->domain->refs.fetch_sub(1);
     delete c;
     return 0;
@@ -112,6 +111,12 @@ int cntr_close(fid *f)
 int cntr_control(fid *f, int cmd, void *arg)
 {
     cntr_obj *c = reinterpret_cast<cntr_obj *>(f);
+    if (cmd == FI_GETWAITOBJ) {
+        if (!arg)
+            return -FI_EINVAL;
+        *static_cast<wait_obj *>(arg) = c->wait.kind();
+        return 0;
+    }
     if (cmd == FI_GETWAIT) {
         if (!arg)
             return -FI_EINVAL;
@@ -133,6 +138,23 @@ constexpr ops_cntr cntr_ops{.read = cntr_read_op,
                             .seterr = cntr_seterr_op};
 
 } // namespace
+
+void cntr_progress(cntr_obj *c)
+{
+    if (!c->do_progress)
+        return;
+    guard g(c->plock);
+    for (auto &h : c->progress)
+        h.fn(h.arg);
+}
+
+bool cntr_changed(cntr_obj *c)
+{
+    std::uint64_t v = c->value.load(std::memory_order_acquire), e = c->err.load(std::memory_order_acquire);
+    bool changed = v != c->seen_value.exchange(v, std::memory_order_relaxed);
+    changed = (e != c->seen_err.exchange(e, std::memory_order_relaxed)) || changed;
+    return changed;
+}
 
 void cntr_add_progress(cntr_obj *c, progress_hook h)
 {
@@ -162,9 +184,11 @@ int cntr_open(fid_domain *domain, cntr_attr *attr, fid_cntr **out, void *context
     auto *c = new (std::nothrow) cntr_obj;
     if (!c)
         return -FI_ENOMEM;
-    if (int rc = c->wait.open(attr->wait_obj); rc) {
-        delete c;
-        return rc;
+    if (attr->wait_obj != FI_WAIT_SET) {
+        if (int rc = c->wait.open(attr->wait_obj); rc) {
+            delete c;
+            return rc;
+        }
     }
     c->domain = d;
     c->mt = d->mt;
@@ -174,6 +198,14 @@ int cntr_open(fid_domain *domain, cntr_attr *attr, fid_cntr **out, void *context
     c->cntr.fid.context = context;
     c->cntr.fid.ops = &cntr_fid_ops;
     c->cntr.ops = &cntr_ops;
+    // last: once a member, the set's waits look at it
+    if (attr->wait_obj == FI_WAIT_SET) {
+        if (int rc = wait_set_join(attr->wait_set, d->fabric, &c->cntr.fid, c->wait); rc) {
+            delete c;
+            return rc;
+        }
+        c->wait_set = attr->wait_set;
+    }
     d->refs.fetch_add(1);
     *out = &c->cntr;
     return 0;

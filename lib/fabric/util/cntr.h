@@ -27,7 +27,13 @@ struct cntr_obj {
     bool mt = true;
     maybe_lock plock;
     std::vector<progress_hook> progress;
-    std::atomic<int> refs{0};               ///< endpoints and MRs bound
+    std::atomic<int> refs{0};               ///< endpoints, MRs and poll sets bound
+    // ---- cold: poll and wait sets (util/poll.h) ----
+    /** The counts a poll or wait set last reported, or the application last
+     *  set or added to (fi_poll(3)): a change since is an event. */
+    std::atomic<std::uint64_t> seen_value{0};
+    std::atomic<std::uint64_t> seen_err{0};
+    fid_wait *wait_set = nullptr;           ///< the wait set it was opened on
 };
 
 inline cntr_obj *to_cntr(fid_cntr *c) { return reinterpret_cast<cntr_obj *>(c); }
@@ -59,5 +65,10 @@ int cntr_open(fid_domain *domain, cntr_attr *attr, fid_cntr **cntr, void *contex
 
 void cntr_add_progress(cntr_obj *c, progress_hook h);
 void cntr_remove_progress(cntr_obj *c, void *arg);
+/** Run the progress hooks (manual progress; what reading does). */
+void cntr_progress(cntr_obj *c);
+/** Did a count change since it was last seen (fi_poll(3))? Marks the
+ *  change seen. */
+bool cntr_changed(cntr_obj *c);
 
 } // namespace shunt::fabric::util

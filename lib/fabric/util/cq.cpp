@@ -7,6 +7,7 @@
 #include "fabric/detail/err_data.h"
 #include "fabric/detail/live.h"
 #include "fabric/util/cq.h"
+#include "fabric/util/poll.h"
 
 namespace shunt::fabric::util {
 
@@ -184,6 +185,7 @@ int cq_close(fid *f)
     cq_impl *cq = static_cast<cq_impl *>(reinterpret_cast<cq_obj *>(f));
     if (cq->refs.load())
         return -FI_EBUSY;
+    wait_set_leave(cq->wait_set, f);
     cq->domain->refs.fetch_sub(1);
     delete[] cq->ring;
     delete cq;
@@ -293,9 +295,11 @@ int cq_open(fid_domain *domain, cq_attr *attr, fid_cq **out, void *context)
     auto *cq = new (std::nothrow) cq_impl;
     if (!cq)
         return -FI_ENOMEM;
-    if (int rc = cq->wait.open(attr->wait_obj); rc) {
-        delete cq;
-        return rc;
+    if (attr->wait_obj != FI_WAIT_SET) {
+        if (int rc = cq->wait.open(attr->wait_obj); rc) {
+            delete cq;
+            return rc;
+        }
     }
     std::size_t size = attr->size ? attr->size : 1024;
     std::size_t n = 1;
@@ -318,6 +322,15 @@ int cq_open(fid_domain *domain, cq_attr *attr, fid_cq **out, void *context)
     cq->cq.fid.context = context;
     cq->cq.fid.ops = &cq_fid_ops;
     cq->cq.ops = &cq_ops;
+    // last: once a member, the set's waits look at it
+    if (attr->wait_obj == FI_WAIT_SET) {
+        if (int rc = wait_set_join(attr->wait_set, d->fabric, &cq->cq.fid, cq->wait); rc) {
+            delete[] cq->ring;
+            delete cq;
+            return rc;
+        }
+        cq->wait_set = attr->wait_set;
+    }
     d->refs.fetch_add(1);
     *out = &cq->cq;
     return 0;

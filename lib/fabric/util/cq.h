@@ -70,7 +70,8 @@ struct cq_obj {
     waiter wait;
     std::vector<progress_hook> progress;          ///< bound endpoints (manual progress)
     std::mutex progress_mu;
-    std::atomic<int> refs{0};                     ///< endpoints bound
+    std::atomic<int> refs{0};                     ///< endpoints and poll sets bound
+    fid_wait *wait_set = nullptr;                 ///< the wait set it was opened on (util/poll.h)
 };
 
 inline cq_obj *to_cq(fid_cq *c) { return reinterpret_cast<cq_obj *>(c); }

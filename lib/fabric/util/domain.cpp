@@ -6,6 +6,8 @@
 #include "fabric/util/cq.h"
 #include "fabric/util/av.h"
 #include "fabric/util/eq.h"
+#include "fabric/util/info.h"
+#include "fabric/util/poll.h"
 #include "fabric/util/ep.h"
 
 namespace shunt::fabric::util {
@@ -28,7 +30,7 @@ int trywait_op(fid_fabric *, fid **fids, int count)
                 return -FI_EINVAL;
             cq->wait.arm();
             cq_progress(cq);
-            if (cq_pending(cq)) {
+            if (cq_pending(cq) || wait_needs_progress(f)) {
                 cq->wait.disarm();
                 return -FI_EAGAIN;
             }
@@ -39,6 +41,10 @@ int trywait_op(fid_fabric *, fid **fids, int count)
             cntr_obj *c = reinterpret_cast<cntr_obj *>(f);
             if (!c->wait.enabled())
                 return -FI_EINVAL;
+            if (wait_needs_progress(f)) {
+                cntr_progress(c);
+                return -FI_EAGAIN;
+            }
             c->wait.arm();
             break;
         }
@@ -47,9 +53,29 @@ int trywait_op(fid_fabric *, fid **fids, int count)
             if (!eq->wait.enabled())
                 return -FI_EINVAL;
             eq->wait.arm();
-            if (eq_pending(eq)) {
+            if (eq_pending(eq) || wait_needs_progress(f)) {
                 eq->wait.disarm();
+                if (wait_needs_progress(f))
+                    eq_progress(eq);
                 return -FI_EAGAIN;
+            }
+            break;
+        }
+        case FI_CLASS_WAIT: {
+            // fi_poll(3): only the set is passed for its members; they stay
+            // armed so that a later event wakes the user's wait on its fd
+            wait_set_obj *ws = reinterpret_cast<wait_set_obj *>(f);
+            if (!ws->w.enabled())
+                return -FI_EINVAL;
+            std::lock_guard g(ws->mu);
+            for (fid *m : ws->members)
+                waiter_of(m).arm();
+            for (fid *m : ws->members) {
+                if (has_events(m) || wait_needs_progress(m)) {
+                    for (fid *x : ws->members)
+                        waiter_of(x).disarm();
+                    return -FI_EAGAIN;
+                }
             }
             break;
         }
@@ -94,6 +120,7 @@ ops_fabric default_fabric_ops()
     ops_fabric o;
     o.eq_open = eq_open;
     o.trywait = trywait_op;
+    o.wait_open = wait_open;
     return o;
 }
 
@@ -106,6 +133,7 @@ ops_domain default_domain_ops()
     o.stx_ctx = stx_open;
     o.srx_ctx = srx_open;
     o.query_atomic = query_atomic_op;
+    o.poll_open = poll_open;
     return o;
 }
 
@@ -144,7 +172,12 @@ int domain_init(domain_obj *d, fabric_obj *f, const info *in, void *context, con
         d->thread = a->threading == FI_THREAD_UNSPEC ? FI_THREAD_SAFE : a->threading;
         d->data_progress = a->data_progress == FI_PROGRESS_UNSPEC ? FI_PROGRESS_MANUAL : a->data_progress;
         d->control_progress = a->control_progress == FI_PROGRESS_UNSPEC ? d->data_progress : a->control_progress;
-        d->mr_mode = a->mr_mode;
+        // An info of the legacy registration modes (FI_MR_BASIC, or
+        // FI_MR_SCALABLE with the FI_LOCAL_MR mode bit) opens a domain that
+        // follows their rules.
+        d->mr_mode = mr_mode_normalize(a->mr_mode);
+        if ((a->mr_mode & (FI_MR_BASIC | FI_MR_SCALABLE)) && (in->mode & FI_LOCAL_MR))
+            d->mr_mode |= FI_MR_LOCAL;
         d->avt = a->av_type == FI_AV_UNSPEC ? FI_AV_TABLE : a->av_type;
     }
     d->caps = in->caps;

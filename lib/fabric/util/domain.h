@@ -55,7 +55,29 @@ struct domain_hooks {
     void (*mr_dereg)(domain_obj *d, mr_obj *m) = nullptr;
     /** Domain close: release provider state (objects are closed already). */
     void (*close)(domain_obj *d) = nullptr;
+    // Slots below were added after the first version of the table: the kit
+    // reads them only when `size` covers them (SHUNT_OPS_HAS).
+    /** AV insert: the address to store for @p in (names resolved: a service
+     *  address becomes the endpoint bound to it now). 0; -FI_EINVAL
+     *  malformed; another negative code: cannot be resolved now (the insert
+     *  of that address fails with it). Null: addr_check, stored as given. */
+    int (*addr_resolve)(domain_obj *d, const void *in, void *out) = nullptr;
+    /** FI_ADDR_STR domains: the address a text form names (what addr_to_str
+     *  writes, or the provider's other spellings). 0 or -FI_EINVAL. Null:
+     *  the provider's domains do not take FI_ADDR_STR. */
+    int (*addr_from_str)(domain_obj *d, const char *str, void *addr) = nullptr;
+    /** insertsvc with the domain at hand (its device decides what a node
+     *  names): preferred over addr_from_svc. 0, -FI_EINVAL, -FI_ENODATA. */
+    int (*addr_from_names)(domain_obj *d, const char *node, const char *service, void *addr) = nullptr;
+    /** straddr / FI_ADDR_STR lookups with the domain at hand: preferred
+     *  over addr_to_str. Text of @p addr into @p buf (NUL terminated,
+     *  truncated to @p len); returns the length needed with the NUL. */
+    std::size_t (*addr_to_text)(domain_obj *d, const void *addr, char *buf, std::size_t len) = nullptr;
 };
+
+/** True if hook table @p h has slot @p member (a provider built against an
+ *  older table has a smaller size). */
+#define SHUNT_HOOK(h, member) (SHUNT_OPS_HAS((h), ::shunt::fabric::util::domain_hooks, member) && (h)->member)
 
 /** A domain. */
 struct domain_obj {
@@ -72,6 +94,12 @@ struct domain_obj {
     /** True when objects of this domain may be touched by two threads at
      *  once (FI_THREAD_SAFE, or auto progress): locks are enabled. */
     bool mt = true;
+    /** Completions reach the CQs and counters only through the provider's
+     *  progress (manual progress over queues a peer cannot signal): blocking
+     *  natively on their wait objects could hang, so trywait says
+     *  -FI_EAGAIN (fi_poll(3)) and waits wake up to drive progress. Set by
+     *  the provider at domain open. */
+    bool waits_need_progress = false;
     std::atomic<int> refs{0};           ///< open child objects
     eq_obj *eq = nullptr;               ///< bound with domain_bind
     // memory regions by key

@@ -458,6 +458,9 @@ int open_ctx(fid_ep *sep, int index, bool tx, void *attr, fid_ep **out, void *co
         return rc;
     h->core->sep = s;
     h->core->type = s->type;
+    // What the provider set up on the scalable endpoint after creating it
+    // holds for its contexts too (they do not pass through its open).
+    h->core->supported_op_flags = s->supported_op_flags;
     v[std::size_t(index)] = h;
     s->open_ctx.fetch_add(1);
     if (tx && attr)

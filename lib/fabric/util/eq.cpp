@@ -5,17 +5,13 @@
 #include "env/errors.h"
 #include "fabric/detail/err_data.h"
 #include "fabric/util/eq.h"
+#include "fabric/util/poll.h"
 
 namespace shunt::fabric::util {
 
 namespace {
 
-void progress(eq_obj *eq)
-{
-    guard g(eq->plock);
-    for (auto &h : eq->progress)
-        h.fn(h.arg);
-}
+void progress(eq_obj *eq) { eq_progress(eq); }
 
 ssize_t read_locked(eq_obj *eq, std::uint32_t *event, void *buf, std::size_t len, std::uint64_t flags)
 {
@@ -134,6 +130,7 @@ int eq_close(fid *f)
         return -FI_EBUSY;
     for (auto &ev : eq->q)
         freeinfo(ev.owned_info);
+    wait_set_leave(eq->wait_set, f);
     eq->fabric->refs.fetch_sub(1);
     delete eq;
     return 0;
@@ -142,6 +139,12 @@ int eq_close(fid *f)
 int eq_control(fid *f, int cmd, void *arg)
 {
     eq_obj *eq = reinterpret_cast<eq_obj *>(f);
+    if (cmd == FI_GETWAITOBJ) {
+        if (!arg)
+            return -FI_EINVAL;
+        *static_cast<wait_obj *>(arg) = eq->wait.kind();
+        return 0;
+    }
     if (cmd == FI_GETWAIT) {
         if (!arg)
             return -FI_EINVAL;
@@ -216,6 +219,13 @@ void eq_remove_progress(eq_obj *eq, void *arg)
         }
 }
 
+void eq_progress(eq_obj *eq)
+{
+    guard g(eq->plock);
+    for (auto &h : eq->progress)
+        h.fn(h.arg);
+}
+
 std::size_t eq_pending(eq_obj *eq)
 {
     std::lock_guard g(eq->mu);
@@ -232,9 +242,11 @@ int eq_open(fid_fabric *fabric, eq_attr *attr, fid_eq **out, void *context)
     auto *eq = new (std::nothrow) eq_obj;
     if (!eq)
         return -FI_ENOMEM;
-    if (int rc = eq->wait.open(attr->wait_obj); rc) {
-        delete eq;
-        return rc;
+    if (attr->wait_obj != FI_WAIT_SET) {
+        if (int rc = eq->wait.open(attr->wait_obj); rc) {
+            delete eq;
+            return rc;
+        }
     }
     eq->fabric = f;
     eq->flags = attr->flags;
@@ -244,6 +256,14 @@ int eq_open(fid_fabric *fabric, eq_attr *attr, fid_eq **out, void *context)
     eq->eq.fid.context = context;
     eq->eq.fid.ops = &eq_fid_ops;
     eq->eq.ops = &eq_ops;
+    // last: once a member, the set's waits look at it
+    if (attr->wait_obj == FI_WAIT_SET) {
+        if (int rc = wait_set_join(attr->wait_set, f, &eq->eq.fid, eq->wait); rc) {
+            delete eq;
+            return rc;
+        }
+        eq->wait_set = attr->wait_set;
+    }
     f->refs.fetch_add(1);
     *out = &eq->eq;
     return 0;

@@ -35,6 +35,7 @@ struct eq_obj {
     maybe_lock plock;
     std::vector<progress_hook> progress;
     std::atomic<int> refs{0};
+    fid_wait *wait_set = nullptr;         ///< the wait set it was opened on (util/poll.h)
 };
 
 inline eq_obj *to_eq(fid_eq *e) { return reinterpret_cast<eq_obj *>(e); }
@@ -52,5 +53,7 @@ int eq_post_err(eq_obj *eq, const eq_err_entry &e, const void *err_data = nullpt
 void eq_add_progress(eq_obj *eq, progress_hook h);
 void eq_remove_progress(eq_obj *eq, void *arg);
 std::size_t eq_pending(eq_obj *eq);
+/** Run the progress hooks (passive endpoints' connection requests...). */
+void eq_progress(eq_obj *eq);
 
 } // namespace shunt::fabric::util

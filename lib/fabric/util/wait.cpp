@@ -13,7 +13,7 @@ namespace shunt::fabric::util {
 
 waiter::~waiter()
 {
-    if (fd_ >= 0)
+    if (fd_ >= 0 && owns_fd_)
         ::close(fd_);
 }
 

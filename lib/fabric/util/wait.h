@@ -19,9 +19,19 @@ public:
     waiter(const waiter &) = delete;
     waiter &operator=(const waiter &) = delete;
 
-    /** Set up for @p w. @return 0; -FI_ENOSYS FI_WAIT_SET, FI_WAIT_MUTEX_COND,
-     *  FI_WAIT_POLLFD; -FI_EINVAL unknown value; -errno eventfd failed. */
+    /** Set up for @p w. @return 0; -FI_ENOSYS FI_WAIT_SET (see attach()),
+     *  FI_WAIT_MUTEX_COND, FI_WAIT_POLLFD; -FI_EINVAL unknown value; -errno
+     *  eventfd failed. */
     [[nodiscard]] int open(wait_obj w);
+    /** Set up as a member of wait set @p set (FI_WAIT_SET): signal() wakes
+     *  the set's wait object, which stays the set's (not closed here).
+     *  Setup only, before the object is used. */
+    void attach(const waiter &set) noexcept
+    {
+        fd_ = set.fd_;
+        owns_fd_ = false;
+        kind_ = FI_WAIT_SET;
+    }
     /** Has a wait object (not FI_WAIT_NONE / FI_WAIT_YIELD). */
     bool enabled() const noexcept { return fd_ >= 0; }
     wait_obj kind() const noexcept { return kind_; }
@@ -55,6 +65,7 @@ private:
     int fd_ = -1;
     wait_obj kind_ = FI_WAIT_NONE;
     std::atomic<int> armed_{0};
+    bool owns_fd_ = true; ///< false: a wait set's (attach())
 };
 
 /** Milliseconds left until @p deadline_ns (monotonic), -1 for none, 0 when past. */

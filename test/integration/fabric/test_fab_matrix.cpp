@@ -103,8 +103,19 @@ TEST(ShmInfo, MrModeIsWhatShmRequiresNotWhatTheHintsAccept)
         EXPECT_EQ(out->domain_attr->mr_mode, FI_MR_VIRT_ADDR | FI_MR_PROV_KEY) << t;
         freeinfo(out);
         out = nullptr;
-        h->domain_attr->mr_mode = FI_MR_VIRT_ADDR; // without PROV_KEY shm cannot serve
-        EXPECT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), -FI_ENODATA) << t;
+        // Without FI_MR_PROV_KEY shm cannot be an RMA target: hints asking
+        // for RMA get nothing, hints asking for no capability in particular
+        // get RMA as initiator only (libfabric's ofi_get_info_caps).
+        h->domain_attr->mr_mode = FI_MR_VIRT_ADDR;
+        if (t != FI_EP_DGRAM) {
+            h->caps = FI_RMA;
+            EXPECT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), -FI_ENODATA) << t;
+            h->caps = 0;
+        }
+        ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), 0) << t;
+        EXPECT_FALSE(out->caps & (FI_REMOTE_READ | FI_REMOTE_WRITE)) << t;
+        EXPECT_EQ(out->domain_attr->mr_mode, 0) << t;
+        freeinfo(out);
         freeinfo(h);
     }
 }
@@ -128,9 +139,9 @@ TEST(ShmInfo, ProtocolIsLibfabricsShmValue)
 }
 
 // shm addresses are 64 binary bytes, so the address format is provider
-// specific (FI_FORMAT_UNSPEC), not FI_ADDR_STR (which promises a printable
-// string). av_straddr prints them, av_insertsvc takes the printed form back,
-// and av_lookup returns the bytes that were inserted.
+// specific (FI_FORMAT_UNSPEC) unless the hints ask for FI_ADDR_STR (their
+// text, test_fab_addr.cpp). av_straddr prints them, av_insertsvc takes the
+// printed form back, and av_lookup returns the bytes that were inserted.
 TEST(ShmInfo, AddressFormatIsProviderSpecificAndStraddrRoundTrips)
 {
     info *h = shm_only(FI_EP_RDM);
@@ -140,8 +151,12 @@ TEST(ShmInfo, AddressFormatIsProviderSpecificAndStraddrRoundTrips)
     freeinfo(out);
     out = nullptr;
     h->addr_format = FI_ADDR_STR;
-    EXPECT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), -FI_ENODATA)
-        << "shm addresses are not strings";
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), 0);
+    EXPECT_EQ(out->addr_format, FI_ADDR_STR) << "the text form when asked for";
+    freeinfo(out);
+    out = nullptr;
+    h->addr_format = FI_SOCKADDR_IN;
+    EXPECT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &out), -FI_ENODATA);
     freeinfo(h);
 
     shunt::test::fab::node n;

@@ -470,6 +470,49 @@ int main(void)
               "EQ entry came back as fid %p ctx %p data %" PRIu64, (void *)out.fid, out.context, out.data);
         n = fi_eq_read(eq, &event, &out, sizeof(out), 0);
         CHECK(n == -FI_EAGAIN, "empty EQ read: %zd", n);
+
+        /* fi_eq(3): what the application writes is opaque. A fid that is no
+         * object (garbage, a small integer) and a CM event with a garbage
+         * info come back byte for byte, never looked into. */
+        struct fi_eq_entry junk[2] = {
+            {.fid = (fid_t)(uintptr_t)0xdeadbeefcafef00dULL, .context = (void *)7, .data = 1},
+            {.fid = (fid_t)(uintptr_t)1, .context = NULL, .data = 2},
+        };
+        for (int k = 0; k < 2; k++) {
+            n = fi_eq_write(eq, FI_NOTIFY, &junk[k], sizeof junk[k], 0);
+            CHECK(n == (ssize_t)sizeof junk[k], "fi_eq_write(garbage fid %d): %zd", k, n);
+        }
+        struct fi_eq_cm_entry cmjunk = {.fid = (fid_t)(uintptr_t)0x10, .info = (struct fi_info *)(uintptr_t)0x20};
+        n = fi_eq_write(eq, FI_CONNREQ, &cmjunk, sizeof cmjunk, 0);
+        CHECK(n == (ssize_t)sizeof cmjunk, "fi_eq_write(CONNREQ with a garbage info): %zd", n);
+        unsigned char odd[5] = {1, 2, 3, 4, 5};
+        n = fi_eq_write(eq, 1234, odd, sizeof odd, 0);
+        CHECK(n == (ssize_t)sizeof odd, "fi_eq_write(5 bytes): %zd", n);
+        n = fi_eq_write(eq, FI_NOTIFY, &in, sizeof in, 1ULL << 63);
+        CHECK(n == -FI_EBADFLAGS, "fi_eq_write with an unknown flag: %zd", n);
+        for (int k = 0; k < 2; k++) {
+            struct fi_eq_entry got;
+            memset(&got, 0, sizeof got);
+            n = fi_eq_read(eq, &event, &got, sizeof got, k == 0 ? FI_PEEK : 0);
+            CHECK(n == (ssize_t)sizeof got && event == FI_NOTIFY && got.fid == junk[0].fid &&
+                      got.context == junk[0].context && got.data == 1,
+                  "garbage fid %s: %zd event %u fid %p", k ? "read" : "peeked", n, event, (void *)got.fid);
+        }
+        n = fi_eq_read(eq, &event, &out, 4, 0);
+        CHECK(n == -FI_ETOOSMALL, "reading an entry into a small buffer: %zd", n);
+        n = fi_eq_sread(eq, &event, &out, sizeof out, 10, 0);
+        CHECK(n == -FI_ENOSYS, "fi_eq_sread on an EQ without a wait object: %zd", n);
+        n = fi_eq_read(eq, &event, &out, sizeof out, 0);
+        CHECK(n == (ssize_t)sizeof out && out.fid == junk[1].fid && out.data == 2,
+              "the entry the small buffer did not take: %zd fid %p", n, (void *)out.fid);
+        struct fi_eq_cm_entry cmgot;
+        n = fi_eq_read(eq, &event, &cmgot, sizeof cmgot, 0);
+        CHECK(n == (ssize_t)sizeof cmgot && event == FI_CONNREQ && cmgot.fid == cmjunk.fid &&
+                  cmgot.info == cmjunk.info,
+              "application CONNREQ entry: %zd info %p", n, (void *)cmgot.info);
+        unsigned char oddgot[8] = {0};
+        n = fi_eq_read(eq, &event, oddgot, sizeof oddgot, 0);
+        CHECK(n == 5 && event == 1234 && !memcmp(oddgot, odd, 5), "5-byte entry: %zd event %u", n, event);
         close_fid(&eq->fid, "eq");
     }
 

@@ -91,7 +91,7 @@ int main(void)
     struct fid_fabric *fabric;
     rc = fi_fabric(info->fabric_attr, &fabric, NULL);
     REQUIRE(rc == 0, "fi_fabric: %d", rc);
-    struct fi_eq_attr eq_attr = {.size = 16, .wait_obj = FI_WAIT_NONE};
+    struct fi_eq_attr eq_attr = {.size = 16, .flags = FI_WRITE, .wait_obj = FI_WAIT_NONE};
     rc = fi_eq_open(fabric, &eq_attr, &seq, NULL);
     REQUIRE(rc == 0, "fi_eq_open: %d", rc);
     rc = fi_eq_open(fabric, &eq_attr, &ceq, NULL);
@@ -130,12 +130,22 @@ int main(void)
     const char hello[] = "hello";
     size_t hello_len = cm_data_size >= sizeof(hello) ? sizeof(hello) : 0;
 
-    /* 1. A rejected connection: the client sees an error entry naming its endpoint. */
+    /* 1. A rejected connection: the client sees an error entry naming its endpoint.
+     * Before it, the application writes a CM event of its own (garbage fid and
+     * info) to the server's EQ: it comes back as written, and the provider's
+     * FI_CONNREQ behind it is still translated. */
+    struct fi_eq_cm_entry mine = {.fid = (fid_t)(uintptr_t)0xbad0, .info = (struct fi_info *)(uintptr_t)0xbad1};
+    n = fi_eq_write(seq, FI_CONNECTED, &mine, sizeof mine, 0);
+    REQUIRE(n == (ssize_t)sizeof mine, "fi_eq_write(FI_CONNECTED, garbage): %zd", n);
     struct fid_ep *cep = open_ep(cdom, cinfo, ceq, ccq);
     rc = fi_connect(cep, addr, hello_len ? hello : NULL, hello_len);
     REQUIRE(rc == 0, "fi_connect: %d %s", rc, fi_strerror(-rc));
     struct conn_entry ce;
     uint32_t event = 0;
+    n = wait_eq(seq, &event, &ce, sizeof(ce));
+    REQUIRE(n == (ssize_t)sizeof mine && event == FI_CONNECTED && ce.e.fid == mine.fid && ce.e.info == mine.info,
+            "the application's own CM entry: %zd event %u fid %p info %p", n, event, (void *)ce.e.fid,
+            (void *)ce.e.info);
     n = wait_eq(seq, &event, &ce, sizeof(ce));
     REQUIRE(n >= (ssize_t)sizeof(struct fi_eq_cm_entry) && event == FI_CONNREQ, "server EQ: %zd event %u", n, event);
     REQUIRE(ce.e.fid == &pep->fid, "FI_CONNREQ names fid %p, not the passive endpoint %p", (void *)ce.e.fid,

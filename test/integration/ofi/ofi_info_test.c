@@ -117,6 +117,8 @@ int main(void)
         check_common(i);
         CHECK(i->domain_attr->mr_mode == FI_MR_BASIC || i->domain_attr->mr_mode == FI_MR_SCALABLE,
               "API 1.4 answer with mr_mode %#x (must be FI_MR_BASIC or FI_MR_SCALABLE)", i->domain_attr->mr_mode);
+        CHECK(strcmp(i->fabric_attr->name, "loop") == 0 || i->domain_attr->mr_mode == FI_MR_BASIC,
+              "API 1.4 FI_MR_UNSPEC: Shunt's vq provider answers FI_MR_BASIC, not %#x", i->domain_attr->mr_mode);
         CHECK((i->mode & ~(FI_CONTEXT | FI_LOCAL_MR)) == 0, "mode %#" PRIx64 " beyond the hints'", i->mode);
     }
     if (info)
@@ -140,6 +142,92 @@ int main(void)
     info = NULL;
     fi_freeinfo(h);
 
+    /* API 1.17 with the legacy FI_MR_BASIC: accepted and echoed. */
+    h = rdm_hints();
+    h->caps = FI_MSG | FI_RMA;
+    h->mode = FI_CONTEXT;
+    h->domain_attr->mr_mode = FI_MR_BASIC;
+    rc = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &info);
+    CHECK(rc == 0, "fi_getinfo 1.17 FI_MR_BASIC: %d %s", rc, fi_strerror(-rc));
+    for (struct fi_info *i = info; i; i = i->next) {
+        CHECK(i->domain_attr->mr_mode == FI_MR_BASIC, "mr_mode %#x for FI_MR_BASIC hints", i->domain_attr->mr_mode);
+        CHECK((i->caps & (FI_REMOTE_READ | FI_REMOTE_WRITE)) == (FI_REMOTE_READ | FI_REMOTE_WRITE),
+              "FI_MR_BASIC lets the endpoint be an RMA target: caps %#" PRIx64, i->caps);
+    }
+    if (info)
+        open_and_close(info);
+    fi_freeinfo(info);
+    info = NULL;
+    fi_freeinfo(h);
+
+    /* API 1.5, tagged messages and mr_mode 0 (Open MPI's OFI MTL): no MR
+     * mode bit is demanded for what does not use it. */
+    h = rdm_hints();
+    h->caps = FI_TAGGED | FI_DIRECTED_RECV;
+    h->mode = FI_CONTEXT | FI_CONTEXT2;
+    h->domain_attr->mr_mode = 0;
+    h->domain_attr->threading = FI_THREAD_DOMAIN;
+    h->domain_attr->av_type = FI_AV_MAP;
+    h->domain_attr->resource_mgmt = FI_RM_ENABLED;
+    h->domain_attr->cq_data_size = 4;
+    h->tx_attr->msg_order = h->rx_attr->msg_order = FI_ORDER_SAS;
+    h->tx_attr->op_flags = h->rx_attr->op_flags = FI_COMPLETION;
+    rc = fi_getinfo(FI_VERSION(1, 5), NULL, NULL, 0, h, &info);
+    CHECK(rc == 0, "fi_getinfo 1.5 tagged, mr_mode 0: %d %s", rc, fi_strerror(-rc));
+    for (struct fi_info *i = info; i; i = i->next) {
+        CHECK(i->domain_attr->mr_mode == 0, "mr_mode %#x demanded of a tagged-only application",
+              i->domain_attr->mr_mode);
+        CHECK((i->caps & (FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV)) ==
+                  (FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV),
+              "caps %#" PRIx64, i->caps);
+        CHECK(!(i->caps & (FI_MSG | FI_RMA)), "primary caps not asked for: %#" PRIx64, i->caps);
+        CHECK(i->domain_attr->caps & FI_LOCAL_COMM, "domain caps %#" PRIx64 " without FI_LOCAL_COMM",
+              i->domain_attr->caps);
+        CHECK(i->domain_attr->max_ep_tx_ctx <= 1 || i->domain_attr->tx_ctx_cnt >= i->domain_attr->max_ep_tx_ctx,
+              "scalable endpoints offered but domain tx_ctx_cnt %zu", i->domain_attr->tx_ctx_cnt);
+    }
+    if (info)
+        open_and_close(info);
+    fi_freeinfo(info);
+    info = NULL;
+    fi_freeinfo(h);
+
+    /* Modifier groups: RMA write modifiers do not take away send/receive. */
+    h = rdm_hints();
+    h->caps = FI_MSG | FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+    h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
+    rc = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &info);
+    CHECK(rc == 0, "fi_getinfo modifiers: %d %s", rc, fi_strerror(-rc));
+    for (struct fi_info *i = info; i; i = i->next) {
+        CHECK((i->caps & (FI_SEND | FI_RECV)) == (FI_SEND | FI_RECV), "caps %#" PRIx64 " without FI_SEND|FI_RECV",
+              i->caps);
+        CHECK((i->caps & (FI_READ | FI_REMOTE_READ)) == 0, "caps %#" PRIx64 " with read modifiers not asked for",
+              i->caps);
+    }
+    fi_freeinfo(info);
+    info = NULL;
+    /* the domain capability asked for is echoed */
+    h->domain_attr->caps = FI_LOCAL_COMM;
+    rc = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &info);
+    CHECK(rc == 0 && info && (info->domain_attr->caps & FI_LOCAL_COMM), "domain caps FI_LOCAL_COMM: %d", rc);
+    fi_freeinfo(info);
+    info = NULL;
+    fi_freeinfo(h);
+
+    /* DGRAM has no RMA: FI_MR_SCALABLE is fine there, at 1.4 and 1.17. */
+    for (int v = 0; v < 2; v++) {
+        h = rdm_hints();
+        h->ep_attr->type = FI_EP_DGRAM;
+        h->domain_attr->mr_mode = FI_MR_SCALABLE;
+        rc = fi_getinfo(v ? FI_VERSION(1, 17) : FI_VERSION(1, 4), NULL, NULL, 0, h, &info);
+        CHECK(rc == 0 || rc == -FI_ENODATA, "fi_getinfo DGRAM scalable: %d", rc);
+        for (struct fi_info *i = info; i; i = i->next)
+            CHECK(i->domain_attr->mr_mode == FI_MR_SCALABLE, "DGRAM mr_mode %#x", i->domain_attr->mr_mode);
+        fi_freeinfo(info);
+        info = NULL;
+        fi_freeinfo(h);
+    }
+
     /* Hints nobody can meet: a fabric name that does not exist. */
     h = rdm_hints();
     h->fabric_attr->name = strdup("no-such-fabric");
@@ -159,6 +247,7 @@ int main(void)
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;
     }
-    printf("ok: getinfo for API 1.17 and 1.4, provider name, caps, tag format, fabric/domain open\n");
+    printf("ok: getinfo for API 1.17, 1.5 and 1.4 (MR modes, legacy modes echoed), modifier groups, domain caps, "
+           "provider name, caps, tag format, fabric/domain open\n");
     return 0;
 }

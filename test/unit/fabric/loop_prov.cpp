@@ -1,7 +1,9 @@
 // The in-process "loop" test provider (see loop_prov.h).
 #include "loop_prov.h"
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -29,7 +31,7 @@ info *offer(ep_type t)
     info *i = allocinfo();
     i->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
               FI_REMOTE_WRITE | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_RMA_EVENT | FI_SOURCE | FI_LOCAL_COMM;
-    i->addr_format = FI_ADDR_STR;
+    i->addr_format = FI_FORMAT_UNSPEC; // 8-byte binary endpoint ids
     i->ep_attr->type = t;
     i->ep_attr->protocol = FI_PROTO_SHM;
     i->ep_attr->max_msg_size = 1 << 20;
@@ -49,6 +51,9 @@ info *offer(ep_type t)
     i->domain_attr->mr_iov_limit = 4;
     i->domain_attr->max_ep_tx_ctx = 4;
     i->domain_attr->max_ep_rx_ctx = 4;
+    i->domain_attr->tx_ctx_cnt = 64 * 4;
+    i->domain_attr->rx_ctx_cnt = 64 * 4;
+    i->domain_attr->caps = FI_LOCAL_COMM;
     i->fabric_attr->name = ::strdup("loop");
     i->tx_attr->inject_size = 64;
     i->tx_attr->size = 256;
@@ -69,6 +74,9 @@ util::info_limits limits()
     l.progress_mask = 1u << FI_PROGRESS_MANUAL;
     l.av_type_mask = (1u << FI_AV_TABLE) | (1u << FI_AV_MAP);
     l.op_flags = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
+    // the generic memory regions follow either legacy mode's rules
+    l.mr_mode_legacy = FI_MR_BASIC | FI_MR_SCALABLE;
+    l.addr_formats = 1ULL << FI_ADDR_STR;
     return l;
 }
 
@@ -281,6 +289,27 @@ int addr_from_svc(const char *node, const char *service, void *addr)
     return 0;
 }
 
+// FI_ADDR_STR: "loop://<id>".
+std::size_t addr_to_text(util::domain_obj *, const void *a, char *buf, std::size_t len)
+{
+    std::uint64_t id;
+    std::memcpy(&id, a, 8);
+    std::string t = "loop://" + std::to_string(id);
+    if (len) {
+        std::size_t c = std::min(t.size(), len - 1);
+        std::memcpy(buf, t.data(), c);
+        buf[c] = 0;
+    }
+    return t.size() + 1;
+}
+
+int addr_from_str(util::domain_obj *, const char *s, void *addr)
+{
+    if (std::strncmp(s, "loop://", 7) != 0)
+        return -FI_EINVAL;
+    return addr_from_svc(nullptr, s + 7, addr);
+}
+
 int loop_query_atomic(util::domain_obj *, datatype dt, op o, atomic_attr *attr, std::uint64_t flags)
 {
     return util::atomic_query(dt, o, attr, flags, 64);
@@ -291,6 +320,8 @@ const util::domain_hooks loop_domain_hooks = [] {
     h.addrlen = 8;
     h.addr_check = addr_check;
     h.addr_from_svc = addr_from_svc;
+    h.addr_to_text = addr_to_text;
+    h.addr_from_str = addr_from_str;
     h.query_atomic = loop_query_atomic;
     return h;
 }();

@@ -386,6 +386,33 @@ TEST_F(ep_rules, ScalableEndpointCloseWithOpenContextsIsBusy)
     freeinfo(i);
 }
 
+// fi_endpoint(3): a context inherits its scalable endpoint's properties,
+// among them the completion levels the provider honours (Open MPI's OFI BTL
+// opens its transmit contexts with op_flags FI_DELIVERY_COMPLETE).
+TEST_F(ep_rules, ScalableContextsHonourTheEndpointsCompletionLevels)
+{
+    info *i = dupinfo(env.info);
+    i->ep_attr->tx_ctx_cnt = 1;
+    i->ep_attr->rx_ctx_cnt = 1;
+    fid_ep *sep = nullptr;
+    ASSERT_EQ(scalable_ep(env.domain, i, &sep, nullptr), 0);
+    fid_ep *tx = nullptr;
+    tx_attr ta{};
+    ta.op_flags = FI_DELIVERY_COMPLETE;
+    ASSERT_EQ(tx_context(sep, 0, &ta, &tx, nullptr), 0);
+    EXPECT_EQ(ta.op_flags, FI_DELIVERY_COMPLETE) << "actual attributes returned";
+    std::uint64_t f = FI_TRANSMIT;
+    ASSERT_EQ(control(&tx->fid, FI_GETOPSFLAG, &f), 0);
+    EXPECT_EQ(f, FI_DELIVERY_COMPLETE);
+    f = FI_TRANSMIT | FI_TRANSMIT_COMPLETE;
+    EXPECT_EQ(control(&tx->fid, FI_SETOPSFLAG, &f), 0) << "the endpoint's completion levels hold for its context";
+    f = FI_TRANSMIT | FI_COMMIT_COMPLETE;
+    EXPECT_EQ(control(&tx->fid, FI_SETOPSFLAG, &f), -FI_EOPNOTSUPP);
+    EXPECT_EQ(close(&tx->fid), 0);
+    EXPECT_EQ(close(&sep->fid), 0);
+    freeinfo(i);
+}
+
 TEST_F(ep_rules, SharedContextsBindOnlyToEndpointsConfiguredForThem)
 {
     fid_stx *stx = nullptr;

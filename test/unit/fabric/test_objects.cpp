@@ -155,12 +155,64 @@ TEST_F(obj_test, AvInsertsvcInsertsymAndStraddr)
     len = sizeof buf;
     std::uint64_t x = 0xab;
     ASSERT_NE(av_straddr(av, &x, buf, &len), nullptr);
-    EXPECT_STREQ(buf, "0xab00000000000000");
-    EXPECT_EQ(len, 19u);
+    EXPECT_STREQ(buf, "loop://171") << "the provider's text form";
+    EXPECT_EQ(len, 11u);
+    len = 5;
+    ASSERT_NE(av_straddr(av, &x, buf, &len), nullptr);
+    EXPECT_STREQ(buf, "loop") << "truncated";
+    EXPECT_EQ(len, 11u) << "the size the whole text needs";
     EXPECT_EQ(close(&av->fid), 0);
     av_attr named;
     named.name = "shared";
     EXPECT_EQ(av_open(env.domain, &named, &av, nullptr), -FI_ENOSYS);
+}
+
+// fi_av(3): in a domain of format FI_ADDR_STR, AV inserts take an array of
+// strings, lookups and straddr give text.
+TEST(obj_str, AvOfAnAddrStrDomainTakesAndGivesStrings)
+{
+    info *h = test::loop_hints(FI_EP_RDM, FI_MSG);
+    h->addr_format = FI_ADDR_STR;
+    info *fi = nullptr;
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi), 0);
+    freeinfo(h);
+    EXPECT_EQ(fi->addr_format, FI_ADDR_STR);
+    fid_fabric *fab = nullptr;
+    fid_domain *dom = nullptr;
+    ASSERT_EQ(fabric_open(fi->fabric_attr, &fab, nullptr), 0);
+    ASSERT_EQ(domain_open(fab, fi, &dom, nullptr), 0);
+    av_attr a;
+    fid_av *av = nullptr;
+    ASSERT_EQ(av_open(dom, &a, &av, nullptr), 0);
+    const char *addrs[3] = {"loop://5", "nonsense", "loop://9"};
+    fi_addr_t fa[3];
+    int errs[3] = {};
+    EXPECT_EQ(av_insert(av, addrs, 3, fa, FI_SYNC_ERR, errs), 2);
+    EXPECT_EQ(errs[1], FI_EINVAL);
+    EXPECT_EQ(fa[1], FI_ADDR_NOTAVAIL);
+    char got[32];
+    std::size_t len = sizeof got;
+    ASSERT_EQ(av_lookup(av, fa[2], got, &len), 0);
+    EXPECT_STREQ(got, "loop://9");
+    EXPECT_EQ(len, 9u);
+    len = 4;
+    ASSERT_EQ(av_lookup(av, fa[0], got, &len), 0);
+    EXPECT_STREQ(got, "loo") << "truncated, NUL terminated";
+    EXPECT_EQ(len, 9u);
+    char text[32];
+    len = sizeof text;
+    ASSERT_EQ(av_straddr(av, "loop://77", text, &len), text) << "straddr takes the AV's format: a string";
+    EXPECT_STREQ(text, "loop://77");
+    EXPECT_EQ(len, 10u);
+    fi_addr_t b;
+    ASSERT_EQ(av_insertsvc(av, "host", "12", &b, 0, nullptr), 1);
+    len = sizeof got;
+    ASSERT_EQ(av_lookup(av, b, got, &len), 0);
+    EXPECT_STREQ(got, "loop://12");
+    EXPECT_EQ(close(&av->fid), 0);
+    EXPECT_EQ(close(&dom->fid), 0);
+    EXPECT_EQ(close(&fab->fid), 0);
+    freeinfo(fi);
 }
 
 // ---- event queues ----
