@@ -540,8 +540,8 @@ int print_devices(info::json *j)
                     a.max_inline_data);
         std::printf("    max_cq %u, max_cqe %u, max_mr %u, max_mr_size %llu, max_mw %u\n", a.max_cq, a.max_cqe, a.max_mr,
                     static_cast<unsigned long long>(a.max_mr_size), a.max_mw);
-        std::printf("    max_srq %u, max_srq_wr %u, max_msg_sz %u, ud_mtu %u, max_tso_hdr %u\n", a.max_srq,
-                    a.max_srq_wr, a.max_msg_sz, a.ud_mtu, a.max_tso_hdr);
+        std::printf("    max_srq %u, max_srq_wr %u, max_msg_sz %u, ud_mtu %u%s, max_tso_hdr %u\n", a.max_srq,
+                    a.max_srq_wr, a.max_msg_sz, a.ud_mtu, a.ud_grh ? " (+40-byte GRH on receive)" : "", a.max_tso_hdr);
         std::printf("    atomics %s, peers %s\n", a.atomics_global ? "global (atomic against CPU atomics)" : "device only",
                     a.host_local ? "on this host only" : "on this or other hosts");
         for (unsigned t = 0; t < vq::num_qp_types; t++)

@@ -15,6 +15,7 @@
 #include "env/compiler.h"
 #include "env/errors.h"
 #include "env/segment.h"
+#include "common/csum.h"
 #include "vq/driver.h"
 
 namespace shunt::drv::shm {
@@ -632,10 +633,9 @@ constexpr std::uint64_t ring_bytes(std::uint32_t slots) noexcept
 /** Periodic slow-path check of the peers of a CQ's QPs (CQ lock held). */
 void cq_check_peers(shm_cq *c) noexcept;
 
-/** Checksums and segmentation (csum.cpp). */
-void ip_checksums(std::uint8_t *msg, std::size_t len) noexcept;
-void tso_fixup(std::uint8_t *msg, std::size_t hdr_sz, std::size_t payload, std::uint32_t seg_index,
-               std::uint32_t seq_off, bool last) noexcept;
+/** Checksums and segmentation (drivers/common/csum.h). */
+using common::ip_checksums;
+using common::tso_fixup;
 
 /** Invalidate key @p k of our context (local_inv, send_inv). @return success. */
 bool invalidate_key(shm_ctx *c, std::uint32_t k) noexcept;

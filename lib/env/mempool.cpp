@@ -8,6 +8,7 @@
 
 #include <rte_errno.h>
 #include <rte_malloc.h>
+#include <rte_mbuf.h>
 #include <rte_mempool.h>
 
 #include <climits>
@@ -39,6 +40,19 @@ bool name_ok(const std::string &name) noexcept
         if (c <= ' ' || c > '~')
             return false;
     return true;
+}
+
+/** The EAL did not create pool @p name: say why (rte_errno). */
+SHUNT_COLD int create_failed(const std::string &name)
+{
+    int e = rte_errno;
+    if (e == EEXIST) {
+        SHUNT_LOG(pool_log, info, "pool '%s': name in use", name.c_str());
+        return -FI_EEXIST;
+    }
+    if (e == EINVAL)
+        return fail(-FI_EINVAL, name, "the EAL refused the parameters");
+    return fail(-FI_ENOMEM, name, rte_strerror(e));
 }
 
 } // namespace
@@ -123,25 +137,51 @@ int pool::create(const std::string &name, std::size_t count, std::size_t elt_siz
     rte_mempool *mp = rte_mempool_create(name.c_str(), static_cast<unsigned>(count),
                                          static_cast<unsigned>(elt_size), static_cast<unsigned>(cache_size),
                                          0, nullptr, nullptr, nullptr, nullptr, SOCKET_ID_ANY, 0);
-    if (!mp) {
-        int e = rte_errno;
-        if (e == EEXIST) {
-            SHUNT_LOG(pool_log, info, "pool '%s': name in use", name.c_str());
-            return -FI_EEXIST;
-        }
-        if (e == EINVAL)
-            return fail(-FI_EINVAL, name, "the EAL refused the parameters");
-        return fail(-FI_ENOMEM, name, rte_strerror(e));
-    }
+    if (!mp)
+        return create_failed(name);
     mp_ = mp;
+    publish(name);
+    return 0;
+}
+
+int pool::create_mbufs(const std::string &name, std::size_t count, std::size_t data_room, std::size_t cache_size,
+                       int socket)
+{
+    if (mp_)
+        return fail(-FI_EBUSY, name, "this object already holds a pool");
+    if (!name_ok(name))
+        return fail(-FI_EINVAL, name, "bad name (1..25 printable characters, no spaces)");
+    if (count == 0 || count > UINT_MAX)
+        return fail(-FI_EINVAL, name, "count must be 1..2^32-1");
+    if (data_room > UINT16_MAX || (data_room != 0 && data_room < RTE_PKTMBUF_HEADROOM))
+        return fail(-FI_EINVAL, name, "data room must be 0 or headroom..65535 bytes");
+    if (cache_size > pool_cache_max || cache_size * 3 / 2 > count)
+        return fail(-FI_EINVAL, name, "cache size above 512 or above count / 1.5");
+    if (socket < -1)
+        return fail(-FI_EINVAL, name, "socket must be -1 (any) or a NUMA node");
+    int rc = ensure_init();
+    if (rc != 0)
+        return rc;
+    rte_mempool *mp = rte_pktmbuf_pool_create(name.c_str(), static_cast<unsigned>(count),
+                                              static_cast<unsigned>(cache_size), 0,
+                                              static_cast<std::uint16_t>(data_room),
+                                              socket < 0 ? SOCKET_ID_ANY : socket);
+    if (!mp)
+        return create_failed(name);
+    mp_ = mp;
+    publish(name);
+    return 0;
+}
+
+void pool::publish(const std::string &name)
+{
     // Statistics are a convenience: a pool without its block still works.
     stats_ = new (std::nothrow) detail::pool_stats;
     if (stats_) {
-        stats_->mp = mp;
+        stats_->mp = mp_;
         if (stats_->reg.open("env.pool." + name, pool_schema, stats_, refresh_pool, stats_, true) != 0)
             SHUNT_LOG(pool_log, info, "pool '%s': no statistics block", name.c_str());
     }
-    return 0;
 }
 
 void pool::destroy() noexcept

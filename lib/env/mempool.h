@@ -56,6 +56,16 @@ public:
      *  ensure_init() (e.g. -FI_EIO) if the environment cannot start. */
     [[nodiscard]] int create(const std::string &name, std::size_t count, std::size_t elt_size,
                              std::size_t cache_size = 0);
+    /** Create a pool of DPDK packet buffers (rte_pktmbuf_pool_create), for
+     *  drivers/ethdev: each object is an rte_mbuf with @p data_room bytes of
+     *  buffer, RTE_PKTMBUF_HEADROOM included (0: bare mbufs that only point
+     *  at external buffers or at other mbufs' data). Take and return them
+     *  with DPDK's rte_pktmbuf_alloc / rte_pktmbuf_free on raw(), not get/put.
+     *  @param socket NUMA node of the memory, -1 for any.
+     *  @return as create(); also -FI_EINVAL for @p data_room above 65535 or
+     *  below the headroom (but not 0), or @p socket below -1. */
+    [[nodiscard]] int create_mbufs(const std::string &name, std::size_t count, std::size_t data_room,
+                                   std::size_t cache_size = 0, int socket = -1);
     /** Free the pool and its memory. Objects still out become invalid. Safe
      *  on an empty object and after env::fini() (the memory is then gone
      *  with the EAL). */
@@ -88,6 +98,8 @@ public:
 
 private:
     [[gnu::cold]] int note_empty() noexcept;
+    /** Register the pool's "env.pool.<name>" statistics block (setup path). */
+    void publish(const std::string &name);
 
     rte_mempool *mp_ = nullptr;
     detail::pool_stats *stats_ = nullptr; ///< the "env.pool.<name>" statistics block

@@ -50,6 +50,9 @@ struct device_attr {
     std::uint32_t ud_mtu = 0;          ///< largest UD message (and TSO segment incl. header)
     std::uint32_t max_tso_hdr = 0;     ///< largest wr_send_tso header (0: no TSO on any QP type)
     bool atomics_global = false;       ///< atomics atomic against CPU atomics too
+    /** UD receives start with verbs' 40-byte GRH area (WC_GRH set, byte_len
+     *  includes it): a receive needs 40 bytes more than the message. */
+    bool ud_grh = false;
     /** Contexts of this device reach only contexts on the same host (through
      *  shared memory); false: peers may be on other hosts. */
     bool host_local = false;

@@ -261,6 +261,7 @@ TEST_F(Caps, Type1MemoryWindowsAreRefused)
 
 TEST_F(Caps, AProcessOfAnotherUserCannotAttach)
 {
+    CONF_REQUIRE_SHM("attaching to another user's segments is shm's permission model");
     if (geteuid() != 0)
         GTEST_SKIP() << "needs root to run the peer as another user (uid 65534)";
     local_side L;

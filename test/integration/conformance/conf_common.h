@@ -35,6 +35,54 @@ inline const char *conf_device()
     return d && *d ? d : "shm0";
 }
 
+/* How the peer reaches the device under test (all optional; the defaults
+ * are shm's: a spawned process on the same device):
+ *   SHUNT_CONF_PEER_DEVICE    the peer's device (e.g. the other port of a link)
+ *   SHUNT_CONF_PEER_THREAD=1  peers are threads of the test process (a
+ *                             net_ring pair lives in one process)
+ *   SHUNT_CONF_EAL_ARGS       the test process's SHUNT_EAL_ARGS, "%p" replaced
+ *                             by its pid (a net_memif server socket per process)
+ *   SHUNT_CONF_PEER_EAL_ARGS  a spawned peer's SHUNT_EAL_ARGS, "%P" replaced by
+ *                             the pid of the process that spawned it
+ *   SHUNT_CONF_MAX_PEERS      peers the link takes at once (net_memif: 1) */
+inline const char *conf_peer_device()
+{
+    const char *d = std::getenv("SHUNT_CONF_PEER_DEVICE");
+    return d && *d ? d : conf_device();
+}
+inline bool conf_peer_thread()
+{
+    const char *t = std::getenv("SHUNT_CONF_PEER_THREAD");
+    return t && *t == '1';
+}
+inline unsigned conf_max_peers()
+{
+    const char *m = std::getenv("SHUNT_CONF_MAX_PEERS");
+    return m && *m ? static_cast<unsigned>(std::strtoul(m, nullptr, 10)) : 1000;
+}
+/** Does the device share memory with its peers (shm), so that segments,
+ *  users and dead processes are visible to it without traffic? */
+inline bool conf_device_is_shm() { return std::strncmp(conf_device(), "shm", 3) == 0; }
+/** @p tmpl with every "%" @p key replaced by @p pid. */
+inline std::string conf_expand(const char *tmpl, char key, long pid)
+{
+    std::string s;
+    for (const char *c = tmpl; *c; c++) {
+        if (c[0] == '%' && c[1] == key) {
+            s += std::to_string(pid);
+            c++;
+        } else {
+            s += *c;
+        }
+    }
+    return s;
+}
+
+/** Serve the peer protocol on @p fd with a context on @p device until
+ *  CMD_QUIT or the socket closes (conf_peer.cpp; a thread in thread mode).
+ *  @return 0, or a negative code when the set-up failed. */
+int conf_peer_serve(int fd, const char *device);
+
 /* ---------------- Deterministic data ---------------- */
 
 inline std::uint64_t splitmix64(std::uint64_t &s) noexcept

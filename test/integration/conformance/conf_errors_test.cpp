@@ -625,6 +625,8 @@ TEST_F(Errors, InvalidStateTransitionsAreRejected)
 
 TEST_F(Errors, RtrToANonexistentPeerQpFails)
 {
+    CONF_REQUIRE_SHM("a device on a wire cannot tell at RTR whether the peer QP exists (requests to it end "
+                     "in retry_exc_err)");
     conn c;
     ASSERT_EQ(c.setup(qp_type::rc, vq::OPS_SEND), 0);
     unsigned q;

@@ -48,8 +48,22 @@ void conf_test::TearDown()
 
 /* ---------------- Local side ---------------- */
 
+namespace {
+/** SHUNT_CONF_EAL_ARGS becomes this process's SHUNT_EAL_ARGS (before the EAL starts). */
+void conf_env_setup()
+{
+    static const bool done = [] {
+        if (const char *a = std::getenv("SHUNT_CONF_EAL_ARGS"); a && *a)
+            setenv("SHUNT_EAL_ARGS", conf_expand(a, 'p', getpid()).c_str(), 1);
+        return true;
+    }();
+    (void)done;
+}
+} // namespace
+
 local_side::local_side()
 {
+    conf_env_setup();
     vq::device *d = vq::find_device(conf_device());
     if (!d) {
         ADD_FAILURE() << "no device " << conf_device() << " (SHUNT_CONF_DEVICE)";
@@ -282,11 +296,60 @@ std::string peer_path()
 
 peer_proc::peer_proc(local_side *local, int uid) : local_(local)
 {
+    conf_env_setup();
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
         ADD_FAILURE() << "socketpair: " << std::strerror(errno);
         return;
     }
+    if (conf_peer_thread()) {
+        // The peer serves from a thread of this process, on its own device.
+        if (uid >= 0) {
+            ::close(sv[0]);
+            ::close(sv[1]);
+            ADD_FAILURE() << "a peer thread cannot run as another user";
+            return;
+        }
+        int peer_fd = sv[1];
+        thread_ = std::thread([peer_fd] {
+            int rc = conf_peer_serve(peer_fd, conf_peer_device());
+            if (rc)
+                std::fprintf(stderr, "conf_peer thread: set-up failed: %d\n", rc);
+            ::close(peer_fd);
+        });
+        pid_ = getpid();
+        fd_ = sv[0];
+        std::vector<std::uint8_t> out;
+        int rc = request(CMD_HELLO, nullptr, 0, &out);
+        if (rc != 0 || out.size() != sizeof hello_) {
+            ADD_FAILURE() << "peer thread hello failed: " << rc;
+            return;
+        }
+        std::memcpy(&hello_, out.data(), sizeof hello_);
+        ok_ = true;
+        return;
+    }
+    // The peer's environment: ours, with its own device and EAL arguments
+    // when the link has two ends.
+    std::vector<std::string> envs;
+    for (char **e = environ; *e; e++)
+        envs.emplace_back(*e);
+    auto set_env = [&](const char *name, const std::string &v) {
+        std::string pre = std::string(name) + "=";
+        for (auto &e : envs)
+            if (e.rfind(pre, 0) == 0) {
+                e = pre + v;
+                return;
+            }
+        envs.push_back(pre + v);
+    };
+    if (const char *a = std::getenv("SHUNT_CONF_PEER_EAL_ARGS"); a && *a)
+        set_env("SHUNT_EAL_ARGS", conf_expand(a, 'P', getpid()));
+    set_env("SHUNT_CONF_DEVICE", conf_peer_device());
+    std::vector<char *> envp;
+    for (auto &e : envs)
+        envp.push_back(e.data());
+    envp.push_back(nullptr);
     constexpr int child_fd = 100;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -297,7 +360,7 @@ peer_proc::peer_proc(local_side *local, int uid) : local_(local)
     char *argv[] = {const_cast<char *>(path.c_str()), const_cast<char *>(fdarg.c_str()),
                     uid >= 0 ? const_cast<char *>(uidarg.c_str()) : nullptr, nullptr};
     pid_t pid = -1;
-    int rc = posix_spawn(&pid, path.c_str(), &fa, nullptr, argv, environ);
+    int rc = posix_spawn(&pid, path.c_str(), &fa, nullptr, argv, envp.data());
     posix_spawn_file_actions_destroy(&fa);
     ::close(sv[1]);
     if (rc != 0) {
@@ -342,6 +405,14 @@ void peer_proc::reap(int ms)
 
 peer_proc::~peer_proc()
 {
+    if (thread_.joinable()) {
+        if (fd_ >= 0 && ok_)
+            (void)request(CMD_QUIT, nullptr, 0, nullptr, 10000);
+        if (fd_ >= 0)
+            ::shutdown(fd_, SHUT_RDWR); // a peer that did not quit sees the socket close
+        thread_.join();
+        reaped_ = true; // nothing to reap
+    }
     if (pid_ > 0 && !reaped_) {
         if (fd_ >= 0 && ok_)
             (void)request(CMD_QUIT, nullptr, 0, nullptr, 10000);
@@ -353,6 +424,10 @@ peer_proc::~peer_proc()
 
 void peer_proc::kill_now()
 {
+    if (thread_.joinable()) {
+        ADD_FAILURE() << "a peer thread cannot be killed (guard the test with CONF_REQUIRE_PEER_PROCESS)";
+        return;
+    }
     if (pid_ <= 0 || reaped_)
         return;
     ::kill(pid_, SIGKILL);
@@ -375,7 +450,12 @@ int peer_proc::await_reply(std::vector<std::uint8_t> *out, int timeout_ms)
     for (;;) {
         pollfd pf{fd_, POLLIN, 0};
         int busy = local_ ? local_->pump() : 0;
-        int r = ::poll(&pf, 1, busy ? 0 : 1);
+        // A device on a wire answers the peer's reads and atomics only while
+        // this side polls: keep polling (yielding) instead of sleeping.
+        const bool responder = local_ && !local_->qps.empty() && !conf_device_is_shm();
+        if (responder && !busy)
+            sched_yield();
+        int r = ::poll(&pf, 1, busy || responder ? 0 : 1);
         if (r > 0)
             break;
         if (std::chrono::steady_clock::now() > end) {

@@ -137,6 +137,7 @@ private:
     local_side *local_;
     int fd_ = -1;
     int pid_ = -1;
+    std::thread thread_; ///< SHUNT_CONF_PEER_THREAD: the peer
     bool ok_ = false;
     bool reaped_ = false;
     hello_rep hello_{};
@@ -168,6 +169,10 @@ struct conn {
 
 /* ---------------- Helpers ---------------- */
 
+/** Bytes of GRH area in front of a UD message received by @p receiver's
+ *  device (device_attr::ud_grh: 40, else 0). */
+inline std::uint32_t ud_grh_bytes(const vq::device_attr &receiver) { return receiver.ud_grh ? 40 : 0; }
+
 /** Split @p total bytes into @p n pieces (each >= 1 when total >= n) placed in
  *  region @p mr of size @p region at random, non-overlapping offsets in order. */
 std::vector<piece> random_pieces(std::mt19937_64 &rng, std::uint32_t mr, std::size_t region, std::uint64_t total,
@@ -184,11 +189,32 @@ inline std::string segment_needle(int pid)
 }
 /** Whether a QP that only receives notices that its peer process died (shm
  *  watches peer processes; an IB/RoCE transport, modelled or real, does not). */
-inline bool receivers_learn_of_dead_peers() { return std::string(conf_device()).rfind("mlx5", 0) != 0; }
+inline bool receivers_learn_of_dead_peers() { return conf_device_is_shm(); }
 /** Print a wc for failure messages. */
 std::string wc_str(const vq::wc &w);
 /** "shunt.*" files in /dev/shm and the hugetlbfs mounts whose name contains @p needle. */
 std::vector<std::string> segment_files(const std::string &needle);
+
+/** Skip (visibly) when the peers are threads of this process (SHUNT_CONF_PEER_THREAD). */
+#define CONF_REQUIRE_PEER_PROCESS()                                                                \
+    do {                                                                                           \
+        if (conf_peer_thread())                                                                    \
+            GTEST_SKIP() << "the peer is a thread of this process (SHUNT_CONF_PEER_THREAD): it "    \
+                            "cannot be killed or run as another user";                             \
+    } while (0)
+/** Skip (visibly) unless @p n peers can be connected at once. */
+#define CONF_REQUIRE_PEERS(n)                                                                      \
+    do {                                                                                           \
+        if (conf_max_peers() < (n))                                                                \
+            GTEST_SKIP() << "needs " << (n) << " peers at once; the link under test takes "         \
+                         << conf_max_peers() << " (SHUNT_CONF_MAX_PEERS)";                          \
+    } while (0)
+/** Skip (visibly) unless the device is shm (shared segments, host-local peers). */
+#define CONF_REQUIRE_SHM(why)                                                                      \
+    do {                                                                                           \
+        if (!conf_device_is_shm())                                                                 \
+            GTEST_SKIP() << (why) << " (device " << conf_device() << " is not shm)";                \
+    } while (0)
 
 /** Skip (visibly) unless the device claims every op of @p ops for @p type. */
 #define CONF_REQUIRE_OPS(attr_, type_, ops_)                                                       \

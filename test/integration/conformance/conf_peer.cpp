@@ -1,7 +1,8 @@
 // conf_peer: the remote side of the vq conformance suite.
 //
 // Spawned by the test binary with "--fd=N" (one end of a socketpair) and
-// optionally "--uid=N" (run as another user). Opens its own context on the
+// optionally "--uid=N" (run as another user), or run as a thread of it
+// (SHUNT_CONF_PEER_THREAD: conf_peer_serve). Opens its own context on the
 // device under test (SHUNT_CONF_DEVICE, default shm0) and serves requests
 // (conf_common.h): register memory, create and connect QPs, post receives and
 // work requests, report completions, run atomic loops. Between requests it keeps polling every CQ
@@ -41,6 +42,7 @@ struct stream_state {
 
 struct peer_state {
     int fd = -1;
+    bool quit = false;  ///< CMD_QUIT, or the socket failed
     vq::context *ctx = nullptr;
     vq::pd *pd = nullptr;
     objects o;
@@ -49,9 +51,9 @@ struct peer_state {
     stream_state stream;
 };
 
-peer_state S;
+thread_local peer_state S; // one per peer thread (a spawned peer has one thread)
 
-[[noreturn]] void die(const char *what, int rc)
+[[noreturn, maybe_unused]] void die(const char *what, int rc)
 {
     std::fprintf(stderr, "conf_peer[%d]: %s failed: %d\n", static_cast<int>(getpid()), what, rc);
     std::_Exit(3);
@@ -104,7 +106,7 @@ bool wait_one(std::uint32_t qi, vq::wc *out, int timeout_ms = 10000)
 void reply(int rc, const void *p = nullptr, std::size_t n = 0)
 {
     if (!send_msg(S.fd, static_cast<std::uint32_t>(rc), p, n))
-        std::_Exit(4);
+        S.quit = true; // the test side is gone
 }
 
 template <class T>
@@ -459,6 +461,10 @@ void handle(std::uint32_t cmd, const std::vector<std::uint8_t> &b)
         mem_req r;
         if (!body_as(b, r) || r.index >= S.o.mrs.size() || r.off + r.len > S.o.mrs[r.index].size)
             return reply(-FI_EINVAL);
+        // Take in what has arrived first: a UC or unsignaled write completes
+        // at its sender when sent, and on a wire it may still be in flight.
+        for (int i = 0; i < 64; i++)
+            pump();
         return reply(0, S.o.mrs[r.index].base + r.off, r.len);
     }
     case CMD_CREATE_QP: {
@@ -599,9 +605,8 @@ void handle(std::uint32_t cmd, const std::vector<std::uint8_t> &b)
         return reply(0);
     }
     case CMD_QUIT:
-        cleanup();
-        reply(0);
-        std::_Exit(0);
+        S.quit = true;
+        return reply(0);
     default:
         return reply(-FI_ENOSYS);
     }
@@ -609,45 +614,26 @@ void handle(std::uint32_t cmd, const std::vector<std::uint8_t> &b)
 
 } // namespace
 
-int main(int argc, char **argv)
+int shunt::conf::conf_peer_serve(int fd, const char *device)
 {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    int uid = -1;
-    for (int i = 1; i < argc; i++) {
-        if (std::strncmp(argv[i], "--fd=", 5) == 0)
-            S.fd = std::atoi(argv[i] + 5);
-        if (std::strncmp(argv[i], "--uid=", 6) == 0)
-            uid = std::atoi(argv[i] + 6);
-    }
-    if (uid >= 0) {
-        // Run as another user (permission tests): drop privileges before any segment exists.
-        if (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0)
-            die("setresuid", -errno);
-        prctl(PR_SET_PDEATHSIG, SIGKILL); // cleared by the credential change
-    }
-    if (S.fd < 0) {
-        std::fprintf(stderr, "usage: conf_peer --fd=N (spawned by integration-vq-conformance)\n");
-        return 2;
-    }
-    if (getppid() == 1)
-        return 5; // parent already gone
-    vq::device *dev = vq::find_device(conf_device());
+    S = peer_state{};
+    S.fd = fd;
+    vq::device *dev = vq::find_device(device);
     if (!dev)
-        die("find_device", -FI_ENODEV);
+        return -FI_ENODEV;
     int rc = vq::open_device(dev, &S.ctx);
     if (rc)
-        die("open_device", rc);
+        return rc;
     rc = vq::alloc_pd(S.ctx, &S.pd);
     if (rc)
-        die("alloc_pd", rc);
+        return rc;
     // Region 0: scratch for atomic results and the atomic loop's reads/writes.
     reg_rep scratch;
     rc = do_reg({4096, vq::ACCESS_LOCAL_WRITE, 0, {}, 0}, scratch);
     if (rc)
-        die("reg scratch", rc);
-
+        return rc;
     std::vector<std::uint8_t> body;
-    for (;;) {
+    while (!S.quit) {
         pollfd pf{S.fd, POLLIN, 0};
         int r = ::poll(&pf, 1, 0);
         if (r > 0) {
@@ -666,3 +652,33 @@ int main(int argc, char **argv)
     cleanup();
     return 0;
 }
+
+#ifndef CONF_PEER_NO_MAIN
+int main(int argc, char **argv)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int uid = -1, fd = -1;
+    for (int i = 1; i < argc; i++) {
+        if (std::strncmp(argv[i], "--fd=", 5) == 0)
+            fd = std::atoi(argv[i] + 5);
+        if (std::strncmp(argv[i], "--uid=", 6) == 0)
+            uid = std::atoi(argv[i] + 6);
+    }
+    if (uid >= 0) {
+        // Run as another user (permission tests): drop privileges before any segment exists.
+        if (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0)
+            die("setresuid", -errno);
+        prctl(PR_SET_PDEATHSIG, SIGKILL); // cleared by the credential change
+    }
+    if (fd < 0) {
+        std::fprintf(stderr, "usage: conf_peer --fd=N (spawned by integration-vq-conformance)\n");
+        return 2;
+    }
+    if (getppid() == 1)
+        return 5; // parent already gone
+    int rc = conf_peer_serve(fd, conf_device());
+    if (rc)
+        die("set-up", rc);
+    return 0;
+}
+#endif

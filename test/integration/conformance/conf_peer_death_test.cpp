@@ -42,8 +42,10 @@ void outstanding_then_kill(bool reap_first)
         conn c;
         ASSERT_EQ(c.setup(qp_type::rc, vq::OPS_SEND | vq::OPS_RDMA_WRITE, {16, 16, 1, 1, 0}), 0);
         peer_pid = c.P.pid();
-        ASSERT_FALSE(segment_files(peer_needle(peer_pid)).empty())
-            << "cannot see the peer's segment: the leak check below would prove nothing";
+        if (conf_device_is_shm()) {
+            ASSERT_FALSE(segment_files(peer_needle(peer_pid)).empty())
+                << "cannot see the peer's segment: the leak check below would prove nothing";
+        }
         const std::uint32_t len = 1 << 20;
         int big = c.L.reg(len, vq::ACCESS_LOCAL_WRITE, false, 3);
         ASSERT_GE(big, 0);
@@ -95,22 +97,27 @@ void outstanding_then_kill(bool reap_first)
             c.P.kill_now(); // reap
         c.L.close();
     }
+    if (!conf_device_is_shm())
+        return; // segments are shm's
     auto left = segment_files(peer_needle(peer_pid));
     EXPECT_TRUE(left.empty()) << "segment of the killed peer left behind: " << left.front();
 }
 
 TEST_F(PeerDeath, PeerKilledWithOutstandingSendsAndReceivesFlushesThemAndLeaksNoSegment)
 {
+    CONF_REQUIRE_PEER_PROCESS();
     outstanding_then_kill(true);
 }
 
 TEST_F(PeerDeath, PeerKilledButNotYetReapedIsDetectedToo)
 {
+    CONF_REQUIRE_PEER_PROCESS();
     outstanding_then_kill(false);
 }
 
 TEST_F(PeerDeath, PeerKilledWhileStreamingSendsToUsFlushesOurReceives)
 {
+    CONF_REQUIRE_PEER_PROCESS();
     if (!receivers_learn_of_dead_peers())
         GTEST_SKIP() << conf_device() << ": an RC QP that only receives learns nothing of a dead sender "
                      << "(IB transport: no keepalive; its receives stay posted, as on a ConnectX)";
@@ -214,11 +221,20 @@ void rdma_to_killed_peer(bool seg)
     EXPECT_EQ(w[0].status, wc_status::wr_flush_err) << wc_str(w[0]);
 }
 
-TEST_F(PeerDeath, RdmaToAKilledPeersSegmentMemoryFailsWithinBoundedTime) { rdma_to_killed_peer(true); }
-TEST_F(PeerDeath, RdmaToAKilledPeersHeapMemoryFailsWithinBoundedTime) { rdma_to_killed_peer(false); }
+TEST_F(PeerDeath, RdmaToAKilledPeersSegmentMemoryFailsWithinBoundedTime)
+{
+    CONF_REQUIRE_PEER_PROCESS();
+    rdma_to_killed_peer(true);
+}
+TEST_F(PeerDeath, RdmaToAKilledPeersHeapMemoryFailsWithinBoundedTime)
+{
+    CONF_REQUIRE_PEER_PROCESS();
+    rdma_to_killed_peer(false);
+}
 
 TEST_F(PeerDeath, UdSendsToAKilledPeerNeverHang)
 {
+    CONF_REQUIRE_PEER_PROCESS();
     conn c;
     ASSERT_EQ(c.setup(qp_type::ud, vq::OPS_SEND), 0);
     int loc = c.L.reg(4096, vq::ACCESS_LOCAL_WRITE);
@@ -246,6 +262,7 @@ TEST_F(PeerDeath, UdSendsToAKilledPeerNeverHang)
 
 TEST_F(PeerDeath, OrderlyShutdownLeavesNoSegmentBehind)
 {
+    CONF_REQUIRE_SHM("segments are shm's");
     int peer_pid = -1;
     std::string own;
     {
@@ -267,6 +284,7 @@ TEST_F(PeerDeath, OrderlyShutdownLeavesNoSegmentBehind)
 
 TEST_F(PeerDeath, SegmentOfAProcessKilledAloneIsRemovedByTheNextProcessThatOpensTheDevice)
 {
+    CONF_REQUIRE_SHM("segments are shm's");
     int dead_pid = -1;
     {
         peer_proc lone; // nobody attaches to it: its own segments only

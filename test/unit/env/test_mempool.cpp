@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <rte_lcore.h>
+#include <rte_mbuf.h>
 #include <rte_mempool.h>
 
 #include <sched.h>
@@ -329,6 +330,34 @@ FRESH_TEST(Pool, CreateStartsTheEnvironment, start::none)
     CHECK_EQ(p.create("auto", 10, 8), 0);
     CHECK(initialized());
     CHECK(!current().hugepages);
+}
+
+FRESH_TEST(Pool, PacketBufferPoolsHoldMbufsOfTheDataRoomAsked, start::no_huge)
+{
+    pool p;
+    CHECK_EQ(p.create_mbufs("pkts", 255, 2048 + RTE_PKTMBUF_HEADROOM, 32), 0);
+    CHECK_EQ(p.capacity(), 255u);
+    rte_mbuf *m = rte_pktmbuf_alloc(p.raw());
+    CHECK(m != nullptr);
+    CHECK_EQ(rte_pktmbuf_data_room_size(p.raw()), 2048u + RTE_PKTMBUF_HEADROOM);
+    CHECK_EQ(rte_pktmbuf_tailroom(m), 2048u);
+    CHECK(rte_pktmbuf_append(m, 2048) != nullptr);
+    CHECK(rte_pktmbuf_append(m, 1) == nullptr); // exactly the room asked for
+    rte_pktmbuf_free(m);
+    CHECK_EQ(p.available(), 255u);
+    pool bare;
+    CHECK_EQ(bare.create_mbufs("bare", 64, 0), 0); // mbufs for external buffers
+    rte_mbuf *b = rte_pktmbuf_alloc(bare.raw());
+    CHECK(b != nullptr);
+    CHECK_EQ(rte_pktmbuf_tailroom(b), 0u);
+    rte_pktmbuf_free(b);
+    pool dup;
+    CHECK_EQ(dup.create_mbufs("pkts", 8, 2048), -FI_EEXIST);
+    CHECK_EQ(dup.create_mbufs("big", 8, 65536), -FI_EINVAL);
+    CHECK_EQ(dup.create_mbufs("tiny", 8, 16), -FI_EINVAL); // less than the headroom
+    CHECK_EQ(dup.create_mbufs("sock", 8, 2048, 0, -2), -FI_EINVAL);
+    CHECK_EQ(dup.create_mbufs("cache", 8, 2048, 8), -FI_EINVAL);
+    CHECK_EQ(p.create_mbufs("again", 8, 2048), -FI_EBUSY);
 }
 
 FRESH_TEST(Pool, DestroyAfterFiniIsSafe, start::no_huge)

@@ -1,9 +1,8 @@
-/* drivers/shm: software IPv4/TCP/UDP checksums and TSO header fix-ups.
- * A message's headers are recognised as Ethernet (optionally one VLAN tag)
- * carrying IPv4, or as a bare IPv4 header; anything else is left alone. */
-#include "shm.h"
+/* drivers/common: software IPv4/TCP/UDP checksums and TSO header fix-ups
+ * (see csum.h). */
+#include "csum.h"
 
-namespace shunt::drv::shm {
+namespace shunt::drv::common {
 
 namespace {
 
@@ -81,6 +80,29 @@ void ip_checksums(std::uint8_t *m, std::size_t len) noexcept
     put16(l4 + csum_at, c);
 }
 
+bool ip_checksums_valid(const std::uint8_t *m, std::size_t len) noexcept
+{
+    long off = ipv4_offset(m, len);
+    if (off < 0)
+        return false;
+    const std::uint8_t *ip = m + off;
+    std::size_t ihl = static_cast<std::size_t>(ip[0] & 0xf) * 4;
+    std::size_t tot = get16(ip + 2);
+    if (ihl < 20 || tot < ihl || static_cast<std::size_t>(off) + tot > len)
+        return false;
+    if (fold(sum16(ip, ihl, 0)) != 0)
+        return false;
+    std::uint8_t proto = ip[9];
+    const std::uint8_t *l4 = ip + ihl;
+    std::size_t l4len = tot - ihl;
+    if (proto == 17 && l4len >= 8 && get16(l4 + 6) == 0)
+        return true; // UDP without a checksum
+    if (!((proto == 6 && l4len >= 20) || (proto == 17 && l4len >= 8)))
+        return false;
+    std::uint32_t s = sum16(ip + 12, 8, 0) + proto + static_cast<std::uint32_t>(l4len);
+    return fold(sum16(l4, l4len, s)) == 0;
+}
+
 void tso_fixup(std::uint8_t *m, std::size_t hdr_sz, std::size_t payload, std::uint32_t seg_index,
                std::uint32_t seq_off, bool last) noexcept
 {
@@ -106,4 +128,4 @@ void tso_fixup(std::uint8_t *m, std::size_t hdr_sz, std::size_t payload, std::ui
     }
 }
 
-} // namespace shunt::drv::shm
+} // namespace shunt::drv::common
