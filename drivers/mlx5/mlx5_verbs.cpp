@@ -132,6 +132,7 @@ public:
         a.max_srq_wr = static_cast<std::uint32_t>(d.max_srq_wr);
         a.max_msg_sz = pattr.max_msg_sz;
         a.ud_mtu = mtu_bytes(pattr.active_mtu);
+        a.ud_grh = true; // verbs reserves the 40-byte GRH area at the start of every UD receive
         // TSO: RAW_PACKET on an Ethernet port whose device offers LSO. The
         // header a TSO WQE inlines is the driver's limit (the WQE holds it).
         const bool tso = pattr.link_layer == IBV_LINK_LAYER_ETHERNET && dattr.tso_caps.max_tso > 0 &&

@@ -285,6 +285,7 @@ public:
         a.max_srq_wr = 32767;
         a.max_msg_sz = 1u << 30;
         a.ud_mtu = max_mtu;
+        a.ud_grh = true;          // every UD receive starts with the 40-byte GRH area, as on the hardware
         a.max_tso_hdr = 256;      // the header a TSO WQE inlines (as the driver on hardware)
         a.host_local = false;     // ports on other hosts are reachable in principle (the wire is a lane)
         a.atomics_global = false; // ConnectX atomics are atomic among HCA accesses (IBV_ATOMIC_HCA)
