@@ -33,6 +33,7 @@ struct pep_obj {
     vq::mr *mr = nullptr;
     std::vector<std::uint8_t> bufs;
     std::uint32_t buf_size = 0;   ///< bytes of one receive buffer in bufs
+    std::uint32_t grh = 0;        ///< bytes in front of each receive (dev_limits::grh)
     ep_addr addr{};
     service_binding *svc = nullptr; ///< the service its source address names (addr.h)
     const addr_resolver *res = nullptr;
@@ -76,9 +77,11 @@ void pep_progress(void *arg)
         if (w[k].qp_num != p->ud->qp_num || w[k].wr_id == ~0ULL)
             continue;
         const std::uint8_t *b = p->bufs.data() + w[k].wr_id * p->buf_size;
-        if (w[k].status == vq::wc_status::success && w[k].byte_len >= offsetof(cm_msg, data) && p->listening) {
+        std::uint32_t len = 0;
+        if (w[k].status == vq::wc_status::success && ud_message(w[k], p->grh, b, len) && len >= offsetof(cm_msg, data) &&
+            p->listening) {
             cm_msg m{};
-            std::memcpy(&m, b, std::min<std::size_t>(w[k].byte_len, sizeof m));
+            std::memcpy(&m, b, std::min<std::size_t>(len, sizeof m));
             if (m.op == cm_req && m.from.len && m.from.len <= 59 && m.datalen <= cm_data_max) {
                 auto *cr = new (std::nothrow) connreq;
                 info *ci = dupinfo(p->info);
@@ -471,6 +474,7 @@ int pep_adopt(fid *handle, prov_ep *e)
     a->mr = p->mr;
     a->bufs = std::move(p->bufs);
     a->buf_size = p->buf_size;
+    a->grh = p->grh;
     a->svc = p->svc; // the service leads to the endpoint now
     a->res = p->res;
     p->svc = nullptr;
@@ -495,9 +499,10 @@ void adopted_progress(prov_ep *e)
         if (w[k].qp_num != a->ud->qp_num || w[k].wr_id == ~0ULL)
             continue;
         const std::uint8_t *b = a->bufs.data() + w[k].wr_id * a->buf_size;
-        if (w[k].status == vq::wc_status::success && w[k].byte_len >= offsetof(cm_msg, data)) {
+        std::uint32_t len = 0;
+        if (w[k].status == vq::wc_status::success && ud_message(w[k], a->grh, b, len) && len >= offsetof(cm_msg, data)) {
             cm_msg m{};
-            std::memcpy(&m, b, std::min<std::size_t>(w[k].byte_len, sizeof m));
+            std::memcpy(&m, b, std::min<std::size_t>(len, sizeof m));
             pep_cm(e, m); // REP / REJ for a connect from the adopted address
         }
         (void)vq::post_recv(a->ud, w[k].wr_id,
@@ -569,6 +574,7 @@ int pep_open(fid_fabric *fabric, info *in, fid_pep **out, void *context)
     }
     if (!rc) {
         p->buf_size = l.ud_buf;
+        p->grh = l.grh;
         p->bufs.assign(std::size_t(l.ud_depth) * p->buf_size, 0);
         rc = vq::reg_mr(p->pd, p->bufs.data(), p->bufs.size(), vq::ACCESS_LOCAL_WRITE, &p->mr);
     }

@@ -196,7 +196,7 @@ int setup(prov_ep *e, ep_type type)
     ia.type = vq::qp_type::ud;
     ia.send_cq = e->scq;
     ia.recv_cq = e->rcq;
-    ia.send_ops_flags = vq::OPS_SEND | (e->dgram ? vq::OPS_TSO : 0);
+    ia.send_ops_flags = vq::OPS_SEND | (e->dgram && l.tso_hdr_max ? vq::OPS_TSO : 0); // TSO where the device has it
     ia.cap.max_send_wr = l.sq_depth;
     ia.cap.max_recv_wr = l.ud_depth;
     ia.cap.max_send_sge = l.send_sge;

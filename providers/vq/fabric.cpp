@@ -412,8 +412,9 @@ int limits_of(const vq::device_attr &a, dev_limits &out)
     l.rq_depth = l.lend ? 0 : std::min<std::uint32_t>(128, a.max_qp_wr);
     l.bounce = l.eager_max + 32; // the fields, and a fragment's length
     l.ud_depth = std::min<std::uint32_t>(64, a.max_qp_wr);
-    l.ud_buf = std::uint32_t(std::min<std::size_t>(512, l.inline_max));
-    l.dgram_buf = a.ud_mtu ? a.ud_mtu : l.inline_max;
+    l.grh = a.ud_grh ? 40 : 0;
+    l.ud_buf = std::uint32_t(std::min<std::size_t>(512, l.inline_max)) + l.grh;
+    l.dgram_buf = (a.ud_mtu ? a.ud_mtu : l.inline_max) + l.grh;
     // Gather: a message's header fields plus iov_max buffers.
     l.send_sge = std::min<std::uint32_t>(iov_max + 1, a.max_sge);
     l.scq_depth = std::min<std::uint32_t>(4096, a.max_cqe);

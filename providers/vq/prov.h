@@ -95,6 +95,7 @@ struct dev_limits {
     std::uint32_t ud_depth = 0;    ///< receives posted on the UD QP (wish 64)
     std::uint32_t ud_buf = 0;      ///< a UD receive buffer of an RDM / MSG endpoint (CM messages)
     std::uint32_t dgram_buf = 0;   ///< a UD receive buffer of a DGRAM endpoint: the UD MTU
+    std::uint32_t grh = 0;         ///< bytes in front of a UD receive (device_attr::ud_grh: 40), in both buffers
     std::uint32_t send_sge = 0;    ///< gather entries per send (wish iov_max)
     std::uint32_t max_conns = 0;   ///< RC QPs (connections) per endpoint (wish 63)
     std::uint32_t scq_depth = 0;   ///< send CQ entries per endpoint (wish 4096)
@@ -106,6 +107,23 @@ struct dev_limits {
     bool lend = false;             ///< RC QPs use lent receives (device_attr::lend_qp_types)
     bool host_local = false;       ///< peers only on this host (shared memory)
 };
+
+/** The message of UD receive completion @p w into buffer @p b: past the
+ *  GRH area on a device that reserves one (@p grh, dev_limits::grh: verbs
+ *  devices reserve it whether or not a GRH arrived) or when the completion
+ *  says one is there (WC_GRH). @return false when the completion is
+ *  shorter than that area. */
+inline bool ud_message(const vq::wc &w, std::uint32_t grh, const std::uint8_t *&b, std::uint32_t &len)
+{
+    len = w.byte_len;
+    if (grh || (w.wc_flags & vq::WC_GRH)) {
+        if (len < 40)
+            return false;
+        b += 40;
+        len -= 40;
+    }
+    return true;
+}
 
 /** Derive the provider's limits on a device.
  *  @return 0; -FI_ENODATA the device cannot carry this provider's protocol
@@ -281,6 +299,7 @@ struct adopted_ud {
     vq::mr *mr = nullptr;
     std::vector<std::uint8_t> bufs;
     std::uint32_t buf_size = 0;   ///< bytes of one receive buffer in bufs
+    std::uint32_t grh = 0;        ///< bytes in front of each receive (dev_limits::grh)
     ep_addr own{};               ///< the endpoint's own UD address (its RC QPs' segment)
     struct service_binding *svc = nullptr; ///< the passive endpoint's service, now the endpoint's (addr.h)
     const struct addr_resolver *res = nullptr; ///< what unbinds it

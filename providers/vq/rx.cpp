@@ -200,13 +200,16 @@ inline void rc_rx(prov_ep *e, const vq::wc &w, int &last)
 {
     std::size_t sz = e->dgram ? e->dom->lim.dgram_buf : e->dom->lim.ud_buf;
     const std::uint8_t *b = e->ud_bufs + w.wr_id * sz;
+    std::uint32_t len = 0;
     if (w.status != vq::wc_status::success)
         return;
-    if (e->dgram)
-        dgram_rx(e, b, w.byte_len);
-    else if (w.byte_len >= offsetof(cm_msg, data)) {
+    if (!ud_message(w, e->dom->lim.grh, b, len))
+        ; // shorter than its GRH area: nothing to deliver
+    else if (e->dgram)
+        dgram_rx(e, b, len);
+    else if (len >= offsetof(cm_msg, data)) {
         cm_msg m{};
-        std::memcpy(&m, b, std::min<std::size_t>(w.byte_len, sizeof m));
+        std::memcpy(&m, b, std::min<std::size_t>(len, sizeof m));
         if (e->msg_type)
             pep_cm(e, m);
         else
