@@ -59,8 +59,9 @@ struct buffer {
     }
     ~buffer()
     {
-        if (mem && p)
+        if (mem && p) {
             EXPECT_EQ(mem->free(dom, p), 0);
+        }
     }
 };
 
