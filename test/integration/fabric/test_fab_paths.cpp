@@ -112,8 +112,9 @@ struct paths : ::testing::TestWithParam<peer_mode> {
         ASSERT_EQ(e.op_context, &c);
         ASSERT_EQ(e.len, len);
         ASSERT_EQ(e.tag, tag);
-        if (len) // (want.data() of an empty vector may be null)
+        if (len) { // (want.data() of an empty vector may be null)
             ASSERT_EQ(std::memcmp(in.data(), want.data(), len), 0) << "size " << len;
+        }
         EXPECT_EQ(in[len], 0xee) << "nothing written past the message";
     }
 
