@@ -327,14 +327,18 @@ check "no segment of a finished run left behind" test "$leaked" -eq 0
 check "--quiet: nothing on stderr (no progress line)" bash -c 'test "$2" -eq 0 -a ! -s "$1"' _ "$work/quiet.err" "$rc"
 # A long size prints a running line each second; Ctrl-C then ends the run
 # and prints what was measured.
+# (bw streams 8-byte messages over the floor transport at tens of millions
+# per second: the 10^8 iterations would end before the first line, so it
+# streams 64 KiB messages.)
 for t in pingpong bw; do
-  "$perf" $t -p line -S 8,16 -I 100000000 $cores $T --json >"$work/int.json" 2>"$work/int.err" &
+  if [ $t = pingpong ]; then sz=8 lbl=8; else sz=65536 lbl=64K; fi
+  "$perf" $t -p line -S $sz,$((2 * sz)) -I 100000000 $cores $T --json >"$work/int.json" 2>"$work/int.err" &
   l=$!; bg+=("$l")
-  for _ in $(seq 150); do grep -q "^shunt-perf: $t size 8: [0-9]* s, " "$work/int.err" && break; sleep 0.1; done
+  for _ in $(seq 150); do grep -q "^shunt-perf: $t size $lbl: [0-9]* s, " "$work/int.err" && break; sleep 0.1; done
   if [ $t = pingpong ]; then
     re="^shunt-perf: pingpong size 8: [0-9]+ s, [0-9.]+[kMG]? iterations; last [0-9.]+ s: one-way p50 [0-9.]+ (ns|µs|ms), p99 .*, max "
   else
-    re="^shunt-perf: bw size 8: [0-9]+ s, [0-9.]+[kMG]? messages; last [0-9.]+ s: [0-9.]+[kMG]? msg/s, [0-9.]+[kMG]?B/s"
+    re="^shunt-perf: bw size $lbl: [0-9]+ s, [0-9.]+[kMG]? messages; last [0-9.]+ s: [0-9.]+[kMG]? msg/s, [0-9.]+[kMG]?B/s"
   fi
   check "$t: a long size prints a running line on stderr within 15 s" grep -Eq "$re" "$work/int.err"
   kill -INT "$l"
@@ -343,11 +347,11 @@ for t in pingpong bw; do
 import json, sys
 o = [json.loads(l) for l in open(sys.argv[1])]
 assert int(sys.argv[3]) == 130, sys.argv[3]
-assert len(o) == 1 and o[0]['size'] == 8 and o[0]['interrupted'] is True and 0 < o[0]['iterations'] < 100000000, o
+assert len(o) == 1 and o[0]['size'] == int(sys.argv[4]) and o[0]['interrupted'] is True and 0 < o[0]['iterations'] < 100000000, o
 assert o[0]['msg_rate_Mmps'] > 0 and o[0]['elapsed_ns'] > 0
 err = open(sys.argv[2]).read()
 assert 'interrupted (Ctrl-C)' in err and 'initiator stopped the run' in err and 'failed' not in err, err
-" "$work/int.json" "$work/int.err" "$rc" || sed 's/^/    /' "$work/int.err" "$work/int.json"
+" "$work/int.json" "$work/int.err" "$rc" "$sz" || sed 's/^/    /' "$work/int.err" "$work/int.json"
 done
 
 # ---- plots ----
