@@ -172,6 +172,15 @@ conn *conn_for(prov_ep *e, util::av_entry *peer)
     return c;
 }
 
+int conn_not_ready(prov_ep *e, conn *c)
+{
+    if (!c)
+        return e->msg_type ? -FI_ENOTCONN : -FI_ENOMEM;
+    if (e->msg_type)
+        return c->shut || c->state == conn::failed ? -FI_ENOTCONN : -FI_EAGAIN;
+    return conn_start(e, c);
+}
+
 int conn_start(prov_ep *e, conn *c)
 {
     if (c->state == conn::connected)

@@ -493,8 +493,17 @@ tx_entry *tx_get(prov_ep *e);
 void tx_put(prov_ep *e, tx_entry *t);
 std::uint64_t tx_id(prov_ep *e, tx_entry *t);
 tx_entry *tx_from_id(prov_ep *e, std::uint64_t id);
+/** conn_ready when @p c is null or not connected (conn.cpp). */
+[[gnu::cold]] int conn_not_ready(prov_ep *e, conn *c);
 /** A connection ready for a new operation, or the code to return. */
-int conn_ready(prov_ep *e, conn *c);
+inline int conn_ready(prov_ep *e, conn *c)
+{
+    if (c && c->state == conn::connected) [[likely]]
+        return 0;
+    return conn_not_ready(e, c);
+}
+/** Start an operation (under the endpoint's lock). */
+ssize_t tx_dispatch(prov_ep *e, util::ep_core *core, const util::tx_req &r);
 conn *conn_of(prov_ep *e, const util::tx_req &r);
 /** Post a send_imm of gathered pieces on @p c (signaled with @p wr_id when
  *  @p signaled, or every signal_every-th one to reclaim queue slots).

@@ -364,18 +364,6 @@ conn *conn_of(prov_ep *e, const util::tx_req &r)
     return conn_for(e, r.peer);
 }
 
-int conn_ready(prov_ep *e, conn *c)
-{
-    if (!c)
-        return e->msg_type ? -FI_ENOTCONN : -FI_ENOMEM;
-    if (c->state != conn::connected) [[unlikely]] {
-        if (e->msg_type)
-            return c->shut || c->state == conn::failed ? -FI_ENOTCONN : -FI_EAGAIN;
-        return conn_start(e, c);
-    }
-    return 0;
-}
-
 int post_imm(prov_ep *e, conn *c, std::uint32_t imm, const vq::data_buf *bufs, std::size_t n, bool signaled,
              std::uint64_t wr_id)
 {
@@ -401,10 +389,8 @@ int post_imm(prov_ep *e, conn *c, std::uint32_t imm, const vq::data_buf *bufs, s
     return rc;
 }
 
-ssize_t transmit(util::ep_core *core, const util::tx_req &r)
+ssize_t tx_dispatch(prov_ep *e, util::ep_core *core, const util::tx_req &r)
 {
-    prov_ep *e = ep_of(core);
-    util::guard g(e->lock);
     switch (r.kind) {
     case util::tx_req::send:
     case util::tx_req::tsend:
@@ -415,6 +401,13 @@ ssize_t transmit(util::ep_core *core, const util::tx_req &r)
     default:
         return atomic_op(e, core, r);
     }
+}
+
+ssize_t transmit(util::ep_core *core, const util::tx_req &r)
+{
+    prov_ep *e = ep_of(core);
+    util::guard g(e->lock);
+    return tx_dispatch(e, core, r);
 }
 
 void tx_abort(prov_ep *e, tx_entry *t, int err)
