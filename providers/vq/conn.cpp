@@ -5,9 +5,15 @@
 
 #include "env/errors.h"
 #include "env/log.h"
+#include "env/tunable.h"
 #include "prov.h"
 
 namespace shunt::prov::vqprov {
+
+SHUNT_TUNABLE(t_connect_ms, "SHUNT_VQ_CONNECT_TIMEOUT_MS", integer, "10000",
+              "vq provider, RDM: a connection to a peer that does not answer within this many milliseconds "
+              "fails, and so do the operations queued for it (error completions, FI_ETIMEDOUT); 0: never",
+              "vq");
 
 namespace {
 
@@ -18,7 +24,209 @@ long long now_ns()
     return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/** The cq_flags of a transmit of @p r (its completion, or its failure). */
+std::uint64_t cq_flags_of(const util::tx_req &r)
+{
+    switch (r.kind) {
+    case util::tx_req::send:
+        return FI_SEND | FI_MSG;
+    case util::tx_req::tsend:
+        return FI_SEND | FI_TAGGED;
+    case util::tx_req::read:
+        return FI_RMA | FI_READ;
+    case util::tx_req::write:
+        return FI_RMA | FI_WRITE;
+    case util::tx_req::atomic:
+        return FI_ATOMIC | FI_WRITE;
+    default:
+        return FI_ATOMIC | FI_READ;
+    }
+}
+
+void txq_put(prov_ep *e, queued_tx *q)
+{
+    q->owner = nullptr;
+    q->next = e->txq_free;
+    e->txq_free = q;
+}
+
+/** The connection attempt of @p c failed (no answer, or its QP could not
+ *  be connected): our QP of it goes into the error state (a peer that
+ *  answers late and sends on its end sees its sends fail and asks anew)
+ *  and is kept until the endpoint closes; what waits for it fails. */
+void conn_give_up(prov_ep *e, conn *c, int err)
+{
+    if (c->slot >= 0) {
+        vq::qp_attr a;
+        a.state = vq::qp_state::err;
+        (void)vq::modify_qp(e->slots[c->slot].qp, &a, vq::QP_ATTR_STATE);
+        slot_retire(e, c->slot);
+        c->slot = -1;
+    }
+    c->state = conn::failed;
+    SHUNT_LOG(prov_log, info, "vq: no connection to %s: %s", addr_key(c->peer).c_str(), shunt::strerror(-err));
+    conn_fail_queued(e, c, err);
+}
+
+/** Queue @p r (of @p core) behind what already waits on @p c. The arrays
+ *  it points to are copied into the entry, and so are an inject's bytes.
+ *  @return 1; -FI_EAGAIN no free entry. */
+int txq_push(prov_ep *e, conn *c, util::ep_core *core, const util::tx_req &r)
+{
+    if (r.count > iov_max || r.rma_count > 1 || r.result_count > iov_max || r.compare_count > iov_max) [[unlikely]]
+        return -FI_EINVAL;
+    const bool inject = r.flags & FI_INJECT;
+    const std::size_t cmp_len = r.compare_count && r.compare ? r.compare[0].iov_len : 0;
+    if (inject && (r.len > e->txq_data_size || cmp_len > sizeof(queued_tx::cmp) || r.compare_count > 1)) [[unlikely]]
+        return -FI_EMSGSIZE;
+    // What a connected peer's operation copies during the call (an inline
+    // send, a small write, an atomic's operands) is copied here too, so the
+    // caller's buffer is as free at return as it would be then; an inject's
+    // always. Larger ones are read from the caller's buffers when they go.
+    const std::size_t copy_max = r.kind == util::tx_req::write
+                                     ? std::min<std::size_t>(e->txq_data_size, e->dom->lim.rma_inline)
+                                     : e->txq_data_size;
+    const bool copy = inject || (r.kind != util::tx_req::read && r.len <= copy_max);
+    const bool copy_cmp = cmp_len && r.compare_count == 1 && cmp_len <= sizeof(queued_tx::cmp);
+    queued_tx *q = e->txq_free;
+    if (!q)
+        return -FI_EAGAIN; // the bound of operations waiting for connections
+    e->txq_free = q->next;
+    q->next = nullptr;
+    q->owner = core;
+    q->r = r;
+    for (std::size_t i = 0; i < r.count; i++) {
+        q->iov[i] = r.iov[i];
+        q->desc[i] = r.desc ? r.desc[i] : nullptr;
+    }
+    q->r.iov = q->iov;
+    q->r.desc = r.desc ? q->desc : nullptr;
+    if (copy) {
+        std::size_t off = 0;
+        for (std::size_t i = 0; i < r.count; i++) {
+            if (r.iov[i].iov_len && r.iov[i].iov_base)
+                std::memcpy(q->data + off, r.iov[i].iov_base, r.iov[i].iov_len);
+            off += r.iov[i].iov_len;
+        }
+        q->iov[0] = iovec{q->data, r.len};
+        q->r.count = r.count ? 1 : 0;
+        q->r.desc = nullptr;
+    }
+    if (r.rma_count) {
+        q->rma[0] = r.rma[0];
+        q->r.rma = q->rma;
+    }
+    for (std::size_t i = 0; i < r.result_count; i++)
+        q->result[i] = r.result[i];
+    q->r.result = r.result_count ? q->result : nullptr;
+    for (std::size_t i = 0; i < r.compare_count; i++)
+        q->compare[i] = r.compare[i];
+    q->r.compare = r.compare_count ? q->compare : nullptr;
+    if (copy_cmp) {
+        std::memcpy(q->cmp, r.compare[0].iov_base, cmp_len);
+        q->compare[0] = iovec{q->cmp, cmp_len};
+    }
+    if (c->q_tail)
+        c->q_tail->next = q;
+    else
+        c->q_head = q;
+    c->q_tail = q;
+    return 1;
+}
+
 } // namespace
+
+int txq_setup(prov_ep *e, std::size_t entries, std::size_t data_size)
+{
+    std::int64_t ms = 10000;
+    if (t_connect_ms.as_int(ms) < 0 || ms < 0) {
+        SHUNT_LOG(prov_log, warning, "SHUNT_VQ_CONNECT_TIMEOUT_MS is not a count of milliseconds: using 10000");
+        ms = 10000;
+    }
+    e->connect_timeout_ns = std::uint64_t(ms) * 1000000u;
+    try {
+        e->txq.assign(entries, queued_tx{});
+    } catch (...) {
+        return -FI_ENOMEM;
+    }
+    e->txq_data.reset(new (std::nothrow) std::uint8_t[entries * data_size + 1]);
+    if (!e->txq_data)
+        return -FI_ENOMEM;
+    e->txq_data_size = data_size;
+    for (std::size_t i = entries; i-- > 0;) {
+        e->txq[i].data = e->txq_data.get() + i * data_size;
+        e->txq[i].next = e->txq_free;
+        e->txq_free = &e->txq[i];
+    }
+    return 0;
+}
+
+void txq_forget(prov_ep *e, util::ep_core *owner)
+{
+    for (queued_tx &q : e->txq)
+        if (q.owner == owner)
+            q.owner = nullptr; // dropped silently when its turn comes
+}
+
+int conn_not_ready(prov_ep *e, conn *c, util::ep_core *core, const util::tx_req &r)
+{
+    if (!c)
+        return e->msg_type ? -FI_ENOTCONN : -FI_ENOMEM;
+    if (e->msg_type)
+        return c->shut || c->state == conn::failed ? -FI_ENOTCONN : -FI_EAGAIN;
+    return conn_wait(e, c, core, r); // RDM: accepted and queued while the connection forms
+}
+
+int conn_wait(prov_ep *e, conn *c, util::ep_core *core, const util::tx_req &r)
+{
+    if (c->state == conn::idle || c->state == conn::failed) {
+        int rc = conn_start(e, c);
+        if (rc != -FI_EAGAIN)
+            return rc; // cannot be started (the peer is gone, no QP left, ...)
+    }
+    // Connecting, or the QP is up and earlier operations still wait: behind them.
+    return txq_push(e, c, core, r);
+}
+
+void conn_drain(prov_ep *e, conn *c)
+{
+    while (queued_tx *q = c->q_head) {
+        if (q->owner) {
+            c->state = conn::connected; // lets the operation through conn_ready
+            ssize_t rc = tx_dispatch(e, q->owner, q->r);
+            if (c->q_head != q)
+                return; // the connection broke meanwhile: the queue was failed
+            if (rc == -FI_EAGAIN) {
+                // The send queue or the transmit entries are full: the next
+                // progress goes on, and new operations stay behind these.
+                c->state = conn::draining;
+                conn_pend(e, c);
+                return;
+            }
+            if (rc < 0)
+                util::tx_fail(q->owner, q->r.context, cq_flags_of(q->r), int(-rc), q->r.len);
+        }
+        c->q_head = q->next;
+        if (!c->q_head)
+            c->q_tail = nullptr;
+        txq_put(e, q);
+    }
+    if (c->state == conn::draining)
+        c->state = conn::connected;
+}
+
+void conn_fail_queued(prov_ep *e, conn *c, int err)
+{
+    queued_tx *q = c->q_head;
+    c->q_head = c->q_tail = nullptr;
+    while (q) {
+        queued_tx *next = q->next;
+        if (q->owner)
+            util::tx_fail(q->owner, q->r.context, cq_flags_of(q->r), err, q->r.len);
+        txq_put(e, q);
+        q = next;
+    }
+}
 
 int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool connect_now, int &slot_out)
 {
@@ -172,15 +380,6 @@ conn *conn_for(prov_ep *e, util::av_entry *peer)
     return c;
 }
 
-int conn_not_ready(prov_ep *e, conn *c)
-{
-    if (!c)
-        return e->msg_type ? -FI_ENOTCONN : -FI_ENOMEM;
-    if (e->msg_type)
-        return c->shut || c->state == conn::failed ? -FI_ENOTCONN : -FI_EAGAIN;
-    return conn_start(e, c);
-}
-
 int conn_start(prov_ep *e, conn *c)
 {
     if (c->state == conn::connected)
@@ -191,6 +390,10 @@ int conn_start(prov_ep *e, conn *c)
         return -FI_EHOSTUNREACH;
     long long now = now_ns();
     if (c->state == conn::connecting) {
+        if (e->connect_timeout_ns && std::uint64_t(now) - c->connect_ns >= e->connect_timeout_ns) {
+            conn_give_up(e, c, FI_ETIMEDOUT);
+            return -FI_ETIMEDOUT;
+        }
         // REQ lost (the peer's UD rings may be busy): resend now and then.
         if (now - c->req_sent_ns < 100'000'000)
             return -FI_EAGAIN;
@@ -207,6 +410,7 @@ int conn_start(prov_ep *e, conn *c)
         e->slots[s].c = c;
         c->req_qpn = e->slots[s].qp->qp_num;
         c->state = conn::connecting;
+        c->connect_ns = std::uint64_t(now);
         conn_pend(e, c); // progress repeats the request until the reply
     }
     cm_msg m{};
@@ -258,7 +462,7 @@ void cm_handle(prov_ep *e, const cm_msg &m)
         }
         e->slots[s].c = c;
         e->slots[s].accepted_from = m.req_qpn;
-        if (c->state == conn::connected && c->slot >= 0) {
+        if (qp_up(c) && c->slot >= 0) {
             // A new REQ from a peer we are connected to: it lost its end of
             // that connection (its QP failed), so ours is dead too. Send over
             // the new one from now on.
@@ -278,6 +482,8 @@ void cm_handle(prov_ep *e, const cm_msg &m)
             // Nothing of ours: send over the accepted QP too.
             c->slot = s;
             c->state = conn::connected;
+            if (c->q_head)
+                conn_drain(e, c); // what waited for the old one goes on the new one
         }
         cm_msg r{};
         r.op = cm_rep;
@@ -288,10 +494,12 @@ void cm_handle(prov_ep *e, const cm_msg &m)
         return;
     }
     if (m.op == cm_rep && c && c->state == conn::connecting && c->req_qpn == m.req_qpn) {
-        if (slot_connect(e, c->slot, m.from, m.rep_qpn) == 0)
+        if (slot_connect(e, c->slot, m.from, m.rep_qpn) == 0) {
             c->state = conn::connected;
-        else
-            c->state = conn::failed;
+            conn_drain(e, c); // what was accepted while it was set up, in order
+        } else {
+            conn_give_up(e, c, FI_ECONNREFUSED);
+        }
     }
 }
 
@@ -306,6 +514,7 @@ void conn_broken(prov_ep *e, conn *c)
         if (t.c == c && t.waits != tx_entry::on_wc)
             tx_abort(e, &t, FI_EHOSTUNREACH);
     c->ctl.clear();
+    conn_fail_queued(e, c, FI_EHOSTUNREACH);
     if (e->msg_type) {
         c->state = conn::failed;
         return;

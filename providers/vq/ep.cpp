@@ -87,6 +87,7 @@ void ctx_close(util::ep_core *c)
     for (tx_entry &t : e->tx)
         if (t.owner == c)
             t.owner = nullptr;
+    txq_forget(e, c);
     for (auto *v : {&e->core->tx_ctx, &e->core->rx_ctx})
         for (util::ep_handle *&h : *v)
             if (h && h->core == c)
@@ -248,6 +249,9 @@ int setup(prov_ep *e, ep_type type)
         e->tx[i].next = e->tx_free;
         e->tx_free = &e->tx[i];
     }
+    // RDM: operations to peers being connected wait in a bounded queue.
+    if (type == FI_EP_RDM && (rc = txq_setup(e, std::min<std::size_t>(ntx, txq_max), l.inject_max)))
+        return rc;
     return 0;
 }
 

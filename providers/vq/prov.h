@@ -2,9 +2,10 @@
  *
  * RDM: each endpoint owns a UD QP (its address: segment name + UD QP number)
  * used only for connection management, and one RC QP per peer, created on
- * the first send to that peer (REQ/REP over UD, invisible to the user; the
- * send returns -FI_EAGAIN until the connection is up). DGRAM: the UD QP
- * carries the data. MSG: one RC QP set up through a passive endpoint's UD QP
+ * the first send to that peer (REQ/REP over UD, invisible to the user;
+ * operations to the peer meanwhile are accepted and kept in order, started
+ * once it is up, and fail with an error completion if it cannot be made).
+ * DGRAM: the UD QP carries the data. MSG: one RC QP set up through a passive endpoint's UD QP
  * (CONNREQ / accept / reject / shutdown).
  *
  * RC messages (wire.h has the protocol): every message is one vq send_imm
@@ -65,6 +66,7 @@ inline constexpr std::uint32_t qkey = 0x5348;                ///< "SH"
 inline constexpr std::size_t max_msg = std::size_t(64) << 20; ///< largest message
 inline constexpr std::size_t iov_max = 4;                    ///< iov_limit of sends and receives
 inline constexpr std::uint32_t tso_segments_max = 64;        ///< TSO extension: segments per send
+inline constexpr std::size_t txq_max = 64;                   ///< RDM: operations queued while peers connect
 /** Header of a DGRAM message (dgram.cpp): op, flags, padding, the sender's
  *  address; a tag and remote CQ data follow when present. */
 inline constexpr std::uint32_t dgram_hdr_size = 8 + sizeof(ep_addr);
@@ -211,9 +213,32 @@ struct ctl_msg {
     std::uint8_t bytes[64];
 };
 
+/** An operation to an RDM peer whose connection is being set up, accepted
+ *  by the call and started, in order, once the connection is up (or failed
+ *  with an error completion when it cannot be made). The request's arrays
+ *  point into the entry; the source bytes of an inject, and those a send to
+ *  a connected peer would copy during the call (inline sends, small writes,
+ *  atomic operands), are copied into @p data, so the caller's buffer is as
+ *  free at return as then. Preallocated per endpoint (prov_ep::txq): a full
+ *  queue is -FI_EAGAIN. */
+struct queued_tx {
+    queued_tx *next = nullptr;
+    util::ep_core *owner = nullptr; ///< endpoint or transmit context that posted it (null: it closed)
+    util::tx_req r{};
+    iovec iov[iov_max];
+    void *desc[iov_max];
+    rma_iov rma[1];
+    iovec result[iov_max];
+    iovec compare[iov_max];
+    std::uint8_t *data = nullptr;  ///< txq_data_size bytes of the endpoint's txq_data
+    std::uint8_t cmp[64];          ///< a compare-atomic's compare operand
+};
+
 /** A peer as seen by one endpoint. */
 struct conn {
-    enum state_t : std::uint8_t { idle, connecting, connected, failed } state = idle;
+    /** draining (RDM): the QP is up, but operations queued while it was set
+     *  up are still to start; new ones queue behind them (FI_ORDER_SAS). */
+    enum state_t : std::uint8_t { idle, connecting, connected, failed, draining } state = idle;
     ep_addr peer{};
     int slot = -1;                ///< rc_slot used to send to this peer
     vq::ah *ah = nullptr;         ///< to the peer's UD QP
@@ -224,6 +249,9 @@ struct conn {
     int dead_slot = -1;           ///< QP that failed, closed by progress
     std::vector<ctl_msg> ctl;     ///< control messages waiting for send-queue room
     bool pending = false;         ///< on the endpoint's pending list
+    std::uint64_t connect_ns = 0; ///< RDM: when the first REQ of this attempt went
+    queued_tx *q_head = nullptr;  ///< RDM: operations waiting for the connection, oldest first
+    queued_tx *q_tail = nullptr;
     // MSG endpoints
     bool shut = false;
 };
@@ -401,7 +429,17 @@ struct prov_ep {
     adopted_ud *pep_ud = nullptr; ///< MSG: a passive endpoint's address taken over (its CM replies arrive there)
     std::vector<std::uint8_t> tso_hdr; ///< DGRAM: our datagram header + the application's, for send_tso
     struct service_binding *svc = nullptr; ///< the service its source address names, bound to addr (addr.h)
+    /** RDM: operations accepted while their peer's connection is set up
+     *  (queued_tx), allocated at set-up; their inject copies. */
+    std::vector<queued_tx> txq;
+    queued_tx *txq_free = nullptr;
+    std::unique_ptr<std::uint8_t[]> txq_data;
+    std::size_t txq_data_size = 0;
+    std::uint64_t connect_timeout_ns = 0; ///< RDM: a connection not up after this fails (0: never)
 };
+
+/** Does @p c have a connected QP (operations may go on it)? */
+inline bool qp_up(const conn *c) { return c->state == conn::connected || c->state == conn::draining; }
 
 /** Receive context index a destination address names (fi_rx_addr with the
  *  AV's rx_ctx_bits), 0 without named receive contexts. Fast path. */
@@ -494,13 +532,15 @@ void tx_put(prov_ep *e, tx_entry *t);
 std::uint64_t tx_id(prov_ep *e, tx_entry *t);
 tx_entry *tx_from_id(prov_ep *e, std::uint64_t id);
 /** conn_ready when @p c is null or not connected (conn.cpp). */
-[[gnu::cold]] int conn_not_ready(prov_ep *e, conn *c);
-/** A connection ready for a new operation, or the code to return. */
-inline int conn_ready(prov_ep *e, conn *c)
+[[gnu::cold]] int conn_not_ready(prov_ep *e, conn *c, util::ep_core *core, const util::tx_req &r);
+/** A connection ready for a new operation @p r of @p core: 0 post it now;
+ *  1 it was queued until the connection is up (the call returns 0);
+ *  or the code to return (-FI_EAGAIN: the queue is full). */
+inline int conn_ready(prov_ep *e, conn *c, util::ep_core *core, const util::tx_req &r)
 {
     if (c && c->state == conn::connected) [[likely]]
         return 0;
-    return conn_not_ready(e, c);
+    return conn_not_ready(e, c, core, r);
 }
 /** Start an operation (under the endpoint's lock). */
 ssize_t tx_dispatch(prov_ep *e, util::ep_core *core, const util::tx_req &r);
@@ -518,6 +558,19 @@ void conn_broken(prov_ep *e, conn *c);
 /** Connections (conn.cpp). Lock held. */
 conn *conn_for(prov_ep *e, util::av_entry *peer);
 int conn_start(prov_ep *e, conn *c);
+/** RDM, @p c not connected: start connecting if idle and queue @p r behind
+ *  what waits. @return 1 queued; -FI_EAGAIN queue full; another error
+ *  (the connection cannot even be started). */
+int conn_wait(prov_ep *e, conn *c, util::ep_core *core, const util::tx_req &r);
+/** Start the operations queued on @p c (its QP is up); stops at a full send
+ *  queue (progress goes on). Lock held. */
+void conn_drain(prov_ep *e, conn *c);
+/** Fail the operations queued on @p c with error completions (@p err). */
+void conn_fail_queued(prov_ep *e, conn *c, int err);
+/** Queue storage of an RDM endpoint (set-up). @return 0; -FI_ENOMEM. */
+int txq_setup(prov_ep *e, std::size_t entries, std::size_t data_size);
+/** A transmit context closes: its queued operations are dropped silently. */
+void txq_forget(prov_ep *e, util::ep_core *owner);
 void cm_handle(prov_ep *e, const cm_msg &m);
 int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool connect_now, int &slot_out);
 void slot_close(prov_ep *e, int slot);

@@ -353,8 +353,8 @@ void response(prov_ep *e, std::uint8_t op, const std::uint8_t *p, std::size_t le
 ssize_t rma(prov_ep *e, util::ep_core *core, const util::tx_req &r)
 {
     conn *c = conn_of(e, r);
-    if (int rc = conn_ready(e, c); rc)
-        return rc;
+    if (int rc = conn_ready(e, c, core, r); rc)
+        return rc > 0 ? 0 : rc; // queued until the connection is up, or the error
     const bool write = r.kind == util::tx_req::write;
     const std::uint64_t cqf = FI_RMA | (write ? FI_WRITE : FI_READ);
     const std::uint64_t key = r.rma[0].key;
@@ -370,15 +370,15 @@ ssize_t rma(prov_ep *e, util::ep_core *core, const util::tx_req &r)
 
 ssize_t atomic_op(prov_ep *e, util::ep_core *core, const util::tx_req &r)
 {
-    conn *c = conn_of(e, r);
-    if (int rc = conn_ready(e, c); rc)
-        return rc;
     const bool fetch = r.kind != util::tx_req::atomic;
     const std::uint64_t cqf = FI_ATOMIC | (fetch ? FI_READ : FI_WRITE);
     if (r.count < 1 || !r.iov || (r.aop != FI_ATOMIC_READ && !r.iov[0].iov_base) ||
         (r.kind == util::tx_req::compare_atomic && (r.compare_count < 1 || !r.compare || !r.compare[0].iov_base)) ||
         (fetch && (r.result_count < 1 || !r.result || !r.result[0].iov_base)))
         return -FI_EINVAL;
+    conn *c = conn_of(e, r);
+    if (int rc = conn_ready(e, c, core, r); rc)
+        return rc > 0 ? 0 : rc; // queued until the connection is up, or the error
     std::uint64_t operand = 0, compare = 0;
     if (r.aop != FI_ATOMIC_READ)
         std::memcpy(&operand, r.iov[0].iov_base, 8);

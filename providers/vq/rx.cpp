@@ -232,7 +232,7 @@ int fetch_start(prov_ep *e, util::rx_entry *en, const util::rx_fetch_req &r, con
     if (dlen < offsetof(fetch_blob, d) + 16)
         return -FI_EINVAL;
     int rc = -FI_EHOSTUNREACH; // the sender's connection is gone
-    if (b.c && b.c->state == conn::connected && b.c->slot >= 0) {
+    if (b.c && qp_up(b.c) && b.c->slot >= 0) {
         rx_op *o = rx_op_get(e);
         rc = -FI_ENOMEM;
         if (o) {
@@ -310,8 +310,11 @@ int queue_fetch(prov_ep *e, util::rx_entry *en, const util::rx_fetch_req &r, con
             cn->dead_slot = -1;
         }
         if (cn->state == conn::connecting && !e->msg_type)
-            (void)conn_start(e, cn); // resend a lost REQ after a while
-        bool idle = ctl_flush(e, cn) && cn->dead_slot < 0 && !(cn->state == conn::connecting && !e->msg_type);
+            (void)conn_start(e, cn); // resend a lost REQ after a while; give up after the timeout
+        if (cn->state == conn::draining)
+            conn_drain(e, cn); // operations queued while it was set up, where the send queue was full
+        bool idle = ctl_flush(e, cn) && cn->dead_slot < 0 && !(cn->state == conn::connecting && !e->msg_type) &&
+                    cn->state != conn::draining;
         if (idle) {
             cn->pending = false;
             e->pending[i] = e->pending.back();

@@ -237,8 +237,8 @@ ssize_t send_frags(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn 
 ssize_t send_msg(prov_ep *e, util::ep_core *core, const util::tx_req &r)
 {
     conn *c = conn_of(e, r);
-    if (int rc = conn_ready(e, c); rc)
-        return rc;
+    if (int rc = conn_ready(e, c, core, r); rc)
+        return rc > 0 ? 0 : rc; // queued until the connection is up, or the error
     const dev_limits &l = e->dom->lim;
     const bool tagged = r.kind == util::tx_req::tsend;
     const std::uint64_t cqf = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
@@ -462,7 +462,7 @@ void tx_fin(prov_ep *e, std::uint64_t id, int err)
 
 void ctl_send(prov_ep *e, conn *c, std::uint32_t imm, const void *bytes, std::size_t len)
 {
-    if (!c || c->slot < 0 || c->state != conn::connected)
+    if (!c || c->slot < 0 || !qp_up(c))
         return; // the connection is gone: the peer learns it from its own QP
     if (c->ctl.empty()) [[likely]] {
         vq::data_buf b{bytes, len};
@@ -487,7 +487,7 @@ bool ctl_flush(prov_ep *e, conn *c)
 {
     std::size_t i = 0;
     for (; i < c->ctl.size(); i++) {
-        if (c->slot < 0 || c->state != conn::connected) {
+        if (c->slot < 0 || !qp_up(c)) {
             i = c->ctl.size(); // gone: nothing more can be said on it
             break;
         }

@@ -1,0 +1,369 @@
+// shm provider, FI_EP_RDM, two real processes: the first operation of an
+// endpoint to a peer it has no connection with yet is accepted by the call
+// (fi_endpoint(3), fi_msg(3): -FI_EAGAIN only for a full queue) while the
+// hidden connection is set up, and completes once it is up — every class
+// (send, inject, tagged, with remote CQ data, RMA, atomics), data checked
+// byte for byte; operations queued meanwhile keep their order
+// (FI_ORDER_SAS); a full queue is -FI_EAGAIN; a peer that never answers
+// fails them with error completions after SHUNT_VQ_CONNECT_TIMEOUT_MS, and
+// nothing reaches it.
+#include <cstdlib>
+
+#include "fab_client.h"
+#include "fabric/atomic.h"
+#include "fabric/rma.h"
+
+using namespace shunt;
+using namespace shunt::fabric;
+using namespace shunt::test::fab;
+
+namespace {
+
+struct first_op : ::testing::Test {
+    peer_proc p{"rdm"};
+    std::unique_ptr<node> n;
+    fi_addr_t to = FI_ADDR_NOTAVAIL;
+
+    void TearDown() override
+    {
+        if (n)
+            n->close();
+    }
+    /** A new endpoint of ours (no connection to the peer), known to the peer
+     *  (it echoes to it): the next operation is the first to a new peer. */
+    void fresh()
+    {
+        if (n)
+            n->close();
+        n = std::make_unique<node>();
+        ASSERT_EQ(n->open(FI_EP_RDM, false), 0);
+        ASSERT_EQ(av_insert(n->av, p.addr, 1, &to, 0, nullptr), 1);
+        ASSERT_EQ(p.set_peer(n->addr), 0);
+    }
+    /** Read completions until @p want contexts completed (recv and send),
+     *  failing on an error completion; bounded. */
+    void wait_for(std::vector<void *> want, std::vector<cq_tagged_entry> *got = nullptr)
+    {
+        auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (!want.empty()) {
+            ASSERT_LT(std::chrono::steady_clock::now(), end) << want.size() << " completions missing";
+            cq_tagged_entry e{};
+            ssize_t k = cq_read(n->cq, &e, 1);
+            if (k == -FI_EAGAIN) {
+                sched_yield();
+                continue;
+            }
+            if (k == -FI_EAVAIL) {
+                cq_err_entry err{};
+                ASSERT_EQ(cq_readerr(n->cq, &err, 0), 1);
+                FAIL() << "error completion: " << shunt::strerror(err.err);
+            }
+            ASSERT_EQ(k, 1);
+            auto it = std::find(want.begin(), want.end(), e.op_context);
+            ASSERT_NE(it, want.end()) << "an unexpected completion";
+            want.erase(it);
+            if (got)
+                got->push_back(e);
+        }
+    }
+    /** Drive our progress until the peer's memory [off, off + len) holds
+     *  @p want (an inject has no completion); bounded. */
+    void wait_memory(std::uint64_t off, const std::vector<std::uint8_t> &want)
+    {
+        auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (p.checksum(off, want.size()) != fnv(want.data(), want.size())) {
+            ASSERT_LT(std::chrono::steady_clock::now(), end) << "the peer's memory never got the bytes";
+            cq_tagged_entry e{};
+            ASSERT_EQ(cq_read(n->cq, &e, 1), -FI_EAGAIN);
+        }
+    }
+};
+
+enum class msg_kind { send, inject, tsend, tinject, senddata, injectdata, tsenddata, tinjectdata };
+
+} // namespace
+
+TEST_F(first_op, EverySendClassIsAcceptedAndItsBytesArrive)
+{
+    struct one {
+        msg_kind k;
+        std::size_t len;
+    };
+    // Sizes of every send path: inline, from the user's buffer, fragments.
+    const one cases[] = {{msg_kind::send, 100},       {msg_kind::send, 3000},       {msg_kind::send, 100000},
+                         {msg_kind::inject, 100},     {msg_kind::tsend, 2000},      {msg_kind::tinject, 64},
+                         {msg_kind::senddata, 500},   {msg_kind::injectdata, 200},  {msg_kind::tsenddata, 40000},
+                         {msg_kind::tinjectdata, 16}, {msg_kind::inject, 0}};
+    std::uint64_t seed = 1;
+    for (const one &c : cases) {
+        fresh();
+        const bool tagged = c.k == msg_kind::tsend || c.k == msg_kind::tinject || c.k == msg_kind::tsenddata ||
+                            c.k == msg_kind::tinjectdata;
+        const bool data = c.k == msg_kind::senddata || c.k == msg_kind::injectdata || c.k == msg_kind::tsenddata ||
+                          c.k == msg_kind::tinjectdata;
+        const bool inj = c.k == msg_kind::inject || c.k == msg_kind::tinject || c.k == msg_kind::injectdata ||
+                         c.k == msg_kind::tinjectdata;
+        std::vector<std::uint8_t> out(c.len + 1), in(c.len + 16, 0xee), keep(c.len + 1);
+        fill_pattern(out.data(), c.len, seed);
+        keep = out;
+        context rctx, sctx;
+        if (tagged)
+            ASSERT_EQ(trecv(n->ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, 0, ~0ULL, &rctx), 0);
+        else
+            ASSERT_EQ(recv(n->ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+        ssize_t rc = 0;
+        switch (c.k) {
+        case msg_kind::send:
+            rc = send(n->ep, out.data(), c.len, nullptr, to, &sctx);
+            break;
+        case msg_kind::inject:
+            rc = inject(n->ep, out.data(), c.len, to);
+            break;
+        case msg_kind::tsend:
+            rc = tsend(n->ep, out.data(), c.len, nullptr, to, 10, &sctx);
+            break;
+        case msg_kind::tinject:
+            rc = tinject(n->ep, out.data(), c.len, to, 10);
+            break;
+        case msg_kind::senddata:
+            rc = senddata(n->ep, out.data(), c.len, nullptr, 0x77, to, &sctx);
+            break;
+        case msg_kind::injectdata:
+            rc = injectdata(n->ep, out.data(), c.len, 0x77, to);
+            break;
+        case msg_kind::tsenddata:
+            rc = tsenddata(n->ep, out.data(), c.len, nullptr, 0x77, to, 10, &sctx);
+            break;
+        case msg_kind::tinjectdata:
+            rc = tinjectdata(n->ep, out.data(), c.len, 0x77, to, 10);
+            break;
+        }
+        ASSERT_EQ(rc, 0) << "the first operation to a new peer is accepted (case " << int(c.k) << ", " << c.len
+                         << " bytes)";
+        if (inj)
+            std::memset(out.data(), 0xaa, out.size()); // an inject's buffer is the caller's again at return
+        std::vector<cq_tagged_entry> got;
+        std::vector<void *> want{&rctx};
+        if (!inj)
+            want.push_back(&sctx);
+        wait_for(want, &got);
+        for (const cq_tagged_entry &e : got) {
+            if (e.op_context != &rctx)
+                continue;
+            EXPECT_EQ(e.len, c.len);
+            if (tagged) {
+                EXPECT_EQ(e.tag, 11u) << "the echo's tag is ours + 1";
+            }
+            if (data) {
+                EXPECT_TRUE(e.flags & FI_REMOTE_CQ_DATA);
+                EXPECT_EQ(e.data, 0x78u);
+            }
+        }
+        for (std::size_t i = 0; i < c.len; i++)
+            ASSERT_EQ(in[i], keep[i]) << "byte " << i << " of " << c.len << ", case " << int(c.k);
+        EXPECT_EQ(in[c.len], 0xee);
+        cq_tagged_entry e{};
+        EXPECT_EQ(cq_read(n->cq, &e, 1), -FI_EAGAIN) << "nothing more: no duplicate";
+        seed++;
+    }
+    EXPECT_EQ(p.stats().c, 0u) << "the peer saw no error";
+}
+
+TEST_F(first_op, RmaAndAtomicsAreAcceptedAndReachTheTarget)
+{
+    context c;
+    // fi_write
+    fresh();
+    std::vector<std::uint8_t> out(5000);
+    fill_pattern(out.data(), out.size(), 3);
+    ASSERT_EQ(write(n->ep, out.data(), out.size(), nullptr, to, p.mem + 1000, p.key, &c), 0) << "fi_write";
+    wait_for({&c});
+    EXPECT_EQ(p.checksum(1000, out.size()), fnv(out.data(), out.size()));
+    // fi_inject_write: the buffer is reusable at return
+    fresh();
+    std::vector<std::uint8_t> small(200), want(200);
+    fill_pattern(small.data(), small.size(), 4);
+    want = small;
+    ASSERT_EQ(inject_write(n->ep, small.data(), small.size(), to, p.mem + 9000, p.key), 0) << "fi_inject_write";
+    std::memset(small.data(), 0, small.size());
+    wait_memory(9000, want);
+    // fi_writedata
+    fresh();
+    ASSERT_EQ(writedata(n->ep, want.data(), 64, nullptr, 0x5a, to, p.mem + 12000, p.key, &c), 0) << "fi_writedata";
+    wait_for({&c});
+    EXPECT_EQ(p.checksum(12000, 64), fnv(want.data(), 64));
+    // fi_read
+    fresh();
+    p.fill(20000, 3000, 9);
+    std::vector<std::uint8_t> back(3000), expect(3000);
+    fill_pattern(expect.data(), expect.size(), 9);
+    ASSERT_EQ(read(n->ep, back.data(), back.size(), nullptr, to, p.mem + 20000, p.key, &c), 0) << "fi_read";
+    wait_for({&c});
+    EXPECT_EQ(back, expect);
+    // fi_fetch_atomic: the old value is what the peer's memory held
+    fresh();
+    p.fill(64, 8, 5);
+    std::uint64_t before = 0, add = 5, old = 0;
+    {
+        std::uint8_t b[8];
+        fill_pattern(b, 8, 5);
+        std::memcpy(&before, b, 8);
+    }
+    ASSERT_EQ(fetch_atomic(n->ep, &add, 1, nullptr, &old, nullptr, to, p.mem + 64, p.key, FI_UINT64, FI_SUM, &c), 0)
+        << "fi_fetch_atomic";
+    wait_for({&c});
+    EXPECT_EQ(old, before);
+    // fi_inject_atomic
+    fresh();
+    add = 7;
+    ASSERT_EQ(inject_atomic(n->ep, &add, 1, to, p.mem + 64, p.key, FI_UINT64, FI_SUM), 0) << "fi_inject_atomic";
+    add = 1000; // the operand was taken at the call
+    {
+        std::vector<std::uint8_t> v(8);
+        std::uint64_t now = before + 5 + 7;
+        std::memcpy(v.data(), &now, 8);
+        wait_memory(64, v);
+    }
+    // fi_compare_atomic
+    fresh();
+    std::uint64_t cmp = before + 12, swp = 42;
+    old = 0;
+    ASSERT_EQ(compare_atomic(n->ep, &swp, 1, nullptr, &cmp, nullptr, &old, nullptr, to, p.mem + 64, p.key, FI_UINT64,
+                             FI_CSWAP, &c),
+              0)
+        << "fi_compare_atomic";
+    wait_for({&c});
+    EXPECT_EQ(old, before + 12);
+    std::vector<std::uint8_t> v(8);
+    std::memcpy(v.data(), &swp, 8);
+    EXPECT_EQ(p.checksum(64, 8), fnv(v.data(), 8));
+    // fi_atomic
+    fresh();
+    add = 8;
+    ASSERT_EQ(atomic(n->ep, &add, 1, nullptr, to, p.mem + 64, p.key, FI_UINT64, FI_SUM, &c), 0) << "fi_atomic";
+    wait_for({&c});
+    std::uint64_t now = 50;
+    std::memcpy(v.data(), &now, 8);
+    EXPECT_EQ(p.checksum(64, 8), fnv(v.data(), 8));
+}
+
+// Operations posted while the connection forms are queued (64 per endpoint)
+// and go in order once it is up; the 65th is -FI_EAGAIN until then. Sizes
+// mix every path, injects and sends with completions.
+TEST_F(first_op, QueuedOperationsKeepTheirOrderAndTheQueueIsBounded)
+{
+    fresh();
+    constexpr int count = 80;
+    const std::size_t sizes[] = {8, 600, 3000, 20000};
+    std::vector<std::vector<std::uint8_t>> out(count), in(count);
+    std::vector<context> rctx(count), sctx(count);
+    for (int i = 0; i < count; i++) {
+        std::size_t len = sizes[i % 4];
+        out[i].resize(len);
+        fill_pattern(out[i].data(), len, std::uint64_t(i) + 100);
+        in[i].assign(len, 0xee);
+        ASSERT_EQ(trecv(n->ep, in[i].data(), len, nullptr, FI_ADDR_UNSPEC, 0, ~0ULL, &rctx[i]), 0);
+    }
+    std::vector<void *> want;
+    auto post = [&](int i) {
+        const bool inj = i % 4 == 0;
+        return inj ? tinject(n->ep, out[i].data(), out[i].size(), to, 1000 + i)
+                   : tsend(n->ep, out[i].data(), out[i].size(), nullptr, to, 1000 + i, &sctx[i]);
+    };
+    // No progress between the calls: the connection cannot come up, so what
+    // is accepted waits in the queue.
+    int accepted = 0;
+    for (; accepted < count; accepted++) {
+        ssize_t rc = post(accepted);
+        if (rc == -FI_EAGAIN)
+            break;
+        ASSERT_EQ(rc, 0);
+        if (accepted % 4)
+            want.push_back(&sctx[accepted]);
+    }
+    EXPECT_EQ(accepted, 64) << "the queue holds 64 operations (fi_endpoint: -FI_EAGAIN only when it is full)";
+    ASSERT_GT(accepted, 0);
+    // The rest as the queue and then the send queue take them; completions
+    // read meanwhile are kept.
+    std::vector<cq_tagged_entry> got;
+    for (int i = accepted; i < count; i++) {
+        std::vector<cq_tagged_entry> seen;
+        ASSERT_EQ(retry(n->cq, [&] { return post(i); }, &seen), 0);
+        for (const cq_tagged_entry &e : seen) {
+            auto it = std::find(want.begin(), want.end(), e.op_context);
+            if (it != want.end())
+                want.erase(it); // a send's completion (receives are matched below)
+            got.push_back(e);
+        }
+        if (i % 4)
+            want.push_back(&sctx[i]);
+    }
+    for (int i = 0; i < count; i++)
+        if (std::none_of(got.begin(), got.end(), [&](const cq_tagged_entry &e) { return e.op_context == &rctx[i]; }))
+            want.push_back(&rctx[i]);
+    wait_for(want, &got);
+    // Receives match in posting order: the i-th echo is the i-th message sent.
+    int r = 0;
+    for (const cq_tagged_entry &e : got) {
+        if (!(e.flags & FI_RECV))
+            continue;
+        ASSERT_EQ(e.op_context, &rctx[r]);
+        EXPECT_EQ(e.tag, std::uint64_t(1001 + r)) << "FI_ORDER_SAS: echo " << r;
+        EXPECT_EQ(e.len, out[r].size());
+        EXPECT_EQ(in[r], out[r]) << "message " << r;
+        r++;
+    }
+    EXPECT_EQ(r, count);
+    cq_tagged_entry e{};
+    EXPECT_EQ(cq_read(n->cq, &e, 1), -FI_EAGAIN) << "nothing duplicated";
+    EXPECT_EQ(p.stats().a, std::uint64_t(count)) << "the peer got each message once";
+}
+
+// A peer that does not answer (its process stopped polling): the queued
+// operations fail with error completions (FI_ETIMEDOUT) after the connect
+// timeout, every one once; nothing reaches the peer; later sends fail at
+// the call.
+TEST(FirstOpNoAnswer, QueuedOperationsFailWithErrorCompletions)
+{
+    peer_proc p{"rdm"};
+    ::setenv("SHUNT_VQ_CONNECT_TIMEOUT_MS", "300", 1);
+    node n;
+    int orc = n.open(FI_EP_RDM, false);
+    ::unsetenv("SHUNT_VQ_CONNECT_TIMEOUT_MS");
+    ASSERT_EQ(orc, 0);
+    fi_addr_t to = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
+    request pr;
+    pr.op = pause_peer;
+    pr.a = 2000;
+    (void)p.call(pr); // it answers, then polls nothing for 2 s
+    std::uint8_t out[64] = {1, 2, 3};
+    context s1, s2;
+    ASSERT_EQ(send(n.ep, out, sizeof out, nullptr, to, &s1), 0);
+    ASSERT_EQ(tsend(n.ep, out, sizeof out, nullptr, to, 5, &s2), 0);
+    ASSERT_EQ(inject(n.ep, out, 16, to), 0);
+    std::vector<void *> failed;
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (failed.size() < 3 && std::chrono::steady_clock::now() < end) {
+        cq_tagged_entry e{};
+        ssize_t k = cq_read(n.cq, &e, 1);
+        ASSERT_NE(k, 1) << "no operation to the silent peer completes successfully";
+        if (k == -FI_EAVAIL) {
+            cq_err_entry err{};
+            ASSERT_EQ(cq_readerr(n.cq, &err, 0), 1);
+            EXPECT_EQ(err.err, FI_ETIMEDOUT);
+            failed.push_back(err.op_context);
+        } else {
+            sched_yield();
+        }
+    }
+    ASSERT_EQ(failed.size(), 3u) << "each queued operation fails once, within the bound";
+    EXPECT_EQ(failed[0], &s1) << "in the order they were posted";
+    EXPECT_EQ(failed[1], &s2);
+    EXPECT_EQ(failed[2], nullptr) << "the inject";
+    EXPECT_EQ(send(n.ep, out, sizeof out, nullptr, to, &s1), -FI_EHOSTUNREACH) << "the peer is unreachable now";
+    cq_tagged_entry e{};
+    EXPECT_EQ(cq_read(n.cq, &e, 1), -FI_EAGAIN) << "nothing more";
+    EXPECT_EQ(p.stats().a, 0u) << "nothing reached the peer"; // answered once its pause is over
+    n.close();
+}
