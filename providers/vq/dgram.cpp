@@ -24,7 +24,7 @@ static_assert(sizeof(dgram_hdr) == dgram_hdr_size);
 
 std::size_t hdr_size_of(bool tagged, bool data) { return sizeof(dgram_hdr) + (tagged ? 8 : 0) + (data ? 8 : 0); }
 
-vq::ah *peer_ah(prov_ep *e, util::av_entry *pe, std::uint32_t &qpn)
+vq::ah *peer_ah(prov_ep *e, util::av_entry *pe, std::uint32_t &qpn, conn **cn = nullptr)
 {
     conn *c = conn_for(e, pe);
     if (!c)
@@ -32,7 +32,60 @@ vq::ah *peer_ah(prov_ep *e, util::av_entry *pe, std::uint32_t &qpn)
     if (!c->ah)
         c->ah = ah_for(e, c->peer);
     qpn = c->peer.qpn;
+    if (cn)
+        *cn = c;
     return c->ah;
+}
+
+/** A datagram larger than one inline send (up to the UD MTU): our header
+ *  from the entry's registered line and the user's buffers as an SGE list,
+ *  read when the device executes it; completes on its send completion. */
+ssize_t send_sge(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c, vq::ah *ah, std::uint32_t qpn,
+                 const std::uint8_t *h, std::size_t hl, std::uint64_t cqf)
+{
+    if (!e->dgram_hdrs_mr) [[unlikely]]
+        return -FI_EMSGSIZE;
+    tx_entry *t = tx_get(e);
+    if (!t)
+        return -FI_EAGAIN;
+    t->context = r.context;
+    t->owner = core;
+    t->flags = r.flags;
+    t->cq_flags = cqf;
+    t->len = r.len;
+    t->c = c;
+    std::uint8_t *line = e->dgram_hdrs.get() + std::size_t(t - e->tx.data()) * dgram_hdr_max;
+    std::memcpy(line, h, hl);
+    vq::sge sg[1 + iov_max];
+    std::size_t ns = 0;
+    sg[ns++] = {reinterpret_cast<std::uint64_t>(line), std::uint32_t(hl), e->dgram_hdrs_mr->lkey};
+    for (std::size_t i = 0; i < r.count; i++) {
+        if (!r.iov[i].iov_len)
+            continue;
+        vq::mr *m = nullptr;
+        if (r.desc && r.desc[i])
+            m = static_cast<vq::mr *>(static_cast<util::mr_obj *>(r.desc[i])->prov);
+        if (!m) {
+            if (int rc = mr_get(e->dom, r.iov[i].iov_base, r.iov[i].iov_len, t->mrs[t->nmrs])) {
+                tx_put(e, t);
+                return rc;
+            }
+            m = t->mrs[t->nmrs++].mr;
+        }
+        sg[ns++] = {reinterpret_cast<std::uint64_t>(r.iov[i].iov_base), std::uint32_t(r.iov[i].iov_len), m->lkey};
+    }
+    vq::wr_start(e->ud);
+    e->ud->wr_id = tx_id(e, t);
+    e->ud->wr_flags = vq::WR_SIGNALED;
+    vq::wr_send(e->ud);
+    vq::wr_set_sge_list(e->ud, ns, sg);
+    vq::wr_set_ud_addr(e->ud, ah, qpn, qkey);
+    if (int rc = wr_finish(e, e->ud)) {
+        tx_put(e, t);
+        return rc;
+    }
+    e->scq_pending++;
+    return 0;
 }
 
 } // namespace
@@ -46,7 +99,8 @@ ssize_t dgram_transmit(util::ep_core *core, const util::tx_req &r)
     bool tagged = r.kind == util::tx_req::tsend;
     bool data = r.flags & FI_REMOTE_CQ_DATA;
     std::uint32_t qpn = 0;
-    vq::ah *ah = peer_ah(e, r.peer, qpn);
+    conn *c = nullptr;
+    vq::ah *ah = peer_ah(e, r.peer, qpn, &c);
     if (!ah)
         return -FI_EINVAL;
     std::uint8_t h[sizeof(dgram_hdr) + 16];
@@ -61,6 +115,12 @@ ssize_t dgram_transmit(util::ep_core *core, const util::tx_req &r)
         std::uint64_t d = r.data & 0xffffffffu;
         std::memcpy(h + hl, &d, 8);
         hl += 8;
+    }
+    const std::uint64_t cqf = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
+    if (hl + r.len > e->dom->lim.inline_max) {
+        if (hl + r.len > e->dom->lim.dgram_max + dgram_hdr_max)
+            return -FI_EMSGSIZE;
+        return send_sge(e, core, r, c, ah, qpn, h, hl, cqf);
     }
     vq::data_buf bufs[5];
     bufs[0] = vq::data_buf{h, hl};

@@ -66,6 +66,8 @@ void destroy(prov_ep *e)
         (void)vq::dereg_mr(e->ud_mr);
     if (e->scratch_mr)
         (void)vq::dereg_mr(e->scratch_mr);
+    if (e->dgram_hdrs_mr)
+        (void)vq::dereg_mr(e->dgram_hdrs_mr);
     delete[] e->scratch;
     if (e->scq)
         (void)vq::destroy_cq(e->scq);
@@ -248,6 +250,13 @@ int setup(prov_ep *e, ep_type type)
     for (std::size_t i = ntx; i-- > 0;) {
         e->tx[i].next = e->tx_free;
         e->tx_free = &e->tx[i];
+    }
+    if (e->dgram && l.dgram_max > l.dgram_inject) {
+        e->dgram_hdrs.reset(new (std::nothrow) std::uint8_t[ntx * dgram_hdr_max]);
+        if (!e->dgram_hdrs)
+            return -FI_ENOMEM;
+        if ((rc = vq::reg_mr(d->pd, e->dgram_hdrs.get(), ntx * dgram_hdr_max, 0, &e->dgram_hdrs_mr)))
+            return rc;
     }
     // RDM: operations to peers being connected wait in a bounded queue.
     if (type == FI_EP_RDM && (rc = txq_setup(e, std::min<std::size_t>(ntx, txq_max), l.inject_max)))

@@ -109,7 +109,7 @@ info *offer(const vq::device *dev, const dev_limits &l, ep_type t)
     d->mr_cnt = l.mr_cnt;
     i->fabric_attr->name = ::strdup(vq::device_driver_name(dev));
     tx_attr *tx = i->tx_attr;
-    tx->inject_size = t == FI_EP_DGRAM ? l.dgram_max : l.inject_max;
+    tx->inject_size = t == FI_EP_DGRAM ? l.dgram_inject : l.inject_max;
     tx->size = l.sq_depth;
     tx->iov_limit = iov_max;
     tx->rma_iov_limit = 1;
@@ -407,7 +407,10 @@ int limits_of(const vq::device_attr &a, dev_limits &out)
     l.rndv_private = rndv_threshold(t_rndv_bytes, 4u << 20);
     l.rndv_shared = rndv_threshold(t_rndv_shared_bytes, 16384);
     l.rma_inline = std::min<std::uint32_t>(1024, l.inline_max - std::uint32_t(sizeof(rma_hdr)));
-    l.dgram_max = l.inline_max - dgram_hdr_max;
+    // A datagram is one UD message: up to the UD MTU from the user's
+    // buffers, up to the inline size copied at the call (inject).
+    l.dgram_inject = l.inline_max - dgram_hdr_max;
+    l.dgram_max = std::max(a.ud_mtu, l.inline_max) - dgram_hdr_max;
     l.sq_depth = std::min<std::uint32_t>(1024, a.max_qp_wr);
     l.rq_depth = l.lend ? 0 : std::min<std::uint32_t>(128, a.max_qp_wr);
     l.bounce = l.eager_max + 32; // the fields, and a fragment's length

@@ -90,7 +90,8 @@ struct dev_limits {
     std::uint64_t rndv_private = 0; ///< messages from private memory of at least this go by rendezvous (SHUNT_VQ_RNDV_BYTES)
     std::uint64_t rndv_shared = 0; ///< from memory peers reach directly (SHUNT_VQ_RNDV_SHARED_BYTES)
     std::uint32_t rma_inline = 0;  ///< RMA to private memory up to this is carried in the message
-    std::uint32_t dgram_max = 0;   ///< DGRAM message: inline_max - the datagram header
+    std::uint32_t dgram_max = 0;   ///< DGRAM message: the UD MTU (inline_max without one) - the datagram header
+    std::uint32_t dgram_inject = 0; ///< DGRAM inject_size: inline_max - the datagram header
     std::uint32_t sq_depth = 0;    ///< send queue entries per QP (wish 1024)
     std::uint32_t rq_depth = 0;    ///< receive buffers per RC QP without lent receives (wish 128)
     std::uint32_t bounce = 0;      ///< a receive buffer of an RC QP without lent receives: eager_max + fields
@@ -428,6 +429,11 @@ struct prov_ep {
     bool scalable = false;        ///< core is a scalable endpoint: receives go to its rx contexts
     adopted_ud *pep_ud = nullptr; ///< MSG: a passive endpoint's address taken over (its CM replies arrive there)
     std::vector<std::uint8_t> tso_hdr; ///< DGRAM: our datagram header + the application's, for send_tso
+    /** DGRAM: the header of each datagram larger than one inline send, by
+     *  transmit entry (dgram_hdr_max bytes each, registered): it is read
+     *  with the user's buffers when the device executes the send. */
+    std::unique_ptr<std::uint8_t[]> dgram_hdrs;
+    vq::mr *dgram_hdrs_mr = nullptr;
     struct service_binding *svc = nullptr; ///< the service its source address names, bound to addr (addr.h)
     /** RDM: operations accepted while their peer's connection is set up
      *  (queued_tx), allocated at set-up; their inject copies. */

@@ -39,6 +39,71 @@ TEST_F(dgram, DatagramEchoByteForByte)
     EXPECT_EQ(send(n.ep, big.data(), big.size(), nullptr, to, nullptr), -FI_EMSGSIZE);
 }
 
+// max_msg_size is the UD MTU minus the provider's datagram header (4096 - 88
+// on shm): 1 KiB datagrams and every size up to it go, from plain and from
+// registered buffers, tagged with remote CQ data too; one more byte is
+// -FI_EMSGSIZE. inject_size stays what one inline send carries.
+TEST_F(dgram, DatagramsUpToTheUdMtu)
+{
+    const std::size_t max = n.fi->ep_attr->max_msg_size;
+    EXPECT_EQ(max, 4096u - 88u) << "shm's UD MTU minus the datagram header";
+    EXPECT_GE(max, 1024u);
+    EXPECT_LT(n.fi->tx_attr->inject_size, max);
+    std::vector<std::uint8_t> reg(max);
+    fid_mr *mr = nullptr;
+    ASSERT_EQ(mr_reg(n.domain, reg.data(), reg.size(), FI_SEND, 0, 0, 0, &mr, nullptr), 0);
+    void *desc = mr_desc(mr);
+    std::uint64_t seed = 1;
+    for (std::size_t len : {std::size_t(1024), n.fi->tx_attr->inject_size, n.fi->tx_attr->inject_size + 1,
+                            std::size_t(2000), max - 16, max}) {
+        for (int how = 0; how < 3; how++) { // plain send, registered buffer, tagged with remote CQ data
+            std::vector<std::uint8_t> out(len), in(len + 8, 0xee);
+            fill_pattern(out.data(), len, seed);
+            std::uint8_t *src = out.data();
+            if (how == 1) {
+                std::memcpy(reg.data(), out.data(), len);
+                src = reg.data();
+            }
+            context rctx, sctx;
+            if (how == 2)
+                ASSERT_EQ(trecv(n.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, 0, ~0ULL, &rctx), 0);
+            else
+                ASSERT_EQ(recv(n.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+            ASSERT_EQ(retry(n.cq, [&] {
+                          return how == 2 ? tsenddata(n.ep, src, len, nullptr, 9, to, 3, &sctx)
+                                          : send(n.ep, src, len, how == 1 ? desc : nullptr, to, &sctx);
+                      }),
+                      0)
+                << len;
+            bool sent = false, got = false;
+            while (!(sent && got)) {
+                cq_tagged_entry e{};
+                ASSERT_EQ(wait_cq(n.cq, e), 1) << len << " bytes, case " << how;
+                if (e.op_context == &sctx) {
+                    sent = true;
+                    continue;
+                }
+                ASSERT_EQ(e.op_context, &rctx);
+                got = true;
+                EXPECT_EQ(e.len, len);
+                if (how == 2) {
+                    EXPECT_EQ(e.tag, 4u);
+                    EXPECT_EQ(e.data, 10u);
+                }
+            }
+            for (std::size_t i = 0; i < len; i++)
+                ASSERT_EQ(in[i], out[i]) << "byte " << i << " of " << len;
+            EXPECT_EQ(in[len], 0xee);
+            seed++;
+        }
+    }
+    std::vector<std::uint8_t> big(max + 1);
+    EXPECT_EQ(send(n.ep, big.data(), big.size(), nullptr, to, nullptr), -FI_EMSGSIZE);
+    EXPECT_EQ(tsend(n.ep, big.data(), big.size(), nullptr, to, 1, nullptr), -FI_EMSGSIZE);
+    EXPECT_EQ(inject(n.ep, big.data(), n.fi->tx_attr->inject_size + 1, to), -FI_EMSGSIZE);
+    EXPECT_EQ(close(&mr->fid), 0);
+}
+
 TEST_F(dgram, TsoExtensionSegmentsHeaderAndPayload)
 {
     ops_tso *tso = nullptr;

@@ -212,7 +212,8 @@ TEST(VqDevices, EveryDeviceIsADomainWithLimitsFromItsAttributes)
             EXPECT_EQ(out->domain_attr->mr_cnt, a.max_mr);
             const std::size_t dgram_hdr = 8 + 64 + 16; // op/flags, sender address, tag, data
             if (t == FI_EP_DGRAM) {
-                EXPECT_EQ(out->ep_attr->max_msg_size, a.max_inline_data - dgram_hdr);
+                // one UD message (the UD MTU) minus the header; inject: one inline send
+                EXPECT_EQ(out->ep_attr->max_msg_size, std::max(a.ud_mtu, a.max_inline_data) - dgram_hdr);
                 EXPECT_EQ(out->tx_attr->inject_size, a.max_inline_data - dgram_hdr);
             } else {
                 EXPECT_EQ(out->tx_attr->inject_size, a.max_inline_data - 32); // one inline send minus its header
