@@ -45,15 +45,9 @@ ssize_t send_sge(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c
 {
     if (!e->dgram_hdrs_mr) [[unlikely]]
         return -FI_EMSGSIZE;
-    tx_entry *t = tx_get(e);
+    tx_entry *t = new_tx(e, core, r, c, cqf);
     if (!t)
         return -FI_EAGAIN;
-    t->context = r.context;
-    t->owner = core;
-    t->flags = r.flags;
-    t->cq_flags = cqf;
-    t->len = r.len;
-    t->c = c;
     std::uint8_t *line = e->dgram_hdrs.get() + std::size_t(t - e->tx.data()) * dgram_hdr_max;
     std::memcpy(line, h, hl);
     vq::sge sg[1 + iov_max];

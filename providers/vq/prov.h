@@ -537,6 +537,21 @@ tx_entry *tx_get(prov_ep *e);
 void tx_put(prov_ep *e, tx_entry *t);
 std::uint64_t tx_id(prov_ep *e, tx_entry *t);
 tx_entry *tx_from_id(prov_ep *e, std::uint64_t id);
+/** A transmit entry for @p r of @p core on @p c, reported with @p cqf;
+ *  null when none is free. Lock held. */
+inline tx_entry *new_tx(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c, std::uint64_t cqf)
+{
+    tx_entry *t = tx_get(e);
+    if (!t) [[unlikely]]
+        return nullptr;
+    t->context = r.context;
+    t->owner = core;
+    t->flags = r.flags;
+    t->cq_flags = cqf;
+    t->len = r.len;
+    t->c = c;
+    return t;
+}
 /** conn_ready when @p c is null or not connected (conn.cpp). */
 [[gnu::cold]] int conn_not_ready(prov_ep *e, conn *c, util::ep_core *core, const util::tx_req &r);
 /** A connection ready for a new operation @p r of @p core: 0 post it now;

@@ -50,20 +50,6 @@ bool completes_at_post(std::uint64_t flags)
     return (flags & (FI_INJECT | FI_INJECT_COMPLETE)) && !(flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE));
 }
 
-tx_entry *new_tx(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c, std::uint64_t cqf)
-{
-    tx_entry *t = tx_get(e);
-    if (!t)
-        return nullptr;
-    t->context = r.context;
-    t->owner = core;
-    t->flags = r.flags;
-    t->cq_flags = cqf;
-    t->len = r.len;
-    t->c = c;
-    return t;
-}
-
 /** vq RDMA into a direct region: the driver copies (memcpy within shared
  *  segments, the device elsewhere); completes on the vq completion. */
 ssize_t rma_direct(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c, std::uint64_t cqf)

@@ -89,20 +89,6 @@ int region_of(prov_ep *e, tx_entry *t, void **desc, std::size_t i, const iovec &
     return 0;
 }
 
-tx_entry *new_tx(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c, std::uint64_t cqf)
-{
-    tx_entry *t = tx_get(e);
-    if (!t) [[unlikely]]
-        return nullptr;
-    t->context = r.context;
-    t->owner = core;
-    t->flags = r.flags;
-    t->cq_flags = cqf;
-    t->len = r.len;
-    t->c = c;
-    return t;
-}
-
 /** Rendezvous: describe the sender's buffers (registered for the peer's
  *  read) and let the receiver pull them; the send completes on its fin. */
 ssize_t send_rndv(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c, std::uint8_t fl, std::uint64_t cqf)
