@@ -389,9 +389,10 @@ int limits_of(const vq::device_attr &a, dev_limits &out)
     if (l.inline_max < sizeof(cm_msg) || l.inline_max <= 32 + dgram_hdr_max || a.max_qp_wr < 2 ||
         a.max_sge < 1 || a.max_qp < 2 || a.max_cq < 2)
         return -FI_ENODATA;
-    // inject_size leaves room for every field a message may carry (and
-    // stays what it was: 32 bytes less than the inline size).
-    l.inject_max = l.inline_max - 32;
+    // inject_size leaves room for every field a message may carry (32
+    // bytes), and for the head of an RMA write to private memory (rma_hdr,
+    // 40): an inject of any kind is copied during the call.
+    l.inject_max = std::min<std::uint32_t>(1024, l.inline_max - std::uint32_t(sizeof(rma_hdr)));
     l.slot_max = a.max_inline_slot ? a.max_inline_slot : l.inline_max;
     l.lend = a.lend_qp_types & (1u << static_cast<unsigned>(vq::qp_type::rc));
     // Eager up to 16 KiB (the crossover against a rendezvous with a cross-

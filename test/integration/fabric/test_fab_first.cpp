@@ -187,6 +187,20 @@ TEST_F(first_op, RmaAndAtomicsAreAcceptedAndReachTheTarget)
     ASSERT_EQ(inject_write(n->ep, small.data(), small.size(), to, p.mem + 9000, p.key), 0) << "fi_inject_write";
     std::memset(small.data(), 0, small.size());
     wait_memory(9000, want);
+    // ... up to inject_size, on the connection now up (the largest injects
+    // are the ones closest to not fitting one message); one more is refused
+    const std::size_t most_len = n->fi->tx_attr->inject_size;
+    for (std::size_t len : {most_len - 8, most_len - 1, most_len}) {
+        std::vector<std::uint8_t> most(len), most_want;
+        fill_pattern(most.data(), most.size(), 6 + len);
+        most_want = most;
+        ASSERT_EQ(inject_write(n->ep, most.data(), most.size(), to, p.mem + 30000, p.key), 0)
+            << "fi_inject_write of " << len << " bytes";
+        std::memset(most.data(), 0, most.size());
+        wait_memory(30000, most_want);
+    }
+    std::vector<std::uint8_t> over(most_len + 1);
+    EXPECT_EQ(inject_write(n->ep, over.data(), over.size(), to, p.mem + 30000, p.key), -FI_EMSGSIZE);
     // fi_writedata
     fresh();
     ASSERT_EQ(writedata(n->ep, want.data(), 64, nullptr, 0x5a, to, p.mem + 12000, p.key, &c), 0) << "fi_writedata";
