@@ -823,8 +823,10 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
 {
     mlx5_qp *q = to_qp(vqp);
     send_state &s = q->sq;
-    if (((flags ^ vq::WR_INLINE) & ~(vq::WR_SIGNALED | vq::WR_SOLICITED | vq::WR_FENCE)) || len - 1 >= s.fast_inline)
-        [[unlikely]]
+    // flags is WR_INLINE plus any of the three bits below it (one unsigned
+    // compare), and 1 <= len <= fast_inline.
+    static_assert(vq::WR_INLINE == 8 && (vq::WR_SIGNALED | vq::WR_SOLICITED | vq::WR_FENCE) == 7);
+    if (flags - vq::WR_INLINE > 7u || len - 1 >= s.fast_inline) [[unlikely]]
         return post_send_slow(vqp, wr_id, buf, len, lkey, flags);
     // Take one credit; below zero there was none (refill overwrites the count).
     if (--s.fast_credits < 0) [[unlikely]]
