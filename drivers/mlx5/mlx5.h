@@ -181,8 +181,9 @@ struct mlx5_cq : vq::cq {
     std::uint32_t cqe_shift = 6;           ///< log2(cqe_size)
     volatile std::uint32_t *dbrec = nullptr;
     mlx5_qp *last_qp = nullptr;            ///< QP of the previous CQE (cache)
-    /** sop_drop_qpn of last_qp's CQEs as loaded, its opcode byte cleared
-     *  (be32(qpn)); ~0 matches nothing. */
+    /** sop_drop_qpn of last_qp's send and write CQEs as loaded (opcode
+     *  byte first) with the opcode's two low bits cleared:
+     *  be32(qpn) | MLX5_OPCODE_RDMA_WRITE; ~0 matches nothing. */
     std::uint32_t last_qpn_key = ~0u;
     mlx5_cqe64 *cur = nullptr;             ///< start/next_poll: the current CQE
     spinlock lock;
@@ -328,7 +329,7 @@ struct mlx5_qp : vq::qp {
 inline void mlx5_cq::set_last(mlx5_qp *q) noexcept
 {
     last_qp = q;
-    last_qpn_key = q ? be32(q->qp_num) : ~0u;
+    last_qpn_key = q ? be32(q->qp_num) | MLX5_OPCODE_RDMA_WRITE : ~0u;
 }
 
 /* ---------------- Fast path entry points (mlx5_post.cpp, mlx5_cq.cpp) ---------------- */

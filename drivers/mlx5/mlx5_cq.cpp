@@ -258,9 +258,10 @@ int poll(vq::cq *vc, int n, vq::wc *out) noexcept
 
 /** Single-threaded poll of one completion on a CQ of 64-byte CQEs: a send
  *  or write completion of the QP seen last is decoded here, with one test
- *  of the owner byte for "software's and a requester CQE"; anything else
- *  (nothing there, another QP, an error, a read or atomic, n != 1) goes to
- *  poll(), before anything was consumed. */
+ *  of the owner byte for "software's and a requester CQE" and one of the
+ *  CQE's QPN and WQE opcode; anything else (nothing there, another QP, an
+ *  error, another opcode, n != 1) goes to poll(), before anything was
+ *  consumed. */
 int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
 {
     mlx5_cq *c = to_cq(vc);
@@ -278,7 +279,10 @@ int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
     udma_from_device_barrier();
     std::uint32_t key;
     std::memcpy(&key, &cqe->sop_drop_qpn, 4);
-    if ((key & ~0xffu) != c->last_qpn_key) [[unlikely]] // another QP (its opcode byte cleared)
+    // The QP seen last, and a WQE opcode among RDMA_WRITE(_IMM) and
+    // SEND(_IMM) (0x08..0x0b: bits 0-1 masked), whose completions carry no
+    // byte count: the record's opcode is send or rdma_write.
+    if ((key & ~3u) != c->last_qpn_key) [[unlikely]]
         return poll_st_slow(vc, n, out);
     mlx5_qp *q = c->last_qp;
     // wqe_counter (big-endian, bytes 60-61) as the byte offset of its record:
@@ -287,8 +291,6 @@ int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
     std::memcpy(&w60, &cqe->wqe_counter, 4);
     const std::uint32_t off = (be32toh(w60) >> 12) & q->sq.meta_off_mask;
     const auto *m = reinterpret_cast<const wqe_meta *>(reinterpret_cast<const std::uint8_t *>(q->sq.meta) + off);
-    if (m->opcode > static_cast<std::uint32_t>(wc_opcode::rdma_write)) [[unlikely]] // byte_len to fill
-        return poll_st_slow(vc, n, out);
     // wr_id, then status (success) and opcode: the record's 16 bytes with its
     // done word (at the status) overwritten; vendor_err, byte_len, imm and
     // invalidated rkey (0); qp_num and src_qp (0); wc_flags (0); data (null:
@@ -316,6 +318,9 @@ static_assert(offsetof(vq::wc, status) == 8 && offsetof(vq::wc, opcode) == 12 &&
               static_cast<unsigned>(wc_status::success) == 0,
               "poll_st writes the wc in 8-byte words");
 static_assert(static_cast<unsigned>(wc_opcode::send) == 0 && static_cast<unsigned>(wc_opcode::rdma_write) == 1);
+static_assert(MLX5_OPCODE_RDMA_WRITE == 0x08 && MLX5_OPCODE_RDMA_WRITE_IMM == 0x09 && MLX5_OPCODE_SEND == 0x0a &&
+                  MLX5_OPCODE_SEND_IMM == 0x0b,
+              "poll_st's opcode class: 0x08..0x0b");
 static_assert(offsetof(wqe_meta, wr_id) == 0 && offsetof(wqe_meta, done) == 8 && offsetof(wqe_meta, opcode) == 12,
               "poll_st copies a record's wr_id and opcode to the wc's wr_id and opcode");
 
