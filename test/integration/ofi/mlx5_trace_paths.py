@@ -66,6 +66,8 @@ def main():
                 # segment after ctrl: qkey, then dqp_dct with
                 # MLX5_EXTENDED_UD_AV set where an RC data segment has the
                 # high half of a user address. RC: data or inline segments.
+                if len(w) < 32:  # a zero-length send: the control segment alone
+                    continue
                 first = struct.unpack_from(">I", w, 16)[0]
                 if len(w) >= 64 and not first & INLINE and struct.unpack_from(">I", w, 24)[0] & EXTENDED_UD_AV:
                     continue
