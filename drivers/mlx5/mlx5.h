@@ -181,8 +181,9 @@ struct mlx5_cq : vq::cq {
     std::uint32_t cqe_shift = 6;           ///< log2(cqe_size)
     volatile std::uint32_t *dbrec = nullptr;
     mlx5_qp *last_qp = nullptr;            ///< QP of the previous CQE (cache)
-    /** sop_drop_qpn of last_qp's CQEs as loaded, its opcode byte cleared
-     *  (be32(qpn)); ~0 matches nothing. */
+    /** sop_drop_qpn of last_qp's send and write CQEs as loaded (opcode
+     *  byte first) with the opcode's two low bits cleared:
+     *  be32(qpn) | MLX5_OPCODE_RDMA_WRITE; ~0 matches nothing. */
     std::uint32_t last_qpn_key = ~0u;
     mlx5_cqe64 *cur = nullptr;             ///< start/next_poll: the current CQE
     spinlock lock;
@@ -229,7 +230,7 @@ struct mlx5_srq : vq::srq {
  *  one base pointer and one line for the poster and the poller). */
 struct wqe_meta {
     std::uint64_t wr_id;
-    std::uint32_t head;   ///< WQEs posted before this one (the tail is head + 1 once it completes)
+    std::uint32_t done;   ///< the SQ's tail once it has completed: WQEs posted up to and including it
     std::uint32_t opcode; ///< vq::wc_opcode of its completion
 };
 static_assert(sizeof(wqe_meta) == 16);
@@ -247,18 +248,19 @@ struct alignas(64) send_state {
     std::uint64_t fast_ctrl0 = 0;
     std::uint32_t mask = 0;          ///< wqe_cnt - 1 (BBs)
     std::uint32_t cur_post = 0;      ///< next BB (16-bit wrap in the WQE)
-    std::uint32_t head = 0;          ///< WQEs posted (wqe_meta::head values)
+    std::uint32_t head = 0;          ///< WQEs posted (the last one's wqe_meta::done)
     /** Single-call inline sends the fast path may post before it looks at the
      *  queue again: free slots when it last looked, 0 whenever something else
      *  must be checked first (a session batch took slots, a fence is pending,
      *  the state changed). Never more than the slots really free. */
     std::int32_t fast_credits = 0;
     std::uint32_t fast_inline = 0;   ///< inline bytes the single-call send writes in one BB (0: never)
-    std::uint32_t bf_size = 0;       ///< bytes per BF half (the toggle between them)
+    std::uint32_t meta_off_mask = 0; ///< mask << 4: a WQE counter << 4 to its byte offset in meta (poll)
     /* Line B: the session. */
     /** fm_ce_se of wr_flags & 7 (FENCE, SIGNALED, SOLICITED) with sq_sig_all's
      *  CQ update, in place: the third word of the control segment. */
     alignas(64) std::uint32_t ctrl_w2[8] = {};
+    std::uint32_t bf_size = 0;       ///< bytes per BF half (the toggle between them)
     std::uint32_t max_post = 0;      ///< WQEs outstanding at most
     std::uint32_t qpn_be = 0;        ///< be32(qpn << 8): qpn_ds without ds
     std::uint8_t fm_cache = 0;       ///< fence for the next WQE (after a UMR)
@@ -290,11 +292,12 @@ struct alignas(64) send_state {
     std::uint32_t max_bind = 0;
     bind *bind_undo = nullptr;       ///< per BB index: the window and its key before this bind
     /* Own line: the consumer side (poll, maybe another thread). */
-    alignas(64) std::atomic<std::uint32_t> tail{0}; ///< WQEs completed (head + 1 of the last CQE's WQE)
+    alignas(64) std::atomic<std::uint32_t> tail{0}; ///< WQEs completed (wqe_meta::done of the last CQE's WQE)
 };
-// The single-call send touches line A and the table opening line B; the
+// The single-call send touches line A and the table and BF size opening line B; the
 // consumer's tail never shares a line with the producer.
-static_assert(offsetof(send_state, bf_size) < 64 && offsetof(send_state, ctrl_w2) == 64 &&
+static_assert(offsetof(send_state, meta_off_mask) < 64 && offsetof(send_state, ctrl_w2) == 64 &&
+              offsetof(send_state, bf_size) < 128 &&
               offsetof(send_state, tail) % 64 == 0 &&
               offsetof(send_state, tail) >= offsetof(send_state, bind_undo) + sizeof(void *));
 
@@ -326,7 +329,7 @@ struct mlx5_qp : vq::qp {
 inline void mlx5_cq::set_last(mlx5_qp *q) noexcept
 {
     last_qp = q;
-    last_qpn_key = q ? be32(q->qp_num) : ~0u;
+    last_qpn_key = q ? be32(q->qp_num) | MLX5_OPCODE_RDMA_WRITE : ~0u;
 }
 
 /* ---------------- Fast path entry points (mlx5_post.cpp, mlx5_cq.cpp) ---------------- */

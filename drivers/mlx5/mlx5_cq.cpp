@@ -62,7 +62,7 @@ inline std::uint32_t req_done(mlx5_qp *q, const mlx5_cqe64 *cqe) noexcept
 {
     std::uint32_t idx = be16toh(cqe->wqe_counter) & q->sq.mask;
     // The slot's meta is read before the tail store (release) hands it back to the poster.
-    q->sq.tail.store(q->sq.meta[idx].head + 1, std::memory_order_release);
+    q->sq.tail.store(q->sq.meta[idx].done, std::memory_order_release);
     return idx;
 }
 
@@ -258,9 +258,10 @@ int poll(vq::cq *vc, int n, vq::wc *out) noexcept
 
 /** Single-threaded poll of one completion on a CQ of 64-byte CQEs: a send
  *  or write completion of the QP seen last is decoded here, with one test
- *  of the owner byte for "software's and a requester CQE"; anything else
- *  (nothing there, another QP, an error, a read or atomic, n != 1) goes to
- *  poll(), before anything was consumed. */
+ *  of the owner byte for "software's and a requester CQE" and one of the
+ *  CQE's QPN and WQE opcode; anything else (nothing there, another QP, an
+ *  error, another opcode, n != 1) goes to poll(), before anything was
+ *  consumed. */
 int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
 {
     mlx5_cq *c = to_cq(vc);
@@ -278,29 +279,33 @@ int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
     udma_from_device_barrier();
     std::uint32_t key;
     std::memcpy(&key, &cqe->sop_drop_qpn, 4);
-    if ((key & ~0xffu) != c->last_qpn_key) [[unlikely]] // another QP (its opcode byte cleared)
+    // The QP seen last, and a WQE opcode among RDMA_WRITE(_IMM) and
+    // SEND(_IMM) (0x08..0x0b: bits 0-1 masked), whose completions carry no
+    // byte count: the record's opcode is send or rdma_write.
+    if ((key & ~3u) != c->last_qpn_key) [[unlikely]]
         return poll_st_slow(vc, n, out);
     mlx5_qp *q = c->last_qp;
-    const std::uint32_t idx = static_cast<std::uint32_t>(be16toh(cqe->wqe_counter)) & q->sq.mask;
-    const wqe_meta &m = q->sq.meta[idx];
-    const std::uint32_t op = m.opcode;
-    if (op > static_cast<std::uint32_t>(wc_opcode::rdma_write)) [[unlikely]] // byte_len to fill
-        return poll_st_slow(vc, n, out);
-    const std::uint64_t wr_id = m.wr_id;
-    // The slot's meta is read before the tail store (release) hands it back to the poster.
-    q->sq.tail.store(m.head + 1, std::memory_order_release);
-    // wr_id; status (success) and opcode; vendor_err, byte_len, imm and
+    // wqe_counter (big-endian, bytes 60-61) as the byte offset of its record:
+    // the word at byte 60 byte-swapped holds it in its top 16 bits.
+    std::uint32_t w60;
+    std::memcpy(&w60, &cqe->wqe_counter, 4);
+    const std::uint32_t off = (be32toh(w60) >> 12) & q->sq.meta_off_mask;
+    const auto *m = reinterpret_cast<const wqe_meta *>(reinterpret_cast<const std::uint8_t *>(q->sq.meta) + off);
+    // wr_id, then status (success) and opcode: the record's 16 bytes with its
+    // done word (at the status) overwritten; vendor_err, byte_len, imm and
     // invalidated rkey (0); qp_num and src_qp (0); wc_flags (0); data (null:
     // no lent receives).
     auto *o = reinterpret_cast<std::uint8_t *>(out);
-    const std::uint64_t st_op = static_cast<std::uint64_t>(op) << 32, zero = 0, qpn = q->qp_num;
-    std::memcpy(o, &wr_id, 8);
-    std::memcpy(o + 8, &st_op, 8);
-    std::memcpy(o + 16, &zero, 8);
-    std::memcpy(o + 24, &zero, 8);
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(o), _mm_loadu_si128(reinterpret_cast<const __m128i *>(m)));
+    const std::uint32_t status = 0;
+    std::memcpy(o + 8, &status, 4);
+    // The slot's record is read before the tail store (release) hands it back to the poster.
+    q->sq.tail.store(m->done, std::memory_order_release);
+    const std::uint64_t qpn = q->qp_num;
+    const __m128i zero = _mm_setzero_si128();
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(o + 16), zero);
     std::memcpy(o + 32, &qpn, 8);
-    std::memcpy(o + 40, &zero, 8);
-    std::memcpy(o + 48, &zero, 8);
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(o + 40), zero);
     c->ci = ci + 1;
     // The CQE reads above are done before the device may reuse the slot.
     udma_to_device_barrier();
@@ -313,6 +318,11 @@ static_assert(offsetof(vq::wc, status) == 8 && offsetof(vq::wc, opcode) == 12 &&
               static_cast<unsigned>(wc_status::success) == 0,
               "poll_st writes the wc in 8-byte words");
 static_assert(static_cast<unsigned>(wc_opcode::send) == 0 && static_cast<unsigned>(wc_opcode::rdma_write) == 1);
+static_assert(MLX5_OPCODE_RDMA_WRITE == 0x08 && MLX5_OPCODE_RDMA_WRITE_IMM == 0x09 && MLX5_OPCODE_SEND == 0x0a &&
+                  MLX5_OPCODE_SEND_IMM == 0x0b,
+              "poll_st's opcode class: 0x08..0x0b");
+static_assert(offsetof(wqe_meta, wr_id) == 0 && offsetof(wqe_meta, done) == 8 && offsetof(wqe_meta, opcode) == 12,
+              "poll_st copies a record's wr_id and opcode to the wc's wr_id and opcode");
 
 /* ---- start/next/end_poll: the current CQE is decoded field by field ---- */
 

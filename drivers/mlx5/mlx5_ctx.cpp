@@ -615,6 +615,7 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
     s.buf = cr.sq.buf;
     s.qend = cr.sq.buf + static_cast<std::size_t>(cr.sq.wqe_cnt) * wqe_bb;
     s.mask = cr.sq.wqe_cnt - 1;
+    s.meta_off_mask = s.mask << 4;
     s.max_post = max_post;
     s.qpn_be = be32(cr.qpn << 8);
     s.dbrec = cr.sq.dbrec;

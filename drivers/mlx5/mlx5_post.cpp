@@ -104,7 +104,7 @@ inline mlx5_wqe_ctrl_seg *begin(mlx5_qp *q, std::uint8_t opcode, wc_opcode wop, 
     }
     std::uint32_t idx = s.cur_post & s.mask;
     auto *ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg *>(s.buf + (idx << wqe_shift));
-    s.meta[idx] = {q->wr_id, s.head + s.nreq, static_cast<std::uint32_t>(wop)};
+    s.meta[idx] = {q->wr_id, s.head + s.nreq + 1, static_cast<std::uint32_t>(wop)};
     ctrl->opmod_idx_opcode = be32(((s.cur_post & 0xffff) << 8) | opcode);
     std::uint32_t fence = (f & vq::WR_FENCE) ? 0 : s.fm_cache;
     s.fm_cache = 0;
@@ -823,8 +823,10 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
 {
     mlx5_qp *q = to_qp(vqp);
     send_state &s = q->sq;
-    if (((flags ^ vq::WR_INLINE) & ~(vq::WR_SIGNALED | vq::WR_SOLICITED | vq::WR_FENCE)) || len - 1 >= s.fast_inline)
-        [[unlikely]]
+    // flags is WR_INLINE plus any of the three bits below it (one unsigned
+    // compare), and 1 <= len <= fast_inline.
+    static_assert(vq::WR_INLINE == 8 && (vq::WR_SIGNALED | vq::WR_SOLICITED | vq::WR_FENCE) == 7);
+    if (flags - vq::WR_INLINE > 7u || len - 1 >= s.fast_inline) [[unlikely]]
         return post_send_slow(vqp, wr_id, buf, len, lkey, flags);
     // Take one credit; below zero there was none (refill overwrites the count).
     if (--s.fast_credits < 0) [[unlikely]]
@@ -833,10 +835,10 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
     std::uint8_t *w = s.buf + (idx << wqe_shift);
     wqe_meta &m = s.meta[idx];
     m.wr_id = wr_id;
-    const std::uint32_t head = s.head;
-    const std::uint64_t head_op = head | static_cast<std::uint64_t>(wc_opcode::send) << 32;
-    std::memcpy(&m.head, &head_op, sizeof head_op); // head and opcode in one store
-    s.head = head + 1;
+    const std::uint32_t done = s.head + 1;
+    const std::uint64_t done_op = done | static_cast<std::uint64_t>(wc_opcode::send) << 32;
+    std::memcpy(&m.done, &done_op, sizeof done_op); // done and opcode in one store
+    s.head = done;
     // Control segment: opmod_idx_opcode and qpn_ds as one big-endian 64-bit
     // word (ds = ctrl + the inline octowords, 2..4); then signature, dci,
     // fm_ce_se and imm (0).

@@ -211,6 +211,54 @@ TEST_F(Completions, ArmingWritesTheArmRecordAndRingsTheCqDoorbell)
     EXPECT_EQ(stats(A).cq_arms, 1u);
 }
 
+TEST_F(Completions, PollingOneAtATimeDecodesEveryOpcodeOfTheQpSeenLast)
+{
+    // poll_cq(cq, 1) on a single-threaded CQ decodes sends and writes of the
+    // QP seen last itself and hands reads (byte count) to the general poll:
+    // the same QP's completions in turn, each with every wc field checked.
+    open();
+    ASSERT_EQ(vq::post_recv(peer, 90, pa(0), 4096, pm->lkey), 0);
+    ASSERT_EQ(vq::post_recv(peer, 91, pa(0), 4096, pm->lkey), 0);
+    ASSERT_EQ(vq::post_recv(peer, 92, pa(0), 4096, pm->lkey), 0);
+    struct step {
+        wc_opcode op;
+        std::uint32_t len;
+    };
+    const step steps[] = {{wc_opcode::send, 0},  {wc_opcode::rdma_write, 0}, {wc_opcode::rdma_read, 3000},
+                          {wc_opcode::send, 0},  {wc_opcode::rdma_read, 8},  {wc_opcode::rdma_write, 0},
+                          {wc_opcode::send, 0}};
+    std::uint64_t id = 500;
+    for (const step &st : steps) {
+        vq::wr_start(q);
+        q->wr_id = id;
+        q->wr_flags = vq::WR_SIGNALED;
+        if (st.op == wc_opcode::send && id % 2)
+            vq::wr_send_imm(q, 0x01020304);
+        else if (st.op == wc_opcode::send)
+            vq::wr_send(q);
+        else if (st.op == wc_opcode::rdma_write)
+            vq::wr_rdma_write(q, pm->rkey, pa(100));
+        else
+            vq::wr_rdma_read(q, pm->rkey, pa(0));
+        vq::wr_set_sge(q, m->lkey, a(st.op == wc_opcode::rdma_read ? 8192 : 0), st.len ? st.len : 64);
+        ASSERT_EQ(vq::wr_complete(q), 0);
+        vq::wc w = one(q->send_cq);
+        EXPECT_EQ(w.wr_id, id);
+        EXPECT_EQ(w.status, wc_status::success);
+        EXPECT_EQ(w.opcode, st.op) << "wr_id " << id;
+        EXPECT_EQ(w.byte_len, st.len) << "wr_id " << id;
+        EXPECT_EQ(w.qp_num, q->qp_num);
+        EXPECT_EQ(w.src_qp, 0u);
+        EXPECT_EQ(w.vendor_err, 0u);
+        EXPECT_EQ(w.imm_data, 0u);
+        EXPECT_EQ(w.wc_flags, 0u);
+        EXPECT_EQ(w.data, nullptr);
+        id++;
+    }
+    EXPECT_EQ(mc(q->send_cq)->last_qp, mq(q)) << "the QP stays the one seen last";
+    EXPECT_EQ(drain(peer->recv_cq).size(), 3u);
+}
+
 TEST_F(Completions, StartPollReadsTheSameFieldsAsPollCq)
 {
     open();
