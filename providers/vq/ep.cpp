@@ -71,6 +71,8 @@ void destroy(prov_ep *e)
         (void)vq::destroy_cq(e->scq);
     if (e->rcq)
         (void)vq::destroy_cq(e->rcq);
+    if (e->ucq)
+        (void)vq::destroy_cq(e->ucq);
     delete e;
 }
 
@@ -191,11 +193,17 @@ int setup(prov_ep *e, ep_type type)
     if ((rc = vq::create_cq(d->ctx, &ca, &e->rcq)))
         return rc;
     e->dgram = type == FI_EP_DGRAM;
+    if (type == FI_EP_RDM) {
+        // Connection management apart from the messages (prov_ep::ucq).
+        ca.cqe = int(l.ud_depth);
+        if ((rc = vq::create_cq(d->ctx, &ca, &e->ucq)))
+            return rc;
+    }
     std::size_t usz = e->dgram ? l.dgram_buf : l.ud_buf;
     vq::qp_init_attr ia;
     ia.type = vq::qp_type::ud;
     ia.send_cq = e->scq;
-    ia.recv_cq = e->rcq;
+    ia.recv_cq = e->ucq ? e->ucq : e->rcq;
     ia.send_ops_flags = vq::OPS_SEND | (e->dgram && l.tso_hdr_max ? vq::OPS_TSO : 0); // TSO where the device has it
     ia.cap.max_send_wr = l.sq_depth;
     ia.cap.max_recv_wr = l.ud_depth;

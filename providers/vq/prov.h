@@ -353,6 +353,16 @@ struct prov_ep {
      *  mis-reads it in forked children. */
     std::atomic<std::uintptr_t> progress_owner{0};
     vq::cq *scq = nullptr, *rcq = nullptr;
+    /** RDM: the UD QP's receive CQ (connection requests and replies), apart
+     *  from rcq so that receiving a message does not also visit the UD QP
+     *  and the rings peers claimed on it; polled every ud_every-th progress
+     *  call and on every call while connections are pending (ud_poll_due).
+     *  Null for MSG and DGRAM: their UD completions arrive on rcq. */
+    vq::cq *ucq = nullptr;
+    std::uint32_t ud_tick = 0;    ///< progress calls since ucq was last polled
+    /** The RC slot that delivered last (receive completions of one peer
+     *  come in runs): the first guess of slot_of. */
+    int rx_last = -1;
     vq::qp *ud = nullptr;
     std::uint8_t *ud_bufs = nullptr;
     vq::mr *ud_mr = nullptr;

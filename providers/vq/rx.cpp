@@ -71,7 +71,10 @@ inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p,
     if (n == 0 && fields_len(h.flags)) [[unlikely]]
         return; // shorter than its own fields: not ours
     util::ep_core *c = e->scalable ? rx_target(e, h.rx) : e->core;
-    fi_addr_t src = e->msg_type ? FI_ADDR_NOTAVAIL : conn_src(e, sl.c);
+    // The sender's AV address, once looked up, is the connection's (conn_src).
+    fi_addr_t src = e->msg_type                             ? FI_ADDR_NOTAVAIL
+                    : sl.c && sl.c->src != FI_ADDR_NOTAVAIL ? sl.c->src
+                                                            : conn_src(e, sl.c);
     if (c) [[likely]] // a scalable endpoint without an enabled receive context drops it
         (void)util::rx_deliver(c, h.flags & wf_tagged, src, f.tag, f.data, (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0,
                                p + n, len - n, true);
@@ -216,6 +219,30 @@ inline void rc_rx(prov_ep *e, const vq::wc &w, int &last)
             cm_handle(e, m);
     }
     repost_ud(e, w.wr_id);
+}
+
+/** RDM: poll the UD QP's own CQ (prov_ep::ucq) every ud_every-th progress
+ *  call, and on every call while a connection needs progress (a request
+ *  being repeated, control messages waiting): a connection request from a
+ *  new peer waits at most ud_every progress calls, well inside the
+ *  requester's repeat interval. */
+constexpr std::uint32_t ud_every = 16;
+
+inline bool ud_poll_due(prov_ep *e)
+{
+    return ++e->ud_tick >= ud_every || !e->pending.empty();
+}
+
+[[gnu::cold]] void ud_poll(prov_ep *e)
+{
+    e->ud_tick = 0;
+    vq::wc w[16];
+    int n;
+    do {
+        n = vq::poll_cq(e->ucq, 16, w);
+        for (int k = 0; k < n; k++)
+            ud_rx(e, w[k]);
+    } while (n == 16);
 }
 
 /** Start fetching a rendezvous message into receive @p en (lock held). On
@@ -530,13 +557,16 @@ void progress(util::ep_core *c)
         adopted_progress(e);
     vq::wc w[16];
     int n = vq::poll_cq(e->rcq, 16, w);
-    int last = -1;
+    int last = e->rx_last;
     for (int k = 0; k < n; k++) {
         if (e->ud && w[k].qp_num == e->ud->qp_num) [[unlikely]]
             ud_rx(e, w[k]);
         else
             rc_rx(e, w[k], last);
     }
+    e->rx_last = last;
+    if (e->ucq && ud_poll_due(e)) [[unlikely]]
+        ud_poll(e);
     if (e->fetch_waiting.load(std::memory_order_acquire)) [[unlikely]]
         run_queued_fetches(e);
     // The send CQ only while signaled requests are outstanding, after a post

@@ -376,8 +376,11 @@ int conn_ready(prov_ep *e, conn *c)
     return 0;
 }
 
-int post_imm(prov_ep *e, conn *c, std::uint32_t imm, const vq::data_buf *bufs, std::size_t n, bool signaled,
-             std::uint64_t wr_id)
+namespace {
+
+/** post_imm's body, inlined into the inject fast path. */
+[[gnu::always_inline]] inline int post_imm_inl(prov_ep *e, conn *c, std::uint32_t imm, const vq::data_buf *bufs,
+                                               std::size_t n, bool signaled, std::uint64_t wr_id)
 {
     rc_slot &sl = e->slots[c->slot];
     unsigned fl = 0;
@@ -399,6 +402,14 @@ int post_imm(prov_ep *e, conn *c, std::uint32_t imm, const vq::data_buf *bufs, s
         e->tx_unpolled = true;
     }
     return rc;
+}
+
+} // namespace
+
+int post_imm(prov_ep *e, conn *c, std::uint32_t imm, const vq::data_buf *bufs, std::size_t n, bool signaled,
+             std::uint64_t wr_id)
+{
+    return post_imm_inl(e, c, imm, bufs, n, signaled, wr_id);
 }
 
 ssize_t transmit(util::ep_core *core, const util::tx_req &r)
@@ -544,8 +555,8 @@ template <bool Tagged>
             conn *cn = e->by_index[pe->index];
             if (cn && cn->state == conn::connected) [[likely]] {
                 vq::data_buf b[2] = {{&tag, 8}, {buf, len}};
-                int rc = post_imm(e, cn, imm_wire(w_eager, Tagged ? wf_tagged : 0, rx_index_of(c, dest)),
-                                  Tagged ? b : b + 1, Tagged ? 2 : 1, false, ~0ULL);
+                int rc = post_imm_inl(e, cn, imm_wire(w_eager, Tagged ? wf_tagged : 0, rx_index_of(c, dest)),
+                                      Tagged ? b : b + 1, Tagged ? 2 : 1, false, ~0ULL);
                 if (rc == 0) [[likely]]
                     c->inc_send(c->c_send);
                 return rc;

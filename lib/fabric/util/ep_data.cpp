@@ -557,10 +557,24 @@ int queue_unexp(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::
 int rx_deliver(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
                std::uint64_t msg_flags, const void *payload, std::size_t len, bool queue_unexpected)
 {
-    guard g(c->rx->lock);
-    rx_entry *e = c->rx->match(tagged, src, tag);
+    rxq *q = c->rx;
+    guard g(q->lock);
+    rx_entry *e = q->match(tagged, src, tag);
     if (e) [[likely]] {
-        place(c, c->rx, e, tagged, src, tag, data, msg_flags, payload, len);
+        if (!(e->flags & FI_MULTI_RECV) && e->iov_count == 1 && len <= e->iov[0].iov_len) [[likely]] {
+            // The common receive: one buffer the whole message fits in. What
+            // place() does for it, without the multi-recv, scatter and
+            // truncation cases (those take place()).
+            if (len)
+                std::memcpy(e->iov[0].iov_base, payload, len);
+            if (e->flags & FI_COMPLETION)
+                cq_write(c->rx_cq, e->context, FI_RECV | kind_flag(tagged) | (msg_flags & FI_REMOTE_CQ_DATA), len,
+                         e->iov[0].iov_base, data, tag, src);
+            c->inc_recv(c->c_recv);
+            q->put(e);
+            return 0;
+        }
+        place(c, q, e, tagged, src, tag, data, msg_flags, payload, len);
         return 0;
     }
     if (!queue_unexpected)

@@ -26,19 +26,25 @@ public:
      *  eventfd failed. */
     [[nodiscard]] int open(wait_obj w);
     /** Set up as a member of wait set @p set (FI_WAIT_SET): signal() wakes
-     *  the set's wait object, which stays the set's (not closed here).
+     *  the set's wait object, which stays the set's (not closed here). The
+     *  member takes the set's ordering mode too (heavy(): membarrier in
+     *  arm(), no fence in signal()), so a member's writers do not fence.
      *  Setup only, before the object is used. */
     void attach(const waiter &set) noexcept
     {
         fd_ = set.fd_;
         owns_fd_ = false;
         kind_ = FI_WAIT_SET;
+        heavy_ = set.heavy_;
     }
     /** Has a wait object (not FI_WAIT_NONE / FI_WAIT_YIELD). */
     bool enabled() const noexcept { return fd_ >= 0; }
     wait_obj kind() const noexcept { return kind_; }
     /** The eventfd (FI_GETWAIT), -1 if none. */
     int fd() const noexcept { return fd_; }
+    /** arm() runs membarrier and signal() needs no fence (see signal());
+     *  false: both sides fence. */
+    bool heavy() const noexcept { return heavy_; }
     /** Wake waiters if any are armed (publishing side). Free when no wait
      *  object is open; with one, a compiler barrier and one load.
      *

@@ -345,6 +345,70 @@ TEST_F(ep_data, TruncatedReceiveIsAnErrorWithOlen)
     EXPECT_EQ(std::memcmp(small, "0123", 4), 0);
 }
 
+// A message into one buffer it fits in takes the receive's short branch
+// (rx_deliver without place()); the same message scattered over two
+// buffers, into one it overflows, or of zero bytes exercises the rest.
+// Completions are the same whichever branch wrote them.
+TEST_F(ep_data, OneBufferAndScatteredReceivesGiveTheSameCompletion)
+{
+    pair();
+    char one[16] = {}, lo[5] = {}, hi[11] = {};
+    int c1, c2;
+    ASSERT_EQ(recv(b.ep, one, sizeof one, nullptr, FI_ADDR_UNSPEC, &c1), 0);
+    iovec v[2] = {{lo, sizeof lo}, {hi, sizeof hi}};
+    ASSERT_EQ(recvv(b.ep, v, nullptr, 2, FI_ADDR_UNSPEC, &c2), 0);
+    ASSERT_EQ(senddata(a.ep, "0123456789abc", 13, nullptr, 0x77, to_b, nullptr), 0);
+    ASSERT_EQ(senddata(a.ep, "0123456789abc", 13, nullptr, 0x77, to_b, nullptr), 0);
+    cq_tagged_entry e1{}, e2{};
+    fi_addr_t s1 = 0, s2 = 0;
+    ASSERT_EQ(cq_readfrom(b.cq, &e1, 1, &s1), 1);
+    ASSERT_EQ(cq_readfrom(b.cq, &e2, 1, &s2), 1);
+    EXPECT_EQ(e1.op_context, &c1);
+    EXPECT_EQ(e2.op_context, &c2);
+    EXPECT_EQ(e1.flags, FI_RECV | FI_MSG | FI_REMOTE_CQ_DATA);
+    EXPECT_EQ(e2.flags, e1.flags);
+    EXPECT_EQ(e1.len, 13u);
+    EXPECT_EQ(e2.len, e1.len);
+    EXPECT_EQ(e1.data, 0x77u);
+    EXPECT_EQ(e2.data, e1.data);
+    EXPECT_EQ(e1.buf, one);
+    EXPECT_EQ(e2.buf, lo) << "a scattered receive reports its first buffer";
+    EXPECT_EQ(s1, to_a);
+    EXPECT_EQ(s2, s1);
+    EXPECT_EQ(std::memcmp(one, "0123456789abc", 13), 0);
+    EXPECT_EQ(std::memcmp(lo, "01234", 5), 0);
+    EXPECT_EQ(std::memcmp(hi, "56789abc", 8), 0);
+    EXPECT_EQ(one[13], 0) << "nothing written past the message";
+
+    // Exactly full, then zero bytes, into one buffer.
+    char exact[4] = {};
+    ASSERT_EQ(recv(b.ep, exact, sizeof exact, nullptr, FI_ADDR_UNSPEC, &c1), 0);
+    ASSERT_EQ(recv(b.ep, one, sizeof one, nullptr, FI_ADDR_UNSPEC, &c2), 0);
+    ASSERT_EQ(send(a.ep, "wxyz", 4, nullptr, to_b, nullptr), 0);
+    ASSERT_EQ(send(a.ep, nullptr, 0, nullptr, to_b, nullptr), 0);
+    ASSERT_EQ(test::read_one(b.cq, e1), 1);
+    EXPECT_EQ(e1.op_context, &c1);
+    EXPECT_EQ(e1.len, 4u);
+    EXPECT_EQ(std::memcmp(exact, "wxyz", 4), 0);
+    ASSERT_EQ(test::read_one(b.cq, e2), 1);
+    EXPECT_EQ(e2.op_context, &c2);
+    EXPECT_EQ(e2.len, 0u);
+    EXPECT_EQ(e2.flags, FI_RECV | FI_MSG);
+
+    // One byte too many for one buffer: truncated, an error entry.
+    ASSERT_EQ(recv(b.ep, exact, sizeof exact, nullptr, FI_ADDR_UNSPEC, &c1), 0);
+    ASSERT_EQ(send(a.ep, "ABCDE", 5, nullptr, to_b, nullptr), 0);
+    cq_tagged_entry e{};
+    EXPECT_EQ(cq_read(b.cq, &e, 1), -FI_EAVAIL);
+    cq_err_entry err{};
+    ASSERT_EQ(cq_readerr(b.cq, &err, 0), 1);
+    EXPECT_EQ(err.op_context, &c1);
+    EXPECT_EQ(err.err, FI_ETRUNC);
+    EXPECT_EQ(err.len, 4u);
+    EXPECT_EQ(err.olen, 1u);
+    EXPECT_EQ(std::memcmp(exact, "ABCD", 4), 0);
+}
+
 TEST_F(ep_data, AliasFlagsApplyToOperationsPostedThroughIt)
 {
     pair(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION);
