@@ -70,7 +70,7 @@ int choose_cores(const options &o, std::vector<unsigned> &cores)
 
 // ---- responder side (locally spawned child, or server) ----
 
-int serve(oob_channel &ch, double timeout, unsigned cpu)
+int serve(oob_channel &ch, double timeout, unsigned cpu, const std::string &own_domain)
 {
     std::string line;
     int rc = ch.expect("CONFIG", line, timeout);
@@ -84,6 +84,8 @@ int serve(oob_channel &ch, double timeout, unsigned cpu)
         (void)ch.send("ERROR responder cannot parse the configuration '" + line + "'");
         return 1;
     }
+    if (!own_domain.empty())
+        cfg.domain = own_domain; // a server's own device, not the client's name for its own
     const transport_ops *t = find_transport(cfg);
     std::string why;
     if (!t) {
@@ -446,7 +448,7 @@ int main(int argc, char **argv)
         signal(SIGINT, SIG_IGN);
         oob_channel ch(o.oob_fd);
         int cpu = sched_getcpu();
-        return serve(ch, o.timeout, cpu < 0 ? 0 : static_cast<unsigned>(cpu));
+        return serve(ch, o.timeout, cpu < 0 ? 0 : static_cast<unsigned>(cpu), "");
     }
     case role::server: {
         std::vector<unsigned> cores;
@@ -462,7 +464,7 @@ int main(int argc, char **argv)
             return 1;
         }
         oob_channel ch(fd);
-        return serve(ch, o.timeout, cpu);
+        return serve(ch, o.timeout, cpu, o.cfg.domain);
     }
     case role::client: {
         std::vector<unsigned> cores;

@@ -41,6 +41,9 @@ const char usage_text[] =
     "                        build, see the list below)\n"
     "  -e, --ep-type TYPE    endpoint type: rdm (default), msg, dgram\n"
     "      --op OP           operation: msg (default), tagged, write, atomic\n"
+    "  -d, --domain NAME     endpoint level: the provider's domain, i.e. the vq\n"
+    "                        device (shm0, net_af_packet0, ...; default: the\n"
+    "                        provider's first); a server keeps its own\n"
     "      --vq              measure at the raw queue level (lib/vq) instead of\n"
     "                        the endpoint level\n"
     "      --driver NAME     vq driver for --vq (default: the first in this build)\n"
@@ -261,7 +264,7 @@ std::string to_wire(const test_config &c)
     std::ostringstream s;
     s << "test=" << name(c.test) << " provider=" << c.provider << " vq=" << (c.vq ? 1 : 0)
       << " ep_type=" << c.ep_type << " qp_type=" << c.qp_type << " op=" << c.op << " window=" << c.window
-      << " verify=" << (c.verify ? 1 : 0) << " shared=" << (c.shared_buffers ? 1 : 0);
+      << " verify=" << (c.verify ? 1 : 0) << " shared=" << (c.shared_buffers ? 1 : 0) << " domain=" << c.domain;
     return s.str();
 }
 
@@ -302,12 +305,14 @@ int from_wire(const std::string &line, test_config &c)
             if (v != "0" && v != "1")
                 return -FI_EINVAL;
             r.shared_buffers = v == "1";
+        } else if (k == "domain") {
+            r.domain = v;
         } else {
             return -FI_EINVAL;
         }
         seen++;
     }
-    if (seen != 9)
+    if (seen != 10)
         return -FI_EINVAL;
     c = r;
     return 0;
@@ -320,6 +325,7 @@ int parse_command_line(int argc, char **argv, options &o)
     static const option longopts[] = {
         {"provider", required_argument, nullptr, 'p'}, {"ep-type", required_argument, nullptr, 'e'},
         {"op", required_argument, nullptr, OPT_OP},      {"vq", no_argument, nullptr, OPT_VQ},
+        {"domain", required_argument, nullptr, 'd'},
         {"driver", required_argument, nullptr, OPT_DRIVER}, {"qp-type", required_argument, nullptr, OPT_QP},
         {"size", required_argument, nullptr, 'S'},     {"iterations", required_argument, nullptr, 'I'},
         {"duration", required_argument, nullptr, OPT_DURATION}, {"warmup", required_argument, nullptr, 'w'},
@@ -340,9 +346,10 @@ int parse_command_line(int argc, char **argv, options &o)
     std::uint64_t n;
     int ch, rc;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":p:e:S:I:w:W:c:sP:jhVq", longopts, nullptr)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":p:e:d:S:I:w:W:c:sP:jhVq", longopts, nullptr)) != -1) {
         switch (ch) {
         case 'p': provider = optarg; break;
+        case 'd': o.cfg.domain = optarg; break;
         case 'e':
             if ((rc = pick_one_of("endpoint type", optarg, {"rdm", "msg", "dgram"})) >= 0)
                 return rc;
@@ -471,6 +478,10 @@ int parse_command_line(int argc, char **argv, options &o)
         return usage_error("--vq selects a driver with --driver, not a provider ('-p %s')", provider);
     if (!o.cfg.vq && !driver.empty())
         return usage_error("--driver '%s' needs --vq", driver);
+    if (o.cfg.vq && !o.cfg.domain.empty())
+        return usage_error("--domain '%s' is for the endpoint level; --vq takes --driver", o.cfg.domain);
+    if (o.cfg.domain.find_first_of(" =") != std::string::npos)
+        return usage_error("bad domain name '%s'", o.cfg.domain);
     o.cfg.provider = o.cfg.vq ? driver : provider;
     o.cfg.verify = o.verify;
     if (o.cfg.provider.empty()) {

@@ -97,6 +97,8 @@ int get_info(const test_config &c, fab::info **out)
     h->domain_attr->data_progress = fab::FI_PROGRESS_MANUAL;
     h->domain_attr->mr_mode = fab::FI_MR_VIRT_ADDR | fab::FI_MR_PROV_KEY | fab::FI_MR_LOCAL | fab::FI_MR_ALLOCATED;
     h->fabric_attr->prov_name = ::strdup(c.provider.c_str());
+    if (!c.domain.empty())
+        h->domain_attr->name = ::strdup(c.domain.c_str());
     int rc = fab::getinfo(fab::FI_API_VERSION, nullptr, nullptr, 0, h, out);
     fab::freeinfo(h);
     return rc;

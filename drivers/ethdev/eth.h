@@ -55,6 +55,11 @@ inline constexpr std::uint32_t stage_max = 64;                 ///< mbufs staged
 static_assert(stage_max == 64 && max_wr <= 65536, "stage_ends is one 64-bit mask; stage_wqe holds a slot in 16 bits");
 inline constexpr std::uint32_t max_rd_atomic = 16;             ///< reads/atomics in flight (both sides)
 inline constexpr std::uint32_t rc_window = 256;                ///< RC/UC packets unacknowledged
+/** Responses one RDMA read request asks for: a longer read goes as several
+ *  requests (each the next part of it), at most rc_window packets of
+ *  responses outstanding, so a read never sends more frames at once than
+ *  a receiving port's ring takes. */
+inline constexpr std::uint32_t read_chunk = 64;
 inline constexpr std::uint32_t max_resps = 40;                 ///< responder's queue (reads, atomics, acks)
 inline constexpr std::uint32_t max_arp = 64;
 

@@ -18,6 +18,8 @@
  * posted gets an RNR NAK. Acknowledgements are coalesced: one per batch of
  * received packets, or every 16 packets, or when the requester asks. Reads,
  * atomic results and acknowledgements leave through one in-order queue. */
+#include <algorithm>
+
 #include "env/tsc.h"
 #include "eth.h"
 
@@ -123,11 +125,14 @@ bool emit(eth_qp *q, wqe *w, std::uint32_t i) noexcept
     std::uint8_t *e = f.ext;
     switch (w->op) {
     case op_read: {
-        // A retried read asks only for what is still missing.
+        // A retried read asks only for what is still missing; a long one
+        // asks read_chunk packets' worth at a time.
         std::uint64_t skip = static_cast<std::uint64_t>(i) * pm;
+        std::uint64_t rest = w->len - (skip < w->len ? skip : w->len);
+        std::uint64_t part = std::uint64_t{read_chunk} * pm;
         wire::st64(e, w->raddr + skip);
         wire::st32(e + 8, w->rkey);
-        wire::st32(e + 12, static_cast<std::uint32_t>(w->len - (skip < w->len ? skip : w->len)));
+        wire::st32(e + 12, static_cast<std::uint32_t>(rest < part ? rest : part));
         break;
     }
     case op_cas:
@@ -285,8 +290,8 @@ void rc_tx(eth_qp *q, const eth_cq *) noexcept
             break;
         if (is_rc(q))
             arm(q);
-        // A read request asks for all its responses at once.
-        std::uint32_t step = w->op == op_read ? w->npkts - i : 1;
+        // A read request asks for up to read_chunk responses at once.
+        std::uint32_t step = w->op == op_read ? std::min(w->npkts - i, read_chunk) : 1;
         q->tx_psn = psn_add(q->tx_psn, step);
         if (i + step >= w->npkts) {
             if (!is_rc(q)) {
@@ -501,7 +506,8 @@ void requester_input(eth_qp *q, const rxpkt &k) noexcept
     }
     const bool last = psn_diff(psn, w->psn) + 1 == static_cast<std::int32_t>(w->npkts);
     std::uint32_t expect = last ? w->len - w->got : q->pmtu;
-    if (k.plen != expect || (last != ((d.pos & wire::p_last) != 0))) {
+    // A part of a long read (read_chunk) ends in a last response too.
+    if (k.plen != expect || (last && !(d.pos & wire::p_last))) {
         fail_at(q, psn, wc_status::bad_resp_err);
         return;
     }

@@ -32,7 +32,7 @@ T="--timeout 10"
 # ---- help ----
 out=$("$perf" --help); rc=$?
 check "--help exits 0" test $rc -eq 0
-for opt in pingpong bw rate --provider --ep-type --op --vq --driver --qp-type --size --iterations --duration \
+for opt in pingpong bw rate --provider --ep-type --op --domain --vq --driver --qp-type --size --iterations --duration \
            --warmup --window --cores --timeout --verify --shared-buffers --server --port --json --csv --plot --help "Exit status"; do
   check "--help documents $opt" grep -q -- "$opt" <<<"$out"
 done
@@ -78,6 +78,7 @@ bad "operation the floor lacks" "supports --op msg only" pingpong -p line --op a
 bad "bad QP type" "bad QP type 'xrc'" pingpong --vq --qp-type xrc $cores
 bad "json with csv" "exclude each other" pingpong --json --csv $cores
 bad "driver without --vq" "needs --vq" pingpong --driver raw-line $cores
+bad "domain with --vq" "is for the endpoint level" pingpong --vq --domain shm0 $cores
 bad "one core for two local sides" "needs two CPUs" pingpong --cores "$A"
 bad "stray argument" "unexpected argument" pingpong 127.0.0.1 extra $cores
 # the Shunt transports: provider shm (endpoint level) and driver shm (vq level)

@@ -117,6 +117,7 @@ TEST(Wire, RoundTrip)
     c.window = 17;
     c.verify = true;
     c.shared_buffers = true;
+    c.domain = "net_af_packet0";
     test_config d;
     ASSERT_EQ(from_wire(to_wire(c), d), 0);
     EXPECT_EQ(d.test, c.test);
@@ -128,6 +129,7 @@ TEST(Wire, RoundTrip)
     EXPECT_EQ(d.window, c.window);
     EXPECT_EQ(d.verify, c.verify);
     EXPECT_EQ(d.shared_buffers, c.shared_buffers);
+    EXPECT_EQ(d.domain, c.domain);
 }
 
 TEST(Wire, MalformedIsRejectedAndLeavesTheOutputAlone)

@@ -4,14 +4,22 @@
 # a free one is picked (and retried if taken in between).
 # Usage: pingpong.sh <shunt_probe> <fi_pingpong> <rdm|msg|dgram> [extra fi_pingpong args]
 # Exit 77 (skip) only when Shunt itself offers no such endpoint.
+# Optional environment (netns_pingpong.sh): PP_SRV_WRAP and PP_CLI_WRAP, the
+# command words the server and the client run under (ip netns exec NS env
+# VAR=...), PP_SRV_ADDR the server's address (default 127.0.0.1), PP_TIMEOUT
+# seconds each side may take (default 240).
 set -u
+read -r -a srv_wrap <<<"${PP_SRV_WRAP:-}"
+read -r -a cli_wrap <<<"${PP_CLI_WRAP:-}"
+srv_addr=${PP_SRV_ADDR:-127.0.0.1}
+limit=${PP_TIMEOUT:-240}
 probe=$1
 pingpong=$2
 ep=$3
 shift 3
 extra=("$@")
 
-"$probe" "$ep"
+"${srv_wrap[@]}" "$probe" "$ep"
 rc=$?
 [ $rc -eq 77 ] && exit 77
 [ $rc -eq 0 ] || { echo "FAIL: shunt_probe $ep failed ($rc)"; exit 1; }
@@ -24,14 +32,16 @@ if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
 fi
 
 free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    "${srv_wrap[@]}" python3 -c 'import socket; s=socket.socket(); s.bind(("'"$srv_addr"'", 0)); print(s.getsockname()[1])'
 }
 
-# Is TCP port $1 in LISTEN state (from /proc/net/tcp{,6}; no ss needed)?
+# Is TCP port $1 in LISTEN state in the server's network namespace (from
+# /proc/net/tcp{,6}; no ss needed)?
 listening() {
     local hex
     hex=$(printf '%04X' "$1")
-    awk -v p=":$hex" '$2 ~ p"$" && $4 == "0A" { found = 1 } END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
+    "${srv_wrap[@]}" cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+        awk -v p=":$hex" '$2 ~ p"$" && $4 == "0A" { found = 1 } END { exit !found }'
 }
 
 tmp=$(mktemp -d)
@@ -39,7 +49,7 @@ trap 'rm -rf "$tmp"; [ -n "${srv:-}" ] && kill "$srv" 2>/dev/null' EXIT
 
 for attempt in 1 2 3; do
     port=$(free_port)
-    "${pin_srv[@]}" timeout 240 "$pingpong" -p shunt -e "$ep" -S all -c -B "$port" "${extra[@]}" \
+    "${pin_srv[@]}" "${srv_wrap[@]}" timeout "$limit" "$pingpong" -p shunt -e "$ep" -S all -c -B "$port" "${extra[@]}" \
         >"$tmp/server.out" 2>&1 &
     srv=$!
     # Bounded wait for the server's control socket.
@@ -59,7 +69,7 @@ for attempt in 1 2 3; do
     echo "FAIL: fi_pingpong server did not start:"; cat "$tmp/server.out"; exit 1
 done
 
-"${pin_cli[@]}" timeout 240 "$pingpong" -p shunt -e "$ep" -S all -c -P "$port" "${extra[@]}" 127.0.0.1 \
+"${pin_cli[@]}" "${cli_wrap[@]}" timeout "$limit" "$pingpong" -p shunt -e "$ep" -S all -c -P "$port" "${extra[@]}" "$srv_addr" \
     >"$tmp/client.out" 2>&1
 crc=$?
 wait "$srv"

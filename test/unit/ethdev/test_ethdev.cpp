@@ -364,6 +364,38 @@ TEST(RcImpaired, CorruptedFramesFailTheIcrcAndAreResent)
 }
 TEST(RcImpaired, AllImpairmentsTogether) { exactly_once(0.03, 0.03, 0.03, 0.03, 6); }
 
+/* A read of 2 MiB (2048 responses) through the forwarder is asked for in
+ * parts of 64 packets (one read request each, at most 256 packets of
+ * responses outstanding, so they cannot outrun a receiving port's ring),
+ * and lands exactly, with nothing out of sequence or resent. */
+TEST(Rc, ALongReadIsAskedForInPartsAndLandsExactly)
+{
+    impair_fwd f;
+    f.start();
+    rc_pair p(dev0a, dev1b);
+    constexpr std::uint32_t len = 2u << 20;
+    fill(p.b.buf, len, 7);
+    std::memset(p.a.buf, 0, len);
+    const std::uint64_t seq0 = counter(dev0a, eth::c_rx_seq) + counter(dev1b, eth::c_rx_seq);
+    const std::uint64_t re0 = counter(dev0a, eth::c_tx_retransmit) + counter(dev1b, eth::c_tx_retransmit);
+    const std::uint64_t fwd0 = f.forwarded.load();
+    vq::wr_start(p.qa);
+    p.qa->wr_id = 1;
+    p.qa->wr_flags = vq::WR_SIGNALED;
+    vq::wr_rdma_read(p.qa, p.b.mr->rkey, p.b.at(0));
+    vq::wr_set_sge(p.qa, p.a.mr->lkey, p.a.at(0), len);
+    ASSERT_EQ(vq::wr_complete(p.qa), 0);
+    auto w = wait_wcs(p.a, 1, {&p.b}, 60000);
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(w[0].status, wc_status::success) << vq::wc_status_str(w[0].status);
+    EXPECT_EQ(w[0].byte_len, len);
+    EXPECT_EQ(std::memcmp(p.a.buf, p.b.buf, len), 0);
+    const std::uint32_t parts = len / 1024 / 64; // path MTU 1024 (MTU 1500), parts of 64 packets
+    EXPECT_GE(f.forwarded.load() - fwd0, len / 1024 + parts) << "every response and every part's request";
+    EXPECT_EQ(counter(dev0a, eth::c_rx_seq) + counter(dev1b, eth::c_rx_seq), seq0) << "responses arrived out of sequence";
+    EXPECT_EQ(counter(dev0a, eth::c_tx_retransmit) + counter(dev1b, eth::c_tx_retransmit), re0);
+}
+
 TEST(Rc, ACutLinkRunsOutOfRetriesIntoErrorCompletionsWithinTheConfiguredTime)
 {
     impair_fwd f;
