@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace shunt::prov::vqprov {
 
@@ -35,5 +36,23 @@ struct cm_msg {
     ep_addr rc_at;
     std::uint8_t data[cm_data_max];
 };
+
+/** The CM message in the @p len bytes a peer sent at @p b, into @p m. Every
+ *  field a peer wrote is checked here, before any use.
+ *  @return false (m unspecified) when it is shorter than its header, names
+ *  an unknown operation, a sender address that is empty or longer than its
+ *  field, an rc_at longer than its field, or more CM data than cm_data_max
+ *  or than arrived. */
+inline bool cm_parse(const std::uint8_t *b, std::size_t len, cm_msg &m) noexcept
+{
+    constexpr std::size_t hdr = offsetof(cm_msg, data);
+    constexpr std::size_t name_max = sizeof m.from.name;
+    if (len < hdr)
+        return false;
+    m = cm_msg{};
+    std::memcpy(&m, b, len < sizeof m ? len : sizeof m);
+    return m.op >= cm_req && m.op <= cm_rtu && m.from.len != 0 && m.from.len <= name_max &&
+           m.rc_at.len <= name_max && m.datalen <= cm_data_max && m.datalen <= len - hdr;
+}
 
 } // namespace shunt::prov::vqprov
