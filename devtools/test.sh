@@ -5,7 +5,7 @@
 # (SHUNT_TEST_SANITIZE=0 skips that); SHUNT_TEST_TSAN=1 adds a
 # ThreadSanitizer build of the unit and integration suites. With clang, builds the libFuzzer
 # harnesses of test/fuzz in build-fuzz/ (ASan+UBSan) and fuzzes each for
-# SHUNT_TEST_FUZZ_SECONDS (default 20) from its committed corpus
+# SHUNT_TEST_FUZZ_SECONDS (default 15) from its committed corpus
 # (SHUNT_TEST_FUZZ=0 skips that); a crash, leak or hang fails the run and
 # leaves its input in build-fuzz/crashes/. Ends with one line
 # "N passed, M failed".
@@ -72,9 +72,9 @@ fi
 
 # run_fuzzers: build the harnesses (only them and what they link) and fuzz
 # each for a bounded time; each harness counts as one test.
-fuzz_harnesses=(fuzz-shm-ring fuzz-shm-peer fuzz-wire)
+fuzz_harnesses=(fuzz-shm-ring fuzz-shm-peer fuzz-wire fuzz-cm)
 run_fuzzers() {
-  local dir=build-fuzz secs=${SHUNT_TEST_FUZZ_SECONDS:-20} f re=
+  local dir=build-fuzz secs=${SHUNT_TEST_FUZZ_SECONDS:-15} f re=
   shunt_log "fuzzing: ${#fuzz_harnesses[@]} harnesses, ${secs}s each"
   [ -f "$dir/build.ninja" ] && re=--reconfigure
   if ! CC=clang CXX=clang++ meson setup $re "$dir" -Dfuzz=true -Db_sanitize=address,undefined \

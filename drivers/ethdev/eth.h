@@ -23,6 +23,7 @@
 #include <rte_gso.h>
 #include <rte_mbuf.h>
 
+#include "common/session.h"
 #include "env/compiler.h"
 #include "env/errors.h"
 #include "env/mempool.h"
@@ -412,6 +413,7 @@ struct eth_qp : vq::qp {
     std::uint32_t inl_stride = 0;
     std::uint32_t max_sge_cap = 0;
     spinlock lock;
+    common::session_owner session; ///< locked QPs: the thread between wr_start and wr_complete/abort
     std::atomic<std::uint32_t> state{static_cast<std::uint32_t>(vq::qp_state::reset)};
     std::atomic<bool> busy{false};     ///< work outstanding (pollers skip idle QPs)
     /* Transmit. */

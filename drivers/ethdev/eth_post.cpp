@@ -20,6 +20,28 @@ SHUNT_COLD void latch(eth_qp *q, int err) noexcept
         q->err = err;
 }
 
+SHUNT_LOG_COMPONENT(eth_post_log, "ethdev");
+
+void session_misuse(eth_qp *q, const char *what) noexcept
+{
+    common::session_misuse(eth_post_log, q->qp_num, what);
+}
+
+/** A single-call post inside this thread's own open session would wait for
+ *  the lock that session holds: the call and the open batch fail. */
+template <bool Locked>
+inline bool refuse_in_session(eth_qp *q) noexcept
+{
+    if constexpr (Locked) {
+        if (q->session.mine()) [[unlikely]] {
+            session_misuse(q, "single-call post while this thread's session is open");
+            latch(q, -FI_EOPBADSTATE);
+            return true;
+        }
+    }
+    return false;
+}
+
 /** What an operation accepts as data. */
 enum : std::uint8_t { d_none, d_any, d_sge_only };
 inline std::uint8_t data_kind(std::uint8_t op) noexcept
@@ -373,8 +395,16 @@ template <bool Locked>
 void wr_start(vq::qp *x) noexcept
 {
     eth_qp *q = to_qp(x);
-    if constexpr (Locked)
+    if constexpr (Locked) {
+        if (q->session.mine()) [[unlikely]] {
+            // Taking the lock again would never return: the open batch fails instead.
+            session_misuse(q, "wr_start while this thread's session is open");
+            latch(q, -FI_EOPBADSTATE);
+            return;
+        }
         q->lock.lock();
+        q->session.open();
+    }
     vq::qp_state s = qp_st(q);
     q->err = (s == vq::qp_state::rts || s == vq::qp_state::err) ? 0 : -FI_EOPBADSTATE;
     q->sq_start = q->sq_tail;
@@ -385,6 +415,12 @@ template <bool Locked>
 int wr_complete(vq::qp *x) noexcept
 {
     eth_qp *q = to_qp(x);
+    if constexpr (Locked) {
+        if (!q->session.mine()) [[unlikely]] {
+            session_misuse(q, "wr_complete without wr_start");
+            return -FI_EOPBADSTATE; // no batch of ours: nothing to commit, no lock to release
+        }
+    }
     int rc = q->err;
     if (rc == 0 && q->cur && q->cur->need_ud) [[unlikely]]
         rc = -FI_EINVAL;
@@ -395,8 +431,10 @@ int wr_complete(vq::qp *x) noexcept
     } else if (q->sq_tail != q->sq_start) {
         kick(q);
     }
-    if constexpr (Locked)
+    if constexpr (Locked) {
+        q->session.close();
         q->lock.unlock();
+    }
     return rc;
 }
 
@@ -404,11 +442,19 @@ template <bool Locked>
 void wr_abort(vq::qp *x) noexcept
 {
     eth_qp *q = to_qp(x);
+    if constexpr (Locked) {
+        if (!q->session.mine()) [[unlikely]] {
+            session_misuse(q, "wr_abort without wr_start");
+            return;
+        }
+    }
     q->sq_tail = q->sq_start;
     q->err = 0;
     q->cur = nullptr;
-    if constexpr (Locked)
+    if constexpr (Locked) {
+        q->session.close();
         q->lock.unlock();
+    }
 }
 
 template <bool Locked>
@@ -418,6 +464,8 @@ int post_send(vq::qp *x, std::uint64_t wr_id, const void *buf, std::uint32_t len
     eth_qp *q = to_qp(x);
     if (q->type == vq::qp_type::ud) [[unlikely]]
         return -FI_EINVAL; // no address: use the session
+    if (refuse_in_session<Locked>(q)) [[unlikely]]
+        return -FI_EOPBADSTATE;
     wr_start<Locked>(q);
     q->wr_id = wr_id;
     q->wr_flags = flags & ~vq::WR_INLINE;
@@ -434,6 +482,8 @@ int post_write(vq::qp *x, std::uint64_t wr_id, const void *buf, std::uint32_t le
                std::uint32_t rkey, std::uint64_t raddr, unsigned flags) noexcept
 {
     eth_qp *q = to_qp(x);
+    if (refuse_in_session<Locked>(q)) [[unlikely]]
+        return -FI_EOPBADSTATE;
     wr_start<Locked>(q);
     q->wr_id = wr_id;
     q->wr_flags = flags & ~vq::WR_INLINE;

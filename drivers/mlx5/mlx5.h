@@ -15,6 +15,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/session.h"
 #include "env/errors.h"
 #include "mlx5_prm.h"
 #include "vq/driver.h"
@@ -317,6 +318,7 @@ struct mlx5_qp : vq::qp {
     mlx5_srq *msrq = nullptr;
     struct mlx5_td *mtd = nullptr;
     spinlock lock;
+    common::session_owner session; ///< locked QPs: the thread between wr_start and wr_complete/abort
     std::atomic<std::uint8_t> state{static_cast<std::uint8_t>(vq::qp_state::reset)};
     mlx5_ctx *mctx = nullptr;
     void *h = nullptr;

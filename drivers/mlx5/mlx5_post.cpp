@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "env/log.h"
 #include "mlx5.h"
 
 namespace shunt::drv::mlx5 {
@@ -38,6 +39,13 @@ inline mlx5_qp *to_qp(vq::qp *q) noexcept { return static_cast<mlx5_qp *>(q); }
         q->sq.err = e;
 }
 void latch_vq(vq::qp *q, int e) noexcept { latch(to_qp(q), e); }
+
+SHUNT_LOG_COMPONENT(mlx5_post_log, "mlx5");
+
+void session_misuse(mlx5_qp *q, const char *what) noexcept
+{
+    common::session_misuse(mlx5_post_log, q->qp_num, what);
+}
 
 /** The byte @p off past @p p inside the SQ ring (wrapping at its end). */
 inline std::uint8_t *wq_at(const send_state &s, std::uint8_t *p, std::size_t off) noexcept
@@ -126,8 +134,16 @@ template <bool Locked>
 void wr_start(vq::qp *vqp) noexcept
 {
     mlx5_qp *q = to_qp(vqp);
-    if constexpr (Locked)
+    if constexpr (Locked) {
+        if (q->session.mine()) [[unlikely]] {
+            // Taking the lock again would never return: the open batch fails instead.
+            session_misuse(q, "wr_start while this thread's session is open");
+            latch(q, -FI_EOPBADSTATE);
+            return;
+        }
         q->lock.lock();
+        q->session.open();
+    }
     send_state &s = q->sq;
     s.cur_post_rb = s.cur_post;
     s.fm_cache_rb = s.fm_cache;
@@ -183,6 +199,12 @@ template <bool Locked>
 int wr_complete(vq::qp *vqp) noexcept
 {
     mlx5_qp *q = to_qp(vqp);
+    if constexpr (Locked) {
+        if (!q->session.mine()) [[unlikely]] {
+            session_misuse(q, "wr_complete without wr_start");
+            return -FI_EOPBADSTATE; // no batch of ours: nothing to commit, no lock to release
+        }
+    }
     send_state &s = q->sq;
     close_open(q);
     int rc = 0;
@@ -193,8 +215,10 @@ int wr_complete(vq::qp *vqp) noexcept
         for (std::uint32_t i = 0; i < s.nbind; i++) // the window's key is the bound one from now on
             s.binds[i].mw->rkey = s.binds[i].rkey;
     }
-    if constexpr (Locked)
+    if constexpr (Locked) {
+        q->session.close();
         q->lock.unlock();
+    }
     return rc;
 }
 
@@ -202,14 +226,22 @@ template <bool Locked>
 void wr_abort(vq::qp *vqp) noexcept
 {
     mlx5_qp *q = to_qp(vqp);
+    if constexpr (Locked) {
+        if (!q->session.mine()) [[unlikely]] {
+            session_misuse(q, "wr_abort without wr_start");
+            return;
+        }
+    }
     send_state &s = q->sq;
     s.cur_post = s.cur_post_rb;
     s.fm_cache = s.fm_cache_rb;
     s.ctrl = nullptr;
     s.nreq = 0;
     s.nbind = 0;
-    if constexpr (Locked)
+    if constexpr (Locked) {
+        q->session.close();
         q->lock.unlock();
+    }
 }
 
 /* ---------------- Builders ---------------- */
@@ -729,6 +761,13 @@ int post_one(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::uint32_t le
     mlx5_qp *q = to_qp(vqp);
     if (q->type == vq::qp_type::ud) [[unlikely]]
         return -FI_EINVAL; // no address: use the session
+    if constexpr (Locked) {
+        if (q->session.mine()) [[unlikely]] { // it would wait for the lock this thread's session holds
+            session_misuse(q, "single-call post while this thread's session is open");
+            latch(q, -FI_EOPBADSTATE);
+            return -FI_EOPBADSTATE;
+        }
+    }
     wr_start<Locked>(q);
     q->wr_id = wr_id;
     q->wr_flags = flags;

@@ -445,12 +445,29 @@ SHUNT_COLD void session_misuse(shm_qp *q, const char *what) noexcept
     assert(!"session API misuse: see the log line above");
 }
 
+/** Has this thread a session open on @p q? Only this thread stores its own
+ *  identity there, so the relaxed load never sees it stale. */
+inline bool own_session(const shm_qp *q) noexcept
+{
+    return q->session.load(std::memory_order_relaxed) == this_thread();
+}
+
+/** A single-call post inside this thread's own open session would wait for
+ *  the QP lock this thread holds (or, with a thread domain, rewrite the open
+ *  batch): the call fails, and the open batch fails at its wr_complete. */
+SHUNT_COLD int post_in_session(shm_qp *q) noexcept
+{
+    session_misuse(q, "single-call post while this thread's session is open");
+    latch(q, -FI_EOPBADSTATE);
+    return -FI_EOPBADSTATE;
+}
+
 template <bool Locked>
 void wr_start(vq::qp *vq_) noexcept
 {
     shm_qp *q = to_qp(vq_);
     const std::uintptr_t me = this_thread();
-    if (q->session.load(std::memory_order_relaxed) == me) [[unlikely]] {
+    if (own_session(q)) [[unlikely]] {
         // A second wr_start of this thread: taking the lock again would
         // never return. The open batch fails at its wr_complete instead.
         session_misuse(q, "wr_start while this thread's session is open");
@@ -517,6 +534,8 @@ int post_send(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t l
               unsigned flags) noexcept
 {
     shm_qp *q = to_qp(vq_);
+    if (own_session(q)) [[unlikely]]
+        return post_in_session(q);
     // Fast path: a small unsignaled inline send on an idle send queue goes
     // straight into the ring (what the session would do, minus the queue).
     if ((flags & ~(vq::WR_SOLICITED | vq::WR_FENCE)) == vq::WR_INLINE && !q->sq_sig_all &&
@@ -559,6 +578,8 @@ int post_send_imm_inline(vq::qp *vq_, std::uint64_t wr_id, std::uint32_t imm, co
                          std::size_t n, unsigned flags) noexcept
 {
     shm_qp *q = to_qp(vq_);
+    if (own_session(q)) [[unlikely]]
+        return post_in_session(q);
     if ((flags & ~(vq::WR_SOLICITED | vq::WR_FENCE | vq::WR_INLINE)) == 0 && !q->sq_sig_all && list) [[likely]] {
         std::size_t total = 0;
         bool ok = true;
@@ -602,6 +623,8 @@ int post_write(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t 
                std::uint32_t rkey, std::uint64_t raddr, unsigned flags) noexcept
 {
     shm_qp *q = to_qp(vq_);
+    if (own_session(q)) [[unlikely]]
+        return post_in_session(q);
     wr_start<Locked>(q);
     q->wr_id = wr_id;
     q->wr_flags = flags & ~vq::WR_INLINE;

@@ -78,17 +78,16 @@ void pep_progress(void *arg)
             continue;
         const std::uint8_t *b = p->bufs.data() + w[k].wr_id * p->buf_size;
         std::uint32_t len = 0;
-        if (w[k].status == vq::wc_status::success && ud_message(w[k], p->grh, b, len) && len >= offsetof(cm_msg, data) &&
+        cm_msg m;
+        if (w[k].status == vq::wc_status::success && ud_message(w[k], p->grh, b, len) && cm_parse(b, len, m) &&
             p->listening) {
-            cm_msg m{};
-            std::memcpy(&m, b, std::min<std::size_t>(len, sizeof m));
-            if (m.op == cm_req && m.from.len && m.from.len <= 59 && m.datalen <= cm_data_max) {
+            if (m.op == cm_req) {
                 auto *cr = new (std::nothrow) connreq;
                 info *ci = dupinfo(p->info);
                 if (cr && ci && int(p->pending.size()) < p->backlog) {
                     cr->fid.fclass = FI_CLASS_CONNREQ;
                     cr->from = m.from;
-                    cr->rc_at = m.rc_at.len && m.rc_at.len <= 59 ? m.rc_at : m.from;
+                    cr->rc_at = m.rc_at.len ? m.rc_at : m.from;
                     cr->req_qpn = m.req_qpn;
                     cr->pep = p;
                     ci->handle = &cr->fid;
@@ -500,11 +499,9 @@ void adopted_progress(prov_ep *e)
             continue;
         const std::uint8_t *b = a->bufs.data() + w[k].wr_id * a->buf_size;
         std::uint32_t len = 0;
-        if (w[k].status == vq::wc_status::success && ud_message(w[k], a->grh, b, len) && len >= offsetof(cm_msg, data)) {
-            cm_msg m{};
-            std::memcpy(&m, b, std::min<std::size_t>(len, sizeof m));
+        cm_msg m;
+        if (w[k].status == vq::wc_status::success && ud_message(w[k], a->grh, b, len) && cm_parse(b, len, m))
             pep_cm(e, m); // REP / REJ for a connect from the adopted address
-        }
         (void)vq::post_recv(a->ud, w[k].wr_id,
                             reinterpret_cast<std::uint64_t>(a->bufs.data()) + w[k].wr_id * a->buf_size, a->buf_size,
                             a->mr->lkey);

@@ -39,6 +39,7 @@
 #include "fabric/util/ep.h"
 #include "fabric/util/mr.h"
 #include "vq/vq.h"
+#include "cm_wire.h"
 #include "wire.h"
 
 namespace shunt::prov::vqprov {
@@ -49,18 +50,8 @@ namespace vq = ::shunt::vq;
 /** The provider's logging component (SHUNT_LOG_LEVEL=fabric:...). */
 extern env::log::component prov_log;
 
-/** Address of an endpoint (addr_format FI_FORMAT_UNSPEC: opaque binary, 64
- *  bytes): its device context's address and its UD QP. */
-struct ep_addr {
-    std::uint32_t qpn;    ///< the endpoint's UD QP
-    std::uint8_t len;     ///< bytes of name
-    char name[59];        ///< vq context address (context::addr; shm: the segment name)
-};
-static_assert(sizeof(ep_addr) == 64);
-
 // The provider's own choices. Every limit of the device comes from its
 // device_attr (dev_limits below), never from a copy of a driver's constant.
-inline constexpr std::uint32_t cm_data_max = 128;            ///< CM data of connect/accept/reject
 inline constexpr std::size_t max_ctx = 16;                   ///< tx / rx contexts per scalable endpoint
 inline constexpr std::uint32_t qkey = 0x5348;                ///< "SH"
 inline constexpr std::size_t max_msg = std::size_t(64) << 20; ///< largest message
@@ -141,23 +132,6 @@ inline bool ud_message(const vq::wc &w, std::uint32_t grh, const std::uint8_t *&
 /** The device a domain name names; null: the first device of driver
  *  @p fabric (any driver when null) when @p domain is null or empty. */
 vq::device *device_named(const char *fabric, const char *domain);
-
-/** CM messages (UD). */
-enum : std::uint8_t { cm_req = 1, cm_rep = 2, cm_rej = 3, cm_rtu = 4 };
-struct cm_msg {
-    std::uint8_t op;
-    std::uint8_t ep_type;
-    std::uint16_t datalen;
-    std::uint32_t req_qpn;   ///< requester's RC QP
-    std::uint32_t rep_qpn;   ///< responder's RC QP (REP)
-    std::uint32_t pad;
-    ep_addr from;           ///< sender's endpoint address
-    /** MSG REQ: the segment of the sender's RC QPs when it differs from
-     *  from's (an endpoint that took over a passive endpoint's address);
-     *  len 0 otherwise. */
-    ep_addr rc_at;
-    std::uint8_t data[cm_data_max];
-};
 
 struct prov_domain;
 struct prov_ep;

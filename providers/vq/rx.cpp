@@ -210,9 +210,7 @@ inline void rc_rx(prov_ep *e, const vq::wc &w, int &last)
         ; // shorter than its GRH area: nothing to deliver
     else if (e->dgram)
         dgram_rx(e, b, len);
-    else if (len >= offsetof(cm_msg, data)) {
-        cm_msg m{};
-        std::memcpy(&m, b, std::min<std::size_t>(len, sizeof m));
+    else if (cm_msg m; cm_parse(b, len, m)) {
         if (e->msg_type)
             pep_cm(e, m);
         else

@@ -94,3 +94,28 @@ put('fuzz-wire', 'desc_one', struct.pack('>I', 0x02000000) + bytes([0]) +
     struct.pack('<QII', 100, 1, 0) + struct.pack('<QQII', 0x1000, 100, 5, 0))
 put('fuzz-wire', 'desc_four', struct.pack('>I', 0x02000000) + bytes([0]) +
     struct.pack('<QII', 40, 4, 0) + b''.join(struct.pack('<QQII', 0x1000 * i, 10, i, 0) for i in range(4)))
+
+# ---- fuzz-cm: a CM datagram as it arrives (cm_wire.h): op, ep_type, datalen,
+# req_qpn, rep_qpn, pad; from and rc_at (qpn, len, 59-byte name); CM data.
+REQ, REP, REJ = 1, 2, 3
+EP_MSG, EP_RDM = 1, 3
+
+
+def ep_addr(qpn=0, name=b''):
+    return struct.pack('<IB', qpn, len(name)) + name.ljust(59, b'\0')
+
+
+def cm(op, ep_type=0, data=b'', req=0x405, rep=0, frm=ep_addr(0x403, b'shunt_1234_0'), rc_at=ep_addr()):
+    return struct.pack('<BBHIII', op, ep_type, len(data), req, rep, 0) + frm + rc_at + data
+
+
+put('fuzz-cm', 'req_rdm', cm(REQ, EP_RDM))
+put('fuzz-cm', 'req_msg_data', cm(REQ, EP_MSG, b'hello, server\0'))
+put('fuzz-cm', 'req_msg_rc_at', cm(REQ, EP_MSG, rc_at=ep_addr(0x407, b'shunt_1234_1')))
+put('fuzz-cm', 'rep', cm(REP, rep=0x408))
+put('fuzz-cm', 'rej_data', cm(REJ, data=b'no' * 64))
+# Malformed ones the parser must refuse: before it, a REP naming a 200-byte
+# sender address overflowed the device address it is copied into, and a REJ
+# announcing CM data that did not arrive delivered zeros as that data.
+put('fuzz-cm', 'rep_long_from', cm(REP, rep=0x408, frm=struct.pack('<IB', 0x403, 200) + b'x' * 59))
+put('fuzz-cm', 'rej_data_missing', cm(REJ, data=b'no' * 64)[:144 + 4])

@@ -193,6 +193,29 @@ void second_qp_works(victim &v, shm_peer &pb)
     EXPECT_EQ(pw[0].status, vq::wc_status::success);
 }
 
+/** The victim with QP a connected to peer process pa (the one attacked) and
+ *  QP b to pb (the one that must stay untouched), under a watchdog. */
+struct rc_setup {
+    watchdog wd{30}; // per case: a slow build (sanitizers) is not a hang
+    victim v;
+    shm_peer pa{"rc"}, pb{"rc"};
+
+    /** Connect both pairs (call it with ASSERT_NO_FATAL_FAILURE). */
+    void connect()
+    {
+        ASSERT_EQ(victim::connect(v.a, pa.addr), 0);
+        ASSERT_EQ(pa.connect(vq::get_qp_addr(v.a)), 0);
+        ASSERT_EQ(victim::connect(v.b, pb.addr), 0);
+        ASSERT_EQ(pb.connect(vq::get_qp_addr(v.b)), 0);
+    }
+};
+
+/** Receive buffer @p which of @p v holds only @p byte: nothing was written into it. */
+bool rx_untouched(victim &v, int which, std::uint8_t byte)
+{
+    return std::all_of(v.rx(which), v.rx(which) + rx_len, [byte](std::uint8_t x) { return x == byte; });
+}
+
 /** A slot header as a peer might write it at position @p pos. */
 shm::slot make_slot(std::uint32_t pos, std::uint8_t op, std::uint8_t flags, std::uint16_t nslots, std::uint32_t len)
 {
@@ -242,13 +265,10 @@ class HostileSlot : public ::testing::TestWithParam<slot_case> {};
 TEST_P(HostileSlot, FailsOnlyTheQpItArrivedOn)
 {
     const slot_case &c = GetParam();
-    watchdog wd(30);
-    victim v;
-    shm_peer pa("rc"), pb("rc");
-    ASSERT_EQ(victim::connect(v.a, pa.addr), 0);
-    ASSERT_EQ(pa.connect(vq::get_qp_addr(v.a)), 0);
-    ASSERT_EQ(victim::connect(v.b, pb.addr), 0);
-    ASSERT_EQ(pb.connect(vq::get_qp_addr(v.b)), 0);
+    rc_setup setup;
+    ASSERT_NO_FATAL_FAILURE(setup.connect());
+    victim &v = setup.v;
+    shm_peer &pa = setup.pa, &pb = setup.pb;
     seg_view mine(v.ctx->addr);
 
     ASSERT_EQ(v.post(v.a, 0, 0xa0), 0);
@@ -271,8 +291,7 @@ TEST_P(HostileSlot, FailsOnlyTheQpItArrivedOn)
     EXPECT_EQ(w[1].status, vq::wc_status::wr_flush_err) << "one error completion, then flushes";
     EXPECT_EQ(vq::get_qp_state(v.a), vq::qp_state::err);
     EXPECT_TRUE(v.guards_intact()) << "bytes written outside the receive buffers";
-    EXPECT_TRUE(std::all_of(v.rx(0), v.rx(0) + rx_len, [](std::uint8_t x) { return x == guard_byte; }))
-        << "a refused message wrote into the receive buffer";
+    EXPECT_TRUE(rx_untouched(v, 0, guard_byte)) << "a refused message wrote into the receive buffer";
     second_qp_works(v, pb);
 }
 
@@ -298,13 +317,10 @@ class HostileRndv : public ::testing::TestWithParam<rndv_case> {};
 TEST_P(HostileRndv, RefusedWithoutTouchingMemory)
 {
     const rndv_case &c = GetParam();
-    watchdog wd(30);
-    victim v;
-    shm_peer pa("rc"), pb("rc");
-    ASSERT_EQ(victim::connect(v.a, pa.addr), 0);
-    ASSERT_EQ(pa.connect(vq::get_qp_addr(v.a)), 0);
-    ASSERT_EQ(victim::connect(v.b, pb.addr), 0);
-    ASSERT_EQ(pb.connect(vq::get_qp_addr(v.b)), 0);
+    rc_setup setup;
+    ASSERT_NO_FATAL_FAILURE(setup.connect());
+    victim &v = setup.v;
+    shm_peer &pa = setup.pa, &pb = setup.pb;
     seg_view mine(v.ctx->addr);
     ASSERT_EQ(v.post(v.a, 0, 0xa1), 0);
     shm::slot s = make_slot(0, shm::msg_rndv, fl, 1, sizeof(shm::rndv_hdr) + sizeof(shm::rndv_piece));
@@ -323,7 +339,7 @@ TEST_P(HostileRndv, RefusedWithoutTouchingMemory)
     EXPECT_NE(w[0].status, vq::wc_status::wr_flush_err);
     EXPECT_EQ(vq::get_qp_state(v.a), vq::qp_state::err);
     EXPECT_TRUE(v.guards_intact());
-    EXPECT_TRUE(std::all_of(v.rx(0), v.rx(0) + rx_len, [](std::uint8_t x) { return x == guard_byte; }));
+    EXPECT_TRUE(rx_untouched(v, 0, guard_byte));
     second_qp_works(v, pb);
 }
 
@@ -356,13 +372,10 @@ class HostileGeometry : public ::testing::TestWithParam<geometry_case> {};
 TEST_P(HostileGeometry, OwnGeometryIsPrivate)
 {
     const geometry_case &c = GetParam();
-    watchdog wd(30);
-    victim v;
-    shm_peer pa("rc"), pb("rc");
-    ASSERT_EQ(victim::connect(v.a, pa.addr), 0);
-    ASSERT_EQ(pa.connect(vq::get_qp_addr(v.a)), 0);
-    ASSERT_EQ(victim::connect(v.b, pb.addr), 0);
-    ASSERT_EQ(pb.connect(vq::get_qp_addr(v.b)), 0);
+    rc_setup setup;
+    ASSERT_NO_FATAL_FAILURE(setup.connect());
+    victim &v = setup.v;
+    shm_peer &pa = setup.pa, &pb = setup.pb;
     seg_view mine(v.ctx->addr);
     std::uint64_t off = (c.header ? 0 : mine.desc_off(v.a->qp_num)) + c.offset;
     if (c.size == 8)
@@ -460,13 +473,10 @@ TEST(HostileRdma, TargetRegionEntry)
     for (const auto &fc : cases) {
         for (int read = 0; read < 2; read++) {
             SCOPED_TRACE(std::to_string(fc.offset) + (read ? " read" : " write"));
-            watchdog wd(30); // per case: a slow build (sanitizers) is not a hang
-            victim v;
-            shm_peer pa("rc"), pb("rc");
-            ASSERT_EQ(victim::connect(v.a, pa.addr), 0);
-            ASSERT_EQ(pa.connect(vq::get_qp_addr(v.a)), 0);
-            ASSERT_EQ(victim::connect(v.b, pb.addr), 0);
-            ASSERT_EQ(pb.connect(vq::get_qp_addr(v.b)), 0);
+            rc_setup setup;
+            ASSERT_NO_FATAL_FAILURE(setup.connect());
+            victim &v = setup.v;
+            shm_peer &pa = setup.pa, &pb = setup.pb;
             seg_view theirs(pa.addr.dev);
             std::uint64_t e = theirs.mr_off(pa.seg_rkey);
             scribble(pa, pa.addr.dev, e + fc.offset, fc.value);
@@ -488,7 +498,7 @@ TEST(HostileRdma, TargetRegionEntry)
             EXPECT_EQ(w[0].wr_id, 0xa7u);
             EXPECT_EQ(w[0].status, vq::wc_status::rem_access_err) << vq::wc_status_str(w[0].status);
             EXPECT_TRUE(v.guards_intact());
-            EXPECT_TRUE(std::all_of(v.rx(0), v.rx(0) + rx_len, [](std::uint8_t x) { return x == 0x33; }));
+            EXPECT_TRUE(rx_untouched(v, 0, 0x33));
             second_qp_works(v, pb);
         }
     }
@@ -501,13 +511,10 @@ TEST(HostileSend, ConsumedIndexOfTheReceiver)
 {
     for (std::uint32_t consumed : {0x80000000u, 0xffffffffu, 1024u * 1024u, 7u}) {
         SCOPED_TRACE(consumed);
-        watchdog wd(30); // per case: a slow build (sanitizers) is not a hang
-        victim v;
-        shm_peer pa("rc"), pb("rc");
-        ASSERT_EQ(victim::connect(v.a, pa.addr), 0);
-        ASSERT_EQ(pa.connect(vq::get_qp_addr(v.a)), 0);
-        ASSERT_EQ(victim::connect(v.b, pb.addr), 0);
-        ASSERT_EQ(pb.connect(vq::get_qp_addr(v.b)), 0);
+        rc_setup setup;
+        ASSERT_NO_FATAL_FAILURE(setup.connect());
+        victim &v = setup.v;
+        shm_peer &pa = setup.pa, &pb = setup.pb;
         seg_view theirs(pa.addr.dev);
         std::uint64_t ctrl = theirs.desc(pa.addr.qpn).ring_off;
         scribble(pa, pa.addr.dev, ctrl + offsetof(shm::ring_ctrl, consumed), consumed);

@@ -5,10 +5,14 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <csignal>
+#include <cstdio>
+
 #include <cstdlib>
 #include <filesystem>
 
 #include "shm_peer_client.h"
+#include "test_util.h"
 
 namespace shunt::test {
 namespace {
@@ -172,8 +176,67 @@ struct loop_pair {
     }
 };
 
+/** Run @p body in a child process: a hang there is a failure with a message
+ *  after @p secs, not a suite timeout. @return the child's wait status
+ *  (exit 1 when an expectation in @p body failed), -1 when it hung. */
+template <class F>
+int in_child_within(F body, int secs)
+{
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        body();
+        _exit(::testing::Test::HasFailure() ? 1 : 0);
+    }
+    EXPECT_GT(pid, 0);
+    int st = 0;
+    if (pid <= 0)
+        return -1;
+    if (!wait_until([&] { return waitpid(pid, &st, WNOHANG) == pid; }, std::chrono::seconds(secs))) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        return -1;
+    }
+    return st;
+}
+
+/** Single-call posts from inside this thread's own open session (a locked
+ *  QP: each would wait for the lock the session holds). */
+void single_calls_inside_a_session(loop_pair &lp)
+{
+    vq::qp *q = lp.a.qp;
+    vq::wr_start(q);
+    q->wr_id = 1;
+    q->wr_flags = vq::WR_SIGNALED;
+    vq::wr_send(q);
+    vq::wr_set_sge(q, lp.a.mr->lkey, lp.a.addr(), 16);
+    const void *src = lp.a.buf.data();
+    EXPECT_EQ(vq::post_send(q, 2, src, 8, 0, vq::WR_INLINE), -FI_EOPBADSTATE) << "inline fast path";
+    EXPECT_EQ(vq::post_send(q, 3, src, 4096, lp.a.mr->lkey, vq::WR_SIGNALED), -FI_EOPBADSTATE);
+    vq::data_buf d{src, 8};
+    EXPECT_EQ(vq::post_send_imm_inline(q, 4, 7, &d, 1, 0), -FI_EOPBADSTATE);
+    EXPECT_EQ(vq::post_write(q, 5, src, 8, lp.a.mr->lkey, lp.b.mr->rkey, lp.b.addr(), vq::WR_SIGNALED),
+              -FI_EOPBADSTATE);
+    EXPECT_EQ(vq::wr_complete(q), -FI_EOPBADSTATE) << "the open batch fails with the misuse";
+    EXPECT_TRUE(lp.a.poll(1, 100).empty()) << "nothing of the batch or the calls was posted";
+    EXPECT_TRUE(lp.b.poll(1, 100).empty());
+    lp.one_good_batch(6);
+}
+
 #ifdef NDEBUG
 // Release builds: the misuse is an error return, the next batch is clean.
+TEST(ShmSessionMisuse, SingleCallPostsInsideTheSessionFailWithoutHanging)
+{
+    int st = in_child_within(
+        [] {
+            loop_pair lp;
+            single_calls_inside_a_session(lp);
+        },
+        10);
+    ASSERT_NE(st, -1) << "a single-call post inside the open session hung (10 s)";
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "wait status " << st << ": see the child's failures above";
+}
+
 TEST(ShmSessionMisuse, WrStartTwiceFailsTheBatchWithoutHanging)
 {
     loop_pair lp;
@@ -212,6 +275,19 @@ TEST(ShmSessionMisuseDeathTest, WrStartTwiceAsserts)
         },
         "session API misuse");
     lp.one_good_batch(1);
+}
+
+TEST(ShmSessionMisuseDeathTest, SingleCallPostInsideTheSessionAsserts)
+{
+    int st = in_child_within(
+        [] {
+            loop_pair lp;
+            vq::wr_start(lp.a.qp);
+            (void)vq::post_send(lp.a.qp, 1, lp.a.buf.data(), 8, 0, vq::WR_INLINE);
+        },
+        10);
+    ASSERT_NE(st, -1) << "a single-call post inside the open session hung (10 s)";
+    EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) << "wait status " << st;
 }
 
 TEST(ShmSessionMisuseDeathTest, UnbalancedCompleteAsserts)

@@ -3,7 +3,10 @@
 // failed or aborted batch is executed (target memory and receive queues
 // untouched, no completion), remote violations (error completion, target
 // untouched, QP in ERR), wrong QP state, full send queue, receive too small.
+#include <condition_variable>
+#include <cstdio>
 #include <functional>
+#include <mutex>
 
 #include "conf_harness.h"
 
@@ -369,6 +372,73 @@ TEST_F(Errors, WrAbortClearsALatchedError)
     f.expect_target_untouched("aborted batch");
     f.expect_qp_still_works();
 }
+
+/** Call @p body; when it has not returned after @p secs the process ends
+ *  with a message naming @p what (a thread spinning on a lock it holds
+ *  cannot be interrupted, and the suite's timeout is minutes away). */
+template <class F>
+void within(int secs, const char *what, F body)
+{
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    std::thread dog([&] {
+        std::unique_lock l(m);
+        if (!cv.wait_for(l, std::chrono::seconds(secs), [&] { return done; })) {
+            std::fprintf(stderr, "FAILED: %s did not return within %d s (hung)\n", what, secs);
+            std::_Exit(1);
+        }
+    });
+    body();
+    {
+        std::lock_guard l(m);
+        done = true;
+    }
+    cv.notify_one();
+    dog.join();
+}
+
+/** wr_start, one valid request, then single-call posts from the same thread:
+ *  on a locked QP each would wait for the lock the open session holds. */
+void single_calls_inside_the_session(errfix &f)
+{
+    vq::wr_start(f.q());
+    f.valid_prefix();
+    const std::uint8_t *src = f.c.L.mem(f.src);
+    EXPECT_EQ(vq::post_send(f.q(), 7, src, 8, f.lkey(), vq::WR_INLINE), -FI_EOPBADSTATE);
+    EXPECT_EQ(vq::post_send(f.q(), 8, src, 64, f.lkey(), vq::WR_SIGNALED), -FI_EOPBADSTATE);
+    EXPECT_EQ(vq::post_write(f.q(), 9, src, 8, f.lkey(), f.tgt.rkey, f.tgt.addr, vq::WR_SIGNALED),
+              -FI_EOPBADSTATE);
+    EXPECT_EQ(vq::wr_complete(f.q()), -FI_EOPBADSTATE) << "the open batch fails with the misuse";
+}
+
+#ifdef NDEBUG
+TEST_F(Errors, SingleCallPostInsideTheOpenSessionFailsTheCallAndTheBatch)
+{
+    errfix f;
+    ASSERT_TRUE(f.open(qp_type::rc, rc_ops)) << f.skip;
+    f.peer_recv(500, 8192, 4096);
+    within(10, "a single-call post inside the open session", [&] { single_calls_inside_the_session(f); });
+    f.expect_no_local_completion();
+    f.expect_target_untouched("failed batch");
+    f.expect_no_peer_completion();
+    f.expect_qp_still_works();
+}
+#else
+// Debug builds: the misuse is an assertion (SIGALRM instead means it hung).
+TEST_F(Errors, SingleCallPostInsideTheOpenSessionAsserts)
+{
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    errfix f;
+    ASSERT_TRUE(f.open(qp_type::rc, rc_ops)) << f.skip;
+    EXPECT_DEATH(
+        {
+            alarm(10);
+            single_calls_inside_the_session(f);
+        },
+        "session API misuse");
+}
+#endif
 
 TEST_F(Errors, EmptyBatchCompletesWithNothing)
 {

@@ -1,0 +1,58 @@
+/* The vq provider's connection-management messages (private): UD
+ * datagrams between endpoints, in host order (peers are the same code), and
+ * the endpoint address they carry. */
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace shunt::prov::vqprov {
+
+/** Address of an endpoint (addr_format FI_FORMAT_UNSPEC: opaque binary, 64
+ *  bytes): its device context's address and its UD QP. */
+struct ep_addr {
+    std::uint32_t qpn;    ///< the endpoint's UD QP
+    std::uint8_t len;     ///< bytes of name
+    char name[59];        ///< vq context address (context::addr; shm: the segment name)
+};
+static_assert(sizeof(ep_addr) == 64);
+
+inline constexpr std::uint32_t cm_data_max = 128; ///< CM data of connect/accept/reject
+
+/** CM messages (UD). */
+enum : std::uint8_t { cm_req = 1, cm_rep = 2, cm_rej = 3, cm_rtu = 4 };
+struct cm_msg {
+    std::uint8_t op;
+    std::uint8_t ep_type;
+    std::uint16_t datalen;
+    std::uint32_t req_qpn;   ///< requester's RC QP
+    std::uint32_t rep_qpn;   ///< responder's RC QP (REP)
+    std::uint32_t pad;
+    ep_addr from;           ///< sender's endpoint address
+    /** MSG REQ: the segment of the sender's RC QPs when it differs from
+     *  from's (an endpoint that took over a passive endpoint's address);
+     *  len 0 otherwise. */
+    ep_addr rc_at;
+    std::uint8_t data[cm_data_max];
+};
+
+/** The CM message in the @p len bytes a peer sent at @p b, into @p m. Every
+ *  field a peer wrote is checked here, before any use.
+ *  @return false (m unspecified) when it is shorter than its header, names
+ *  an unknown operation, a sender address that is empty or longer than its
+ *  field, an rc_at longer than its field, or more CM data than cm_data_max
+ *  or than arrived. */
+inline bool cm_parse(const std::uint8_t *b, std::size_t len, cm_msg &m) noexcept
+{
+    constexpr std::size_t hdr = offsetof(cm_msg, data);
+    constexpr std::size_t name_max = sizeof m.from.name;
+    if (len < hdr)
+        return false;
+    m = cm_msg{};
+    std::memcpy(&m, b, len < sizeof m ? len : sizeof m);
+    return m.op >= cm_req && m.op <= cm_rtu && m.from.len != 0 && m.from.len <= name_max &&
+           m.rc_at.len <= name_max && m.datalen <= cm_data_max && m.datalen <= len - hdr;
+}
+
+} // namespace shunt::prov::vqprov

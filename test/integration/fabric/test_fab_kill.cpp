@@ -1,0 +1,344 @@
+// vq provider over shm, endpoint level (FI_EP_RDM and FI_EP_MSG): the peer process is
+// SIGKILLed at random points of a checked stream, many times over, and this
+// process survives each: every outstanding send and RMA write to the dead
+// peer completes (with an error or, if it got there first, success) within a
+// bounded time, no completion is lost, doubled or foreign, no delivered
+// message has a wrong byte, and a fresh peer process works at once.
+//
+// Each round: a fresh peer (it echoes what it receives), one echo to show it
+// works, then a burst of messages of every size class (inject, eager,
+// fragments, rendezvous) and RMA writes into its memory, with the kill after
+// a random number of posts and completions. Rounds repeat for about 20 s per
+// endpoint type (SHUNT_TEST_KILL_SECONDS) with a random seed that a failure prints
+// (SHUNT_TEST_KILL_SEED repeats it).
+#include <memory>
+#include <random>
+
+#include "fab_client.h"
+
+using namespace shunt;
+using namespace shunt::fabric;
+using namespace shunt::test::fab;
+
+namespace {
+
+constexpr std::size_t sizes[] = {8, 1000, 20000, 150000}; // inject, eager, fragments, rendezvous
+constexpr std::size_t max_len = 150000;
+constexpr int burst = 12;        ///< messages per round
+constexpr int writes = 2;        ///< RMA writes per round
+constexpr int drain_ms = 10000;  ///< bound on the last completion after the kill
+
+std::uint64_t env_or(const char *name, std::uint64_t dflt)
+{
+    const char *v = std::getenv(name);
+    return v && *v ? std::strtoull(v, nullptr, 0) : dflt;
+}
+
+/** Message @p idx of @p len bytes: the pattern of seed idx, its first 8 bytes
+ *  the index itself, so an echo says which message it is. */
+void make_message(std::uint8_t *b, std::size_t len, std::uint64_t idx)
+{
+    fill_pattern(b, len, idx);
+    std::memcpy(b, &idx, std::min<std::size_t>(len, 8));
+}
+
+struct op {
+    context ctx{};
+    enum kind_t { rx, tx, wr } kind = rx;
+    std::size_t len = 0;
+    std::vector<std::uint8_t> buf;
+    int completions = 0;
+    bool ok = false;
+};
+
+struct totals {
+    int rounds = 0, delivered = 0, sent_ok = 0, failed = 0, writes_ok = 0;
+};
+
+class kill_round {
+public:
+    /** @p msg: FI_EP_MSG (an endpoint per round, connected to the peer's
+     *  passive endpoint), else FI_EP_RDM (one endpoint, a new AV entry per round). */
+    kill_round(node &n, bool msg, std::mt19937_64 &rng, totals &t) : n_(n), msg_(msg), rng_(rng), t_(t) {}
+    ~kill_round()
+    {
+        if (msg_ && ep_) {
+            EXPECT_EQ(fabric::close(&ep_->fid), 0);
+        }
+    }
+
+    void run()
+    {
+        peer_proc p{msg_ ? "msg" : "rdm"};
+        fi_addr_t to = 0; // MSG: ignored
+        if (msg_) {
+            ASSERT_NO_FATAL_FAILURE(connect_msg(p));
+        } else {
+            ep_ = n_.ep;
+            ASSERT_EQ(av_insert(n_.av, p.addr, 1, &to, 0, nullptr), 1);
+            ASSERT_EQ(p.set_peer(n_.addr), 0);
+        }
+        ASSERT_NO_FATAL_FAILURE(first_echo(to)) << "a fresh peer must work at once";
+        // Posts of sends and writes and their completions (echoes included)
+        // are counted together; the kill comes at a random count.
+        kill_at_ = int(rng_() % std::uint64_t(3 * burst + 2 * writes + 1));
+        for (int i = 0; i < burst; i++)
+            ASSERT_NO_FATAL_FAILURE(post_recv());
+        for (int i = 0; i < burst; i++) {
+            ASSERT_NO_FATAL_FAILURE(step(p));
+            ASSERT_NO_FATAL_FAILURE(post(to, op::tx, sizes[rng_() % std::size(sizes)]));
+        }
+        for (int i = 0; i < writes; i++) {
+            ASSERT_NO_FATAL_FAILURE(step(p));
+            ASSERT_NO_FATAL_FAILURE(post(to, op::wr, 4096, p.mem + std::uint64_t(i) * 4096, p.key));
+        }
+        // Stream until the kill point (bounded: a peer that stops answering
+        // is killed after drain_ms anyway).
+        auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(drain_ms);
+        while (!killed_ && std::chrono::steady_clock::now() < until) {
+            if (reap() > 0)
+                step(p);
+            else
+                sched_yield();
+        }
+        if (!killed_)
+            p.kill();
+        killed_ = true;
+        // Every send and write completes within the bound.
+        auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(drain_ms);
+        while (outstanding(false) && std::chrono::steady_clock::now() < end)
+            if (reap() == 0)
+                sched_yield();
+        ASSERT_FALSE(outstanding(false)) << outstanding(false) << " sends/writes to the killed peer did not complete within "
+                                         << drain_ms << " ms";
+        // Receives are not tied to a peer: what was not delivered is cancelled.
+        for (auto &o : ops_) {
+            if (o->kind == op::rx && o->completions == 0) {
+                ASSERT_EQ(cancel(ep_, &o->ctx), 0);
+            }
+        }
+        end = std::chrono::steady_clock::now() + std::chrono::milliseconds(drain_ms);
+        while (outstanding(true) && std::chrono::steady_clock::now() < end)
+            if (reap() == 0)
+                sched_yield();
+        ASSERT_FALSE(outstanding(true)) << "cancelled receives did not complete";
+        for (auto &o : ops_) {
+            EXPECT_EQ(o->completions, 1) << "every operation completes exactly once";
+            if (o->kind == op::tx)
+                o->ok ? t_.sent_ok++ : t_.failed++;
+            else if (o->kind == op::wr)
+                o->ok ? t_.writes_ok++ : t_.failed++;
+        }
+        if (msg_) {
+            drain_eq();
+        } else {
+            EXPECT_EQ(av_remove(n_.av, &to, 1, 0), 0);
+        }
+        t_.rounds++;
+    }
+
+private:
+    void connect_msg(peer_proc &p)
+    {
+        ASSERT_EQ(endpoint(n_.domain, n_.fi, &ep_, nullptr), 0);
+        ASSERT_EQ(ep_bind(ep_, &n_.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+        ASSERT_EQ(ep_bind(ep_, &n_.eq->fid, 0), 0);
+        ASSERT_EQ(connect(ep_, p.addr, nullptr, 0), 0);
+        auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(drain_ms);
+        for (;;) {
+            std::uint32_t ev = 0;
+            alignas(eq_cm_entry) std::uint8_t buf[256];
+            ssize_t rc = eq_sread(n_.eq, &ev, buf, sizeof buf, 100, 0);
+            if (rc == -FI_EAVAIL) {
+                eq_err_entry err{};
+                ASSERT_GT(eq_readerr(n_.eq, &err, 0), 0);
+                FAIL() << "connecting to a fresh peer failed: " << err.err;
+            }
+            if (rc > 0 && ev == FI_CONNECTED && reinterpret_cast<eq_cm_entry *>(buf)->fid == &ep_->fid)
+                return;
+            ASSERT_LT(std::chrono::steady_clock::now(), end) << "no FI_CONNECTED within " << drain_ms << " ms";
+        }
+    }
+
+    /** Read what the EQ holds about this round's endpoint (shutdown, errors)
+     *  before it is closed. */
+    void drain_eq()
+    {
+        for (;;) {
+            std::uint32_t ev = 0;
+            alignas(eq_cm_entry) std::uint8_t buf[256];
+            ssize_t rc = eq_read(n_.eq, &ev, buf, sizeof buf, 0);
+            if (rc == -FI_EAVAIL) {
+                eq_err_entry err{};
+                EXPECT_GT(eq_readerr(n_.eq, &err, 0), 0);
+                continue;
+            }
+            if (rc <= 0)
+                return;
+        }
+    }
+
+    /** One echo of 8 bytes, before any kill. */
+    void first_echo(fi_addr_t to)
+    {
+        std::uint8_t out[8], in[16] = {};
+        make_message(out, sizeof out, 1u << 30);
+        context rc, sc;
+        ASSERT_EQ(recv(ep_, in, sizeof in, nullptr, FI_ADDR_UNSPEC, &rc), 0);
+        ASSERT_EQ(retry(n_.cq, [&] { return send(ep_, out, sizeof out, nullptr, to, &sc); }), 0);
+        for (int i = 0; i < 2; i++) {
+            cq_tagged_entry e{};
+            ASSERT_EQ(wait_cq(n_.cq, e), 1) << "the echo of a fresh peer";
+            ASSERT_TRUE(e.op_context == &rc || e.op_context == &sc);
+        }
+        ASSERT_EQ(std::memcmp(in, out, sizeof out), 0);
+    }
+
+    /** Count one event; kill the peer when the count reaches kill_at_. */
+    void step(peer_proc &p)
+    {
+        events_ += 1 + reaped_;
+        reaped_ = 0;
+        if (!killed_ && events_ > kill_at_) {
+            p.kill();
+            killed_ = true;
+        }
+    }
+
+    void post_recv()
+    {
+        auto o = std::make_unique<op>();
+        o->kind = op::rx;
+        o->buf.assign(max_len + 64, 0xee);
+        ASSERT_EQ(recv(ep_, o->buf.data(), o->buf.size(), nullptr, FI_ADDR_UNSPEC, &o->ctx), 0);
+        ops_.push_back(std::move(o));
+    }
+
+    void post(fi_addr_t to, op::kind_t k, std::size_t len, std::uint64_t raddr = 0, std::uint64_t key = 0)
+    {
+        auto o = std::make_unique<op>();
+        o->kind = k;
+        o->len = len;
+        o->buf.resize(len);
+        make_message(o->buf.data(), len, next_idx_++);
+        op *x = o.get();
+        ops_.push_back(std::move(o));
+        // A send to a dead peer may also fail as a call; -FI_EAGAIN drives progress.
+        auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(drain_ms);
+        for (;;) {
+            ssize_t rc = k == op::tx ? send(ep_, x->buf.data(), len, nullptr, to, &x->ctx)
+                                     : write(ep_, x->buf.data(), len, nullptr, to, raddr, key, &x->ctx);
+            if (rc == 0)
+                return;
+            if (rc != -FI_EAGAIN) {
+                ASSERT_TRUE(killed_) << "a post to a live peer failed: " << rc;
+                x->completions = 1; // failed as a call: no completion follows
+                return;
+            }
+            reaped_ += reap();
+            ASSERT_LT(std::chrono::steady_clock::now(), end) << "a post said -FI_EAGAIN for " << drain_ms << " ms";
+        }
+    }
+
+    /** Read the CQ once. @return entries handled. */
+    int reap()
+    {
+        cq_tagged_entry e{};
+        ssize_t k = cq_read(n_.cq, &e, 1);
+        if (k == 1) {
+            complete(static_cast<context *>(e.op_context), true, e.len);
+            return 1;
+        }
+        if (k == -FI_EAVAIL) {
+            cq_err_entry err{};
+            EXPECT_EQ(cq_readerr(n_.cq, &err, 0), 1);
+            EXPECT_NE(err.err, 0);
+            EXPECT_TRUE(killed_ || err.err == FI_ECANCELED) << "an error before the kill: " << err.err;
+            complete(static_cast<context *>(err.op_context), false, 0);
+            return 1;
+        }
+        EXPECT_EQ(k, -FI_EAGAIN) << "cq_read";
+        return 0;
+    }
+
+    void complete(context *c, bool ok, std::size_t len)
+    {
+        for (auto &o : ops_) {
+            if (&o->ctx != c)
+                continue;
+            o->completions++;
+            o->ok = ok;
+            if (o->kind == op::rx && ok)
+                check_delivery(*o, len);
+            return;
+        }
+        ADD_FAILURE() << "a completion for no operation of this round";
+    }
+
+    /** A delivered echo is one of ours, whole and exact. */
+    void check_delivery(const op &o, std::size_t len)
+    {
+        ASSERT_GE(len, 8u);
+        std::uint64_t idx;
+        std::memcpy(&idx, o.buf.data(), 8);
+        const op *sent = nullptr;
+        for (auto &s : ops_)
+            if (s->kind == op::tx && s->len == len && std::memcmp(s->buf.data(), &idx, 8) == 0)
+                sent = s.get();
+        ASSERT_NE(sent, nullptr) << "an echo of length " << len << " index " << idx << " that was never sent";
+        ASSERT_EQ(std::memcmp(o.buf.data(), sent->buf.data(), len), 0) << "corrupted echo of length " << len;
+        ASSERT_EQ(o.buf[len], 0xee) << "written past the message";
+        t_.delivered++;
+    }
+
+    std::size_t outstanding(bool receives) const
+    {
+        std::size_t k = 0;
+        for (auto &o : ops_)
+            k += o->completions == 0 && (o->kind == op::rx) == receives;
+        return k;
+    }
+
+    node &n_;
+    bool msg_;
+    fid_ep *ep_ = nullptr;
+    std::mt19937_64 &rng_;
+    totals &t_;
+    std::vector<std::unique_ptr<op>> ops_;
+    std::uint64_t next_idx_ = 1;
+    int kill_at_ = 0, events_ = 0, reaped_ = 0;
+    bool killed_ = false;
+};
+
+/** Rounds for @p secs (or SHUNT_TEST_KILL_SECONDS) on one node. */
+void kill_loop(bool msg, std::uint64_t secs_default)
+{
+    const std::uint64_t seed = env_or("SHUNT_TEST_KILL_SEED", std::random_device{}());
+    const auto secs = std::chrono::seconds(env_or("SHUNT_TEST_KILL_SECONDS", secs_default));
+    SCOPED_TRACE("SHUNT_TEST_KILL_SEED=" + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    node n;
+    ASSERT_EQ(n.open(msg ? FI_EP_MSG : FI_EP_RDM, false), 0);
+    totals t;
+    auto end = std::chrono::steady_clock::now() + secs;
+    while (std::chrono::steady_clock::now() < end && !::testing::Test::HasFailure()) {
+        kill_round r(n, msg, rng, t);
+        r.run();
+    }
+    std::printf("%d rounds: %d echoes delivered and checked, %d sends and %d writes succeeded, %d failed\n", t.rounds,
+                t.delivered, t.sent_ok, t.writes_ok, t.failed);
+    EXPECT_GE(t.rounds, 3) << "too few rounds to mean anything";
+    n.close();
+}
+
+TEST(KillLoop, RdmPeerSigkilledAtRandomPointsManyTimes)
+{
+    kill_loop(false, 20);
+}
+
+TEST(KillLoop, MsgPeerSigkilledAtRandomPointsManyTimes)
+{
+    kill_loop(true, 20);
+}
+
+} // namespace
