@@ -248,6 +248,12 @@ int setup(prov_ep *e, ep_type type)
         e->tx[i].next = e->tx_free;
         e->tx_free = &e->tx[i];
     }
+    // Statistics are not worth failing an endpoint for: without a block
+    // (telemetry off, or the registry refused) the hooks do nothing.
+    static std::atomic<std::uint32_t> ep_serial{0};
+    if ((rc = e->io_blk.open("vq.ep." + std::to_string(ep_serial.fetch_add(1, std::memory_order_relaxed)))))
+        SHUNT_LOG(prov_log, warning, "vq: endpoint without statistics: %s", shunt::strerror(rc));
+    e->io = e->io_blk.get();
     return 0;
 }
 

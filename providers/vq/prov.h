@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "env/log.h"
+#include "env/stats.h"
 #include "fabric/api.h"
 #include "fabric/ext_mem.h"
 #include "fabric/ext_tso.h"
@@ -251,6 +252,7 @@ struct tx_entry {
     mr_ref mrs[iov_max];          ///< registrations held for its buffers
     std::uint32_t nmrs = 0;
     std::uint32_t gen = 0;
+    std::uint64_t posted = 0;     ///< env::stats::stamp() when posted: send-to-completion latency
 };
 
 /** Receive-side work in flight: a rendezvous receive being fetched, or a
@@ -359,6 +361,9 @@ struct prov_ep {
     std::vector<std::uint8_t> ud_mem;
     ep_addr addr{};
     util::maybe_lock lock;        ///< provider state when the domain is multi-threaded
+    /** The endpoint's statistics (vq.ep.<n>), nullptr when telemetry is
+     *  off; written under the endpoint's lock (or by its one thread). */
+    env::stats::io_stats *io = nullptr;
     std::vector<rc_slot> slots;   ///< dom->lim.max_conns RC QPs, sized at creation (never moves)
     // peers by AV index (chunks never move) and by address
     std::vector<conn *> by_index;
@@ -401,6 +406,7 @@ struct prov_ep {
     adopted_ud *pep_ud = nullptr; ///< MSG: a passive endpoint's address taken over (its CM replies arrive there)
     std::vector<std::uint8_t> tso_hdr; ///< DGRAM: our datagram header + the application's, for send_tso
     struct service_binding *svc = nullptr; ///< the service its source address names, bound to addr (addr.h)
+    env::stats::io_block io_blk;  ///< owns *io
 };
 
 /** Receive context index a destination address names (fi_rx_addr with the

@@ -100,6 +100,7 @@ tx_entry *new_tx(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c
     t->cq_flags = cqf;
     t->len = r.len;
     t->c = c;
+    t->posted = env::stats::stamp(e->io);
     return t;
 }
 
@@ -401,6 +402,17 @@ int post_imm(prov_ep *e, conn *c, std::uint32_t imm, const vq::data_buf *bufs, s
     return rc;
 }
 
+/** Statistics of a transmit call that returned @p rc. */
+inline ssize_t counted(prov_ep *e, const util::tx_req &r, ssize_t rc) noexcept
+{
+    if (rc == 0) [[likely]] {
+        env::stats::on_tx(e->io, r.len);
+        env::stats::on_depth(e->io, e->scq_pending);
+    } else if (rc != -FI_EAGAIN)
+        env::stats::on_error(e->io);
+    return rc;
+}
+
 ssize_t transmit(util::ep_core *core, const util::tx_req &r)
 {
     prov_ep *e = ep_of(core);
@@ -408,17 +420,18 @@ ssize_t transmit(util::ep_core *core, const util::tx_req &r)
     switch (r.kind) {
     case util::tx_req::send:
     case util::tx_req::tsend:
-        return send_msg(e, core, r);
+        return counted(e, r, send_msg(e, core, r));
     case util::tx_req::read:
     case util::tx_req::write:
-        return rma(e, core, r);
+        return counted(e, r, rma(e, core, r));
     default:
-        return atomic_op(e, core, r);
+        return counted(e, r, atomic_op(e, core, r));
     }
 }
 
 void tx_abort(prov_ep *e, tx_entry *t, int err)
 {
+    env::stats::on_error(e->io);
     tx_fail_of(t, err);
     tx_put(e, t);
 }
@@ -427,6 +440,7 @@ void tx_complete(prov_ep *e, const vq::wc &w)
 {
     if (w.wr_id != ~0ULL && e->scq_pending)
         e->scq_pending--;
+    env::stats::on_depth(e->io, e->scq_pending);
     if (w.status != vq::wc_status::success) [[unlikely]] {
         // The QP is in error now (verbs semantics): drop it; RDM reconnects.
         for (conn *c : e->all)
@@ -451,6 +465,7 @@ void tx_complete(prov_ep *e, const vq::wc &w)
         return; // completes on the peer's fin or response
     if (t->result)
         std::memcpy(t->result, &e->scratch[4 * std::size_t(t - e->tx.data())], 8);
+    env::stats::on_complete(e->io, t->posted);
     tx_done_of(t);
     tx_put(e, t);
 }
@@ -460,10 +475,13 @@ void tx_fin(prov_ep *e, std::uint64_t id, int err)
     tx_entry *t = tx_from_id(e, id);
     if (!t || t->waits == tx_entry::on_wc)
         return;
-    if (err)
+    if (err) {
+        env::stats::on_error(e->io);
         tx_fail_of(t, err);
-    else
+    } else {
+        env::stats::on_complete(e->io, t->posted);
         tx_done_of(t);
+    }
     tx_put(e, t);
 }
 
@@ -546,8 +564,10 @@ template <bool Tagged>
                 vq::data_buf b[2] = {{&tag, 8}, {buf, len}};
                 int rc = post_imm(e, cn, imm_wire(w_eager, Tagged ? wf_tagged : 0, rx_index_of(c, dest)),
                                   Tagged ? b : b + 1, Tagged ? 2 : 1, false, ~0ULL);
-                if (rc == 0) [[likely]]
+                if (rc == 0) [[likely]] {
                     c->inc_send(c->c_send);
+                    env::stats::on_tx(e->io, len);
+                }
                 return rc;
             }
         }
