@@ -187,7 +187,7 @@ inline void count_batch(send_state &s) noexcept
     if (!s.io)
         return;
     env::stats::on_tx(s.io, s.nreq, s.batch_bytes);
-    env::stats::on_depth(s.io, s.head - s.tail.load(std::memory_order_relaxed));
+    env::stats::on_depth(s.io, s.head + s.nreq - s.tail.load(std::memory_order_relaxed)); // ring() adds nreq to head
 }
 
 template <bool Locked>
