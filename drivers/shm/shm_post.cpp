@@ -64,7 +64,8 @@ inline wqe *begin(shm_qp *q, std::uint8_t op) noexcept
     w->is_inline = 0;
     w->stage = wqe_stage::fresh;
     w->need = Ud ? need_ud : 0;
-    w->posted = env::stats::stamp(q->io);
+    // Only signalled requests report a latency: the others read no clock.
+    w->posted = q->io && (w->flags & vq::WR_SIGNALED) ? env::tsc::now() : 0;
     return w;
 }
 
