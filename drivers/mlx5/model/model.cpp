@@ -139,8 +139,9 @@ void *dev_alloc(std::size_t n, std::size_t align = 4096)
 
 bool pid_alive(int pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 
-/** Claim a host-unique port tag in the shared tag table. */
-int claim_tag(mport &p)
+/** Claim a host-unique port tag in the shared tag table, the first free one
+ *  from @p first. */
+int claim_tag(mport &p, std::uint32_t first = 1)
 {
     // Per user: another user's ports are unreachable anyway (their segments are 0600).
     const std::string name = "shunt-mlx5m-tags-" + std::to_string(getuid());
@@ -160,7 +161,7 @@ int claim_tag(mport &p)
         return -FI_ENOMEM;
     auto *t = static_cast<tag_table *>(p.tags.data());
     int me = static_cast<int>(getpid());
-    for (std::uint32_t i = 1; i < 4096; i++) {
+    for (std::uint32_t i = first; i < 4096; i++) {
         std::int32_t cur = t->owner[i].load(std::memory_order_acquire);
         if (cur != 0 && pid_alive(cur))
             continue;
@@ -667,21 +668,29 @@ int make_backend(int, std::unique_ptr<backend> *out)
     b->port = std::make_unique<mport>();
     mport &p = *b->port;
     p.opt = current_options();
-    int rc = claim_tag(p);
-    if (rc < 0) {
-        SHUNT_LOG(model_log, error, "no port tag: %d", rc);
-        b->port.reset();
-        return rc;
-    }
-    p.port_id = static_cast<std::uint64_t>(getpid()) << 16 | p.tag;
     std::size_t lanes_off = sizeof(port_hdr);
     std::size_t slots_off = (lanes_off + num_lanes * sizeof(lane_ctrl) + 63) & ~std::size_t{63};
     std::size_t qpt_off = slots_off + static_cast<std::size_t>(num_lanes) * lane_slots * slot_bytes;
     std::size_t size = qpt_off + (max_qps + 1) * sizeof(qp_pub);
-    rc = p.seg.create(port_segment_name(p.port_id), size, env::segment_backing::shm);
+    // A port this process closed keeps its segment while peers still hold it
+    // (the name is pid and tag): its tag is free again but the name is not, so
+    // a context reopened before they let go takes the next tag.
+    int rc = -FI_EEXIST;
+    for (std::uint32_t first = 1; rc == -FI_EEXIST;) {
+        rc = claim_tag(p, first);
+        if (rc < 0) {
+            SHUNT_LOG(model_log, error, "no port tag: %d", rc);
+            b->port.reset();
+            return rc;
+        }
+        p.port_id = static_cast<std::uint64_t>(getpid()) << 16 | p.tag;
+        rc = p.seg.create(port_segment_name(p.port_id), size, env::segment_backing::shm);
+        if (rc < 0)
+            static_cast<tag_table *>(p.tags.data())->owner[p.tag].store(0, std::memory_order_release);
+        first = p.tag + 1;
+    }
     if (rc < 0) {
         SHUNT_LOG(model_log, error, "port segment: %d", rc);
-        static_cast<tag_table *>(p.tags.data())->owner[p.tag].store(0, std::memory_order_release);
         b->port.reset();
         return rc;
     }

@@ -285,6 +285,7 @@ enum cmd : std::uint32_t {
     CMD_SLEEP,       ///< u32 ms → - (replies first, then stops polling for ms)
     CMD_POST_RECVS,  ///< recv_req{n = count} + piece (first) → -  (count receives, piece shifted by its length each)
     CMD_QUIT,        ///< → - then exit(0)
+    CMD_RESET,       ///< → - after every object is destroyed and the device reopened (a peer reused by the next test)
 };
 
 struct msg_hdr {

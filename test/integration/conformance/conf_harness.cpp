@@ -292,7 +292,83 @@ std::string peer_path()
     return "conf_peer";
 #endif
 }
+
+/** Peer processes whose test ended cleanly, reset (every object destroyed, the
+ *  device reopened) and kept for the next peer_proc with the same key: a new
+ *  process costs a DPDK EAL start-up per test. Owned by the process that
+ *  spawned them (a forked child never takes its parent's). */
+struct idle_peer {
+    pid_t pid;
+    int fd;
+    std::string key;
+};
+struct idle_pool {
+    pid_t owner = getpid();
+    std::vector<idle_peer> peers;
+    ~idle_pool() { quit_all(); }
+    void quit_all()
+    {
+        if (owner != getpid())
+            return;
+        for (auto &p : peers) {
+            (void)send_msg(p.fd, CMD_QUIT, nullptr, 0);
+            ::shutdown(p.fd, SHUT_WR);
+            auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            int st = 0;
+            while (::waitpid(p.pid, &st, WNOHANG) == 0) {
+                if (std::chrono::steady_clock::now() > end) {
+                    ::kill(p.pid, SIGKILL);
+                    ::waitpid(p.pid, &st, 0);
+                    break;
+                }
+                usleep(1000);
+            }
+            ::close(p.fd);
+        }
+        peers.clear();
+    }
+};
+idle_pool &pool()
+{
+    static idle_pool p;
+    return p;
+}
+constexpr std::size_t max_idle_peers = 4;
 } // namespace
+
+void peer_proc::quit_idle() { pool().quit_all(); }
+
+/** Take an idle peer spawned with key_ that still answers. */
+bool peer_proc::adopt_idle()
+{
+    auto &pl = pool();
+    if (pl.owner != getpid())
+        return false;
+    for (std::size_t i = 0; i < pl.peers.size(); i++) {
+        if (pl.peers[i].key != key_)
+            continue;
+        idle_peer p = pl.peers[i];
+        pl.peers.erase(pl.peers.begin() + static_cast<std::ptrdiff_t>(i));
+        int st = 0;
+        hello_rep h{};
+        msg_hdr rh{};
+        bool alive = ::waitpid(p.pid, &st, WNOHANG) == 0 && send_msg(p.fd, CMD_HELLO, nullptr, 0) &&
+                     read_all(p.fd, &rh, sizeof rh, 5000) && rh.cmd_or_rc == 0 && rh.len == sizeof h &&
+                     read_all(p.fd, &h, sizeof h, 5000);
+        if (!alive) { // died with the thread that spawned it, or broken: a new one instead
+            ::kill(p.pid, SIGKILL);
+            ::waitpid(p.pid, &st, 0);
+            ::close(p.fd);
+            return false;
+        }
+        pid_ = p.pid;
+        fd_ = p.fd;
+        hello_ = h;
+        ok_ = true;
+        return true;
+    }
+    return false;
+}
 
 peer_proc::peer_proc(local_side *local, int uid) : local_(local)
 {
@@ -343,9 +419,22 @@ peer_proc::peer_proc(local_side *local, int uid) : local_(local)
             }
         envs.push_back(pre + v);
     };
-    if (const char *a = std::getenv("SHUNT_CONF_PEER_EAL_ARGS"); a && *a)
+    if (const char *a = std::getenv("SHUNT_CONF_PEER_EAL_ARGS"); a && *a) {
         set_env("SHUNT_EAL_ARGS", conf_expand(a, 'P', getpid()));
+        // The peer has its own end of a link (memif): reopening its device
+        // restarts the link, and frames sent meanwhile are lost, so each test
+        // gets a new peer there.
+        reuse_ = false;
+    }
     set_env("SHUNT_CONF_DEVICE", conf_peer_device());
+    key_ = std::to_string(uid);
+    for (auto &e : envs)
+        key_ += '\n' + e;
+    if (reuse_ && adopt_idle()) {
+        ::close(sv[0]);
+        ::close(sv[1]);
+        return;
+    }
     std::vector<char *> envp;
     for (auto &e : envs)
         envp.push_back(e.data());
@@ -414,6 +503,14 @@ peer_proc::~peer_proc()
         reaped_ = true; // nothing to reap
     }
     if (pid_ > 0 && !reaped_) {
+        // A peer that ended its test cleanly is reset and kept for the next.
+        int st = 0;
+        auto &pl = pool();
+        if (fd_ >= 0 && ok_ && reuse_ && pl.owner == getpid() && pl.peers.size() < max_idle_peers &&
+            ::waitpid(pid_, &st, WNOHANG) == 0 && request(CMD_RESET, nullptr, 0, nullptr, 10000) == 0) {
+            pl.peers.push_back({pid_, fd_, key_});
+            return;
+        }
         if (fd_ >= 0 && ok_)
             (void)request(CMD_QUIT, nullptr, 0, nullptr, 10000);
         reap(10000);

@@ -132,6 +132,11 @@ public:
     int send_stream(std::uint32_t qp, std::uint32_t mr, std::uint32_t len, std::uint32_t count);
     /** SIGKILL and reap (bounded). */
     void kill_now();
+    /** Quit every idle peer process kept for reuse (see ~peer_proc): the next
+     *  peer_proc is a new process. */
+    static void quit_idle();
+    /** This peer quits when its peer_proc goes (instead of being kept for reuse). */
+    void quit_on_close() { reuse_ = false; }
 
 private:
     local_side *local_;
@@ -141,7 +146,10 @@ private:
     bool ok_ = false;
     bool reaped_ = false;
     hello_rep hello_{};
+    bool reuse_ = true;
+    std::string key_; ///< uid and environment: a reused peer must have been spawned with the same
     void reap(int ms);
+    bool adopt_idle();
 };
 
 /* ---------------- A connected pair ---------------- */

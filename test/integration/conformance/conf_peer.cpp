@@ -49,6 +49,7 @@ struct peer_state {
     std::vector<peer_qp> qps;
     std::vector<vq::srq *> srqs;
     stream_state stream;
+    const char *device = nullptr; ///< what it opened (and reopens on CMD_RESET)
 };
 
 thread_local peer_state S; // one per peer thread (a spawned peer has one thread)
@@ -102,6 +103,8 @@ bool wait_one(std::uint32_t qi, vq::wc *out, int timeout_ms = 10000)
     S.qps[qi].wcs.pop_front();
     return true;
 }
+
+int open_state(const char *device);
 
 void reply(int rc, const void *p = nullptr, std::size_t n = 0)
 {
@@ -420,8 +423,10 @@ void cleanup()
         else
             std::free(m.base);
     }
-    (void)vq::dealloc_pd(S.pd);
-    (void)vq::close_device(S.ctx);
+    if (S.pd)
+        (void)vq::dealloc_pd(S.pd);
+    if (S.ctx)
+        (void)vq::close_device(S.ctx);
 }
 
 void handle(std::uint32_t cmd, const std::vector<std::uint8_t> &b)
@@ -607,6 +612,19 @@ void handle(std::uint32_t cmd, const std::vector<std::uint8_t> &b)
     case CMD_QUIT:
         S.quit = true;
         return reply(0);
+    case CMD_RESET: {
+        // Back to the state of a new peer, for the next test: every object
+        // destroyed, the device closed and opened again.
+        cleanup();
+        peer_state fresh;
+        fresh.fd = S.fd;
+        fresh.device = S.device;
+        S = std::move(fresh);
+        int rc = open_state(S.device);
+        if (rc)
+            S.quit = true; // the test side sees the failure and spawns a new peer
+        return reply(rc);
+    }
     default:
         return reply(-FI_ENOSYS);
     }
@@ -614,10 +632,11 @@ void handle(std::uint32_t cmd, const std::vector<std::uint8_t> &b)
 
 } // namespace
 
-int shunt::conf::conf_peer_serve(int fd, const char *device)
+namespace {
+/** Opens the device, a PD and the scratch region: the state a new peer and a
+ *  reset one start from. */
+int open_state(const char *device)
 {
-    S = peer_state{};
-    S.fd = fd;
     vq::device *dev = vq::find_device(device);
     if (!dev)
         return -FI_ENODEV;
@@ -629,7 +648,16 @@ int shunt::conf::conf_peer_serve(int fd, const char *device)
         return rc;
     // Region 0: scratch for atomic results and the atomic loop's reads/writes.
     reg_rep scratch;
-    rc = do_reg({4096, vq::ACCESS_LOCAL_WRITE, 0, {}, 0}, scratch);
+    return do_reg({4096, vq::ACCESS_LOCAL_WRITE, 0, {}, 0}, scratch);
+}
+} // namespace
+
+int shunt::conf::conf_peer_serve(int fd, const char *device)
+{
+    S = peer_state{};
+    S.fd = fd;
+    S.device = device;
+    int rc = open_state(device);
     if (rc)
         return rc;
     std::vector<std::uint8_t> body;

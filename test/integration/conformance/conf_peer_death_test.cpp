@@ -13,7 +13,12 @@ namespace {
 using vq::qp_type;
 using vq::wc_status;
 
-class PeerDeath : public conf_test {};
+class PeerDeath : public conf_test {
+protected:
+    // Every peer of these tests is a new process: they watch processes start,
+    // die and clean up after each other.
+    void SetUp() override { peer_proc::quit_idle(); }
+};
 
 bool is_error_flush(wc_status s)
 {
@@ -269,6 +274,7 @@ TEST_F(PeerDeath, OrderlyShutdownLeavesNoSegmentBehind)
         auto *c = new conn;
         ASSERT_EQ(c->setup(qp_type::rc, vq::OPS_SEND | vq::OPS_RDMA_WRITE), 0);
         peer_pid = c->P.pid();
+        c->P.quit_on_close();
         reg_rep r{};
         ASSERT_EQ(c->P.reg(4096, ACC_ALL_REMOTE, true, 1, &r), 0);
         own = segment_needle(static_cast<int>(getpid()));

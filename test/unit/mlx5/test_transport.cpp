@@ -71,6 +71,33 @@ TEST_F(Transport, DroppedPacketsOfAnRcWriteAreRetransmitted)
     EXPECT_GE(stats(B).naks_sent, 1u) << "the gap is NAKed (PSN sequence error)";
 }
 
+TEST_F(Transport, APortClosedWhileItsPeerStillHoldsItCanBeOpenedAgain)
+{
+    // B attaches A's port segment to answer it (the write's ACK), and keeps it
+    // until B closes: a context of A's process opened again meanwhile is a new port
+    // (the old name is still taken), and it works.
+    open_rc();
+    ASSERT_EQ(vq::post_write(q, 1, m->addr, 64, m->lkey, pm->rkey, pa(), vq::WR_SIGNALED), 0);
+    ASSERT_EQ(one(q->send_cq).status, wc_status::success);
+    vq::dev_addr old = A.ctx->addr;
+    A.close();
+    q = nullptr;
+    m = nullptr;
+    A.open();
+    ASSERT_NE(A.ctx, nullptr);
+    EXPECT_NE(std::memcmp(&A.ctx->addr, &old, sizeof old), 0) << "the reopened port reuses the held name";
+    vq::qp *q2 = A.qp(vq::qp_type::rc, vq::OPS_SEND | vq::OPS_RDMA_WRITE);
+    vq::qp *p2 = B.qp(vq::qp_type::rc, vq::OPS_SEND);
+    connect(q2, p2);
+    connect(p2, q2);
+    vq::mr *m2 = A.reg(4096, vq::ACCESS_LOCAL_WRITE, 0x5a);
+    std::memset(pm->addr, 0, 4096);
+    ASSERT_EQ(vq::post_write(q2, 3, m2->addr, 4096, m2->lkey, pm->rkey, pa(), vq::WR_SIGNALED), 0);
+    vq::wc w = one(q2->send_cq);
+    EXPECT_EQ(w.status, wc_status::success);
+    EXPECT_EQ(static_cast<std::uint8_t *>(pm->addr)[4095], 0x5a);
+}
+
 TEST_F(Transport, ACorruptedPacketFailsItsIcrcAndIsResent)
 {
     open_rc(vq::QP_ATTR_TIMEOUT | vq::QP_ATTR_RETRY_CNT, fast_timeout(7, 12));
