@@ -36,6 +36,8 @@ const env::stats::field perf_fields[] = {
     PERF_FIELD(done, gauge, none, "timed iterations (pingpong) or messages (bw, rate) so far in this size"),
     PERF_FIELD(sizes_done, counter, none, "sizes finished"),
     PERF_FIELD(one_way, histogram, cycles, "pingpong: one-way latency, half of each round trip, this size"),
+    PERF_FIELD(tsc_one_way, histogram, cycles,
+               "pingpong --tsc-one-way: responder to initiator, arrival less the responder's TSC stamp, this size"),
 };
 #undef PERF_FIELD
 const env::stats::schema perf_schema_v{"perf", perf_fields, sizeof perf_fields / sizeof perf_fields[0]};

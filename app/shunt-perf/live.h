@@ -21,6 +21,7 @@ struct perf_stats {
     env::stats::gauge done;         ///< timed iterations (pingpong) or messages (bw, rate) so far in it
     env::stats::counter sizes_done; ///< sizes finished
     env::stats::histogram one_way;  ///< pingpong: half of each round trip, cycles
+    env::stats::histogram tsc_one_way; ///< pingpong --tsc-one-way: echo arrival - responder's stamp, cycles
 };
 
 /** One initiator's reporting state, shared by its loops and main. */

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 namespace shunt::perf {
@@ -122,6 +123,15 @@ template <bool Inject, class T> inline int post(T &tr, const void *buf, std::siz
 
 inline constexpr std::size_t ack_size = 4;
 
+/** --tsc-one-way: record @p now less the stamp in the first 8 bytes of
+ *  @p msg. A stamp after now (clocks that differ after all) counts as 0. */
+inline void record_stamp(env::stats::histogram &h, const std::byte *msg, std::uint64_t now) noexcept
+{
+    std::uint64_t stamp;
+    std::memcpy(&stamp, msg, sizeof stamp);
+    h.record(now > stamp ? now - stamp : 0);
+}
+
 template <bool Verify, bool Live, class T>
 int pingpong_initiator(T &tr, const run_request &r, std::uint64_t *samples, run_output &out)
 {
@@ -153,6 +163,8 @@ int pingpong_initiator(T &tr, const run_request &r, std::uint64_t *samples, run_
         }
         const std::uint64_t now = env::tsc::now();
         samples[i] = now - prev;
+        if (r.tsc_hist) // --tsc-one-way: the responder's stamp, one clock on one host
+            record_stamp(*r.tsc_hist, rx, now);
         if constexpr (Live)
             l->st->one_way.record(samples[i] / 2);
         prev = now;
@@ -180,7 +192,13 @@ template <bool Verify, class T> int pingpong_responder(T &tr, const run_request 
     const std::uint64_t total = r.warmup + r.iterations;
     int rc;
     for (std::uint64_t msg = 0; msg < total; msg++) {
-        if ((rc = recv_one<Verify>(tr, rx, r.size, msg, r)) || (rc = post<false>(tr, rx, r.size, r)))
+        if ((rc = recv_one<Verify>(tr, rx, r.size, msg, r)))
+            return rc;
+        if (r.tsc_stamp) {
+            const std::uint64_t t = env::tsc::now();
+            std::memcpy(rx, &t, sizeof t);
+        }
+        if ((rc = post<false>(tr, rx, r.size, r)))
             return rc;
     }
     return 0;

@@ -92,6 +92,16 @@ int serve(oob_channel &ch, double timeout, unsigned cpu, const std::string &own_
         why = std::string("responder has no ") + (cfg.vq ? "driver '" : "provider '") + cfg.provider + "'";
     } else if (t->validate(cfg, why) != 0) {
         why = "responder: " + why;
+    } else if (cfg.tsc_one_way) {
+        // One-way latency from stamps needs one clock: this host's invariant TSC, the initiator's too.
+        std::string mine = one_way_clock(why);
+        if (mine.empty())
+            why = "responder: --tsc-one-way: " + why;
+        else if (mine != cfg.clock_id)
+            why = "--tsc-one-way: the responder runs on another host (or boot) than the initiator: their TSCs "
+                  "are not one clock";
+        else
+            why.clear();
     }
     if (!why.empty()) {
         (void)ch.send("ERROR " + why);
@@ -136,6 +146,7 @@ int serve(oob_channel &ch, double timeout, unsigned cpu, const std::string &own_
         r.verify = verify != 0;
         r.watch_fd = ch.fd();
         r.stall_cycles = stall;
+        r.tsc_stamp = cfg.tsc_one_way && cfg.test == test_kind::pingpong;
         if (ch.send("GO") != 0)
             return 1;
         rc = sess->run_responder(r);
@@ -250,6 +261,17 @@ int initiate(oob_channel &ch, const options &o, std::vector<unsigned> cores)
     live.line_cycles = env::tsc::from_ns(1000000000);
     if (env::stats::enabled() && preg.open("perf", perf_schema(), &pst) == 0)
         live.st = &pst;
+    // --tsc-one-way: the histogram of stamps, the perf block's when it is published.
+    std::unique_ptr<env::stats::histogram> own_tsc_hist;
+    env::stats::histogram *tsc_hist = nullptr;
+    if (cfg.tsc_one_way) {
+        if (live.st) {
+            tsc_hist = &pst.tsc_one_way;
+        } else {
+            own_tsc_hist = std::make_unique<env::stats::histogram>();
+            tsc_hist = own_tsc_hist.get();
+        }
+    }
     install_interrupt();
     if (o.format == out_format::table) {
         if (o.verify)
@@ -277,6 +299,8 @@ int initiate(oob_channel &ch, const options &o, std::vector<unsigned> cores)
         r.iterations = o.iterations ? o.iterations : default_iterations(cfg.test, size);
         r.live = &live;
         run_output out;
+        if (tsc_hist)
+            tsc_hist->reset();
         if (o.duration > 0) {
             // Estimate the count from a timed warm-up of its own.
             run_request probe = r;
@@ -284,11 +308,14 @@ int initiate(oob_channel &ch, const options &o, std::vector<unsigned> cores)
             probe.warmup = 0;
             if ((rc = in.run(probe, out, why)) != 0)
                 break;
+            if (tsc_hist)
+                tsc_hist->reset();
             const double per_iter = static_cast<double>(out.cycles) / static_cast<double>(out.iterations);
             const double want = o.duration * static_cast<double>(env::tsc::hz()) / std::max(per_iter, 1.0);
             r.iterations = static_cast<std::uint64_t>(std::clamp(want, 1.0, static_cast<double>(max_iterations)));
             r.warmup = 0;
         }
+        r.tsc_hist = tsc_hist;
         rc = in.run(r, out, why);
         live.end();
         if (rc == -FI_ECANCELED) {
@@ -309,6 +336,8 @@ int initiate(oob_channel &ch, const options &o, std::vector<unsigned> cores)
         if (cfg.test == test_kind::pingpong) {
             in.samples.resize(out.iterations);
             summarize_pingpong(in.samples, out.cycles, res);
+            if (tsc_hist)
+                summarize_tsc_one_way(*tsc_hist, res);
         } else {
             summarize_stream(out.cycles, res);
         }

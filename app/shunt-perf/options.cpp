@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 
 namespace shunt::perf {
@@ -78,6 +79,14 @@ const char usage_text[] =
     "                        number and check every byte on arrival (and the\n"
     "                        echo); a correctness run, its figures include the\n"
     "                        checks\n"
+    "      --tsc-one-way     pingpong: also measure the true one-way latency\n"
+    "                        (responder to initiator) from TSC stamps: the\n"
+    "                        responder writes its TSC into the first 8 bytes of\n"
+    "                        each echo, the initiator records arrival - stamp.\n"
+    "                        Valid only with both ends on one host and an\n"
+    "                        invariant TSC (constant_tsc, nonstop_tsc): refused\n"
+    "                        otherwise. Sizes of at least 8 bytes, not with\n"
+    "                        --verify\n"
     "\n"
     "Server / client (out-of-band exchange over TCP; the client's test\n"
     "options apply to both sides, the client prints the results):\n"
@@ -264,7 +273,8 @@ std::string to_wire(const test_config &c)
     std::ostringstream s;
     s << "test=" << name(c.test) << " provider=" << c.provider << " vq=" << (c.vq ? 1 : 0)
       << " ep_type=" << c.ep_type << " qp_type=" << c.qp_type << " op=" << c.op << " window=" << c.window
-      << " verify=" << (c.verify ? 1 : 0) << " shared=" << (c.shared_buffers ? 1 : 0) << " domain=" << c.domain;
+      << " verify=" << (c.verify ? 1 : 0) << " shared=" << (c.shared_buffers ? 1 : 0) << " domain=" << c.domain
+      << " tsc_one_way=" << (c.tsc_one_way ? c.clock_id : std::string("0"));
     return s.str();
 }
 
@@ -307,6 +317,11 @@ int from_wire(const std::string &line, test_config &c)
             r.shared_buffers = v == "1";
         } else if (k == "domain") {
             r.domain = v;
+        } else if (k == "tsc_one_way") {
+            if (v.empty())
+                return -FI_EINVAL;
+            r.tsc_one_way = v != "0";
+            r.clock_id = r.tsc_one_way ? v : "";
         } else {
             return -FI_EINVAL;
         }
@@ -318,10 +333,38 @@ int from_wire(const std::string &line, test_config &c)
     return 0;
 }
 
+std::string one_way_clock(std::string &why)
+{
+    std::ifstream ci("/proc/cpuinfo");
+    std::string line;
+    bool constant = false, nonstop = false;
+    while (std::getline(ci, line))
+        if (line.rfind("flags", 0) == 0) {
+            std::istringstream fl(line.substr(line.find(':') + 1));
+            for (std::string f; fl >> f;) {
+                constant |= f == "constant_tsc";
+                nonstop |= f == "nonstop_tsc";
+            }
+            break;
+        }
+    if (!constant || !nonstop) {
+        why = std::string("the TSC of this host is not invariant (/proc/cpuinfo lacks ") +
+              (!constant ? "constant_tsc" : "nonstop_tsc") + "): stamps of two cores are not one clock";
+        return "";
+    }
+    std::ifstream b("/proc/sys/kernel/random/boot_id");
+    std::string id;
+    if (!std::getline(b, id) || id.empty() || id.find_first_of(" =") != std::string::npos) {
+        why = "cannot read this host's boot id (/proc/sys/kernel/random/boot_id)";
+        return "";
+    }
+    return id;
+}
+
 int parse_command_line(int argc, char **argv, options &o)
 {
     enum { OPT_OP = 256, OPT_VQ, OPT_DRIVER, OPT_QP, OPT_DURATION, OPT_CSV, OPT_PLOT, OPT_TIMEOUT, OPT_ROLE,
-           OPT_OOB_FD, OPT_VERIFY, OPT_SHARED };
+           OPT_OOB_FD, OPT_VERIFY, OPT_SHARED, OPT_TSC_ONE_WAY };
     static const option longopts[] = {
         {"provider", required_argument, nullptr, 'p'}, {"ep-type", required_argument, nullptr, 'e'},
         {"op", required_argument, nullptr, OPT_OP},      {"vq", no_argument, nullptr, OPT_VQ},
@@ -336,6 +379,7 @@ int parse_command_line(int argc, char **argv, options &o)
         {"verify", no_argument, nullptr, OPT_VERIFY}, {"help", no_argument, nullptr, 'h'},
         {"quiet", no_argument, nullptr, 'q'},
         {"shared-buffers", no_argument, nullptr, OPT_SHARED},
+        {"tsc-one-way", no_argument, nullptr, OPT_TSC_ONE_WAY},
         {"version", no_argument, nullptr, 'V'},
         // Hidden: the locally spawned responder.
         {"role", required_argument, nullptr, OPT_ROLE}, {"oob-fd", required_argument, nullptr, OPT_OOB_FD},
@@ -413,6 +457,7 @@ int parse_command_line(int argc, char **argv, options &o)
         case 'q': o.quiet = true; break;
         case 'V': std::printf("shunt-perf (Shunt) %s\n", SHUNT_VERSION); return 0;
         case OPT_VERIFY: o.verify = true; break;
+        case OPT_TSC_ONE_WAY: o.cfg.tsc_one_way = true; break;
         case OPT_SHARED: o.cfg.shared_buffers = true; break;
         case OPT_ROLE:
             if (std::strcmp(optarg, "responder") != 0)
@@ -505,6 +550,26 @@ int parse_command_line(int argc, char **argv, options &o)
     std::string why;
     if (t->validate(o.cfg, why) != 0)
         return usage_error("%s", why);
+    if (o.cfg.tsc_one_way) {
+        if (o.cfg.test != test_kind::pingpong)
+            return usage_error("--tsc-one-way measures pingpong only, not %s", name(o.cfg.test));
+        if (o.cfg.op != "msg" && o.cfg.op != "tagged")
+            return usage_error("--tsc-one-way needs --op msg or tagged (the stamp travels in a message), not %s",
+                               o.cfg.op);
+        if (o.verify)
+            return usage_error("--tsc-one-way and --verify exclude each other (the stamp overwrites the "
+                               "pattern)%s", "");
+        for (std::size_t s : o.sizes)
+            if (s < 8 && !o.sweep)
+                return usage_error("--tsc-one-way needs sizes of at least 8 bytes (the stamp), got %s",
+                                   std::to_string(s));
+        if (o.sweep)
+            o.sizes.erase(std::remove_if(o.sizes.begin(), o.sizes.end(), [](std::size_t s) { return s < 8; }),
+                          o.sizes.end());
+        o.cfg.clock_id = one_way_clock(why);
+        if (o.cfg.clock_id.empty())
+            return usage_error("--tsc-one-way: %s", why);
+    }
     // Sizes the configuration can carry: a list must fit, a sweep is cut.
     const std::size_t hi = t->max_msg && t->max_msg(o.cfg) ? t->max_msg(o.cfg) : max_size;
     const std::size_t lo = t->min_msg && t->min_msg(o.cfg) ? t->min_msg(o.cfg) : 1;

@@ -73,6 +73,24 @@ void summarize_pingpong(std::vector<std::uint64_t> &rt, std::uint64_t elapsed_cy
     r.msg_rate_mmps = r.elapsed_ns > 0 ? msgs / r.elapsed_ns * 1e3 : 0;
 }
 
+void summarize_tsc_one_way(const env::stats::histogram &h, size_result &r)
+{
+    env::stats::histogram_snapshot s;
+    s.counts.resize(env::stats::histogram::buckets);
+    for (unsigned b = 0; b < env::stats::histogram::buckets; b++) {
+        s.counts[b] = h.count(b);
+        s.total += s.counts[b];
+    }
+    s.sum = h.sum();
+    s.max = h.max();
+    r.has_tsc_one_way = s.total > 0;
+    if (!r.has_tsc_one_way)
+        return;
+    auto ns = [](std::uint64_t c) { return cycles_to_ns(static_cast<double>(c)); };
+    r.tsc_one_way = {ns(s.min()),         cycles_to_ns(s.mean()), ns(s.percentile(50)),   ns(s.percentile(90)),
+                     ns(s.percentile(99)), ns(s.percentile(99.9)), ns(s.percentile(99.99)), ns(s.max)};
+}
+
 void summarize_stream(std::uint64_t elapsed_cycles, size_result &r)
 {
     r.has_latency = false;
@@ -120,6 +138,14 @@ void print_table_row(FILE *f, const run_info &, const size_result &r)
     }
     std::fprintf(f, "%11.2f %9.3f%s\n", r.bandwidth_mbps, r.msg_rate_mmps,
                  r.interrupted ? (r.has_latency ? "  (interrupted)" : "  (interrupted: sender side)") : "");
+    if (r.has_tsc_one_way) {
+        const latency_summary &t = r.tsc_one_way;
+        std::fprintf(f, "#   one way from TSC stamps (responder to initiator): p50 %s  p90 %s  p99 %s  p99.9 %s  "
+                     "p99.99 %s  max %s\n",
+                     env::stats::format_ns(t.p50).c_str(), env::stats::format_ns(t.p90).c_str(),
+                     env::stats::format_ns(t.p99).c_str(), env::stats::format_ns(t.p999).c_str(),
+                     env::stats::format_ns(t.p9999).c_str(), env::stats::format_ns(t.max).c_str());
+    }
     std::fflush(f);
 }
 
@@ -178,6 +204,21 @@ std::string csv_field(const std::string &s)
 }
 } // namespace
 
+/** "key":{min,mean,p50,...,max}, and a comma. */
+static void json_latency(FILE *f, const char *key, const latency_summary &l)
+{
+    std::fprintf(f, "\"%s\":{", key);
+    json_num(f, "min", l.min);
+    json_num(f, "mean", l.mean);
+    json_num(f, "p50", l.p50);
+    json_num(f, "p90", l.p90);
+    json_num(f, "p99", l.p99);
+    json_num(f, "p999", l.p999);
+    json_num(f, "p9999", l.p9999);
+    json_num(f, "max", l.max, false);
+    std::fputs("},", f);
+}
+
 void print_json(FILE *f, const run_info &info, const size_result &r)
 {
     const test_config &c = info.cfg;
@@ -190,20 +231,12 @@ void print_json(FILE *f, const run_info &info, const size_result &r)
                  static_cast<unsigned long long>(r.iterations), static_cast<unsigned long long>(r.warmup),
                  r.window);
     json_num(f, "elapsed_ns", r.elapsed_ns);
-    if (r.has_latency) {
-        std::fputs("\"one_way_ns\":{", f);
-        json_num(f, "min", r.one_way.min);
-        json_num(f, "mean", r.one_way.mean);
-        json_num(f, "p50", r.one_way.p50);
-        json_num(f, "p90", r.one_way.p90);
-        json_num(f, "p99", r.one_way.p99);
-        json_num(f, "p999", r.one_way.p999);
-        json_num(f, "p9999", r.one_way.p9999);
-        json_num(f, "max", r.one_way.max, false);
-        std::fputs("},", f);
-    } else {
+    if (r.has_latency)
+        json_latency(f, "one_way_ns", r.one_way);
+    else
         std::fputs("\"one_way_ns\":null,", f);
-    }
+    if (r.has_tsc_one_way)
+        json_latency(f, "tsc_one_way_ns", r.tsc_one_way);
     const machine_info &m = machine();
     std::fprintf(f, "\"bandwidth_MBps\":%.3f,\"msg_rate_Mmps\":%.6f,\"verified\":%s,\"interrupted\":%s,\"shared_buffers\":%s,",
                  r.bandwidth_mbps, r.msg_rate_mmps, r.verified ? "true" : "false", r.interrupted ? "true" : "false",

@@ -3,6 +3,7 @@
  * doc/guides/perf.md and stay stable: fields are only ever added. */
 #pragma once
 
+#include "env/stats_fp.h"
 #include "options.h"
 
 #include <cstdint>
@@ -26,6 +27,8 @@ struct size_result {
     double elapsed_ns = 0;         ///< timed part
     bool has_latency = false;      ///< pingpong only
     latency_summary one_way{};
+    bool has_tsc_one_way = false;  ///< pingpong --tsc-one-way
+    latency_summary tsc_one_way{}; ///< responder to initiator from TSC stamps (bucket upper edges, ns)
     double bandwidth_mbps = 0;     ///< 10^6 B/s
     double msg_rate_mmps = 0;      ///< 10^6 messages/s
     bool verified = false;         ///< every payload byte was checked (--verify)
@@ -39,6 +42,9 @@ std::uint64_t percentile(const std::vector<std::uint64_t> &sorted, double pct);
 /** Fill @p r from a pingpong run: sorts @p rt_cycles (round trips) in place.
  *  One-way latency is half the round trip. */
 void summarize_pingpong(std::vector<std::uint64_t> &rt_cycles, std::uint64_t elapsed_cycles, size_result &r);
+/** Fill r.tsc_one_way from the --tsc-one-way histogram @p h (cycles):
+ *  percentiles are bucket upper edges (at most 12.5 % high), min a low edge. */
+void summarize_tsc_one_way(const env::stats::histogram &h, size_result &r);
 /** Fill @p r from a bw / rate run. */
 void summarize_stream(std::uint64_t elapsed_cycles, size_result &r);
 

@@ -31,6 +31,7 @@
  * providers) are the hook points for the other levels. */
 #pragma once
 
+#include "env/stats_fp.h"
 #include "options.h"
 
 #include <cstddef>
@@ -55,6 +56,11 @@ struct run_request {
     int watch_fd = -1;             ///< out-of-band socket: EOF on it means the peer died
     std::uint64_t stall_cycles = 0;///< give up after this long without progress
     live_state *live = nullptr;    ///< initiator: running line, Ctrl-C, telemetry (live.h); null: none
+    /** pingpong --tsc-one-way. Responder: stamp each echo's first 8 bytes
+     *  with the TSC. Initiator: tsc_hist gets arrival - stamp of each timed
+     *  echo (cycles). */
+    bool tsc_stamp = false;
+    env::stats::histogram *tsc_hist = nullptr;
 };
 
 /** What the initiator measured for one size. */

@@ -17,6 +17,7 @@
 
 #include "common/session.h"
 #include "env/errors.h"
+#include "env/stats.h"
 #include "mlx5_prm.h"
 #include "vq/driver.h"
 
@@ -279,6 +280,10 @@ struct alignas(64) send_state {
     std::uint32_t last_bbs = 0;      ///< BBs of the last WQE (BlueFlame length)
     std::uint32_t nbind = 0;         ///< bind_mw requests of this batch
     std::uint8_t fm_cache_rb = 0;    ///< wr_start snapshot of fm_cache
+    /** The QP's statistics (mlx5_qp::io_blk), nullptr when telemetry is off:
+     *  the poster writes tx_*, depth and its errors. */
+    env::stats::io_stats *io = nullptr;
+    std::uint64_t batch_bytes = 0;   ///< data bytes of this batch (counted only with io)
     /* Cold: limits and rarer state. */
     std::uint8_t *bf_reg = nullptr;  ///< BlueFlame register pair (first half)
     std::uint32_t max_inline = 0;
@@ -316,6 +321,9 @@ struct mlx5_qp : vq::qp {
     send_state sq;
     recv_ring rq;             ///< unused with an SRQ
     mlx5_srq *msrq = nullptr;
+    /** sq.io for the poller (rx_*, error completions): its own copy, off
+     *  the poster's lines. */
+    env::stats::io_stats *rx_io = nullptr;
     struct mlx5_td *mtd = nullptr;
     spinlock lock;
     common::session_owner session; ///< locked QPs: the thread between wr_start and wr_complete/abort
@@ -326,6 +334,7 @@ struct mlx5_qp : vq::qp {
     rq_view rqv;
     vq::qp_attr attr{};       ///< what query_qp reports
     std::uint32_t rq_wqe_cnt = 0;
+    env::stats::io_block io_blk; ///< mlx5.<device>.qp.<qpn>: owns *sq.io
 };
 
 inline void mlx5_cq::set_last(mlx5_qp *q) noexcept

@@ -150,6 +150,8 @@ void decode(mlx5_cq *c, mlx5_cqe64 *cqe, vq::wc *w) noexcept
             q->state.store(static_cast<std::uint8_t>(vq::qp_state::err), std::memory_order_release);
         w->vendor_err = e->vendor_err_synd;
         w->byte_len = 0;
+        if (e->syndrome != MLX5_CQE_SYNDROME_WR_FLUSH_ERR)
+            env::stats::on_error(q->rx_io);
         if (op == MLX5_CQE_REQ_ERR) {
             std::uint32_t idx = req_done(q, cqe);
             w->wr_id = q->sq.meta[idx].wr_id;
@@ -216,6 +218,10 @@ void decode(mlx5_cq *c, mlx5_cqe64 *cqe, vq::wc *w) noexcept
         break;
     }
     w->wc_flags = fl;
+    if (w->status == wc_status::success) [[likely]]
+        env::stats::on_rx(q->rx_io, w->byte_len);
+    else
+        env::stats::on_error(q->rx_io);
 }
 
 inline void publish_ci(mlx5_cq *c) noexcept

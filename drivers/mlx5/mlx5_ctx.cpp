@@ -662,6 +662,12 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
     q->mtd = static_cast<mlx5_td *>(attr->td);
     p->refs++;
     c->nobj++;
+    // Statistics are not worth failing a QP for: without a block (telemetry
+    // off, or the registry refused) the hooks do nothing.
+    if ((rc = q->io_blk.open(std::string("mlx5.") + (c->dev && c->dev->name ? c->dev->name : "dev") + ".qp." +
+                             std::to_string(q->qp_num))))
+        SHUNT_LOG(mlx5_log, warning, "QP %#x: no statistics block (%s)", q->qp_num, shunt::strerror(rc));
+    q->sq.io = q->rx_io = q->io_blk.get();
     *out = q;
     return 0;
 }

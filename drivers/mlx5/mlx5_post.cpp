@@ -152,6 +152,7 @@ void wr_start(vq::qp *vqp) noexcept
     s.inl = 0;
     s.nbind = 0;
     s.ctrl = nullptr;
+    s.batch_bytes = 0;
     if (s.not_ready) [[unlikely]]
         latch(q, -FI_EOPBADSTATE); // neither RTS nor ERR (in ERR the device flushes what is posted)
 }
@@ -195,6 +196,16 @@ inline void ring(send_state &s) noexcept
     return s.err;
 }
 
+/** Statistics of a batch about to be rung: its requests and bytes, and the
+ *  queue's depth with them. */
+inline void count_batch(send_state &s) noexcept
+{
+    if (!s.io)
+        return;
+    env::stats::on_tx(s.io, s.nreq, s.batch_bytes);
+    env::stats::on_depth(s.io, s.head + s.nreq - s.tail.load(std::memory_order_relaxed)); // ring() adds nreq to head
+}
+
 template <bool Locked>
 int wr_complete(vq::qp *vqp) noexcept
 {
@@ -208,9 +219,12 @@ int wr_complete(vq::qp *vqp) noexcept
     send_state &s = q->sq;
     close_open(q);
     int rc = 0;
-    if (s.err) [[unlikely]]
+    if (s.err) [[unlikely]] {
         rc = complete_error(q);
-    else if (s.nreq) {
+        if (rc != -FI_EAGAIN)
+            env::stats::on_error(s.io);
+    } else if (s.nreq) {
+        count_batch(s);
         ring(s);
         for (std::uint32_t i = 0; i < s.nbind; i++) // the window's key is the bound one from now on
             s.binds[i].mw->rkey = s.binds[i].rkey;
@@ -565,6 +579,8 @@ void s_sge(vq::qp *vqp, std::uint32_t lkey, std::uint64_t addr, std::uint32_t le
     }
     if (!size_ok(q, len))
         return;
+    if (s.io)
+        s.batch_bytes += len;
     if (s.eth) {
         long k = eth_inline_headers(q, 1, [&](std::size_t, const std::uint8_t **p, std::size_t *n) {
             *p = reinterpret_cast<const std::uint8_t *>(addr);
@@ -604,6 +620,8 @@ void s_sge_list(vq::qp *vqp, std::size_t n, const vq::sge *sg) noexcept
     }
     if (!size_ok(q, total))
         return;
+    if (s.io)
+        s.batch_bytes += total;
     std::size_t first = 0;
     std::uint32_t skip = 0;
     if (s.eth) {
@@ -634,6 +652,8 @@ inline void put_inline(mlx5_qp *q, std::size_t n, std::size_t total, Get get) no
 {
     send_state &s = q->sq;
     s.inl = 1; // prefer BlueFlame
+    if (s.io)
+        s.batch_bytes += total;
     if (!total)
         return;
     if (s.data == s.qend) [[unlikely]]
@@ -905,6 +925,7 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
     // Out of the write-combining buffer before the next doorbell can pass it.
     mmio_flush_writes();
     toggle_bf(s);
+    env::stats::on_tx(s.io, len);
     return 0;
 }
 

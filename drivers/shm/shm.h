@@ -15,6 +15,7 @@
 #include "env/compiler.h"
 #include "env/errors.h"
 #include "env/segment.h"
+#include "env/stats.h"
 #include "common/csum.h"
 #include "vq/driver.h"
 
@@ -343,6 +344,7 @@ struct wqe {
     std::uint32_t qkey;
     vq::wc_status status;  ///< outcome once stage is finished
     std::uint32_t rndv_ticket; ///< rendezvous: the value of rndv_acked that completes it
+    std::uint64_t posted;  ///< env::stats::stamp() at the builder: send-to-completion latency
 };
 
 enum : std::uint8_t {
@@ -366,6 +368,10 @@ struct ud_dest {
 struct shm_qp : vq::qp {
     /* Sender state. */
     int err = 0;                  ///< first latched error of the batch
+    /** This QP's statistics (shm.qp.<qpn>), nullptr when telemetry is off:
+     *  the send side writes tx_*, drops, depth and completion, the receive
+     *  side rx_*, both errors (stats_fp.h). */
+    env::stats::io_stats *io = nullptr;
     /** The thread with a session open (wr_start .. wr_complete/wr_abort):
      *  its thread pointer, 0 when none. Written by that thread under the
      *  QP lock; read by any (relaxed) only to compare with its own. */
@@ -451,6 +457,7 @@ struct shm_qp : vq::qp {
     /* Last receive SGE validated (fast path): valid while key_gen is unchanged. */
     std::uint32_t ck_lkey = 0, ck_gen = 0;
     std::uint64_t ck_lo = 0, ck_hi = 0;
+    env::stats::io_block io_blk; ///< owns *io
 };
 
 struct shm_ctx : vq::context {

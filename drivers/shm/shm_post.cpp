@@ -64,6 +64,8 @@ inline wqe *begin(shm_qp *q, std::uint8_t op) noexcept
     w->is_inline = 0;
     w->stage = wqe_stage::fresh;
     w->need = Ud ? need_ud : 0;
+    // Only signalled requests report a latency: the others read no clock.
+    w->posted = q->io && (w->flags & vq::WR_SIGNALED) ? env::tsc::now() : 0;
     return w;
 }
 
@@ -425,6 +427,7 @@ inline bool single_slot_send(shm_qp *q) noexcept
     c.flat = q->sq_inl + static_cast<std::size_t>(w - q->sq) * q->inl_stride;
     std::uint8_t fl = sf_first | sf_last | ((w->flags & vq::WR_SOLICITED) ? sf_solicited : 0);
     ring_put(r, w->op == op_send ? msg_send : msg_send_imm, fl, w->imm, c, w->len, w->len);
+    env::stats::on_tx(q->io, w->len);
     q->sq_head = q->sq_exec = q->sq_tail;
     return true;
 }
@@ -501,9 +504,12 @@ int wr_complete(vq::qp *vq_) noexcept
     if (rc) [[unlikely]] {
         q->sq_tail = q->sq_start; // discard the whole batch
         q->err = 0;
+        if (rc != -FI_EAGAIN)
+            env::stats::on_error(q->io);
     } else if (!Ud && q->sq_tail == q->sq_start + 1 && q->sq_head == q->sq_start && single_slot_send(q)) {
         // done: the one small unsignaled send went straight into the ring
     } else if (q->sq_head != q->sq_tail) {
+        env::stats::on_depth(q->io, q->sq_tail - q->sq_head); // with the batch: sq_progress gives the rest
         sq_progress(q, false);
     }
     q->session.store(0, std::memory_order_relaxed);
@@ -550,6 +556,7 @@ int post_send(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t l
                 c.flat = static_cast<const std::uint8_t *>(buf);
                 std::uint8_t fl = sf_first | sf_last | ((flags & vq::WR_SOLICITED) ? sf_solicited : 0);
                 ring_put(r, msg_send, fl, 0, c, len, len);
+                env::stats::on_tx(q->io, len);
                 if constexpr (Locked)
                     q->lock.unlock();
                 return 0;
@@ -601,6 +608,7 @@ int post_send_imm_inline(vq::qp *vq_, std::uint64_t wr_id, std::uint32_t imm, co
                     c.bufs = list;
                     std::uint8_t fl = sf_first | sf_last | ((flags & vq::WR_SOLICITED) ? sf_solicited : 0);
                     ring_put(r, msg_send_imm, fl, imm, c, len, len);
+                    env::stats::on_tx(q->io, len);
                     done = true;
                 }
             }

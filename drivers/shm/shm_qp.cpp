@@ -130,6 +130,15 @@ void cq_remove(shm_cq *c, shm_qp **list, std::uint32_t *n, shm_qp *q)
         c->lock.unlock();
 }
 
+/** Register the QP's statistics block, shm.qp.<QP number>. Statistics are
+ *  not worth failing a QP for: without a block (telemetry off, or the
+ *  registry refused) the hooks do nothing. */
+void open_stats(shm_qp *q)
+{
+    if (int rc = q->io_blk.open("shm.qp." + std::to_string(q->qp_num)))
+        SHUNT_LOG(shm_qp_log, warning, "QP %#x: no statistics block (%s)", q->qp_num, shunt::strerror(rc));
+    q->io = q->io_blk.get();
+}
 } // namespace
 
 int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
@@ -292,6 +301,7 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
     cq_add(sc, sc->tx, &sc->ntx, q);
     cq_add(rc, rc->rx, &rc->nrx, q);
     (void)env::tsc::hz(); // calibrate now, not on the first blocked send
+    open_stats(q);
     *out = q;
     return 0;
 }

@@ -197,6 +197,15 @@ inline bool rx_sge_ok(shm_qp *q, const vq::sge &sg) noexcept
     return true;
 }
 
+/** Statistics of a receive completion with @p st of @p len bytes. */
+inline void count_rx(shm_qp *q, wc_status st, std::uint32_t len) noexcept
+{
+    if (st == wc_status::success)
+        env::stats::on_rx(q->io, len);
+    else
+        env::stats::on_error(q->io);
+}
+
 /** What a receive step did. */
 enum rx_step { rx_consumed, rx_general_path, rx_stop };
 
@@ -223,6 +232,7 @@ inline rx_step rx_one_slot(shm_qp *q, const slot *s, std::uint8_t op, std::uint8
             op == msg_send_imm ? s->imm : 0,
             (op == msg_send_imm ? vq::WC_WITH_IMM : 0) | ((flags & sf_solicited) ? vq::WC_SOLICITED : 0));
     c->commit();
+    env::stats::on_rx(q->io, len);
     rq->head.store(h + 1, std::memory_order_release); // entry read: free it
     return rx_consumed;
 }
@@ -331,6 +341,7 @@ SHUNT_COLD rx_step rx_general(shm_qp *q, slot *slots, std::uint32_t mask, std::u
     if (flags & sf_last) {
         q->rx_wc.byte_len = q->rx_off;
         cq_push(c, q->rx_wc);
+        count_rx(q, q->rx_wc.status, q->rx_off);
         ++*completions;
         q->rx_busy = false;
         if (q->rx_wc.status != wc_status::success && !ud)
@@ -419,6 +430,7 @@ SHUNT_COLD rx_step rx_lend_general(shm_qp *q, slot *slots, std::uint32_t mask, s
         byte_len = 0;
     fill_wc(*q->rcq->next_entry(), 0, st, opc, byte_len, q->qp_num, src_qp, imm, wf, inv, data);
     q->rcq->commit();
+    count_rx(q, st, byte_len);
     ++*completions;
     head += nslots; // in range: bad_header checked it
     if (st != wc_status::success && q->type != vq::qp_type::ud)
@@ -440,6 +452,7 @@ inline rx_step rx_lend(shm_qp *q, slot *slots, std::uint32_t mask, std::uint32_t
                 (op == msg_send_imm ? vq::WC_WITH_IMM : 0) | ((flags & sf_solicited) ? vq::WC_SOLICITED : 0), 0,
                 s->data);
         q->rcq->commit();
+        env::stats::on_rx(q->io, len);
         ++*completions;
         head++;
         return rx_consumed;
@@ -632,6 +645,8 @@ void rx_violation(shm_qp *q, const char *what, std::uint64_t value) noexcept
                   "QP %#x: the peer broke the protocol in its ring (slot %s = %#llx): the QP goes to ERR",
                   q->qp_num, what, static_cast<unsigned long long>(value));
     }
+    if (!q->rx_violated)
+        env::stats::on_error(q->io);
     q->rx_violated = true;
     qp_to_err(q);
 }

@@ -292,10 +292,13 @@ exec_rc ud_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
 {
     *st = vq::wc_status::success;
     auto *d = static_cast<ud_dest *>(w->p0);
-    if (d->failed) [[unlikely]]
+    if (d->failed) [[unlikely]] {
+        env::stats::on_drop(q->io);
         return ex_done; // unreliable: dropped
+    }
     if (!d->ctrl && !ud_claim(q, d)) [[unlikely]] {
         d->failed = true;
+        env::stats::on_drop(q->io);
         return ex_done;
     }
     qp_desc *rd = &d->p->qps()[qpn_index(d->qpn)];
@@ -304,6 +307,7 @@ exec_rc ud_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
         // we do) and drop this and every later datagram to it.
         say_gone(d->ctrl, d->qpn);
         d->failed = true;
+        env::stats::on_drop(q->io);
         return ex_done;
     }
     if (std::atomic_ref<std::uint64_t>(rd->ud_rings_off).load(std::memory_order_relaxed) != d->pool_off)
@@ -314,11 +318,14 @@ exec_rc ud_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
         d->ctrl = nullptr;
         if (!ud_claim(q, d)) {
             d->failed = true;
+            env::stats::on_drop(q->io);
             return ex_done;
         }
     }
-    if (rd->qkey != w->qkey) [[unlikely]]
+    if (rd->qkey != w->qkey) [[unlikely]] {
+        env::stats::on_drop(q->io);
         return ex_done; // wrong Q_Key: dropped, as on a wire
+    }
     txring r{d->slots, d->ctrl, d->mask, &d->tail, &d->credit_head};
     std::uint8_t sol = (w->flags & vq::WR_SOLICITED) ? sf_solicited : 0;
     if (w->op == op_tso || (w->flags & vq::WR_IP_CSUM)) {
@@ -334,6 +341,7 @@ exec_rc ud_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
             if (!ring_reserve(r, slots_for(hdr + part))) {
                 if (check_due(q) && peer_dead(d->p)) {
                     d->failed = true; // dead receiver: this and every later datagram dropped
+                    env::stats::on_drop(q->io);
                     return ex_done;
                 }
                 return ex_blocked;
@@ -637,6 +645,21 @@ exec_rc exec(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
     return ex_done;
 }
 
+/** Statistics of a send-queue entry leaving the queue with @p st: a
+ *  message sent (and its latency when signalled), an error, or nothing for
+ *  a flushed entry that never ran. */
+inline void count_completion(shm_qp *q, const wqe *w, vq::wc_status st) noexcept
+{
+    if (!q->io)
+        return;
+    if (st == vq::wc_status::success) {
+        env::stats::on_tx(q->io, w->len);
+        if (w->flags & vq::WR_SIGNALED)
+            env::stats::on_complete(q->io, w->posted);
+    } else if (st != vq::wc_status::wr_flush_err) {
+        env::stats::on_error(q->io);
+    }
+}
 } // namespace
 
 void sq_progress(shm_qp *q, bool cq_locked) noexcept
@@ -687,12 +710,14 @@ void sq_run(shm_qp *q, bool cq_locked) noexcept
             w->status = st;
             break;
         }
+        count_completion(q, w, st);
         q->sq_head++;
         if (q->sq_exec - q->sq_head > q->sq_tail - q->sq_head)
             q->sq_exec = q->sq_head; // flushed requests were never executed
         if (st != vq::wc_status::success && st != vq::wc_status::wr_flush_err)
             qp_to_err(q);
     }
+    env::stats::on_depth(q->io, q->sq_tail - q->sq_head);
 }
 
 void qp_to_err(shm_qp *q) noexcept

@@ -150,7 +150,10 @@ struct alignas(SHUNT_CACHE_LINE) io_stats {
     counter tx_bytes;    ///< their payload bytes
     counter rx_msgs;     ///< messages received (completions delivered to the user)
     counter rx_bytes;    ///< their payload bytes
-    counter errors;      ///< error completions and failed posts other than -FI_EAGAIN
+    /** error completions and failed posts other than -FI_EAGAIN: a
+     *  shared_counter (one atomic add, on error paths only) because a queue's
+     *  send side and receive side may run on two threads and both count. */
+    shared_counter errors;
     counter drops;       ///< messages lost or discarded (no receive posted, truncated away, bad frame)
     counter retransmits; ///< frames or messages sent again by a reliable transport
     gauge depth;         ///< operations outstanding at the last on_depth()
@@ -164,6 +167,14 @@ SHUNT_ALWAYS_INLINE void on_tx(io_stats *s, std::size_t bytes) noexcept
 {
     if (s) {
         s->tx_msgs.add();
+        s->tx_bytes.add(bytes);
+    }
+}
+/** @p msgs messages of @p bytes in all sent (a batch of work requests). */
+SHUNT_ALWAYS_INLINE void on_tx(io_stats *s, std::uint64_t msgs, std::uint64_t bytes) noexcept
+{
+    if (s) {
+        s->tx_msgs.add(msgs);
         s->tx_bytes.add(bytes);
     }
 }

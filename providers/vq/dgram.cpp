@@ -136,6 +136,7 @@ ssize_t dgram_transmit(util::ep_core *core, const util::tx_req &r)
     if (rc)
         return rc;
     // The datagram is in the peer's ring (or dropped, as datagrams may be).
+    env::stats::on_tx(e->io, r.len);
     util::tx_done(core, r.flags, r.context, FI_SEND | (tagged ? FI_TAGGED : FI_MSG), r.len);
     return 0;
 }
@@ -160,6 +161,7 @@ void dgram_rx(prov_ep *e, const std::uint8_t *b, std::size_t len)
     if (data)
         std::memcpy(&d, b + o, 8);
     fi_addr_t src = e->core->av ? util::av_reverse(e->core->av, &dh.from) : FI_ADDR_NOTAVAIL;
+    env::stats::on_rx(e->io, len - hl);
     (void)util::rx_deliver(e->core, tagged, src, tag, d, data ? FI_REMOTE_CQ_DATA : 0, b + hl, len - hl, false);
 }
 
@@ -229,6 +231,7 @@ ssize_t tso_send(fid_ep *ep, const void *hdr, std::size_t hdr_len, const iovec *
     int rc = vq::wr_complete(e->ud);
     if (rc)
         return rc;
+    env::stats::on_tx(e->io, total);
     util::tx_done(core, flags | h->tx_comp_force, context, FI_SEND | FI_MSG, total);
     return 0;
 }

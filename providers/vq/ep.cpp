@@ -269,6 +269,12 @@ int setup(prov_ep *e, ep_type type)
     // RDM: operations to peers being connected wait in a bounded queue.
     if (type == FI_EP_RDM && (rc = txq_setup(e, std::min<std::size_t>(ntx, txq_max), l.inject_max)))
         return rc;
+    // Statistics are not worth failing an endpoint for: without a block
+    // (telemetry off, or the registry refused) the hooks do nothing.
+    static std::atomic<std::uint32_t> ep_serial{0};
+    if ((rc = e->io_blk.open("vq.ep." + std::to_string(ep_serial.fetch_add(1, std::memory_order_relaxed)))))
+        SHUNT_LOG(prov_log, warning, "vq: endpoint without statistics: %s", shunt::strerror(rc));
+    e->io = e->io_blk.get();
     return 0;
 }
 

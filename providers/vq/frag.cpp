@@ -182,12 +182,14 @@ void frag_rx(prov_ep *e, int s, hdr_word h, const std::uint8_t *p, std::size_t l
     m->ack_id = f.ack;
     sl.rx_frag = m;
     util::ep_core *t = e->scalable ? rx_target(e, h.rx) : e->core;
+    env::stats::on_rx(e->io, total);
     fetch_blob b{sl.c, 0, m, {}};
     if (!t || util::rx_deliver_fetch(t, h.flags & wf_tagged, e->msg_type ? FI_ADDR_NOTAVAIL : conn_src(e, sl.c),
                                      f.tag, f.data, (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0, total, &b,
-                                     offsetof(fetch_blob, d)) != 0)
+                                     offsetof(fetch_blob, d)) != 0) {
         m->discarded = true; // no receive context, or no room to keep it: dropped
-    else if (!m->e && !(m->buf = stash_get(e, total)))
+        env::stats::on_drop(e->io);
+    } else if (!m->e && !(m->buf = stash_get(e, total)))
         m->err = FI_ENOMEM; // kept, but its receive will fail
     frag_data(e, m, p + n, len - n);
 }

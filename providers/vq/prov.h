@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "env/log.h"
+#include "env/stats.h"
 #include "fabric/api.h"
 #include "fabric/ext_mem.h"
 #include "fabric/ext_tso.h"
@@ -254,6 +255,7 @@ struct tx_entry {
     mr_ref mrs[iov_max];          ///< registrations held for its buffers
     std::uint32_t nmrs = 0;
     std::uint32_t gen = 0;
+    std::uint64_t posted = 0;     ///< env::stats::stamp() when posted: send-to-completion latency
 };
 
 /** Receive-side work in flight: a rendezvous receive being fetched, or a
@@ -372,6 +374,9 @@ struct prov_ep {
     std::vector<std::uint8_t> ud_mem;
     ep_addr addr{};
     util::maybe_lock lock;        ///< provider state when the domain is multi-threaded
+    /** The endpoint's statistics (vq.ep.<n>), nullptr when telemetry is
+     *  off; written under the endpoint's lock (or by its one thread). */
+    env::stats::io_stats *io = nullptr;
     std::vector<rc_slot> slots;   ///< dom->lim.max_conns RC QPs, sized at creation (never moves)
     // peers by AV index (chunks never move) and by address
     std::vector<conn *> by_index;
@@ -426,6 +431,7 @@ struct prov_ep {
     std::unique_ptr<std::uint8_t[]> txq_data;
     std::size_t txq_data_size = 0;
     std::uint64_t connect_timeout_ns = 0; ///< RDM: a connection not up after this fails (0: never)
+    env::stats::io_block io_blk;  ///< owns *io
 };
 
 /** Does @p c have a connected QP (operations may go on it)? */
@@ -534,6 +540,7 @@ inline tx_entry *new_tx(prov_ep *e, util::ep_core *core, const util::tx_req &r, 
     t->cq_flags = cqf;
     t->len = r.len;
     t->c = c;
+    t->posted = env::stats::stamp(e->io);
     return t;
 }
 /** conn_ready when @p c is null or not connected (conn.cpp). */

@@ -75,9 +75,12 @@ inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p,
     fi_addr_t src = e->msg_type                             ? FI_ADDR_NOTAVAIL
                     : sl.c && sl.c->src != FI_ADDR_NOTAVAIL ? sl.c->src
                                                             : conn_src(e, sl.c);
+    env::stats::on_rx(e->io, len - n);
     if (c) [[likely]] // a scalable endpoint without an enabled receive context drops it
         (void)util::rx_deliver(c, h.flags & wf_tagged, src, f.tag, f.data, (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0,
                                p + n, len - n, true);
+    else
+        env::stats::on_drop(e->io);
     if (h.flags & wf_ack) [[unlikely]] {
         fin_body fb{f.ack, 0, 0};
         ctl_send(e, sl.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
@@ -95,7 +98,9 @@ inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p,
         if (!(h.flags & wf_ack) || n == 0 || !parse_desc(p + n, len - n, b.d) || !sl.c)
             return; // malformed: the sender's send fails when its connection does
         util::ep_core *c = e->scalable ? rx_target(e, h.rx) : e->core;
+        env::stats::on_rx(e->io, b.d.total);
         if (!c) {
+            env::stats::on_drop(e->io);
             fin_body fb{f.ack, 0, 0};
             ctl_send(e, sl.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb); // dropped, as an eager message would be
             return;
@@ -104,6 +109,7 @@ inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p,
         if (util::rx_deliver_fetch(c, h.flags & wf_tagged, src, f.tag, f.data,
                                    (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0, b.d.total, &b,
                                    offsetof(fetch_blob, d) + rndv_desc_len(b.d.niov)) != 0) {
+            env::stats::on_drop(e->io);
             fin_body fb{f.ack, FI_ENOMEM, 0};
             ctl_send(e, sl.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
         }
@@ -456,6 +462,8 @@ void rx_op_done(prov_ep *e, rx_op *o, vq::wc_status st)
         return;
     }
     int err = st == vq::wc_status::success ? 0 : wc_to_err(st);
+    if (err)
+        env::stats::on_error(e->io);
     util::rx_fetch_done(o->e, o->r, err);
     fin_body fb{o->peer_id, err, 0};
     ctl_send(e, o->c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);

@@ -386,6 +386,17 @@ int post_imm(prov_ep *e, conn *c, std::uint32_t imm, const vq::data_buf *bufs, s
     return post_imm_inl(e, c, imm, bufs, n, signaled, wr_id);
 }
 
+/** Statistics of a transmit call that returned @p rc. */
+inline ssize_t counted(prov_ep *e, const util::tx_req &r, ssize_t rc) noexcept
+{
+    if (rc == 0) [[likely]] {
+        env::stats::on_tx(e->io, r.len);
+        env::stats::on_depth(e->io, e->scq_pending);
+    } else if (rc != -FI_EAGAIN)
+        env::stats::on_error(e->io);
+    return rc;
+}
+
 ssize_t tx_dispatch(prov_ep *e, util::ep_core *core, const util::tx_req &r)
 {
     switch (r.kind) {
@@ -404,11 +415,14 @@ ssize_t transmit(util::ep_core *core, const util::tx_req &r)
 {
     prov_ep *e = ep_of(core);
     util::guard g(e->lock);
-    return tx_dispatch(e, core, r);
+    // Counted once, when the application's call is accepted (one queued for
+    // a connection being set up is dispatched again later).
+    return counted(e, r, tx_dispatch(e, core, r));
 }
 
 void tx_abort(prov_ep *e, tx_entry *t, int err)
 {
+    env::stats::on_error(e->io);
     tx_fail_of(t, err);
     tx_put(e, t);
 }
@@ -417,6 +431,7 @@ void tx_complete(prov_ep *e, const vq::wc &w)
 {
     if (w.wr_id != ~0ULL && e->scq_pending)
         e->scq_pending--;
+    env::stats::on_depth(e->io, e->scq_pending);
     if (w.status != vq::wc_status::success) [[unlikely]] {
         // The QP is in error now (verbs semantics): drop it; RDM reconnects.
         for (conn *c : e->all)
@@ -441,6 +456,7 @@ void tx_complete(prov_ep *e, const vq::wc &w)
         return; // completes on the peer's fin or response
     if (t->result)
         std::memcpy(t->result, &e->scratch[4 * std::size_t(t - e->tx.data())], 8);
+    env::stats::on_complete(e->io, t->posted);
     tx_done_of(t);
     tx_put(e, t);
 }
@@ -450,10 +466,13 @@ void tx_fin(prov_ep *e, std::uint64_t id, int err)
     tx_entry *t = tx_from_id(e, id);
     if (!t || t->waits == tx_entry::on_wc)
         return;
-    if (err)
+    if (err) {
+        env::stats::on_error(e->io);
         tx_fail_of(t, err);
-    else
+    } else {
+        env::stats::on_complete(e->io, t->posted);
         tx_done_of(t);
+    }
     tx_put(e, t);
 }
 
@@ -536,8 +555,10 @@ template <bool Tagged>
                 vq::data_buf b[2] = {{&tag, 8}, {buf, len}};
                 int rc = post_imm_inl(e, cn, imm_wire(w_eager, Tagged ? wf_tagged : 0, rx_index_of(c, dest)),
                                       Tagged ? b : b + 1, Tagged ? 2 : 1, false, ~0ULL);
-                if (rc == 0) [[likely]]
+                if (rc == 0) [[likely]] {
                     c->inc_send(c->c_send);
+                    env::stats::on_tx(e->io, len);
+                }
                 return rc;
             }
         }

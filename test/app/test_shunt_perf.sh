@@ -33,7 +33,7 @@ T="--timeout 10"
 out=$("$perf" --help); rc=$?
 check "--help exits 0" test $rc -eq 0
 for opt in pingpong bw rate --provider --ep-type --op --domain --vq --driver --qp-type --size --iterations --duration \
-           --warmup --window --cores --timeout --verify --shared-buffers --server --port --json --csv --plot --help "Exit status"; do
+           --warmup --window --cores --timeout --verify --tsc-one-way --shared-buffers --server --port --json --csv --plot --help "Exit status"; do
   check "--help documents $opt" grep -q -- "$opt" <<<"$out"
 done
 check "--help lists the floor transport" grep -q -- '-p   line' <<<"$out"
@@ -102,6 +102,9 @@ bad "vq shm: no tagged operation" "vq level supports --op msg" pingpong --vq --d
 bad "vq shm: -e is not a vq option" "use --qp-type" pingpong --vq --driver shm -e msg $cores
 bad "--shared-buffers on the floor transport" "transport 'line' has none" pingpong -p line --shared-buffers $cores
 bad "--shared-buffers on the vq level" "endpoint-level option" pingpong --vq --driver shm --shared-buffers $cores
+bad "--tsc-one-way with bw" "measures pingpong only" bw --tsc-one-way $cores
+bad "--tsc-one-way with --verify" "exclude each other" pingpong --tsc-one-way --verify $cores
+bad "--tsc-one-way under 8 bytes" "at least 8 bytes" pingpong --tsc-one-way -S 4 $cores
 
 # ---- JSON: one object per size and line, documented fields, sane values ----
 "$perf" pingpong -p line -e rdm -S 8 -I 20000 $cores $T --json >"$work/pp.json" 2>"$work/err"; rc=$?
@@ -475,6 +478,34 @@ import json
 o = [json.loads(l) for l in open('$work/cs.json')]
 assert [x['size'] for x in o] == [8, 4096] and all(x['test'] == 'bw' and x['verified'] for x in o), o"
 done
+
+# ---- --tsc-one-way: one-way latency from the responder's TSC stamps ----
+if grep -qw constant_tsc /proc/cpuinfo && grep -qw nonstop_tsc /proc/cpuinfo; then
+  for t in "-p line" "-p shm" "--vq --driver shm"; do
+    # shellcheck disable=SC2086
+    "$perf" pingpong $t -S 8,64 -I 20000 --tsc-one-way $cores $T --json >"$work/ow.json" 2>"$work/err"; rc=$?
+    check "$t --tsc-one-way: exit 0" test $rc -eq 0
+    check "$t --tsc-one-way: tsc_one_way_ns per size, ordered, under the round trip" python3 -c "
+import json, sys
+o = [json.loads(l) for l in open(sys.argv[1])]
+assert [x['size'] for x in o] == [8, 64], o
+for x in o:
+    t, h = x['tsc_one_way_ns'], x['one_way_ns']
+    assert 0 < t['p50'] <= t['p99'] <= t['max'], t
+    assert t['min'] <= t['p50'], t
+    assert t['p50'] < 2 * h['p50'] * 1.125 + 1000, (t, h)  # one way is under a round trip
+" "$work/ow.json"
+  done
+  "$perf" pingpong -p line -S 8 -I 20000 $cores $T >"$work/plain.json" --json 2>/dev/null
+  check "without --tsc-one-way there is no tsc_one_way_ns" python3 -c "
+import json, sys
+assert 'tsc_one_way_ns' not in json.loads(open(sys.argv[1]).readline())" "$work/plain.json"
+  "$perf" pingpong -p line -S 8 -I 20000 --tsc-one-way $cores $T >"$work/ow.txt" 2>/dev/null
+  check "--tsc-one-way: the table has the one-way line" grep -q "one way from TSC stamps" "$work/ow.txt"
+else
+  echo "skip --tsc-one-way runs: this host's TSC is not invariant"
+  bad "--tsc-one-way without an invariant TSC" "not invariant" pingpong --tsc-one-way $cores
+fi
 
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

@@ -3,6 +3,10 @@
 // wc_status), scatter-to-CQE receives, SRQs, CQ arming.
 #include "mlx5_fixture.h"
 
+#include "env/stats.h"
+
+#include <string>
+
 namespace shunt::test {
 namespace {
 
@@ -47,6 +51,53 @@ TEST_F(Completions, OwnerBitFlipsEveryPassAndEveryCompletionIsSeenOnce)
     EXPECT_EQ(mc(small)->ci, 21u);
     EXPECT_EQ(be32toh(mc(small)->view.dbrec[0]), 21u) << "the consumer index is published";
     EXPECT_EQ(stats(A).violations, 0u) << model::last_violation(A.ctx);
+}
+
+TEST_F(Completions, PerQpStatisticsCountWhatWasPostedAndReceived)
+{
+    if (!env::stats::enabled())
+        GTEST_SKIP() << "SHUNT_TELEMETRY=0";
+    open();
+    const std::string nq = std::string("mlx5.") + q->ctx->dev->name + ".qp." + std::to_string(q->qp_num);
+    const std::string np = std::string("mlx5.") + peer->ctx->dev->name + ".qp." + std::to_string(peer->qp_num);
+    constexpr int n = 20;
+    for (int i = 0; i < n; i++) {
+        ASSERT_EQ(vq::post_recv(peer, std::uint64_t(i), pa(0), 64, pm->lkey), 0);
+        // A batch of one (session) and a single-call send, alternately.
+        if (i % 2) {
+            ASSERT_EQ(vq::post_send(q, std::uint64_t(i), m->addr, 24, m->lkey, vq::WR_SIGNALED), 0);
+        } else {
+            vq::wr_start(q);
+            q->wr_id = std::uint64_t(i);
+            q->wr_flags = vq::WR_SIGNALED;
+            vq::wr_send(q);
+            vq::wr_set_sge(q, m->lkey, a(0), 24);
+            ASSERT_EQ(vq::wr_complete(q), 0);
+        }
+        ASSERT_EQ(one(q->send_cq).status, wc_status::success);
+        vq::wc r = one(peer->recv_cq);
+        ASSERT_EQ(r.status, wc_status::success);
+        ASSERT_EQ(r.byte_len, 24u);
+    }
+    env::stats::block_snapshot sq, sp;
+    ASSERT_EQ(env::stats::read(nq, sq), 0) << nq;
+    ASSERT_EQ(env::stats::read(np, sp), 0) << np;
+    EXPECT_EQ(sq.find("tx_msgs")->value, std::uint64_t(n));
+    EXPECT_EQ(sq.find("tx_bytes")->value, std::uint64_t(n) * 24);
+    EXPECT_EQ(sq.find("errors")->value, 0u);
+    EXPECT_GE(sq.find("depth_max")->value, 1u);
+    EXPECT_EQ(sp.find("rx_msgs")->value, std::uint64_t(n));
+    EXPECT_EQ(sp.find("rx_bytes")->value, std::uint64_t(n) * 24);
+    EXPECT_EQ(sp.find("tx_msgs")->value, 0u);
+    // A failed batch (a builder without its setter) is an error, not a message.
+    vq::wr_start(q);
+    q->wr_id = 99;
+    q->wr_flags = 0;
+    vq::wr_set_sge(q, m->lkey, a(0), 24); // no builder first
+    EXPECT_NE(vq::wr_complete(q), 0);
+    ASSERT_EQ(env::stats::read(nq, sq), 0);
+    EXPECT_EQ(sq.find("errors")->value, 1u);
+    EXPECT_EQ(sq.find("tx_msgs")->value, std::uint64_t(n));
 }
 
 TEST_F(Completions, OneCqeCompletesTheUnsignaledWqesBeforeIt)
