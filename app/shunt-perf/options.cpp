@@ -327,7 +327,7 @@ int from_wire(const std::string &line, test_config &c)
         }
         seen++;
     }
-    if (seen != 10)
+    if (seen != 11)
         return -FI_EINVAL;
     c = r;
     return 0;
