@@ -202,7 +202,7 @@ int in_child_within(F body, int secs)
 
 /** Single-call posts from inside this thread's own open session (a locked
  *  QP: each would wait for the lock the session holds). */
-void single_calls_inside_a_session(loop_pair &lp)
+[[maybe_unused]] void single_calls_inside_a_session(loop_pair &lp)
 {
     vq::qp *q = lp.a.qp;
     vq::wr_start(q);
