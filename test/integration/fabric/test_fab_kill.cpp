@@ -359,7 +359,7 @@ void kill_loop(bool msg, std::uint64_t secs_default)
     std::printf("%d rounds: %d echoes delivered and checked, %d sends and %d writes succeeded, %d failed, "
                 "%d messages of killed peers skipped\n",
                 t.rounds, t.delivered, t.sent_ok, t.writes_ok, t.failed, t.stale);
-    EXPECT_GE(t.rounds, 3) << "too few rounds to mean anything";
+    EXPECT_GE(t.rounds, 2) << "too few rounds to mean anything";
     n.close();
 }
 
