@@ -846,11 +846,12 @@ inline void copy_inline(std::uint8_t *d, const std::uint8_t *s, std::uint32_t n)
         }
     } else { // 17..44
         __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s));
-        __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s + 16));
         __m128i z = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s + n - 16));
-        _mm_storeu_si128(reinterpret_cast<__m128i *>(d), x);
-        if (n > 32)
+        if (n > 32) { // bytes 16..31 are the source's only below 33
+            __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s + 16));
             _mm_storeu_si128(reinterpret_cast<__m128i *>(d + 16), y);
+        }
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(d), x);
         _mm_storeu_si128(reinterpret_cast<__m128i *>(d + n - 16), z);
     }
 }
