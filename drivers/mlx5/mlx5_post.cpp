@@ -856,11 +856,13 @@ inline void copy_inline(std::uint8_t *d, const std::uint8_t *s, std::uint32_t n)
     }
 }
 
+template <bool Stats>
 int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::uint32_t len,
                         std::uint32_t lkey, unsigned flags) noexcept;
 
 /** The single-call send found no credits: look at the queue (fence pending,
  *  state, free slots) and post by the fast path again, or by the session. */
+template <bool Stats>
 [[gnu::noinline, gnu::cold]] int post_send_refill(vq::qp *vqp, std::uint64_t wr_id, const void *buf,
                                                   std::uint32_t len, std::uint32_t lkey, unsigned flags) noexcept
 {
@@ -870,19 +872,21 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
         return post_send<false>(vqp, wr_id, buf, len, lkey, flags);
     // The acquire load above orders the poller's reads of these slots before our writes.
     s.fast_credits = static_cast<std::int32_t>(s.max_post - used);
-    return post_send_inline_td(vqp, wr_id, buf, len, lkey, flags);
+    return post_send_inline_td<Stats>(vqp, wr_id, buf, len, lkey, flags);
 }
 
 /** RC/UC send of 1..fast_inline bytes of inline data on a QP with a thread
  *  domain: ctrl and inline segment (one basic block) written in one pass
  *  with no session state, the doorbell record, and the BB BlueFlamed.
  *  Anything else (no WR_INLINE, other flags, a longer message, no credits:
- *  see fast_credits) goes to the session path, which writes the same bytes. */
+ *  see fast_credits) goes to the session path, which writes the same bytes.
+ *  @p Stats: the QP has a statistics block (chosen at creation; sq.io never
+ *  changes afterwards). */
+template <bool Stats>
 int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::uint32_t len,
                         std::uint32_t lkey, unsigned flags) noexcept
 {
-    mlx5_qp *q = to_qp(vqp);
-    send_state &s = q->sq;
+    send_state &s = to_qp(vqp)->sq;
     // flags is WR_INLINE plus any of the three bits below it (one unsigned
     // compare), and 1 <= len <= fast_inline.
     static_assert(vq::WR_INLINE == 8 && (vq::WR_SIGNALED | vq::WR_SOLICITED | vq::WR_FENCE) == 7);
@@ -890,7 +894,7 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
         return post_send_slow(vqp, wr_id, buf, len, lkey, flags);
     // Take one credit; below zero there was none (refill overwrites the count).
     if (--s.fast_credits < 0) [[unlikely]]
-        return post_send_refill(vqp, wr_id, buf, len, lkey, flags);
+        return post_send_refill<Stats>(vqp, wr_id, buf, len, lkey, flags);
     const std::uint32_t pi = s.cur_post, idx = pi & s.mask;
     std::uint8_t *w = s.buf + (idx << wqe_shift);
     wqe_meta &m = s.meta[idx];
@@ -907,8 +911,12 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
     const std::uint64_t c1 = s.ctrl_w2[flags & 7];
     std::memcpy(w, &c0, 8);
     std::memcpy(w + 8, &c1, 8);
-    const std::uint32_t bc = be32(len | MLX5_INLINE_SEG);
-    std::memcpy(w + octo, &bc, 4);
+    // The inline segment's byte count, be32(len | MLX5_INLINE_SEG) with
+    // len < 256: the bytes 0x80, 0, 0, len.
+    static_assert(MLX5_INLINE_SEG == 0x80000000u && wqe_bb - octo - 4 < 256);
+    const std::uint32_t inl_hi = 0x80;
+    std::memcpy(w + octo, &inl_hi, 4);
+    w[octo + 3] = static_cast<std::uint8_t>(len);
     copy_inline(w + octo + 4, static_cast<const std::uint8_t *>(buf), len);
     s.cur_post = pi + 1;
     // WQE stores before the doorbell record that tells the device they exist.
@@ -916,17 +924,15 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
     s.dbrec[MLX5_SND_DBR] = be32((pi + 1) & 0xffff);
     // The doorbell record before the BlueFlame stores.
     mmio_wc_start();
-    // The BB is whole in the SQ (a BB never wraps): four 16-byte stores fill one WC line.
-    auto *d = reinterpret_cast<__m128i *>(s.bf_cur);
-    const auto *src = reinterpret_cast<const __m128i *>(w);
-    _mm_store_si128(d, _mm_load_si128(src));
-    _mm_store_si128(d + 1, _mm_load_si128(src + 1));
-    _mm_store_si128(d + 2, _mm_load_si128(src + 2));
-    _mm_store_si128(d + 3, _mm_load_si128(src + 3));
+    bf_copy_bb(s.bf_cur, w); // the BB is whole in the SQ (a BB never wraps)
     // Out of the write-combining buffer before the next doorbell can pass it.
     mmio_flush_writes();
     toggle_bf(s);
-    env::stats::on_tx(s.io, len);
+    if constexpr (Stats) {
+        env::stats::io_stats *io = s.io; // once: the counters' stores may alias s
+        io->tx_msgs.add();
+        io->tx_bytes.add(len);
+    }
     return 0;
 }
 
@@ -1053,7 +1059,8 @@ void install_qp_ops(mlx5_qp *q)
         q->set_ud_addr_fn = s_ud_addr;
     if (ops & vq::OPS_SEND) { // (UD: -FI_EINVAL, there is no address)
         bool fast = !lk && !raw && q->type != vq::qp_type::ud && q->sq.bf_size >= wqe_bb;
-        q->post_send_fn = fast ? post_send_inline_td : (lk ? post_send<true> : post_send<false>);
+        q->post_send_fn = !fast ? (lk ? post_send<true> : post_send<false>)
+                         : q->sq.io ? post_send_inline_td<true> : post_send_inline_td<false>;
     }
     if (ops & vq::OPS_RDMA_WRITE)
         q->post_write_fn = lk ? post_write<true> : post_write<false>;
