@@ -417,6 +417,7 @@ int conn_start(prov_ep *e, conn *c)
     m.op = cm_req;
     m.ep_type = FI_EP_RDM;
     m.req_qpn = c->req_qpn;
+    m.flags = cm_flags_of(e);
     m.from = e->addr;
     (void)ud_send(e, c->ah, c->peer.qpn, &m, offsetof(cm_msg, data));
     c->req_sent_ns = now;
@@ -439,6 +440,7 @@ void cm_handle(prov_ep *e, const cm_msg &m)
                 r.op = cm_rep;
                 r.req_qpn = m.req_qpn;
                 r.rep_qpn = sl.qp->qp_num;
+                r.flags = cm_flags_of(e);
                 r.from = e->addr;
                 if (sl.c->ah)
                     (void)ud_send(e, sl.c->ah, m.from.qpn, &r, offsetof(cm_msg, data));
@@ -455,6 +457,7 @@ void cm_handle(prov_ep *e, const cm_msg &m)
         }
         if (!c->ah && !(c->ah = ah_for(e, m.from)))
             return;
+        c->notify = m.flags & cm_f_rma_event;
         int s = -1;
         if (slot_open(e, m.from, m.req_qpn, true, s) != 0) {
             SHUNT_LOG(prov_log, warning, "vq: cannot accept a connection from %s", key.c_str());
@@ -489,12 +492,14 @@ void cm_handle(prov_ep *e, const cm_msg &m)
         r.op = cm_rep;
         r.req_qpn = m.req_qpn;
         r.rep_qpn = e->slots[s].qp->qp_num;
+        r.flags = cm_flags_of(e);
         r.from = e->addr;
         (void)ud_send(e, c->ah, m.from.qpn, &r, offsetof(cm_msg, data));
         return;
     }
     if (m.op == cm_rep && c && c->state == conn::connecting && c->req_qpn == m.req_qpn) {
         if (slot_connect(e, c->slot, m.from, m.rep_qpn) == 0) {
+            c->notify = m.flags & cm_f_rma_event;
             c->state = conn::connected;
             conn_drain(e, c); // what was accepted while it was set up, in order
         } else {
