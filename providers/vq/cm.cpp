@@ -18,6 +18,7 @@ struct connreq {
     ep_addr from{};
     ep_addr rc_at{};             ///< where the requester's RC QP lives
     std::uint32_t req_qpn = 0;
+    std::uint32_t flags = 0;     ///< the REQ's cm_f_* flags
     struct pep_obj *pep = nullptr;
 };
 
@@ -89,6 +90,7 @@ void pep_progress(void *arg)
                     cr->from = m.from;
                     cr->rc_at = m.rc_at.len ? m.rc_at : m.from;
                     cr->req_qpn = m.req_qpn;
+                    cr->flags = m.flags;
                     cr->pep = p;
                     ci->handle = &cr->fid;
                     std::free(ci->dest_addr);
@@ -302,6 +304,7 @@ int ep_connect(fid_ep *ep, const void *addr, const void *param, std::size_t len)
     m.op = cm_req;
     m.ep_type = FI_EP_MSG;
     m.req_qpn = cn->req_qpn;
+    m.flags = cm_flags_of(e);
     m.from = e->addr;
     if (e->pep_ud)
         m.rc_at = e->pep_ud->own; // our RC QP is not in the adopted address's segment
@@ -364,11 +367,13 @@ int ep_accept(fid_ep *ep, const void *param, std::size_t len)
     e->slots[s].c = cn;
     cn->slot = s;
     cn->state = conn::connected;
+    cn->notify = cr->flags & cm_f_rma_event;
     cn->ah = ah_for(e, cr->from);
     cm_msg m{};
     m.op = cm_rep;
     m.req_qpn = cr->req_qpn;
     m.rep_qpn = e->slots[s].qp->qp_num;
+    m.flags = cm_flags_of(e);
     m.from = e->addr;
     m.datalen = std::uint16_t(len);
     if (len)
@@ -435,6 +440,7 @@ void pep_cm(prov_ep *e, const cm_msg &m)
             return;
         }
         cn->peer = m.from;
+        cn->notify = m.flags & cm_f_rma_event;
         cn->state = conn::connected;
         std::uint8_t ev[sizeof(eq_cm_entry) + cm_data_max];
         eq_cm_entry x{&c->main->ep.fid, nullptr};

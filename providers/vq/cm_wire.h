@@ -22,13 +22,17 @@ inline constexpr std::uint32_t cm_data_max = 128; ///< CM data of connect/accept
 
 /** CM messages (UD). */
 enum : std::uint8_t { cm_req = 1, cm_rep = 2, cm_rej = 3, cm_rtu = 4 };
+/** cm_msg::flags (REQ and REP). cm_f_rma_event: the sender's endpoint
+ *  counts remote accesses to its memory (FI_RMA_EVENT), so RMA and atomics
+ *  the peer performs on it directly are each followed by a w_rma_note. */
+inline constexpr std::uint32_t cm_f_rma_event = 1;
 struct cm_msg {
     std::uint8_t op;
     std::uint8_t ep_type;
     std::uint16_t datalen;
     std::uint32_t req_qpn;   ///< requester's RC QP
     std::uint32_t rep_qpn;   ///< responder's RC QP (REP)
-    std::uint32_t pad;
+    std::uint32_t flags;     ///< cm_f_* of the sender's endpoint (0 from older peers)
     ep_addr from;           ///< sender's endpoint address
     /** MSG REQ: the segment of the sender's RC QPs when it differs from
      *  from's (an endpoint that took over a passive endpoint's address);

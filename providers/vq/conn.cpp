@@ -50,13 +50,14 @@ void txq_put(prov_ep *e, queued_tx *q)
     e->txq_free = q;
 }
 
-/** The connection attempt of @p c failed (no answer, or its QP could not
- *  be connected): our QP of it goes into the error state (a peer that
- *  answers late and sends on its end sees its sends fail and asks anew)
- *  and is kept until the endpoint closes; what waits for it fails. */
-void conn_give_up(prov_ep *e, conn *c, int err)
+/** The connection attempt of @p c failed: what waits for it fails. With
+ *  no answer (@p keep_qp) our QP of the attempt stays as it is, so a reply
+ *  that comes late completes the connection (the peer may already send on
+ *  its end: nothing it sends is lost); a QP that could not be connected
+ *  goes into the error state and is kept until the endpoint closes. */
+void conn_give_up(prov_ep *e, conn *c, int err, bool keep_qp = false)
 {
-    if (c->slot >= 0) {
+    if (c->slot >= 0 && !keep_qp) {
         vq::qp_attr a;
         a.state = vq::qp_state::err;
         (void)vq::modify_qp(e->slots[c->slot].qp, &a, vq::QP_ATTR_STATE);
@@ -391,7 +392,7 @@ int conn_start(prov_ep *e, conn *c)
     long long now = now_ns();
     if (c->state == conn::connecting) {
         if (e->connect_timeout_ns && std::uint64_t(now) - c->connect_ns >= e->connect_timeout_ns) {
-            conn_give_up(e, c, FI_ETIMEDOUT);
+            conn_give_up(e, c, FI_ETIMEDOUT, true);
             return -FI_ETIMEDOUT;
         }
         // REQ lost (the peer's UD rings may be busy): resend now and then.
@@ -417,6 +418,7 @@ int conn_start(prov_ep *e, conn *c)
     m.op = cm_req;
     m.ep_type = FI_EP_RDM;
     m.req_qpn = c->req_qpn;
+    m.flags = cm_flags_of(e);
     m.from = e->addr;
     (void)ud_send(e, c->ah, c->peer.qpn, &m, offsetof(cm_msg, data));
     c->req_sent_ns = now;
@@ -439,6 +441,7 @@ void cm_handle(prov_ep *e, const cm_msg &m)
                 r.op = cm_rep;
                 r.req_qpn = m.req_qpn;
                 r.rep_qpn = sl.qp->qp_num;
+                r.flags = cm_flags_of(e);
                 r.from = e->addr;
                 if (sl.c->ah)
                     (void)ud_send(e, sl.c->ah, m.from.qpn, &r, offsetof(cm_msg, data));
@@ -455,6 +458,7 @@ void cm_handle(prov_ep *e, const cm_msg &m)
         }
         if (!c->ah && !(c->ah = ah_for(e, m.from)))
             return;
+        c->notify = m.flags & cm_f_rma_event;
         int s = -1;
         if (slot_open(e, m.from, m.req_qpn, true, s) != 0) {
             SHUNT_LOG(prov_log, warning, "vq: cannot accept a connection from %s", key.c_str());
@@ -478,6 +482,14 @@ void cm_handle(prov_ep *e, const cm_msg &m)
             c->slot = -1;
             c->state = conn::idle;
         }
+        if (c->state == conn::failed && c->slot >= 0 && c->slot != s) {
+            // The attempt that got no answer: the peer asks itself instead.
+            vq::qp_attr a;
+            a.state = vq::qp_state::err;
+            (void)vq::modify_qp(e->slots[c->slot].qp, &a, vq::QP_ATTR_STATE);
+            slot_retire(e, c->slot);
+            c->slot = -1;
+        }
         if (c->state == conn::idle || c->state == conn::failed) {
             // Nothing of ours: send over the accepted QP too.
             c->slot = s;
@@ -489,12 +501,17 @@ void cm_handle(prov_ep *e, const cm_msg &m)
         r.op = cm_rep;
         r.req_qpn = m.req_qpn;
         r.rep_qpn = e->slots[s].qp->qp_num;
+        r.flags = cm_flags_of(e);
         r.from = e->addr;
         (void)ud_send(e, c->ah, m.from.qpn, &r, offsetof(cm_msg, data));
         return;
     }
-    if (m.op == cm_rep && c && c->state == conn::connecting && c->req_qpn == m.req_qpn) {
+    // A reply to the current attempt, or to one that timed out (its QP kept):
+    // the connection is up.
+    if (m.op == cm_rep && c && c->req_qpn == m.req_qpn &&
+        (c->state == conn::connecting || (c->state == conn::failed && c->slot >= 0))) {
         if (slot_connect(e, c->slot, m.from, m.rep_qpn) == 0) {
+            c->notify = m.flags & cm_f_rma_event;
             c->state = conn::connected;
             conn_drain(e, c); // what was accepted while it was set up, in order
         } else {

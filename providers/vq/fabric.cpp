@@ -60,7 +60,8 @@ info *offer(const vq::device *dev, const dev_limits &l, ep_type t)
     if (!l.host_local || single_host())
         i->caps |= FI_REMOTE_COMM;
     if (t != FI_EP_DGRAM)
-        i->caps |= FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+        i->caps |= FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
+                   FI_RMA_EVENT; // remote-access counters (rma.cpp): only when the hints ask for it
     if (t == FI_EP_RDM)
         i->caps |= FI_NAMED_RX_CTX; // receive contexts of scalable endpoints by fi_rx_addr
     // Addresses are a binary ep_addr (fi_getinfo(3): FI_FORMAT_UNSPEC is a

@@ -228,6 +228,9 @@ struct conn {
     std::uint64_t connect_ns = 0; ///< RDM: when the first REQ of this attempt went
     queued_tx *q_head = nullptr;  ///< RDM: operations waiting for the connection, oldest first
     queued_tx *q_tail = nullptr;
+    /** The peer's endpoint counts remote accesses (FI_RMA_EVENT, said in its
+     *  REQ or REP): each direct RMA and atomic on it is followed by a note. */
+    bool notify = false;
     // MSG endpoints
     bool shut = false;
 };
@@ -271,6 +274,7 @@ struct rx_op {
     std::uint32_t data = 0;       ///< rma_write: remote CQ data to report
     bool has_data = false;
     util::ep_core *target = nullptr; ///< rma_write: the endpoint that reports it
+    std::uint64_t key = 0, addr = 0; ///< rma_write / rma_read: the region accessed (FI_RMA_EVENT counters)
     std::size_t len = 0;
     mr_ref mrs[iov_max];
     std::uint32_t nmrs = 0;
@@ -516,6 +520,11 @@ int rdma_move(prov_ep *e, conn *c, bool read, const rndv_desc &remote, const iov
               std::size_t offset, std::size_t n, void **desc, mr_ref *mrs, std::uint32_t *nmrs, std::uint64_t wr_id);
 /** A target-executed RMA request arrived (rma.cpp). Lock held. */
 void rma_request(prov_ep *e, conn *c, hdr_word h, const std::uint8_t *p, std::size_t len);
+/** The cm_msg flags of @p e's REQ and REP (cm_f_rma_event). */
+inline std::uint32_t cm_flags_of(const prov_ep *e)
+{
+    return (e->core->caps & FI_RMA_EVENT) ? cm_f_rma_event : 0;
+}
 /** Initiator side of RMA and atomics (rma.cpp). Lock held. */
 ssize_t rma(prov_ep *e, util::ep_core *core, const util::tx_req &r);
 ssize_t atomic_op(prov_ep *e, util::ep_core *core, const util::tx_req &r);

@@ -13,10 +13,19 @@
 //   region and the initiator's buffer (one copy), atomics run on the
 //   target's CPU. Every request to a region goes this way, so requests to
 //   it stay in order.
+//
+// Remote-access counters (FI_RMA_EVENT): the target counts what its own
+// progress executes once the access is done; a direct access, which the
+// target never sees, is followed by a note (w_rma_note) the initiator posts
+// on the same QP right after the request, so it arrives after the request's
+// data is in place (the QP executes in order), and the target's progress
+// turns it into the count. Notes go only to peers that said in their
+// connection request or reply that they count (cm_f_rma_event).
 #include <atomic>
 #include <cstring>
 
 #include "env/errors.h"
+#include "fabric/util/cntr.h"
 #include "prov.h"
 
 namespace shunt::prov::vqprov {
@@ -48,6 +57,48 @@ int local_region(prov_ep *e, tx_entry *t, void **desc, std::size_t i, const iove
 bool completes_at_post(std::uint64_t flags)
 {
     return (flags & (FI_INJECT | FI_INJECT_COMPLETE)) && !(flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE));
+}
+
+util::ep_core *rma_target(prov_ep *e) { return e->scalable ? rx_target(e, 0) : e->core; }
+
+/** Does @p e count remote accesses (opened with FI_RMA_EVENT)? */
+inline bool counts_access(const prov_ep *e) { return e->core->caps & FI_RMA_EVENT; }
+
+/** FI_RMA_EVENT: one remote access of kind @p kind (ra_*) to region @p m is
+ *  done: the endpoint's remote-write or remote-read counter, and for accesses
+ *  that write the region's counter (mr_bind FI_REMOTE_WRITE). */
+[[gnu::cold]] void count_region(prov_ep *e, util::mr_obj *m, std::uint32_t kind)
+{
+    util::ep_core *t = rma_target(e);
+    if (!t)
+        t = e->core;
+    if (kind == ra_write || kind == ra_atomic)
+        t->inc_rwrite(t->c_rwrite);
+    else
+        t->inc_rread(t->c_rread);
+    if (m && m->cntr && (kind == ra_write || kind == ra_atomic || kind == ra_fetch))
+        util::cntr_inc_for(m->cntr)(m->cntr);
+}
+
+/** The same for an access named by a peer (a note) or finished later (a
+ *  large target-executed RMA): counted only when the region still covers
+ *  the range, so a malformed note counts nothing. */
+[[gnu::cold]] void count_access(prov_ep *e, std::uint64_t key, std::uint64_t addr, std::uint64_t len,
+                                std::uint32_t kind)
+{
+    if (!counts_access(e) || kind < ra_write || kind > ra_atomic_read)
+        return;
+    void *ptr = nullptr;
+    util::mr_obj *m = nullptr;
+    if (util::mr_verify(e->dom, key, addr, len, 0, &ptr, &m) == 0)
+        count_region(e, m, kind);
+}
+
+/** Initiator: a direct access to a peer that counts them was posted: tell it. */
+[[gnu::cold]] void note_access(prov_ep *e, conn *c, const util::tx_req &r, std::uint64_t len, std::uint32_t kind)
+{
+    rma_note n{r.rma[0].addr, r.rma[0].key, len, kind, 0};
+    ctl_send(e, c, imm_wire(w_rma_note, 0, 0), &n, sizeof n);
 }
 
 /** vq RDMA into a direct region: the driver copies (memcpy within shared
@@ -98,6 +149,8 @@ ssize_t rma_direct(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn 
         tx_put(e, t);
         return rc;
     }
+    if (c->notify) [[unlikely]]
+        note_access(e, c, r, r.len, write ? ra_write : ra_read);
     if (at_post) {
         util::tx_done(core, r.flags, r.context, cqf, r.len);
         tx_put(e, t);
@@ -191,8 +244,6 @@ void answer(prov_ep *e, conn *c, std::uint64_t id, int err)
     ctl_send(e, c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
 }
 
-util::ep_core *rma_target(prov_ep *e) { return e->scalable ? rx_target(e, 0) : e->core; }
-
 void exec_write(prov_ep *e, conn *c, std::uint8_t flags, const std::uint8_t *p, std::size_t len)
 {
     rma_hdr h;
@@ -203,6 +254,8 @@ void exec_write(prov_ep *e, conn *c, std::uint8_t flags, const std::uint8_t *p, 
     if (!err) {
         if (h.len)
             std::memcpy(ptr, p + sizeof h, h.len);
+        if (counts_access(e)) [[unlikely]]
+            count_region(e, m, ra_write);
         if (flags & wf_data)
             if (util::ep_core *t = rma_target(e))
                 util::rx_remote_data(t, h.data, FI_RMA | FI_REMOTE_WRITE, h.len);
@@ -237,6 +290,8 @@ void exec_move(prov_ep *e, conn *c, bool write, std::uint8_t flags, const std::u
     o->len = h.len;
     o->has_data = flags & wf_data;
     o->data = h.data;
+    o->key = h.key;
+    o->addr = h.addr;
     iovec v{ptr, h.len};
     void *desc[1] = {m};
     int rc = rdma_move(e, c, write, d, &v, 1, 0, h.len, desc, o->mrs, &o->nmrs, rx_op_id(o));
@@ -261,6 +316,8 @@ void exec_read_small(prov_ep *e, conn *c, const std::uint8_t *p, std::size_t len
     std::uint8_t resp[8 + 1024];
     std::memcpy(resp, &h.id, 8);
     std::memcpy(resp + 8, ptr, h.len);
+    if (counts_access(e)) [[unlikely]]
+        count_region(e, m, ra_read);
     ctl_send(e, c, imm_wire(w_read_resp, 0, 0), resp, 8 + h.len);
 }
 
@@ -287,6 +344,8 @@ void exec_atomic(prov_ep *e, conn *c, const std::uint8_t *p, std::size_t len)
             break;
         default: err = FI_EOPNOTSUPP; break;
         }
+        if (!err && counts_access(e)) [[unlikely]]
+            count_region(e, m, a.aop == FI_ATOMIC_READ ? ra_atomic_read : a.fetch ? ra_fetch : ra_atomic);
     }
     if (a.id == ~0ULL && !err)
         return;
@@ -419,6 +478,8 @@ ssize_t atomic_op(prov_ep *e, util::ep_core *core, const util::tx_req &r)
         tx_put(e, t);
         return rc;
     }
+    if (c->notify) [[unlikely]]
+        note_access(e, c, r, 8, r.aop == FI_ATOMIC_READ ? ra_atomic_read : fetch ? ra_fetch : ra_atomic);
     e->scq_pending++;
     return 0;
 }
@@ -449,6 +510,13 @@ void rma_request(prov_ep *e, conn *c, hdr_word h, const std::uint8_t *p, std::si
     case w_atomic_resp:
         response(e, h.op, p, len);
         return;
+    case w_rma_note:
+        if (len == sizeof(rma_note)) {
+            rma_note n;
+            std::memcpy(&n, p, sizeof n);
+            count_access(e, n.key, n.addr, n.len, n.kind);
+        }
+        return;
     default:
         return;
     }
@@ -457,6 +525,8 @@ void rma_request(prov_ep *e, conn *c, hdr_word h, const std::uint8_t *p, std::si
 void rma_op_done(prov_ep *e, rx_op *o, vq::wc_status st)
 {
     int err = st == vq::wc_status::success ? 0 : wc_to_err(st);
+    if (!err && counts_access(e)) [[unlikely]]
+        count_access(e, o->key, o->addr, o->len, o->kind == rx_op::rma_write ? ra_write : ra_read);
     if (!err && o->kind == rx_op::rma_write && o->has_data)
         if (util::ep_core *t = rma_target(e))
             util::rx_remote_data(t, o->data, FI_RMA | FI_REMOTE_WRITE, o->len);

@@ -146,6 +146,7 @@ inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p,
     case w_read_resp:
     case w_atomic_req:
     case w_atomic_resp:
+    case w_rma_note:
         rma_request(e, sl.c, h, p, len);
         return;
     default:

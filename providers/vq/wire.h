@@ -40,6 +40,7 @@ enum : std::uint8_t {
     w_atomic_resp = 10,///< fin_body then the old value (8)
     w_frag_first = 11, ///< first fragment of a larger message: [fields] total (8) payload
     w_frag = 12,       ///< next fragment of the message in progress on this QP: payload
+    w_rma_note = 13,   ///< rma_note: a direct RMA or atomic on the receiver's memory is done (FI_RMA_EVENT)
 };
 enum : std::uint8_t { wf_tagged = 1, wf_data = 2, wf_ack = 4, wf_complete = 8 };
 
@@ -158,5 +159,28 @@ struct atomic_hdr {
     std::uint32_t fetch;  ///< 1: the old value is wanted
 };
 static_assert(sizeof(atomic_hdr) == 48);
+
+/** What a remote access did, for the target's FI_RMA_EVENT counters
+ *  (fi_endpoint(3) ep_bind FI_REMOTE_WRITE / FI_REMOTE_READ, fi_mr(3)
+ *  mr_bind FI_REMOTE_WRITE). */
+enum : std::uint32_t {
+    ra_write = 1,       ///< RMA write: remote-write counter, the region's counter
+    ra_read = 2,        ///< RMA read: remote-read counter
+    ra_atomic = 3,      ///< base atomic: remote-write counter, the region's counter
+    ra_fetch = 4,       ///< fetching or compare atomic that may write: remote-read counter, the region's counter
+    ra_atomic_read = 5, ///< FI_ATOMIC_READ: remote-read counter
+};
+
+/** Body of w_rma_note: the initiator performed an RMA or atomic on the
+ *  receiver's memory directly (vq RDMA), posted on the same QP after that
+ *  request, so it arrives after the request's data is in place. */
+struct rma_note {
+    std::uint64_t addr;   ///< target address (FI_MR_VIRT_ADDR)
+    std::uint64_t key;    ///< the target region's key
+    std::uint64_t len;    ///< bytes
+    std::uint32_t kind;   ///< ra_*
+    std::uint32_t pad;
+};
+static_assert(sizeof(rma_note) == 32);
 
 } // namespace shunt::prov::vqprov

@@ -26,6 +26,8 @@ enum op : std::uint32_t {
     fill,        ///< a: offset, b: length, c: seed
     send_tagged, ///< n messages, tags a + i, b bytes each, pattern seed i
     stats,       ///< → a: messages echoed, b: remote CQ data events, c: errors, n: last data; d: shutdowns
+    counters,    ///< FAB_PEER_RMA_EVENT peer → a: remote-write counter, b: remote-read counter, c: the region's
+                 ///< counter; n: 1 when the endpoint has its counters (FI_RMA_EVENT)
     reject_next, ///< MSG: reject the next connection request with data "no-room"
     pause_peer,  ///< stop polling for a ms (answers first)
     quit,
@@ -112,12 +114,32 @@ struct node {
     fid_av *av = nullptr;
     fid_eq *eq = nullptr;
     std::uint8_t addr[64] = {};
+    /** Asked for by the caller before open: FI_RMA_EVENT opens rwrite and
+     *  rread and binds them (FI_REMOTE_WRITE, FI_REMOTE_READ) to endpoints. */
+    std::uint64_t extra_caps = 0;
+    fid_cntr *rwrite = nullptr, *rread = nullptr;
+
+    /** Bind the remote-access counters (if any) to @p e. @return 0 or the error. */
+    int bind_remote_counters(fid_ep *e)
+    {
+        if (!(extra_caps & FI_RMA_EVENT))
+            return 0;
+        int rc = 0;
+        if (!rwrite && (rc = cntr_open(domain, nullptr, &rwrite, nullptr)))
+            return rc;
+        if (!rread && (rc = cntr_open(domain, nullptr, &rread, nullptr)))
+            return rc;
+        if ((rc = ep_bind(e, &rwrite->fid, FI_REMOTE_WRITE)))
+            return rc;
+        return ep_bind(e, &rread->fid, FI_REMOTE_READ);
+    }
 
     /** @return 0 or the first failing call's code. */
     int open(ep_type type, bool auto_progress, std::uint64_t cq_flags = FI_TRANSMIT | FI_RECV,
              threading thr = FI_THREAD_DOMAIN)
     {
         info *h = shm_hints(type, auto_progress, thr);
+        h->caps |= extra_caps;
         int rc = getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi);
         freeinfo(h);
         if (rc)
@@ -138,7 +160,7 @@ struct node {
         av_attr aa;
         if ((rc = av_open(domain, &aa, &av, nullptr)) || (rc = endpoint(domain, fi, &ep, nullptr)) ||
             (rc = ep_bind(ep, &cq->fid, cq_flags)) || (rc = ep_bind(ep, &av->fid, 0)) ||
-            (rc = ep_bind(ep, &eq->fid, 0)) || (rc = enable(ep)))
+            (rc = ep_bind(ep, &eq->fid, 0)) || (rc = bind_remote_counters(ep)) || (rc = enable(ep)))
             return rc;
         std::size_t len = sizeof addr;
         return getname(&ep->fid, addr, &len);
@@ -153,6 +175,10 @@ struct node {
             (void)fabric::close(&cq->fid);
         if (eq)
             (void)fabric::close(&eq->fid);
+        for (fid_cntr *n : {rwrite, rread})
+            if (n)
+                (void)fabric::close(&n->fid);
+        rwrite = rread = nullptr;
         if (domain)
             (void)fabric::close(&domain->fid);
         if (fabric)

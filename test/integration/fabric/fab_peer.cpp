@@ -2,12 +2,16 @@
 // argv[1]: rdm | msg | dgram; argv[2]: manual | auto; argv[3] (optional):
 // private (default) | shared. Control requests come on fd 3 (fab_common.h).
 // Every message received is sent back (tagged ones with tag + 1, remote CQ
-// data + 1); a 1 MiB region is open to RMA/atomics. With "shared" that
+// data + 1); a 1 MiB region is open to RMA/atomics. With FAB_PEER_RMA_EVENT=1
+// in its environment the endpoint is opened with FI_RMA_EVENT, remote-write
+// and remote-read counters are bound to it and a counter to the region
+// (mr_bind FI_REMOTE_WRITE): the counters request reads them. With "shared" that
 // region and the buffers echoes and send_tagged messages are sent from come
 // from the provider's shareable memory (shunt_mem), else from the heap.
 #include <poll.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <vector>
@@ -34,6 +38,7 @@ struct peer {
     const ops_mem *shm_mem = nullptr;    ///< "shared": where send buffers come from
     std::map<std::uintptr_t, void *> inflight_shared; ///< "shared": the send buffer of each echo in flight
     fid_mr *mr = nullptr;
+    fid_cntr *mr_cntr = nullptr;         ///< FAB_PEER_RMA_EVENT: bound to mr
     std::vector<std::vector<std::uint8_t>> bufs;
     context ctx[2 * nbufs];
     fi_addr_t test_addr = FI_ADDR_UNSPEC;
@@ -193,6 +198,8 @@ void msg_events(peer &p)
         if (!r)
             r = ep_bind(p.n.ep, &p.n.eq->fid, 0);
         if (!r)
+            r = p.n.bind_remote_counters(p.n.ep);
+        if (!r)
             r = enable(p.n.ep);
         if (!r)
             post_all(p);
@@ -256,6 +263,16 @@ int control(peer &p, int fd)
         s = p.st;
         s.rc = 0;
         break;
+    case counters:
+        if (!p.mr_cntr) {
+            s.rc = -FI_ENOENT;
+            break;
+        }
+        s.a = cntr_read(p.n.rwrite); // 0 for a null counter
+        s.b = cntr_read(p.n.rread);
+        s.c = cntr_read(p.mr_cntr);
+        s.n = p.n.rwrite ? 1 : 0;
+        break;
     case reject_next:
         p.reject = true;
         break;
@@ -290,6 +307,13 @@ int main(int argc, char **argv)
     bool autop = argc > 2 && std::string(argv[2]) == "auto";
     const bool shared = argc > 3 && std::string(argv[3]) == "shared";
     p.type = t == "msg" ? FI_EP_MSG : t == "dgram" ? FI_EP_DGRAM : FI_EP_RDM;
+    // FAB_PEER_RMA_EVENT=1: FI_RMA_EVENT endpoint, its counters and the
+    // region's; =region: only the region's counter (an endpoint without
+    // FI_RMA_EVENT, which counts nothing).
+    const char *ev_env = std::getenv("FAB_PEER_RMA_EVENT");
+    const std::string ev = ev_env ? ev_env : "";
+    if (ev == "1")
+        p.n.extra_caps = FI_RMA_EVENT;
     int rc = p.n.open(p.type, autop);
     if (rc) {
         std::fprintf(stderr, "fab_peer: open failed: %s\n", shunt::strerror(rc));
@@ -307,8 +331,14 @@ int main(int argc, char **argv)
         std::memset(p.mem, 0, mem_size);
     }
     if (p.type != FI_EP_DGRAM &&
-        (rc = mr_reg(p.n.domain, p.mem, mem_size, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &p.mr, nullptr)))
+        (rc = mr_reg(p.n.domain, p.mem, mem_size, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0,
+                     (p.n.extra_caps & FI_RMA_EVENT) ? FI_RMA_EVENT : 0, &p.mr, nullptr)))
         return 3;
+    if (p.mr && (ev == "1" || ev == "region") &&
+        ((rc = cntr_open(p.n.domain, nullptr, &p.mr_cntr, nullptr)) || (rc = mr_bind(p.mr, &p.mr_cntr->fid, FI_REMOTE_WRITE)))) {
+        std::fprintf(stderr, "fab_peer: region counter: %s\n", shunt::strerror(rc));
+        return 3;
+    }
     if (p.type == FI_EP_MSG) {
         if ((rc = passive_ep(p.n.fabric, p.n.fi, &p.pep, nullptr)) || (rc = pep_bind(p.pep, &p.n.eq->fid, 0)) ||
             (rc = listen(p.pep)))
@@ -338,6 +368,8 @@ int main(int argc, char **argv)
         (void)fabric::close(&p.pep->fid);
     if (p.mr)
         (void)fabric::close(&p.mr->fid);
+    if (p.mr_cntr)
+        (void)fabric::close(&p.mr_cntr->fid);
     if (p.n.ep) {
         (void)fabric::close(&p.n.ep->fid); // before its send buffers go
         p.n.ep = nullptr;

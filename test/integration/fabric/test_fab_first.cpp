@@ -381,3 +381,75 @@ TEST(FirstOpNoAnswer, QueuedOperationsFailWithErrorCompletions)
     EXPECT_EQ(p.stats().a, 0u) << "nothing reached the peer"; // answered once its pause is over
     n.close();
 }
+
+// After the timeout the peer wakes up: fabric.md promises that operations
+// to it fail at the call (-FI_EHOSTUNREACH) until it connects to this
+// endpoint itself, and then work again. The peer sends to us once its pause
+// is over (it answers the stale connection requests first): that message
+// arrives, and our sends to it work again, echoed byte for byte.
+TEST(FirstOpNoAnswer, PeerThatWakesUpAndConnectsIsReachableAgain)
+{
+    peer_proc p{"rdm"};
+    ::setenv("SHUNT_VQ_CONNECT_TIMEOUT_MS", "300", 1);
+    node n;
+    int orc = n.open(FI_EP_RDM, false);
+    ::unsetenv("SHUNT_VQ_CONNECT_TIMEOUT_MS");
+    ASSERT_EQ(orc, 0);
+    fi_addr_t to = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
+    ASSERT_EQ(p.set_peer(n.addr), 0);
+    request pr;
+    pr.op = pause_peer;
+    pr.a = 1000;
+    (void)p.call(pr); // it answers, then polls nothing for 1 s
+    std::uint8_t out[64] = {1, 2, 3};
+    context s1;
+    ASSERT_EQ(send(n.ep, out, sizeof out, nullptr, to, &s1), 0);
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    int failed = 0;
+    while (!failed && std::chrono::steady_clock::now() < end) {
+        cq_tagged_entry e{};
+        ssize_t k = cq_read(n.cq, &e, 1);
+        ASSERT_NE(k, 1) << "the send to the silent peer cannot succeed";
+        if (k == -FI_EAVAIL) {
+            cq_err_entry err{};
+            ASSERT_EQ(cq_readerr(n.cq, &err, 0), 1);
+            EXPECT_EQ(err.err, FI_ETIMEDOUT);
+            EXPECT_EQ(err.op_context, &s1);
+            failed = 1;
+        } else {
+            sched_yield();
+        }
+    }
+    ASSERT_EQ(failed, 1) << "the queued send failed within the bound";
+    EXPECT_EQ(send(n.ep, out, sizeof out, nullptr, to, &s1), -FI_EHOSTUNREACH);
+    // The peer is back (its control answer comes after the pause) and sends
+    // one tagged message to us.
+    std::vector<std::uint8_t> in(4096), want(100);
+    fill_pattern(want.data(), want.size(), 0);
+    context rctx;
+    ASSERT_EQ(trecv(n.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, 0x500, 0, &rctx), 0);
+    request st;
+    st.op = send_tagged;
+    st.n = 1;
+    st.a = 0x500;
+    st.b = want.size();
+    ASSERT_EQ(p.call(st).rc, 0);
+    cq_tagged_entry e{};
+    ASSERT_EQ(wait_cq(n.cq, e), 1) << "the woken peer's message arrives";
+    EXPECT_EQ(e.op_context, &rctx);
+    ASSERT_EQ(e.len, want.size());
+    EXPECT_EQ(std::memcmp(in.data(), want.data(), want.size()), 0);
+    // Now that it connected to us, our sends reach it again (echoed).
+    std::vector<std::uint8_t> msg(200), back(200);
+    fill_pattern(msg.data(), msg.size(), 9);
+    context rc2, sc2;
+    ASSERT_EQ(recv(n.ep, back.data(), back.size(), nullptr, FI_ADDR_UNSPEC, &rc2), 0);
+    ASSERT_EQ(retry(n.cq, [&] { return send(n.ep, msg.data(), msg.size(), nullptr, to, &sc2); }), 0);
+    for (int i = 0; i < 2; i++) {
+        cq_tagged_entry x{};
+        ASSERT_EQ(wait_cq(n.cq, x), 1) << "send and its echo";
+    }
+    EXPECT_EQ(back, msg);
+    n.close();
+}

@@ -61,6 +61,7 @@ struct side {
     struct fid_ep *ep;
     struct fid_cq *txcq, *rxcq;
     struct fid_cntr *txcntr, *rxcntr;
+    struct fid_cntr *remcntr; /* remote writes and reads into this endpoint's memory (FI_RMA_EVENT) */
     fi_addr_t addr; /* this endpoint's address in the shared AV */
 };
 
@@ -169,6 +170,10 @@ static void open_side(struct side *s, uint64_t tx_bind)
     REQUIRE(rc == 0, "bind tx cntr: %d", rc);
     rc = fi_ep_bind(s->ep, &s->rxcntr->fid, FI_RECV);
     REQUIRE(rc == 0, "bind rx cntr: %d", rc);
+    rc = fi_cntr_open(domain, &cntr_attr, &s->remcntr, NULL);
+    REQUIRE(rc == 0, "fi_cntr_open: %d", rc);
+    rc = fi_ep_bind(s->ep, &s->remcntr->fid, FI_REMOTE_WRITE | FI_REMOTE_READ);
+    REQUIRE(rc == 0, "bind remote-access cntr (FI_RMA_EVENT): %d %s", rc, fi_strerror(-rc));
     rc = fi_enable(s->ep);
     REQUIRE(rc == 0, "fi_enable: %d %s", rc, fi_strerror(-rc));
 
@@ -194,7 +199,7 @@ int main(void)
     int rc;
     REQUIRE(hints, "fi_allocinfo");
     hints->ep_attr->type = FI_EP_RDM;
-    hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC;
+    hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RMA_EVENT;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
@@ -208,6 +213,7 @@ int main(void)
     REQUIRE(!strcmp(info->fabric_attr->prov_name, "shunt"), "prov_name %s", info->fabric_attr->prov_name);
     REQUIRE(info->ep_attr->type == FI_EP_RDM, "type %d", info->ep_attr->type);
     REQUIRE((info->caps & (FI_MSG | FI_TAGGED)) == (FI_MSG | FI_TAGGED), "caps %#" PRIx64, info->caps);
+    REQUIRE(info->caps & FI_RMA_EVENT, "FI_RMA_EVENT asked for but not given: caps %#" PRIx64, info->caps);
     need_mr = (info->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
     size_t inject_size = info->tx_attr->inject_size;
     REQUIRE(inject_size >= 8, "inject_size %zu too small for the test", inject_size);
@@ -369,6 +375,13 @@ int main(void)
     REQUIRE(rc == 0, "fi_mr_reg(target): %d", rc);
     uint64_t raddr = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)target : 0;
     uint64_t rkey = fi_mr_key(tmr);
+    /* The region's own counter (fi_mr_bind FI_REMOTE_WRITE) through the shim. */
+    struct fid_cntr *tmr_cntr = NULL;
+    struct fi_cntr_attr tca = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_NONE};
+    rc = fi_cntr_open(domain, &tca, &tmr_cntr, NULL);
+    REQUIRE(rc == 0, "fi_cntr_open(region): %d", rc);
+    rc = fi_mr_bind(tmr, &tmr_cntr->fid, FI_REMOTE_WRITE);
+    CHECK(rc == 0, "fi_mr_bind(cntr, FI_REMOTE_WRITE): %d %s", rc, fi_strerror(-rc));
     {
         memcpy(sbuf, "rma-write-data!", 16);
         struct iovec liov = {.iov_base = sbuf, .iov_len = 16};
@@ -392,6 +405,12 @@ int main(void)
             CHECK(n == 1 && (e.flags & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ), "RMA read completion n=%zd", n);
             CHECK(!memcmp(sbuf, "rma-write-data!", 16), "RMA read brought '%.16s'", sbuf);
         }
+        /* The target (b) counted one remote write and one remote read, its
+         * region one write; the initiator (a) counted nothing. */
+        CHECK(wait_cntr(b.remcntr, 2) && fi_cntr_read(b.remcntr) == 2, "b's remote-access counter: %" PRIu64,
+              fi_cntr_read(b.remcntr));
+        CHECK(fi_cntr_read(tmr_cntr) == 1, "region counter: %" PRIu64, fi_cntr_read(tmr_cntr));
+        CHECK(fi_cntr_read(a.remcntr) == 0, "a's remote-access counter: %" PRIu64, fi_cntr_read(a.remcntr));
     }
 
     /* 7. atomics (fi_ioc layout, datatype/op pass-through), when the domain has FI_SUM on uint64. */
@@ -454,6 +473,7 @@ int main(void)
         printf("note: domain has no fetching FI_SUM on FI_UINT64 (%d): atomics not exercised\n", rc);
     }
     close_fid(&tmr->fid, "mr target");
+    close_fid(&tmr_cntr->fid, "region cntr");
 
     /* 8. an alias with FI_COMPLETION as default transmit flag reports its
      *    sends on A's CQ despite selective completion. */
@@ -634,6 +654,7 @@ int main(void)
         close_fid(&sides[i]->rxcq->fid, "rx cq");
         close_fid(&sides[i]->txcntr->fid, "tx cntr");
         close_fid(&sides[i]->rxcntr->fid, "rx cntr");
+        close_fid(&sides[i]->remcntr->fid, "remote-access cntr");
     }
     close_fid(&av->fid, "av");
     close_fid(&domain->fid, "domain");

@@ -11,6 +11,7 @@
 #include "env/errors.h"
 #include "fabric/provider.h"
 #include "fabric/util/atomic_apply.h"
+#include "fabric/util/cntr.h"
 #include "fabric/util/ep.h"
 #include "fabric/util/info.h"
 #include "fabric/util/mr.h"
@@ -153,8 +154,9 @@ ssize_t loop_transmit(util::ep_core *c, const util::tx_req &r)
     case util::tx_req::read: {
         bool w = r.kind == util::tx_req::write;
         void *p = nullptr;
+        util::mr_obj *m = nullptr;
         int rc = util::mr_verify(t->domain, r.rma[0].key, r.rma[0].addr, r.len, w ? FI_REMOTE_WRITE : FI_REMOTE_READ,
-                                 &p);
+                                 &p, &m);
         if (rc) {
             util::tx_fail(c, r.context, FI_RMA | (w ? FI_WRITE : FI_READ), -rc, r.len);
             return 0;
@@ -162,6 +164,8 @@ ssize_t loop_transmit(util::ep_core *c, const util::tx_req &r)
         if (w) {
             std::memcpy(p, buf.data(), r.len);
             t->inc_rwrite(t->c_rwrite);
+            if (m && m->cntr) // the region's counter (mr_bind FI_REMOTE_WRITE)
+                util::cntr_inc_for(m->cntr)(m->cntr);
             if (r.flags & FI_REMOTE_CQ_DATA)
                 util::rx_remote_data(t, r.data, FI_RMA | FI_REMOTE_WRITE, r.len);
         } else {
