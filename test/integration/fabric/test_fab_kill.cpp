@@ -14,6 +14,11 @@
 // a random number of posts and completions. Rounds repeat for about 20 s per
 // endpoint type (SHUNT_TEST_KILL_SECONDS) with a random seed that a failure prints
 // (SHUNT_TEST_KILL_SEED repeats it).
+//
+// A peer killed while it copies from this process's memory (an RDMA read, a
+// rendezvous pull) stays counted in the region entry: deregistering it then
+// logs "region entry still in use by a peer after invalidation" after its
+// bound and retires the entry (doc/guides/drivers/shm.md, region table).
 #include <algorithm>
 #include <memory>
 #include <random>
