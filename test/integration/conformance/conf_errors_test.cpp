@@ -484,6 +484,76 @@ TEST_F(Errors, SingleCallPostInsideTheOpenSessionOfAThreadDomainQpAsserts)
 }
 #endif
 
+/* The rest of the session misuse on a locked QP: a second wr_start would
+ * wait for the lock the session holds; an unbalanced wr_complete or wr_abort
+ * would release a lock it does not hold. */
+#ifdef NDEBUG
+TEST_F(Errors, WrStartTwiceFailsTheBatchWithoutHanging)
+{
+    errfix f;
+    ASSERT_TRUE(f.open(qp_type::rc, rc_ops)) << f.skip;
+    f.peer_recv(500, 8192, 4096);
+    within(10, "a second wr_start inside the open session", [&] {
+        vq::wr_start(f.q());
+        f.valid_prefix();
+        vq::wr_start(f.q());
+        EXPECT_EQ(vq::wr_complete(f.q()), -FI_EOPBADSTATE) << "the open batch fails with the misuse";
+    });
+    f.expect_no_local_completion();
+    f.expect_target_untouched("failed batch");
+    f.expect_no_peer_completion();
+    f.expect_qp_still_works();
+}
+
+TEST_F(Errors, UnbalancedCompleteAndAbortLeaveTheNextBatchClean)
+{
+    errfix f;
+    ASSERT_TRUE(f.open(qp_type::rc, rc_ops)) << f.skip;
+    f.peer_recv(500, 8192, 4096);
+    within(10, "an unbalanced wr_complete or wr_abort", [&] {
+        EXPECT_EQ(vq::wr_complete(f.q()), -FI_EOPBADSTATE);
+        vq::wr_abort(f.q());
+        vq::wr_abort(f.q());
+        EXPECT_EQ(vq::wr_complete(f.q()), -FI_EOPBADSTATE);
+    });
+    f.expect_no_local_completion();
+    f.expect_qp_still_works();
+}
+#else
+TEST_F(Errors, WrStartTwiceAsserts)
+{
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    errfix f;
+    ASSERT_TRUE(f.open(qp_type::rc, rc_ops)) << f.skip;
+    EXPECT_DEATH(
+        {
+            alarm(10);
+            vq::wr_start(f.q());
+            vq::wr_start(f.q());
+        },
+        "session API misuse");
+}
+
+TEST_F(Errors, UnbalancedCompleteAndAbortAssert)
+{
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    errfix f;
+    ASSERT_TRUE(f.open(qp_type::rc, rc_ops)) << f.skip;
+    EXPECT_DEATH(
+        {
+            alarm(10);
+            (void)vq::wr_complete(f.q());
+        },
+        "session API misuse");
+    EXPECT_DEATH(
+        {
+            alarm(10);
+            vq::wr_abort(f.q());
+        },
+        "session API misuse");
+}
+#endif
+
 TEST_F(Errors, EmptyBatchCompletesWithNothing)
 {
     errfix f;
