@@ -414,6 +414,7 @@ struct eth_qp : vq::qp {
     std::uint32_t max_sge_cap = 0;
     spinlock lock;
     common::session_owner session; ///< locked QPs: the thread between wr_start and wr_complete/abort
+    bool session_open = false; ///< thread domain: between wr_start and wr_complete/abort (no owner to compare)
     std::atomic<std::uint32_t> state{static_cast<std::uint32_t>(vq::qp_state::reset)};
     std::atomic<bool> busy{false};     ///< work outstanding (pollers skip idle QPs)
     /* Transmit. */

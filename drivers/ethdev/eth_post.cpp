@@ -28,16 +28,20 @@ void session_misuse(eth_qp *q, const char *what) noexcept
 }
 
 /** A single-call post inside this thread's own open session would wait for
- *  the lock that session holds: the call and the open batch fail. */
+ *  the lock that session holds (locked QP) or rewrite the open batch (thread
+ *  domain): the call and the open batch fail. */
 template <bool Locked>
 inline bool refuse_in_session(eth_qp *q) noexcept
 {
-    if constexpr (Locked) {
-        if (q->session.mine()) [[unlikely]] {
-            session_misuse(q, "single-call post while this thread's session is open");
-            latch(q, -FI_EOPBADSTATE);
-            return true;
-        }
+    bool inside;
+    if constexpr (Locked)
+        inside = q->session.mine();
+    else
+        inside = q->session_open;
+    if (inside) [[unlikely]] {
+        session_misuse(q, "single-call post while this thread's session is open");
+        latch(q, -FI_EOPBADSTATE);
+        return true;
     }
     return false;
 }
@@ -391,6 +395,33 @@ inline void kick(eth_qp *q) noexcept
         q->busy.store(true, std::memory_order_release); // the PMD has not taken everything yet
 }
 
+/** The batch's start: what wr_start does after the lock (the single-call
+ *  posts of a thread-domain QP start here, without the session's flag). */
+inline void begin_batch(eth_qp *q) noexcept
+{
+    vq::qp_state s = qp_st(q);
+    q->err = (s == vq::qp_state::rts || s == vq::qp_state::err) ? 0 : -FI_EOPBADSTATE;
+    q->sq_start = q->sq_tail;
+    q->cur = nullptr;
+}
+
+/** Execute the batch, or discard it when it latched an error: what
+ *  wr_complete does before the lock is released. */
+inline int commit_batch(eth_qp *q) noexcept
+{
+    int rc = q->err;
+    if (rc == 0 && q->cur && q->cur->need_ud) [[unlikely]]
+        rc = -FI_EINVAL;
+    q->cur = nullptr;
+    if (rc) [[unlikely]] {
+        q->sq_tail = q->sq_start; // nothing of the batch executes
+        q->err = 0;
+    } else if (q->sq_tail != q->sq_start) {
+        kick(q);
+    }
+    return rc;
+}
+
 template <bool Locked>
 void wr_start(vq::qp *x) noexcept
 {
@@ -404,11 +435,10 @@ void wr_start(vq::qp *x) noexcept
         }
         q->lock.lock();
         q->session.open();
+    } else {
+        q->session_open = true; // one thread posts (thread domain): a flag is enough
     }
-    vq::qp_state s = qp_st(q);
-    q->err = (s == vq::qp_state::rts || s == vq::qp_state::err) ? 0 : -FI_EOPBADSTATE;
-    q->sq_start = q->sq_tail;
-    q->cur = nullptr;
+    begin_batch(q);
 }
 
 template <bool Locked>
@@ -421,19 +451,12 @@ int wr_complete(vq::qp *x) noexcept
             return -FI_EOPBADSTATE; // no batch of ours: nothing to commit, no lock to release
         }
     }
-    int rc = q->err;
-    if (rc == 0 && q->cur && q->cur->need_ud) [[unlikely]]
-        rc = -FI_EINVAL;
-    q->cur = nullptr;
-    if (rc) [[unlikely]] {
-        q->sq_tail = q->sq_start; // nothing of the batch executes
-        q->err = 0;
-    } else if (q->sq_tail != q->sq_start) {
-        kick(q);
-    }
+    int rc = commit_batch(q);
     if constexpr (Locked) {
         q->session.close();
         q->lock.unlock();
+    } else {
+        q->session_open = false;
     }
     return rc;
 }
@@ -454,6 +477,8 @@ void wr_abort(vq::qp *x) noexcept
     if constexpr (Locked) {
         q->session.close();
         q->lock.unlock();
+    } else {
+        q->session_open = false;
     }
 }
 
@@ -466,7 +491,10 @@ int post_send(vq::qp *x, std::uint64_t wr_id, const void *buf, std::uint32_t len
         return -FI_EINVAL; // no address: use the session
     if (refuse_in_session<Locked>(q)) [[unlikely]]
         return -FI_EOPBADSTATE;
-    wr_start<Locked>(q);
+    if constexpr (Locked)
+        wr_start<true>(q);
+    else
+        begin_batch(q);
     q->wr_id = wr_id;
     q->wr_flags = flags & ~vq::WR_INLINE;
     b_send(q);
@@ -474,7 +502,10 @@ int post_send(vq::qp *x, std::uint64_t wr_id, const void *buf, std::uint32_t len
         s_inline(q, buf, len);
     else
         s_sge(q, lkey, reinterpret_cast<std::uintptr_t>(buf), len);
-    return wr_complete<Locked>(q);
+    if constexpr (Locked)
+        return wr_complete<true>(q);
+    else
+        return commit_batch(q);
 }
 
 template <bool Locked>
@@ -484,7 +515,10 @@ int post_write(vq::qp *x, std::uint64_t wr_id, const void *buf, std::uint32_t le
     eth_qp *q = to_qp(x);
     if (refuse_in_session<Locked>(q)) [[unlikely]]
         return -FI_EOPBADSTATE;
-    wr_start<Locked>(q);
+    if constexpr (Locked)
+        wr_start<true>(q);
+    else
+        begin_batch(q);
     q->wr_id = wr_id;
     q->wr_flags = flags & ~vq::WR_INLINE;
     b_write(q, rkey, raddr);
@@ -492,7 +526,10 @@ int post_write(vq::qp *x, std::uint64_t wr_id, const void *buf, std::uint32_t le
         s_inline(q, buf, len);
     else
         s_sge(q, lkey, reinterpret_cast<std::uintptr_t>(buf), len);
-    return wr_complete<Locked>(q);
+    if constexpr (Locked)
+        return wr_complete<true>(q);
+    else
+        return commit_batch(q);
 }
 
 template <bool Locked>

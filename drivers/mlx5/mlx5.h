@@ -269,6 +269,9 @@ struct alignas(64) send_state {
     std::uint8_t not_ready = 1;      ///< the QP is in neither RTS nor ERR (posting is refused)
     std::uint8_t inl = 0;            ///< batch has inline data (prefer BlueFlame)
     std::uint8_t need = 0;           ///< setters the open WQE still needs (need_* bits)
+    /** Thread domain: between wr_start and wr_complete/wr_abort (a locked QP
+     *  has mlx5_qp::session instead). Single-call posts refuse to run then. */
+    std::uint8_t session_open = 0;
     std::uint8_t *qend = nullptr;    ///< SQ end
     std::uint32_t cur_post_rb = 0;   ///< wr_start snapshot
     std::uint32_t nreq = 0;          ///< WQEs of this batch

@@ -137,6 +137,24 @@ inline mlx5_wqe_ctrl_seg *begin(mlx5_qp *q, std::uint8_t opcode, wc_opcode wop, 
 
 /* ---------------- Session ---------------- */
 
+/** The batch's snapshot: what wr_start does after the lock. The single-call
+ *  posts of a QP with a thread domain start their one-request batch here,
+ *  without the session's flag. */
+inline void begin_batch(mlx5_qp *q) noexcept
+{
+    send_state &s = q->sq;
+    s.cur_post_rb = s.cur_post;
+    s.fm_cache_rb = s.fm_cache;
+    s.err = 0;
+    s.nreq = 0;
+    s.inl = 0;
+    s.nbind = 0;
+    s.ctrl = nullptr;
+    s.batch_bytes = 0;
+    if (s.not_ready) [[unlikely]]
+        latch(q, -FI_EOPBADSTATE); // neither RTS nor ERR (in ERR the device flushes what is posted)
+}
+
 template <bool Locked>
 void wr_start(vq::qp *vqp) noexcept
 {
@@ -150,18 +168,14 @@ void wr_start(vq::qp *vqp) noexcept
         }
         q->lock.lock();
         q->session.open();
+    } else {
+        // One thread posts (thread domain): a flag is enough to turn its
+        // single-call posts away until wr_complete or wr_abort. No credits:
+        // the single-call inline send looks at the flag (post_send_refill).
+        q->sq.session_open = 1;
+        q->sq.fast_credits = 0;
     }
-    send_state &s = q->sq;
-    s.cur_post_rb = s.cur_post;
-    s.fm_cache_rb = s.fm_cache;
-    s.err = 0;
-    s.nreq = 0;
-    s.inl = 0;
-    s.nbind = 0;
-    s.ctrl = nullptr;
-    s.batch_bytes = 0;
-    if (s.not_ready) [[unlikely]]
-        latch(q, -FI_EOPBADSTATE); // neither RTS nor ERR (in ERR the device flushes what is posted)
+    begin_batch(q);
 }
 
 /** The other BlueFlame half for the next doorbell (rdma-core bf->offset ^=
@@ -218,16 +232,10 @@ inline void count_batch(send_state &s) noexcept
     env::stats::on_depth(io, s.head + nreq - s.tail.load(std::memory_order_relaxed)); // ring() adds nreq to head
 }
 
-template <bool Locked>
-int wr_complete(vq::qp *vqp) noexcept
+/** Ring the batch, or discard it when it latched an error: what
+ *  wr_complete does before the lock is released. */
+inline int commit_batch(mlx5_qp *q) noexcept
 {
-    mlx5_qp *q = to_qp(vqp);
-    if constexpr (Locked) {
-        if (!q->session.mine()) [[unlikely]] {
-            session_misuse(q, "wr_complete without wr_start");
-            return -FI_EOPBADSTATE; // no batch of ours: nothing to commit, no lock to release
-        }
-    }
     send_state &s = q->sq;
     close_open(q);
     int rc = 0;
@@ -241,9 +249,25 @@ int wr_complete(vq::qp *vqp) noexcept
         for (std::uint32_t i = 0; i < s.nbind; i++) // the window's key is the bound one from now on
             s.binds[i].mw->rkey = s.binds[i].rkey;
     }
+    return rc;
+}
+
+template <bool Locked>
+int wr_complete(vq::qp *vqp) noexcept
+{
+    mlx5_qp *q = to_qp(vqp);
+    if constexpr (Locked) {
+        if (!q->session.mine()) [[unlikely]] {
+            session_misuse(q, "wr_complete without wr_start");
+            return -FI_EOPBADSTATE; // no batch of ours: nothing to commit, no lock to release
+        }
+    }
+    int rc = commit_batch(q);
     if constexpr (Locked) {
         q->session.close();
         q->lock.unlock();
+    } else {
+        q->sq.session_open = 0;
     }
     return rc;
 }
@@ -267,6 +291,8 @@ void wr_abort(vq::qp *vqp) noexcept
     if constexpr (Locked) {
         q->session.close();
         q->lock.unlock();
+    } else {
+        s.session_open = 0;
     }
 }
 
@@ -852,6 +878,16 @@ void s_ud_addr(vq::qp *vqp, vq::ah *vah, std::uint32_t qpn, std::uint32_t qkey) 
 
 /* ---------------- Single-call posts ---------------- */
 
+/** A single-call post inside this thread's own open session: the call and
+ *  the open batch fail (-FI_EOPBADSTATE, latched), the batch is left as it
+ *  was. */
+[[gnu::cold, gnu::noinline]] int post_in_session(mlx5_qp *q) noexcept
+{
+    session_misuse(q, "single-call post while this thread's session is open");
+    latch(q, -FI_EOPBADSTATE);
+    return -FI_EOPBADSTATE;
+}
+
 /** One send or write of one buffer: the session's calls, inlined. The
  *  small-inline case on RC/UC builds ctrl + inline segment and BlueFlames it. */
 template <bool Locked, bool Write>
@@ -861,14 +897,17 @@ int post_one(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::uint32_t le
     mlx5_qp *q = to_qp(vqp);
     if (q->type == vq::qp_type::ud) [[unlikely]]
         return -FI_EINVAL; // no address: use the session
+    // Inside this thread's open session the call would wait for the lock the
+    // session holds (locked QP) or rewrite the open batch (thread domain).
     if constexpr (Locked) {
-        if (q->session.mine()) [[unlikely]] { // it would wait for the lock this thread's session holds
-            session_misuse(q, "single-call post while this thread's session is open");
-            latch(q, -FI_EOPBADSTATE);
-            return -FI_EOPBADSTATE;
-        }
+        if (q->session.mine()) [[unlikely]]
+            return post_in_session(q);
+        wr_start<true>(q);
+    } else {
+        if (q->sq.session_open) [[unlikely]]
+            return post_in_session(q);
+        begin_batch(q);
     }
-    wr_start<Locked>(q);
     q->wr_id = wr_id;
     q->wr_flags = flags;
     if constexpr (Write)
@@ -879,7 +918,10 @@ int post_one(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::uint32_t le
         s_inline(q, buf, len);
     else
         s_sge(q, lkey, reinterpret_cast<std::uint64_t>(buf), len);
-    return wr_complete<Locked>(q);
+    if constexpr (Locked)
+        return wr_complete<true>(q);
+    else
+        return commit_batch(q);
 }
 
 template <bool Locked>
@@ -914,8 +956,8 @@ template <bool Stats>
 {
     send_state &s = to_qp(vqp)->sq;
     std::uint32_t used = s.head - s.tail.load(std::memory_order_acquire);
-    if (s.fm_cache || s.not_ready || used >= s.max_post)
-        return post_send<false>(vqp, wr_id, buf, len, lkey, flags);
+    if (s.fm_cache || s.not_ready || s.session_open || used >= s.max_post)
+        return post_send<false>(vqp, wr_id, buf, len, lkey, flags); // (it refuses a call inside the session)
     // The acquire load above orders the poller's reads of these slots before our writes.
     s.fast_credits = static_cast<std::int32_t>(s.max_post - used);
     return post_send_inline_td<Stats>(vqp, wr_id, buf, len, lkey, flags);

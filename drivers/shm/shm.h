@@ -566,8 +566,9 @@ inline bool pin_key(peer *p, std::uint32_t key, std::uint64_t addr, std::uint64_
 }
 inline void unpin(mr_entry *e) noexcept { e->users.fetch_sub(1, std::memory_order_release); }
 /** Owner, after storing key = 0 (seq_cst): wait until no initiator is inside
- *  an access through @p e (bounded: see the driver guide). */
-void entry_quiesce(mr_entry &e) noexcept;
+ *  an access through @p e (bounded: see the driver guide). @return false when
+ *  the wait gave up (a peer died inside an access: the count stays). */
+bool entry_quiesce(mr_entry &e) noexcept;
 
 /** Copy between local memory and a peer's memory (memcpy within segments,
  *  process_vm_readv/writev otherwise). @return true on success. */

@@ -195,7 +195,8 @@ int dereg_mr(vq::mr *vm)
     if (m->windows > 0)
         return -FI_EBUSY;
     c->self.mrs()[m->index].key.store(0, std::memory_order_seq_cst);
-    entry_quiesce(c->self.mrs()[m->index]); // no peer's access in flight after this
+    if (!entry_quiesce(c->self.mrs()[m->index])) // no peer's access in flight after this
+        c->mr_ver[m->index] = key_versions; // its count stays raised: retired, never waited for again
     c->key_gen.fetch_add(1, std::memory_order_release);
     c->mr_obj[m->index] = nullptr;
     c->nmr--;
@@ -237,7 +238,8 @@ int dealloc_mw(vq::mw *vw)
     auto *c = to_ctx(w->ctx);
     std::lock_guard<std::mutex> g(c->lock);
     c->self.mrs()[w->index].key.store(0, std::memory_order_seq_cst);
-    entry_quiesce(c->self.mrs()[w->index]);
+    if (!entry_quiesce(c->self.mrs()[w->index]))
+        c->mr_ver[w->index] = key_versions; // its count stays raised: retired, never waited for again
     c->key_gen.fetch_add(1, std::memory_order_release);
     if (w->bound)
         w->bound->windows--;
@@ -808,21 +810,25 @@ bool peer_dead(peer *p) noexcept
     return dead;
 }
 
-void entry_quiesce(mr_entry &e) noexcept
+bool entry_quiesce(mr_entry &e) noexcept
 {
     if (e.users.load(std::memory_order_seq_cst) == 0)
-        return;
+        return true;
     // An initiator is between its key check and the end of its copy (a
-    // bounded memcpy / process_vm_*). A process that died there stays
-    // counted: give up after SHUNT_SHM_PEER_CHECK_MS x 20 (it writes nothing more).
+    // bounded memcpy / process_vm_*). A process that died there (SIGKILLed
+    // during an RDMA read or write of ours, a rendezvous pull included)
+    // stays counted: give up after SHUNT_SHM_PEER_CHECK_MS x 20 (it writes
+    // nothing more).
     std::uint64_t end = env::tsc::now() + peer_check_cycles() * 20;
     while (e.users.load(std::memory_order_seq_cst) != 0) {
         if (env::tsc::now() > end) {
-            SHUNT_LOG(shm_log, warning, "region entry still in use by a peer after invalidation; proceeding");
-            return;
+            SHUNT_LOG(shm_log, warning, "region entry still in use by a peer after invalidation (a peer "
+                      "that died inside an access to it); proceeding");
+            return false;
         }
         sched_yield();
     }
+    return true;
 }
 
 bool check_key(peer *p, std::uint32_t key, std::uint64_t addr, std::uint64_t len, unsigned need,

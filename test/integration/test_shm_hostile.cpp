@@ -504,6 +504,33 @@ TEST(HostileRdma, TargetRegionEntry)
     }
 }
 
+// A peer that dies inside an RDMA access of ours leaves our region entry's
+// user count raised (SIGKILL in an endpoint kill loop): the peer here writes
+// that count. dereg_mr gives up waiting after its bound and retires the
+// entry, so a full round of the table never hands it out again (each reuse
+// would wait the bound again).
+TEST(HostileRdma, StuckUserCountRetiresTheEntry)
+{
+    watchdog wd{60};
+    victim v;
+    shm_peer pa{"rc"};
+    const vq::dev_addr mine = vq::get_qp_addr(v.a).dev;
+    seg_view view(mine);
+    std::vector<std::uint8_t> mem(4096);
+    vq::mr *m = nullptr;
+    ASSERT_EQ(vq::reg_mr(v.pd, mem.data(), mem.size(), vq::ACCESS_LOCAL_WRITE | vq::ACCESS_REMOTE_READ, &m), 0);
+    const std::uint32_t stuck = shm::key_index(m->rkey);
+    scribble(pa, mine, view.mr_off(m->rkey) + offsetof(shm::mr_entry, users), std::uint32_t{1});
+    ASSERT_EQ(vq::dereg_mr(m), 0) << "the wait for a dead peer is bounded";
+    const std::uint32_t rounds = view.hdr().max_mr + 8;
+    for (std::uint32_t i = 0; i < rounds; i++) {
+        ASSERT_EQ(vq::reg_mr(v.pd, mem.data(), mem.size(), vq::ACCESS_LOCAL_WRITE, &m), 0);
+        const std::uint32_t idx = shm::key_index(m->lkey);
+        ASSERT_EQ(vq::dereg_mr(m), 0);
+        ASSERT_NE(idx, stuck) << "registration " << i << " reused the entry a dead peer left counted";
+    }
+}
+
 // Sending: the receiver's consumed index (its line of the ring control) is
 // peer-written. A wild value can only make our messages overwrite each
 // other inside that ring: sends never write outside it, never hang.

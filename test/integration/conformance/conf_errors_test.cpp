@@ -28,10 +28,14 @@ struct errfix {
     std::string skip;
 
     bool open(qp_type t, std::uint64_t ops, vq::qp_cap cap = {}, unsigned tgt_access = ACC_ALL_REMOTE,
-              unsigned peer_qp_access = ~0u, vq::qp_cap peer_cap = {})
+              unsigned peer_qp_access = ~0u, vq::qp_cap peer_cap = {}, bool thread_domain = false)
     {
         if (!c.L.ok)
             return false;
+        if (thread_domain && vq::alloc_td(c.L.ctx, &c.L.td) != 0) {
+            ADD_FAILURE() << "alloc_td failed";
+            return false;
+        }
         std::uint64_t have = c.L.attr.ops[static_cast<unsigned>(t)];
         if ((have & ops) != ops) {
             skip = "device does not claim the operations this test needs (device_attr::ops)";
@@ -399,7 +403,8 @@ void within(int secs, const char *what, F body)
 }
 
 /** wr_start, one valid request, then single-call posts from the same thread:
- *  on a locked QP each would wait for the lock the open session holds. */
+ *  on a locked QP each would wait for the lock the open session holds; with
+ *  a thread domain each would rewrite the open batch. */
 void single_calls_inside_the_session(errfix &f)
 {
     vq::wr_start(f.q());
@@ -412,6 +417,9 @@ void single_calls_inside_the_session(errfix &f)
     EXPECT_EQ(vq::wr_complete(f.q()), -FI_EOPBADSTATE) << "the open batch fails with the misuse";
 }
 
+/** A QP with a thread domain has no lock to wait for: without the check a
+ *  single-call post would rewrite the open batch (and the inline send of a
+ *  few bytes would ring the doorbell over it). It fails like on a locked QP. */
 #ifdef NDEBUG
 TEST_F(Errors, SingleCallPostInsideTheOpenSessionFailsTheCallAndTheBatch)
 {
@@ -424,6 +432,29 @@ TEST_F(Errors, SingleCallPostInsideTheOpenSessionFailsTheCallAndTheBatch)
     f.expect_no_peer_completion();
     f.expect_qp_still_works();
 }
+
+TEST_F(Errors, SingleCallPostInsideTheOpenSessionOfAThreadDomainQpFailsTheCallAndTheBatch)
+{
+    errfix f;
+    ASSERT_TRUE(f.open(qp_type::rc, rc_ops, {}, ACC_ALL_REMOTE, ~0u, {}, true)) << f.skip;
+    f.peer_recv(500, 8192, 4096);
+    within(10, "a single-call post inside the open session", [&] { single_calls_inside_the_session(f); });
+    f.expect_no_local_completion();
+    f.expect_target_untouched("failed batch");
+    f.expect_no_peer_completion();
+    f.expect_qp_still_works();
+    // The single-call posts work again once the session is closed.
+    f.peer_recv(501, 16384, 4096);
+    ASSERT_EQ(vq::post_send(f.q(), 78, f.c.L.mem(f.src), 8, f.lkey(), vq::WR_INLINE | vq::WR_SIGNALED), 0);
+    auto s = f.c.L.wait_wcs(f.c.lq, 1);
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_EQ(s[0].wr_id, 78u);
+    EXPECT_EQ(s[0].status, wc_status::success) << wc_str(s[0]);
+    auto r = f.c.P.wait_wcs(f.c.pq.index, 1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].wr_id, 501u);
+    EXPECT_EQ(r[0].byte_len, 8u);
+}
 #else
 // Debug builds: the misuse is an assertion (SIGALRM instead means it hung).
 TEST_F(Errors, SingleCallPostInsideTheOpenSessionAsserts)
@@ -435,6 +466,86 @@ TEST_F(Errors, SingleCallPostInsideTheOpenSessionAsserts)
         {
             alarm(10);
             single_calls_inside_the_session(f);
+        },
+        "session API misuse");
+}
+
+TEST_F(Errors, SingleCallPostInsideTheOpenSessionOfAThreadDomainQpAsserts)
+{
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    errfix f;
+    ASSERT_TRUE(f.open(qp_type::rc, rc_ops, {}, ACC_ALL_REMOTE, ~0u, {}, true)) << f.skip;
+    EXPECT_DEATH(
+        {
+            alarm(10);
+            single_calls_inside_the_session(f);
+        },
+        "session API misuse");
+}
+#endif
+
+/* The rest of the session misuse on a locked QP: a second wr_start would
+ * wait for the lock the session holds; an unbalanced wr_complete or wr_abort
+ * would release a lock it does not hold. */
+#ifdef NDEBUG
+TEST_F(Errors, WrStartTwiceFailsTheBatchWithoutHanging)
+{
+    errfix f;
+    ASSERT_TRUE(f.open(qp_type::rc, rc_ops)) << f.skip;
+    f.peer_recv(500, 8192, 4096);
+    within(10, "a second wr_start inside the open session", [&] {
+        vq::wr_start(f.q());
+        f.valid_prefix();
+        vq::wr_start(f.q());
+        EXPECT_EQ(vq::wr_complete(f.q()), -FI_EOPBADSTATE) << "the open batch fails with the misuse";
+    });
+    f.expect_no_local_completion();
+    f.expect_target_untouched("failed batch");
+    f.expect_no_peer_completion();
+    f.expect_qp_still_works();
+}
+
+TEST_F(Errors, UnbalancedCompleteAndAbortLeaveTheNextBatchClean)
+{
+    errfix f;
+    ASSERT_TRUE(f.open(qp_type::rc, rc_ops)) << f.skip;
+    f.peer_recv(500, 8192, 4096);
+    within(10, "an unbalanced wr_complete or wr_abort", [&] {
+        EXPECT_EQ(vq::wr_complete(f.q()), -FI_EOPBADSTATE);
+        vq::wr_abort(f.q());
+        vq::wr_abort(f.q());
+        EXPECT_EQ(vq::wr_complete(f.q()), -FI_EOPBADSTATE);
+    });
+    f.expect_no_local_completion();
+    f.expect_qp_still_works();
+}
+#else
+TEST_F(Errors, WrStartTwiceAsserts)
+{
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    errfix f;
+    ASSERT_TRUE(f.open(qp_type::rc, rc_ops)) << f.skip;
+    EXPECT_DEATH(
+        {
+            alarm(10);
+            vq::wr_start(f.q());
+            vq::wr_start(f.q());
+        },
+        "session API misuse");
+}
+
+// (wr_abort without wr_start has its own test of the same owner word, run by
+// the release build's UnbalancedCompleteAndAbortLeaveTheNextBatchClean; one
+// more death test per driver would cost a second or two of the sanitizer run.)
+TEST_F(Errors, UnbalancedCompleteAsserts)
+{
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    errfix f;
+    ASSERT_TRUE(f.open(qp_type::rc, rc_ops)) << f.skip;
+    EXPECT_DEATH(
+        {
+            alarm(10);
+            (void)vq::wr_complete(f.q());
         },
         "session API misuse");
 }

@@ -127,6 +127,10 @@ void local_side::close()
         }
     }
     o.mrs.clear();
+    if (td) {
+        EXPECT_EQ(vq::dealloc_td(td), 0);
+        td = nullptr;
+    }
     if (pd) {
         EXPECT_EQ(vq::dealloc_pd(pd), 0);
     }
@@ -186,6 +190,7 @@ int local_side::create_qp(vq::qp_type t, std::uint64_t ops, vq::qp_cap cap, unsi
     ia.sq_sig_all = sig_all;
     ia.srq = srq;
     ia.lend_recv = lend;
+    ia.td = td;
     lq.lent = lend;
     rc = vq::create_qp(pd, &ia, &lq.qp);
     if (rc) {

@@ -59,6 +59,8 @@ struct local_side {
     objects o;
     std::vector<local_qp> qps;
     std::vector<vq::srq *> srqs;
+    /** QPs created while set get this thread domain (lock-free posting); close() deallocates it. */
+    vq::td *td = nullptr;
     bool ok = false;
 
     local_side();
