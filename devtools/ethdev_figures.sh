@@ -145,6 +145,15 @@ fwd_rate() { # label ready-pattern forwarder-command-words...: forwarded frames 
     # The generator sending, then the warm-up, then the window.
     wait_for "$tmp/gen-$label.out" 'packet forwarding' "$gen" ||
         { echo "  the generator did not start:" >&2; tail -n 15 "$tmp/gen-$label.out" >&2; }
+    # Forwarded frames reaching the sink (a thousand: more than the few
+    # frames the kernel sends by itself when links come up), bounded.
+    local i base
+    base=$(rx_packets "$ns_f" g1)
+    for i in $(seq 1 $((limit * 20))); do
+        [ "$(rx_packets "$ns_f" g1)" -gt $((${base:-0} + 1000)) ] 2>/dev/null && break
+        kill -0 "$gen" 2>/dev/null && kill -0 "$fpid" 2>/dev/null || break
+        sleep 0.05
+    done
     sleep "$warm"
     r0=$(rx_packets "$ns_f" g1)
     sleep "$window"
