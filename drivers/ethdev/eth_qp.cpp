@@ -410,9 +410,16 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
     if (next == qp_state::rts && cur == qp_state::rtr) {
         q->psn = q->una = q->tx_psn = q->attr.sq_psn & wire::psn_mask;
         q->tx_wqe = q->sq_next;
-        // Unset: timeout 14 (67 ms), 7 retries, RNR retried for ever; set
-        // explicitly, verbs' meaning (timeout 0: wait for ever).
-        unsigned t = (q->attr_set & vq::QP_ATTR_TIMEOUT) ? q->attr.timeout : 14;
+        // Unset: timeout 16 (268 ms), 7 retries, RNR retried for ever; set
+        // explicitly, verbs' meaning (timeout 0: wait for ever). A RoCE
+        // NIC's usual 14 (67 ms, about 0.5 s without progress before
+        // retry_exc_err) is too short for a transport that advances only
+        // when its process is scheduled and polls: on a loaded host a
+        // sender or receiver descheduled for a few time slices while a
+        // 64 KiB message is in flight ran out of retries. 268 ms gives
+        // about 2 s without progress; a lost last packet (no NAK to
+        // repair it) costs one timeout.
+        unsigned t = (q->attr_set & vq::QP_ATTR_TIMEOUT) ? q->attr.timeout : 16;
         q->timeout_cycles = timeout_of(t);
         if (!(q->attr_set & vq::QP_ATTR_RETRY_CNT))
             q->attr.retry_cnt = 7;

@@ -15,7 +15,52 @@ SHUNT_TUNABLE(t_connect_ms, "SHUNT_VQ_CONNECT_TIMEOUT_MS", integer, "10000",
               "fails, and so do the operations queued for it (error completions, FI_ETIMEDOUT); 0: never",
               "vq");
 
+SHUNT_TUNABLE(t_rc_timeout, "SHUNT_VQ_RC_TIMEOUT", integer, "-1",
+              "vq provider, RDM and MSG: the RC QPs' retransmit timeout, verbs' qp_attr timeout "
+              "(4.096 us x 2^T, 0..31; 0: wait for ever); -1: the driver's default (ethdev: 16, 268 ms)",
+              "vq");
+SHUNT_TUNABLE(t_rc_retry_cnt, "SHUNT_VQ_RC_RETRY_CNT", integer, "-1",
+              "vq provider, RDM and MSG: the RC QPs' retry count (qp_attr retry_cnt, 0..7) before the "
+              "connection fails; -1: the driver's default (7)",
+              "vq");
+SHUNT_TUNABLE(t_rc_rnr_retry, "SHUNT_VQ_RC_RNR_RETRY", integer, "-1",
+              "vq provider, RDM and MSG: the RC QPs' RNR retry count (qp_attr rnr_retry, 0..7; 7: for ever); "
+              "-1: the driver's default (7)",
+              "vq");
+
 namespace {
+
+/** The RC transport settings the provider gives its QPs at RTS: each of
+ *  SHUNT_VQ_RC_TIMEOUT, _RETRY_CNT and _RNR_RETRY that is set and in range,
+ *  read once; the others stay the driver's. */
+struct rc_settings {
+    unsigned mask = 0;
+    std::uint8_t timeout = 0, retry_cnt = 0, rnr_retry = 0;
+};
+
+const rc_settings &rc_transport()
+{
+    static const rc_settings s = [] {
+        rc_settings r;
+        auto one = [&](const env::tunable &t, std::int64_t max, unsigned bit, std::uint8_t &field) {
+            std::int64_t v = -1;
+            if (t.as_int(v) < 0 || v < -1 || v > max) {
+                SHUNT_LOG(prov_log, warning, "%s=%s is not -1 or 0..%lld: the driver's default is used", t.name,
+                          t.value().c_str(), static_cast<long long>(max));
+                return;
+            }
+            if (v >= 0) {
+                field = static_cast<std::uint8_t>(v);
+                r.mask |= bit;
+            }
+        };
+        one(t_rc_timeout, 31, vq::QP_ATTR_TIMEOUT, r.timeout);
+        one(t_rc_retry_cnt, 7, vq::QP_ATTR_RETRY_CNT, r.retry_cnt);
+        one(t_rc_rnr_retry, 7, vq::QP_ATTR_RNR_RETRY, r.rnr_retry);
+        return r;
+    }();
+    return s;
+}
 
 long long now_ns()
 {
@@ -309,7 +354,11 @@ int slot_connect(prov_ep *e, int s, const ep_addr &peer, std::uint32_t peer_qpn)
     if (rc)
         return rc;
     a.state = vq::qp_state::rts;
-    return vq::modify_qp(sl.qp, &a, vq::QP_ATTR_STATE);
+    const rc_settings &t = rc_transport();
+    a.timeout = t.timeout;
+    a.retry_cnt = t.retry_cnt;
+    a.rnr_retry = t.rnr_retry;
+    return vq::modify_qp(sl.qp, &a, vq::QP_ATTR_STATE | t.mask);
 }
 
 void slot_close(prov_ep *e, int s)

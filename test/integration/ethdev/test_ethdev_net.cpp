@@ -216,10 +216,11 @@ TEST_P(Impaired, RcDeliversEveryMessageOnceInOrderThroughShuntFwd)
     r.count = 300;
     r.max = 16384;
     r.seed = 7;
-    // Retransmit timer 67 ms (timeout 14), 7 retries: three polling
-    // processes share this machine's cores, and one descheduled for a few
-    // time slices must not look like a dead link.
-    r.sender_extra = {"--timeout=14", "--retry=7"};
+    // The driver's default retransmit timer, 268 ms (timeout 16), 7
+    // retries: three polling processes share this machine's cores, and one
+    // descheduled for a few time slices must not look like a dead link
+    // (with 67 ms, corrupted runs on a loaded host ran out of retries).
+    r.sender_extra = {"--timeout=16", "--retry=7"};
     auto [ca, cb] = rc_exactly_once(&na, "net_af_packet0", vdev("af_packet", l1.a), &nb, "net_af_packet0",
                                     vdev("af_packet", l2.b), r);
     ::kill(fwd.pid(), SIGINT);
