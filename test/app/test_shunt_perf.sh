@@ -290,17 +290,18 @@ check "killed responder: detected within 5 s" test $(( $(date +%s) - start )) -l
 check "killed responder: message" grep -Eq "responder (died|gone)" "$work/kill.err"
 
 # ---- a responder that stops making progress mid-run: the timeout, and where ----
-"$perf" pingpong -p line -S 8 -I 100000000 $cores --timeout 1 --json >"$work/stall.json" 2>"$work/stall.err" &
+# (--timeout also bounds the setup, which a loaded machine slows: 3 s.)
+"$perf" pingpong -p line -S 8 -I 100000000 $cores --timeout 3 --json >"$work/stall.json" 2>"$work/stall.err" &
 launcher=$!; bg+=("$launcher")
-for _ in $(seq 150); do grep -q "^shunt-perf: pingpong size 8: " "$work/stall.err" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q "^shunt-perf: pingpong size 8: " "$work/stall.err" && break; sleep 0.1; done
 child=$(pgrep -P "$launcher" | head -1)
 [ -n "$child" ] && kill -STOP "$child"
-for _ in $(seq 100); do grep -q "failed" "$work/stall.err" && break; sleep 0.1; done
+for _ in $(seq 150); do grep -q "failed" "$work/stall.err" && break; sleep 0.1; done
 [ -n "$child" ] && kill -CONT "$child" # it then finds the channel closed and exits
 wait "$launcher"; rc=$?
 check "stalled responder: initiator exits 1, no JSON" test $rc -eq 1 -a ! -s "$work/stall.json"
 check "stalled responder: the message names the timeout and how far the size got" \
-  grep -Eq "pingpong size 8 failed: no progress within the timeout \(after [0-9]+ of 100000000 timed iterations, --timeout 1 s\)" \
+  grep -Eq "pingpong size 8 failed: no progress within the timeout \(after [0-9]+ of 100000000 timed iterations, --timeout 3 s\)" \
   "$work/stall.err" || sed 's/^/    /' "$work/stall.err"
 
 # ---- the initiator killed mid-run: the spawned responder notices and exits ----
