@@ -345,7 +345,8 @@ inline void mlx5_cq::set_last(mlx5_qp *q) noexcept
 
 /* ---------------- Fast path entry points (mlx5_post.cpp, mlx5_cq.cpp) ---------------- */
 
-/** Install the QP's fast-path pointers from its type, send_ops_flags and td. */
+/** Install the QP's fast-path pointers from its type, send_ops_flags, td and
+ *  statistics block (sq.io, set before). */
 void install_qp_ops(mlx5_qp *q);
 /** Reset the driver-side queue state (RESET transition, creation). */
 void reset_qp_queues(mlx5_qp *q);

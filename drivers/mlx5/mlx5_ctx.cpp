@@ -652,7 +652,6 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
         return -FI_ENOMEM;
     }
     reset_qp_queues(q);
-    install_qp_ops(q);
     static_cast<mlx5_cq *>(attr->send_cq)->refs++;
     static_cast<mlx5_cq *>(attr->recv_cq)->refs++;
     if (msrq)
@@ -668,6 +667,7 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
                              std::to_string(q->qp_num))))
         SHUNT_LOG(mlx5_log, warning, "QP %#x: no statistics block (%s)", q->qp_num, shunt::strerror(rc));
     q->sq.io = q->rx_io = q->io_blk.get();
+    install_qp_ops(q); // after sq.io: the single-call send is chosen with or without statistics
     *out = q;
     return 0;
 }

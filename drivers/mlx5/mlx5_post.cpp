@@ -106,22 +106,29 @@ inline mlx5_wqe_ctrl_seg *begin(mlx5_qp *q, std::uint8_t opcode, wc_opcode wop, 
         latch(q, (f & ~known_flags) ? -FI_EINVAL : -FI_EOPNOTSUPP);
         return nullptr;
     }
-    if (s.head + s.nreq - s.tail.load(std::memory_order_acquire) >= s.max_post) [[unlikely]] {
+    // Read once, before the tail: the acquire load keeps later loads after it.
+    const std::uint32_t posted = s.head + s.nreq, pi = s.cur_post;
+    if (posted - s.tail.load(std::memory_order_acquire) >= s.max_post) [[unlikely]] {
         latch(q, -FI_EAGAIN); // the poller's tail store (release) makes its slots free
         return nullptr;
     }
-    std::uint32_t idx = s.cur_post & s.mask;
-    auto *ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg *>(s.buf + (idx << wqe_shift));
-    s.meta[idx] = {q->wr_id, s.head + s.nreq + 1, static_cast<std::uint32_t>(wop)};
-    ctrl->opmod_idx_opcode = be32(((s.cur_post & 0xffff) << 8) | opcode);
+    const std::uint32_t idx = pi & s.mask;
+    auto *w = s.buf + (idx << wqe_shift);
+    auto *ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg *>(w);
+    wqe_meta &m = s.meta[idx];
+    m.wr_id = q->wr_id;
+    const std::uint64_t done_op = (posted + 1) | static_cast<std::uint64_t>(wop) << 32;
+    std::memcpy(&m.done, &done_op, sizeof done_op); // done and opcode in one store
+    ctrl->opmod_idx_opcode = be32(((pi & 0xffff) << 8) | opcode);
     std::uint32_t fence = (f & vq::WR_FENCE) ? 0 : s.fm_cache;
     s.fm_cache = 0;
-    // signature, dci_stream_channel_id and fm_ce_se share the third word.
-    std::uint32_t w2 = s.ctrl_w2[f & 7] | fence << 24;
-    std::memcpy(reinterpret_cast<std::uint8_t *>(ctrl) + 8, &w2, 4);
-    ctrl->imm = 0;
+    // signature, dci_stream_channel_id and fm_ce_se share the third word; imm
+    // (0 unless the builder sets it) the fourth: one store.
+    const std::uint64_t w23 = s.ctrl_w2[f & 7] | fence << 24;
+    std::memcpy(w + 8, &w23, 8);
     s.ctrl = ctrl;
-    s.data = wq_at(s, reinterpret_cast<std::uint8_t *>(ctrl), octo + fixed);
+    // Segments ending inside the WQE's first BB cannot reach the SQ's end.
+    s.data = octo + fixed < wqe_bb ? w + octo + fixed : wq_at(s, w, octo + fixed);
     s.size = (octo + fixed) / octo;
     s.need = 0;
     s.nreq++;
@@ -175,9 +182,12 @@ inline void ring(send_state &s) noexcept
     // The doorbell record before the BlueFlame/doorbell store (write-combining).
     mmio_wc_start();
     auto *ctrl = reinterpret_cast<std::uint8_t *>(s.last_ctrl_);
-    if (s.nreq == 1 && s.inl && s.last_bbs * wqe_bb <= s.bf_size)
-        bf_copy(s.bf_cur, ctrl, s.last_bbs * wqe_bb, s.buf, s.qend);
-    else {
+    if (s.nreq == 1 && s.inl && s.last_bbs * wqe_bb <= s.bf_size) {
+        if (s.last_bbs == 1) // one BB never wraps: one burst, no loop
+            bf_copy_bb(s.bf_cur, ctrl);
+        else
+            bf_copy(s.bf_cur, ctrl, s.last_bbs * wqe_bb, s.buf, s.qend);
+    } else {
         std::uint64_t first;
         std::memcpy(&first, ctrl, 8);
         mmio_write64(s.bf_cur, first);
@@ -200,10 +210,12 @@ inline void ring(send_state &s) noexcept
  *  queue's depth with them. */
 inline void count_batch(send_state &s) noexcept
 {
-    if (!s.io)
+    env::stats::io_stats *io = s.io; // once: the counters' stores may alias s
+    if (!io)
         return;
-    env::stats::on_tx(s.io, s.nreq, s.batch_bytes);
-    env::stats::on_depth(s.io, s.head + s.nreq - s.tail.load(std::memory_order_relaxed)); // ring() adds nreq to head
+    const std::uint32_t nreq = s.nreq;
+    env::stats::on_tx(io, nreq, s.batch_bytes);
+    env::stats::on_depth(io, s.head + nreq - s.tail.load(std::memory_order_relaxed)); // ring() adds nreq to head
 }
 
 template <bool Locked>
@@ -272,11 +284,18 @@ inline void mark_send(mlx5_qp *q) noexcept
         q->sq.need |= need_addr;
 }
 
+/** RC and UC: ctrl, then the data. */
 void b_send(vq::qp *vqp) noexcept
 {
+    begin(to_qp(vqp), MLX5_OPCODE_SEND, wc_opcode::send, 0); // null: the error is latched
+}
+
+/** UD: ctrl, the datagram segment (wr_set_ud_addr), then the data. */
+void b_send_ud(vq::qp *vqp) noexcept
+{
     mlx5_qp *q = to_qp(vqp);
-    if (begin(q, MLX5_OPCODE_SEND, wc_opcode::send, send_fixed(q)))
-        mark_send(q);
+    if (begin(q, MLX5_OPCODE_SEND, wc_opcode::send, sizeof(mlx5_wqe_datagram_seg)))
+        q->sq.need |= need_addr;
 }
 
 void b_send_imm(vq::qp *vqp, std::uint32_t imm) noexcept
@@ -674,17 +693,48 @@ inline void put_inline(mlx5_qp *q, std::size_t n, std::size_t total, Get get) no
     s.size += octs;
 }
 
-void s_inline(vq::qp *vqp, const void *addr, std::size_t len) noexcept
+/** Longest copy_inline: what one BB holds after ctrl and the inline header. */
+constexpr std::size_t copy_inline_max = wqe_bb - octo - 4;
+
+/** Copy @p n (1..copy_inline_max) bytes to @p d with no call: overlapping
+ *  loads and stores, none past either end. */
+inline void copy_inline(std::uint8_t *d, const std::uint8_t *s, std::uint32_t n) noexcept
 {
-    mlx5_qp *q = to_qp(vqp);
-    send_state &s = q->sq;
-    if (!data_ok(q, true))
-        return;
-    if (!addr && len) [[unlikely]] {
-        latch(q, -FI_EINVAL);
-        return;
+    if (n - 8 <= 8) [[likely]] { // 8..16
+        std::uint64_t x, y;
+        std::memcpy(&x, s, 8);
+        std::memcpy(&y, s + n - 8, 8);
+        std::memcpy(d, &x, 8);
+        std::memcpy(d + n - 8, &y, 8);
+    } else if (n < 8) {
+        if (n >= 4) {
+            std::uint32_t x, y;
+            std::memcpy(&x, s, 4);
+            std::memcpy(&y, s + n - 4, 4);
+            std::memcpy(d, &x, 4);
+            std::memcpy(d + n - 4, &y, 4);
+        } else {
+            d[0] = s[0];
+            d[n - 1] = s[n - 1];
+            d[n >> 1] = s[n >> 1];
+        }
+    } else { // 17..44
+        __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s));
+        __m128i z = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s + n - 16));
+        if (n > 32) { // bytes 16..31 are the source's only below 33
+            __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s + 16));
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(d + 16), y);
+        }
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(d), x);
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(d + n - 16), z);
     }
-    const auto *p = static_cast<const std::uint8_t *>(addr);
+}
+
+/** s_inline's general case: RAW_PACKET's inline headers first, and data
+ *  that wraps at the SQ's end or is longer than copy_inline takes. */
+[[gnu::noinline]] void s_inline_general(mlx5_qp *q, const std::uint8_t *p, std::size_t len) noexcept
+{
+    send_state &s = q->sq;
     if (s.eth) {
         long k = eth_inline_headers(q, 1, [&](std::size_t, const std::uint8_t **x, std::size_t *n) {
             *x = p;
@@ -705,6 +755,36 @@ void s_inline(vq::qp *vqp, const void *addr, std::size_t len) noexcept
         *x = p;
         *n = len;
     });
+}
+
+void s_inline(vq::qp *vqp, const void *addr, std::size_t len) noexcept
+{
+    mlx5_qp *q = to_qp(vqp);
+    send_state &s = q->sq;
+    if (!data_ok(q, true))
+        return;
+    if (!addr && len) [[unlikely]] {
+        latch(q, -FI_EINVAL);
+        return;
+    }
+    const auto *p = static_cast<const std::uint8_t *>(addr);
+    std::uint8_t *hdr = s.data;
+    // 1..44 bytes with their 4-byte header before the SQ's end (where data
+    // may also stand when the previous segment ended there), and no
+    // Ethernet headers to take first: written here with no call.
+    const std::size_t left = static_cast<std::size_t>(s.qend - hdr);
+    if (len - 1 >= copy_inline_max || len + 4 > left || s.eth || len > s.max_inline) [[unlikely]]
+        return s_inline_general(q, p, len);
+    s.inl = 1; // prefer BlueFlame
+    if (s.io)
+        s.batch_bytes += len;
+    copy_inline(hdr + 4, p, static_cast<std::uint32_t>(len));
+    const std::uint32_t bc = be32(static_cast<std::uint32_t>(len) | MLX5_INLINE_SEG);
+    std::memcpy(hdr, &bc, 4);
+    const std::uint32_t octs = static_cast<std::uint32_t>((len + 4 + octo - 1) / octo);
+    // left is a multiple of 16 and at least len + 4: the segment ends at or before the SQ's end.
+    s.data = octs * octo < left ? hdr + octs * octo : s.buf;
+    s.size += octs;
 }
 
 void s_inline_list(vq::qp *vqp, std::size_t n, const vq::data_buf *b) noexcept
@@ -822,44 +902,13 @@ int post_write(vq::qp *q, std::uint64_t wr_id, const void *buf, std::uint32_t le
     return post_send<false>(q, wr_id, buf, len, lkey, flags);
 }
 
-/** Copy @p n (1..44) bytes to @p d with no call: overlapping loads and
- *  stores, none past either end. */
-inline void copy_inline(std::uint8_t *d, const std::uint8_t *s, std::uint32_t n) noexcept
-{
-    if (n - 8 <= 8) [[likely]] { // 8..16
-        std::uint64_t x, y;
-        std::memcpy(&x, s, 8);
-        std::memcpy(&y, s + n - 8, 8);
-        std::memcpy(d, &x, 8);
-        std::memcpy(d + n - 8, &y, 8);
-    } else if (n < 8) {
-        if (n >= 4) {
-            std::uint32_t x, y;
-            std::memcpy(&x, s, 4);
-            std::memcpy(&y, s + n - 4, 4);
-            std::memcpy(d, &x, 4);
-            std::memcpy(d + n - 4, &y, 4);
-        } else {
-            d[0] = s[0];
-            d[n - 1] = s[n - 1];
-            d[n >> 1] = s[n >> 1];
-        }
-    } else { // 17..44
-        __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s));
-        __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s + 16));
-        __m128i z = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s + n - 16));
-        _mm_storeu_si128(reinterpret_cast<__m128i *>(d), x);
-        if (n > 32)
-            _mm_storeu_si128(reinterpret_cast<__m128i *>(d + 16), y);
-        _mm_storeu_si128(reinterpret_cast<__m128i *>(d + n - 16), z);
-    }
-}
-
+template <bool Stats>
 int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::uint32_t len,
                         std::uint32_t lkey, unsigned flags) noexcept;
 
 /** The single-call send found no credits: look at the queue (fence pending,
  *  state, free slots) and post by the fast path again, or by the session. */
+template <bool Stats>
 [[gnu::noinline, gnu::cold]] int post_send_refill(vq::qp *vqp, std::uint64_t wr_id, const void *buf,
                                                   std::uint32_t len, std::uint32_t lkey, unsigned flags) noexcept
 {
@@ -869,19 +918,21 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
         return post_send<false>(vqp, wr_id, buf, len, lkey, flags);
     // The acquire load above orders the poller's reads of these slots before our writes.
     s.fast_credits = static_cast<std::int32_t>(s.max_post - used);
-    return post_send_inline_td(vqp, wr_id, buf, len, lkey, flags);
+    return post_send_inline_td<Stats>(vqp, wr_id, buf, len, lkey, flags);
 }
 
 /** RC/UC send of 1..fast_inline bytes of inline data on a QP with a thread
  *  domain: ctrl and inline segment (one basic block) written in one pass
  *  with no session state, the doorbell record, and the BB BlueFlamed.
  *  Anything else (no WR_INLINE, other flags, a longer message, no credits:
- *  see fast_credits) goes to the session path, which writes the same bytes. */
+ *  see fast_credits) goes to the session path, which writes the same bytes.
+ *  @p Stats: the QP has a statistics block (chosen at creation; sq.io never
+ *  changes afterwards). */
+template <bool Stats>
 int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::uint32_t len,
                         std::uint32_t lkey, unsigned flags) noexcept
 {
-    mlx5_qp *q = to_qp(vqp);
-    send_state &s = q->sq;
+    send_state &s = to_qp(vqp)->sq;
     // flags is WR_INLINE plus any of the three bits below it (one unsigned
     // compare), and 1 <= len <= fast_inline.
     static_assert(vq::WR_INLINE == 8 && (vq::WR_SIGNALED | vq::WR_SOLICITED | vq::WR_FENCE) == 7);
@@ -889,7 +940,7 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
         return post_send_slow(vqp, wr_id, buf, len, lkey, flags);
     // Take one credit; below zero there was none (refill overwrites the count).
     if (--s.fast_credits < 0) [[unlikely]]
-        return post_send_refill(vqp, wr_id, buf, len, lkey, flags);
+        return post_send_refill<Stats>(vqp, wr_id, buf, len, lkey, flags);
     const std::uint32_t pi = s.cur_post, idx = pi & s.mask;
     std::uint8_t *w = s.buf + (idx << wqe_shift);
     wqe_meta &m = s.meta[idx];
@@ -906,8 +957,12 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
     const std::uint64_t c1 = s.ctrl_w2[flags & 7];
     std::memcpy(w, &c0, 8);
     std::memcpy(w + 8, &c1, 8);
-    const std::uint32_t bc = be32(len | MLX5_INLINE_SEG);
-    std::memcpy(w + octo, &bc, 4);
+    // The inline segment's byte count, be32(len | MLX5_INLINE_SEG) with
+    // len < 256: the bytes 0x80, 0, 0, len.
+    static_assert(MLX5_INLINE_SEG == 0x80000000u && wqe_bb - octo - 4 < 256);
+    const std::uint32_t inl_hi = 0x80;
+    std::memcpy(w + octo, &inl_hi, 4);
+    w[octo + 3] = static_cast<std::uint8_t>(len);
     copy_inline(w + octo + 4, static_cast<const std::uint8_t *>(buf), len);
     s.cur_post = pi + 1;
     // WQE stores before the doorbell record that tells the device they exist.
@@ -915,17 +970,15 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
     s.dbrec[MLX5_SND_DBR] = be32((pi + 1) & 0xffff);
     // The doorbell record before the BlueFlame stores.
     mmio_wc_start();
-    // The BB is whole in the SQ (a BB never wraps): four 16-byte stores fill one WC line.
-    auto *d = reinterpret_cast<__m128i *>(s.bf_cur);
-    const auto *src = reinterpret_cast<const __m128i *>(w);
-    _mm_store_si128(d, _mm_load_si128(src));
-    _mm_store_si128(d + 1, _mm_load_si128(src + 1));
-    _mm_store_si128(d + 2, _mm_load_si128(src + 2));
-    _mm_store_si128(d + 3, _mm_load_si128(src + 3));
+    bf_copy_bb(s.bf_cur, w); // the BB is whole in the SQ (a BB never wraps)
     // Out of the write-combining buffer before the next doorbell can pass it.
     mmio_flush_writes();
     toggle_bf(s);
-    env::stats::on_tx(s.io, len);
+    if constexpr (Stats) {
+        env::stats::io_stats *io = s.io; // once: the counters' stores may alias s
+        io->tx_msgs.add();
+        io->tx_bytes.add(len);
+    }
     return 0;
 }
 
@@ -1023,7 +1076,7 @@ void install_qp_ops(mlx5_qp *q)
     q->post_recv_fn = lk ? post_recv<true> : post_recv<false>;
     const bool raw = q->type == vq::qp_type::raw_packet;
     if (ops & vq::OPS_SEND)
-        q->send_fn = raw ? b_send_eth : b_send;
+        q->send_fn = raw ? b_send_eth : q->type == vq::qp_type::ud ? b_send_ud : b_send;
     if (ops & vq::OPS_SEND_WITH_IMM)
         q->send_imm_fn = b_send_imm;
     if (ops & vq::OPS_SEND_WITH_INV)
@@ -1052,7 +1105,8 @@ void install_qp_ops(mlx5_qp *q)
         q->set_ud_addr_fn = s_ud_addr;
     if (ops & vq::OPS_SEND) { // (UD: -FI_EINVAL, there is no address)
         bool fast = !lk && !raw && q->type != vq::qp_type::ud && q->sq.bf_size >= wqe_bb;
-        q->post_send_fn = fast ? post_send_inline_td : (lk ? post_send<true> : post_send<false>);
+        q->post_send_fn = !fast ? (lk ? post_send<true> : post_send<false>)
+                         : q->sq.io ? post_send_inline_td<true> : post_send_inline_td<false>;
     }
     if (ops & vq::OPS_RDMA_WRITE)
         q->post_write_fn = lk ? post_write<true> : post_write<false>;

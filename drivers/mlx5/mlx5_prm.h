@@ -84,6 +84,18 @@ inline void mmio_write64(void *reg, std::uint64_t v) noexcept
     *static_cast<volatile std::uint64_t *>(reg) = v;
 }
 
+/** BlueFlame copy of one basic block from the WQE at @p src (a BB never
+ *  wraps) to the register at @p dst: four 16-byte stores fill one WC line. */
+inline void bf_copy_bb(void *dst, const void *src) noexcept
+{
+    auto *d = static_cast<__m128i *>(dst);
+    auto *s = static_cast<const __m128i *>(src);
+    _mm_store_si128(d, _mm_load_si128(s));
+    _mm_store_si128(d + 1, _mm_load_si128(s + 1));
+    _mm_store_si128(d + 2, _mm_load_si128(s + 2));
+    _mm_store_si128(d + 3, _mm_load_si128(s + 3));
+}
+
 /** BlueFlame copy of @p bytes (a multiple of 64) from the WQE at @p src to the
  *  register at @p dst, 64 bytes per burst, wrapping from @p qend to @p qstart.
  *  Not memcpy: rep movs does not keep the stores in order (rdma-core qp.c

@@ -5,6 +5,8 @@
 // request. The devices are stepped by hand and not run, so the queue holds
 // exactly what the driver wrote.
 #include <arpa/inet.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "mlx5_fixture.h"
 
@@ -177,6 +179,48 @@ TEST_F(Encoding, SingleCallInlineSendsOfEveryLengthAndFlagWriteTheWqeTheHelpersB
             drain(peer->recv_cq);
         }
     }
+}
+
+TEST_F(Encoding, InlineDataEndingAtAGuardPageIsReadNoFurther)
+{
+    // The inline copies use overlapping 4-, 8- and 16-byte loads: every one
+    // must stay inside the caller's bytes. Messages end where an inaccessible
+    // page begins, by the single call and by the session.
+    open(vq::qp_type::rc, vq::OPS_SEND, {0, 0, 1, 1, 64});
+    const std::size_t pg = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    void *map = mmap(nullptr, 2 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(map, MAP_FAILED);
+    auto *page = static_cast<std::uint8_t *>(map);
+    for (std::size_t i = 0; i < pg; i++)
+        page[i] = static_cast<std::uint8_t>(i * 13 + 5);
+    ASSERT_EQ(mprotect(page + pg, pg, PROT_NONE), 0);
+    for (std::uint32_t len = 1; len <= 44; len++) {
+        const std::uint8_t *src = page + pg - len;
+        for (int session = 0; session < 2; session++) {
+            std::uint32_t pi = cur();
+            if (session) {
+                vq::wr_start(q);
+                q->wr_id = len;
+                q->wr_flags = vq::WR_SIGNALED;
+                vq::wr_send(q);
+                vq::wr_set_inline_data(q, src, len);
+                ASSERT_EQ(vq::wr_complete(q), 0) << len;
+            } else {
+                ASSERT_EQ(vq::post_send(q, len, src, len, 0, vq::WR_INLINE | vq::WR_SIGNALED), 0) << len;
+            }
+            alignas(64) std::uint8_t w[64] = {};
+            unsigned octs = put_inline(w + 16, src, len);
+            mlx5dv_set_ctrl_seg(reinterpret_cast<ctrl *>(w), static_cast<std::uint16_t>(pi), MLX5_OPCODE_SEND, 0,
+                                qpn(), MLX5_WQE_CTRL_CQ_UPDATE, static_cast<std::uint8_t>(1 + octs), 0, 0);
+            expect_wqe(pi, w, 1 + octs);
+        }
+        if (len % 8 == 0) { // keep the queue from filling
+            run();
+            drain(q->send_cq);
+            drain(peer->recv_cq);
+        }
+    }
+    munmap(map, 2 * pg);
 }
 
 TEST_F(Encoding, SingleCallSendsAndBatchesShareTheQueueLimitExactly)
