@@ -213,6 +213,13 @@ struct initiator {
                       : rc == -FI_ETIMEDOUT ? "no progress within the timeout"
                       : rc == -FI_EIO       ? "the echo differs from what was sent"
                                             : shunt::strerror(rc);
+            // Where it stopped: a stall late in a size is not one at its start.
+            char at[160];
+            std::snprintf(at, sizeof at, " (after %llu of %llu timed %s, --timeout %g s)",
+                          static_cast<unsigned long long>(out.iterations),
+                          static_cast<unsigned long long>(r.iterations),
+                          r.test == test_kind::pingpong ? "iterations" : "messages", o.timeout);
+            why += at;
             return rc;
         }
         rc = ch.expect("DONE", line, o.timeout);
