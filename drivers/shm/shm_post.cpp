@@ -603,14 +603,21 @@ int post_send_imm_inline(vq::qp *vq_, std::uint64_t wr_id, std::uint32_t imm, co
                 [[likely]] {
                 txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
                 auto len = static_cast<std::uint32_t>(total);
-                if (ring_reserve(r, slots_for(len))) [[likely]] {
+                std::uint8_t fl = sf_first | sf_last | ((flags & vq::WR_SOLICITED) ? sf_solicited : 0);
+                if (len <= slot_payload) [[likely]] {
+                    // One line: the pieces straight into the slot, no cursor.
+                    if (ring_reserve(r, 1)) [[likely]] {
+                        ring_put_one(r, msg_send_imm, fl, imm, list, n, len);
+                        done = true;
+                    }
+                } else if (ring_reserve(r, slots_for(len))) {
                     src_cursor c;
                     c.bufs = list;
-                    std::uint8_t fl = sf_first | sf_last | ((flags & vq::WR_SOLICITED) ? sf_solicited : 0);
                     ring_put(r, msg_send_imm, fl, imm, c, len, len);
-                    env::stats::on_tx(q->io, len);
                     done = true;
                 }
+                if (done)
+                    env::stats::on_tx(q->io, len);
             }
             if constexpr (Locked)
                 q->lock.unlock();
