@@ -102,6 +102,37 @@ inline bool ring_reserve(const txring &r, std::uint32_t n) noexcept
     return r.mask + 1 - (*r.tail - *r.credit_head) >= n;
 }
 
+/** Write the header of the chunk at @p pos (first slot @p s, @p n slots) and
+ *  publish it: every store before (header, payload, continuation slots) is
+ *  ordered before the sequence word the receiver polls. */
+inline void ring_publish(const txring &r, slot *s, std::uint32_t pos, std::uint32_t n, std::uint8_t op,
+                         std::uint8_t flags, std::uint32_t imm, std::uint32_t hdr_len) noexcept
+{
+    s->op = op;
+    s->flags = flags;
+    s->nslots = static_cast<std::uint16_t>(n);
+    s->len = hdr_len;
+    s->imm = imm;
+    std::atomic_ref<std::uint32_t>(s->seq).store(pos + 1, std::memory_order_release);
+    *r.tail = pos + n;
+}
+
+/** One slot: the @p n pieces of @p list (@p len bytes in all, at most
+ *  slot_payload) gathered straight into its payload, then published. */
+inline void ring_put_one(const txring &r, std::uint8_t op, std::uint8_t flags, std::uint32_t imm,
+                         const vq::data_buf *list, std::size_t n, std::uint32_t len) noexcept
+{
+    std::uint32_t pos = *r.tail;
+    slot *s = &r.slots[pos & r.mask];
+    std::uint8_t *d = s->data;
+    for (std::size_t i = 0; i < n; i++) {
+        auto k = static_cast<std::uint32_t>(list[i].length); // the pieces add up to len <= slot_payload
+        small_copy(d, list[i].addr, k);
+        d += k;
+    }
+    ring_publish(r, s, pos, 1, op, flags, imm, len);
+}
+
 /** Write one chunk of @p len bytes from @p src as a message and publish it. */
 inline void ring_put(const txring &r, std::uint8_t op, std::uint8_t flags, std::uint32_t imm,
                      src_cursor &src, std::uint32_t len, std::uint32_t hdr_len) noexcept
@@ -122,15 +153,7 @@ inline void ring_put(const txring &r, std::uint8_t op, std::uint8_t flags, std::
         rest -= run;
         i = (i + (run + 63) / 64) & r.mask;
     }
-    s->op = op;
-    s->flags = flags;
-    s->nslots = static_cast<std::uint16_t>(n);
-    s->len = hdr_len;
-    s->imm = imm;
-    // Publish the chunk: every store above (header, payload, continuation
-    // slots) is ordered before the sequence word the receiver polls.
-    std::atomic_ref<std::uint32_t>(s->seq).store(pos + 1, std::memory_order_release);
-    *r.tail = pos + n;
+    ring_publish(r, s, pos, n, op, flags, imm, hdr_len);
 }
 
 } // namespace shunt::drv::shm

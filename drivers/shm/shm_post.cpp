@@ -576,6 +576,35 @@ int post_send(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t l
     return wr_complete<Locked, false>(q);
 }
 
+/** post_send_imm_inline as a session of one request (signaled, busy queue,
+ *  beyond a chunk, bad input). Out of line: the one-slot path above it
+ *  keeps a small frame. */
+template <bool Locked>
+[[gnu::noinline]] int send_imm_session(shm_qp *q, std::uint64_t wr_id, std::uint32_t imm, const vq::data_buf *list,
+                                       std::size_t n, unsigned flags) noexcept
+{
+    wr_start<Locked>(q);
+    q->wr_id = wr_id;
+    q->wr_flags = flags & ~vq::WR_INLINE;
+    b_send_imm<false>(q, imm);
+    s_inline_list<false>(q, n, list);
+    return wr_complete<Locked, false>(q);
+}
+
+/** post_send_imm_inline beyond one slot: consecutive slots through the
+ *  cursor. @return whether the ring had room. */
+[[gnu::noinline]] bool put_gathered(shm_qp *q, std::uint8_t fl, std::uint32_t imm, const vq::data_buf *list,
+                                    std::uint32_t len) noexcept
+{
+    txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
+    if (!ring_reserve(r, slots_for(len)))
+        return false;
+    src_cursor c;
+    c.bufs = list;
+    ring_put(r, msg_send_imm, fl, imm, c, len, len);
+    return true;
+}
+
 /** post_send_imm_inline (RC/UC): an unsignaled one on an idle queue is
  *  gathered straight into the peer's ring, header and payload in one copy
  *  (one slot up to slot_payload bytes, consecutive slots beyond, up to the
@@ -594,23 +623,31 @@ int post_send_imm_inline(vq::qp *vq_, std::uint64_t wr_id, std::uint32_t imm, co
             total += list[i].length;
             ok &= list[i].addr != nullptr || list[i].length == 0;
         }
-        if (ok && total <= q->cap.max_inline_data && total <= max_chunk_bytes(q->tx_mask + 1)) [[likely]] {
+        // One slot's payload is always within a chunk (ring_slots_ok: 64 slots at least).
+        if (ok && total <= q->cap.max_inline_data &&
+            (total <= slot_payload || total <= max_chunk_bytes(q->tx_mask + 1))) [[likely]] {
             if constexpr (Locked)
                 q->lock.lock();
             bool done = false;
             if (q->sq_head == q->sq_tail &&
                 q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::rts))
                 [[likely]] {
-                txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
                 auto len = static_cast<std::uint32_t>(total);
-                if (ring_reserve(r, slots_for(len))) [[likely]] {
-                    src_cursor c;
-                    c.bufs = list;
-                    std::uint8_t fl = sf_first | sf_last | ((flags & vq::WR_SOLICITED) ? sf_solicited : 0);
-                    ring_put(r, msg_send_imm, fl, imm, c, len, len);
-                    env::stats::on_tx(q->io, len);
-                    done = true;
+                std::uint8_t fl = sf_first | sf_last | ((flags & vq::WR_SOLICITED) ? sf_solicited : 0);
+                if (len <= slot_payload) [[likely]] {
+                    // One line: the pieces straight into the slot, no cursor
+                    // (and no ring descriptor in memory: the fields stay in
+                    // registers).
+                    const txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
+                    if (ring_reserve(r, 1)) [[likely]] {
+                        ring_put_one(r, msg_send_imm, fl, imm, list, n, len);
+                        done = true;
+                    }
+                } else {
+                    done = put_gathered(q, fl, imm, list, len);
                 }
+                if (done)
+                    env::stats::on_tx(q->io, len);
             }
             if constexpr (Locked)
                 q->lock.unlock();
@@ -618,12 +655,7 @@ int post_send_imm_inline(vq::qp *vq_, std::uint64_t wr_id, std::uint32_t imm, co
                 return 0;
         }
     }
-    wr_start<Locked>(q);
-    q->wr_id = wr_id;
-    q->wr_flags = flags & ~vq::WR_INLINE;
-    b_send_imm<false>(q, imm);
-    s_inline_list<false>(q, n, list);
-    return wr_complete<Locked, false>(q);
+    return send_imm_session<Locked>(q, wr_id, imm, list, n, flags);
 }
 
 template <bool Locked>

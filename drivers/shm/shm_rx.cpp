@@ -486,9 +486,11 @@ inline void lend_release(shm_qp *q) noexcept
     }
 }
 
-/** Consume messages of one ring. @return completions produced. */
-unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask, std::uint32_t &head,
-                 std::uint32_t &pub, std::uint32_t src_qp, unsigned budget) noexcept
+/** Consume messages of one ring. @return completions produced. Inlined into
+ *  rx_progress, which every poll of a receive CQ calls once per QP. */
+[[gnu::always_inline]] inline unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask,
+                                              std::uint32_t &head, std::uint32_t &pub, std::uint32_t src_qp,
+                                              unsigned budget) noexcept
 {
     shm_cq *c = q->rcq;
     unsigned n = 0;

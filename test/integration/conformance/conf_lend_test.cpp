@@ -5,6 +5,7 @@
 // messages over max_lend_msg refused at the sender).
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -436,9 +437,14 @@ TEST_P(SendImmInline, GatheredBuffersArriveConcatenatedWithTheirImmediate)
     ASSERT_GE(mi, 512u);
     for (int it = 0; it < 40 && !HasFailure(); it++) {
         // Up to three pieces: a header, a payload, a trailer; sizes around
-        // the one-slot bound and up to the inline limit.
-        std::uint32_t total = it < 8 ? static_cast<std::uint32_t>(rnd(0, c.L.attr.max_inline_slot))
-                                     : static_cast<std::uint32_t>(rnd(0, mi));
+        // the one-slot bound (first exactly at its edges: nothing, one byte,
+        // the bound itself and one past it, where a driver's one-slot branch
+        // ends) and up to the inline limit.
+        const std::uint32_t slot = c.L.attr.max_inline_slot;
+        const std::uint32_t edge[] = {0, 1, slot ? slot - 1 : 0, slot, slot + 1};
+        std::uint32_t total = it < 5   ? std::min(edge[it], mi)
+                              : it < 8 ? static_cast<std::uint32_t>(rnd(0, slot))
+                                       : static_cast<std::uint32_t>(rnd(0, mi));
         unsigned np = static_cast<unsigned>(rnd(1, 3));
         std::vector<vq::data_buf> bufs;
         std::vector<std::uint8_t> want;
