@@ -224,6 +224,7 @@ inline void fill(std::uint8_t *p, std::size_t n, std::uint32_t seed)
 struct impair_fwd {
     double drop = 0, dup = 0, reorder = 0, corrupt = 0;
     std::uint32_t seed = 1;
+    std::int64_t drop_at = -1;     ///< also drop exactly this frame (from 0) of pair0b -> pair1a
     std::atomic<bool> stop{false};
     std::atomic<bool> ready{false};
     std::atomic<bool> cut{false};  ///< drop everything (link cut)
@@ -263,6 +264,7 @@ struct impair_fwd {
             bool valid = false;
             std::vector<std::uint8_t> f;
         } hold[2];
+        std::int64_t nth0 = 0; // frames seen from pair0b
         auto send = [&](ep &e, vq::qp *q, const std::uint8_t *f, std::uint32_t n) {
             // Copy into the send half of the buffer (after the receive slots).
             static thread_local std::uint32_t next = 0;
@@ -280,8 +282,9 @@ struct impair_fwd {
             std::uint8_t *f = from.buf + w.wr_id * slot;
             std::uint32_t n = w.byte_len;
             if (w.status == vq::wc_status::success && !cut) {
-                double x = u(rng);
-                if (x < drop) {
+                const bool picked = dir == 0 && nth0++ == drop_at;
+                double x = picked ? 0 : u(rng);
+                if (picked || x < drop) {
                     dropped++;
                 } else {
                     if (u(rng) < corrupt && n > 60)
