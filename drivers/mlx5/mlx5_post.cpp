@@ -113,6 +113,8 @@ inline mlx5_wqe_ctrl_seg *begin(mlx5_qp *q, std::uint8_t opcode, wc_opcode wop, 
     std::uint32_t idx = s.cur_post & s.mask;
     auto *ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg *>(s.buf + (idx << wqe_shift));
     s.meta[idx] = {q->wr_id, s.head + s.nreq + 1, static_cast<std::uint32_t>(wop)};
+    if (s.io)
+        stamp_wqe(q, idx, f);
     ctrl->opmod_idx_opcode = be32(((s.cur_post & 0xffff) << 8) | opcode);
     std::uint32_t fence = (f & vq::WR_FENCE) ? 0 : s.fm_cache;
     s.fm_cache = 0;
@@ -897,6 +899,8 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
     const std::uint32_t done = s.head + 1;
     const std::uint64_t done_op = done | static_cast<std::uint64_t>(wc_opcode::send) << 32;
     std::memcpy(&m.done, &done_op, sizeof done_op); // done and opcode in one store
+    if (s.io)
+        stamp_wqe(q, idx, flags);
     s.head = done;
     // Control segment: opmod_idx_opcode and qpn_ds as one big-endian 64-bit
     // word (ds = ctrl + the inline octowords, 2..4); then signature, dci,
