@@ -215,6 +215,23 @@ inline void fill(std::uint8_t *p, std::size_t n, std::uint32_t seed)
         p[i] = static_cast<std::uint8_t>(r());
 }
 
+/** A UD QP on pair0a with an address handle for one on pair0b, both up. */
+struct ud_pair {
+    ep a{dev0a}, b{dev0b};
+    vq::qp *qa = a.qp(vq::qp_type::ud, vq::OPS_SEND | vq::OPS_SEND_WITH_IMM | vq::OPS_TSO, {256, 256, 4, 4, 256});
+    vq::qp *qb = b.qp(vq::qp_type::ud, vq::OPS_SEND);
+    vq::ah *ah = nullptr;
+    ud_pair()
+    {
+        ud_up(qa);
+        ud_up(qb);
+        vq::ah_attr aa;
+        aa.dest = b.ctx->addr;
+        EXPECT_EQ(vq::create_ah(a.pd, &aa, &ah), 0);
+        a.ahs.push_back(ah);
+    }
+};
+
 /* ---- An impairing forwarder between the two ring pairs ---- */
 
 /** Forwards every frame between pair0b and pair1a (RAW_PACKET QPs, own
