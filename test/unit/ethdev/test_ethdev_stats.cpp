@@ -189,42 +189,28 @@ TEST(EthdevStats, RnrNaksAreCountedOnBothSides)
     EXPECT_EQ(val(a, "tx_msgs"), 1u);
 }
 
-struct ud {
-    ep a{dev0a}, b{dev0b};
-    vq::qp *qa = a.qp(qp_type::ud, vq::OPS_SEND), *qb = b.qp(qp_type::ud, vq::OPS_SEND);
-    vq::ah *ah = nullptr;
-    ud()
-    {
-        ud_up(qa);
-        ud_up(qb);
-        vq::ah_attr aa;
-        aa.dest = b.ctx->addr;
-        EXPECT_EQ(vq::create_ah(a.pd, &aa, &ah), 0);
-        a.ahs.push_back(ah);
-    }
-    /** A signalled 64-byte datagram to qb with @p qkey. */
-    void send(std::uint32_t qkey)
-    {
-        vq::wr_start(qa);
-        qa->wr_id = qkey;
-        qa->wr_flags = vq::WR_SIGNALED;
-        vq::wr_send(qa);
-        vq::wr_set_sge(qa, a.mr->lkey, a.at(0), 64);
-        vq::wr_set_ud_addr(qa, ah, qb->qp_num, qkey);
-        ASSERT_EQ(vq::wr_complete(qa), 0);
-    }
-};
+/** A signalled 64-byte datagram from u.qa to u.qb with @p qkey. */
+void send_ud(ud_pair &u, std::uint32_t qkey)
+{
+    vq::wr_start(u.qa);
+    u.qa->wr_id = qkey;
+    u.qa->wr_flags = vq::WR_SIGNALED;
+    vq::wr_send(u.qa);
+    vq::wr_set_sge(u.qa, u.a.mr->lkey, u.a.at(0), 64);
+    vq::wr_set_ud_addr(u.qa, u.ah, u.qb->qp_num, qkey);
+    ASSERT_EQ(vq::wr_complete(u.qa), 0);
+}
 
 TEST(EthdevStats, UdCountsPayloadWithoutTheGrhAndAWrongQkeyAsADrop)
 {
     if (!st::enabled())
         GTEST_SKIP() << "SHUNT_TELEMETRY=0: no blocks";
-    ud u;
+    ud_pair u;
     ep &a = u.a, &b = u.b;
     vq::qp *qa = u.qa, *qb = u.qb;
     ASSERT_EQ(b.recv(qb, 7, 0, 4096), 0);
-    u.send(0x2222);
-    u.send(0x1111);
+    send_ud(u, 0x2222);
+    send_ud(u, 0x1111);
     ASSERT_EQ(wait_wcs(a, 2, {&b}).size(), 2u);
     ASSERT_EQ(wait_wcs(b, 1, {&a}).size(), 1u);
     st::block_snapshot sa = snap(qp_block(dev0a, qa)), sb = snap(qp_block(dev0b, qb));
@@ -248,8 +234,8 @@ TEST(EthdevStats, ThePortBlockIsThePortsCounters)
     if (!st::enabled())
         GTEST_SKIP() << "SHUNT_TELEMETRY=0: no blocks";
     {
-        ud u; // one datagram with a wrong Q_Key: counted by the port and the QP
-        u.send(0x2222);
+        ud_pair u; // one datagram with a wrong Q_Key: counted by the port and the QP
+        send_ud(u, 0x2222);
         ASSERT_EQ(wait_wcs(u.a, 1, {&u.b}).size(), 1u);
         EXPECT_TRUE(drain(u.b, {&u.a}, 30).empty());
     }
