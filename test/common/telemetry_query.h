@@ -43,13 +43,15 @@ inline std::string cmd_result(std::string out, int status)
 }
 
 /** Field @p f of block @p name as dpdk-telemetry.py reads it from this
- *  process's socket (`/shunt/stats,NAME`), as text; bounded by timeouts. */
+ *  process's socket (`/shunt/stats,NAME`), as text; bounded by timeouts.
+ *  @p f may name several fields separated by spaces: their values come
+ *  back separated by spaces, from one reading. */
 inline std::string telemetry_field(const std::string &name, const char *f)
 {
     const std::string cmd = "printf '/shunt/stats," + name + "\\n' | timeout 20 dpdk-telemetry.py -f shunt-" +
                             std::to_string(::getpid()) + " 2>&1 | " +
                             "timeout 20 python3 -c 'import json,sys\nfor l in sys.stdin:\n    if l.startswith(\"{\"): "
-                            "print(json.loads(l)[\"/shunt/stats\"][sys.argv[1]])' " +
+                            "d = json.loads(l)[\"/shunt/stats\"]; print(\" \".join(str(d[k]) for k in sys.argv[1:]))' " +
                             f;
     int status = 0;
     std::string out = run_cmd(cmd, &status);

@@ -41,14 +41,15 @@ std::uint64_t val(const st::block_snapshot &b, const char *f)
     return v ? (v->k == st::kind::histogram ? v->hist.total : v->value) : ~0ull;
 }
 
-/** dpdk-telemetry.py reads @p f of @p name as @p want (skipped, visibly, without it). */
-void expect_remote(const std::string &name, const char *f, std::uint64_t want)
+/** dpdk-telemetry.py reads fields @p f (names separated by spaces) of
+ *  @p name as @p want (values so separated); skipped, visibly, without it. */
+void expect_remote(const std::string &name, const char *f, const std::string &want)
 {
     if (!have_prog("dpdk-telemetry.py")) {
         std::printf("skip dpdk-telemetry.py (Debian package dpdk-dev) is not installed\n");
         return;
     }
-    EXPECT_EQ(telemetry_field(name, f), std::to_string(want)) << "dpdk-telemetry.py, " << name << " " << f;
+    EXPECT_EQ(telemetry_field(name, f), want) << "dpdk-telemetry.py, " << name << " " << f;
 }
 
 struct pair {
@@ -115,9 +116,8 @@ TEST(EthdevStats, RcCountsMessagesBytesCompletionsAndDepthExactly)
     EXPECT_EQ(val(a, "rx_msgs"), 0u);
     EXPECT_EQ(val(b, "tx_msgs"), 0u) << "acknowledgements are not messages";
 
-    expect_remote(na, "tx_msgs", n + 1);
-    expect_remote(na, "completion_count", n);
-    expect_remote(nb, "rx_bytes", n * len);
+    expect_remote(na, "tx_msgs tx_bytes completion_count",
+                  std::to_string(n + 1) + " " + std::to_string(n * len + wlen) + " " + std::to_string(n));
 
     vq::qp *qa = p.qa;
     std::string gone = qp_block(dev0a, qa);
@@ -159,13 +159,20 @@ TEST(EthdevStats, AFrameDroppedOnTheWireIsSentAgainAndEveryExtraFrameIsADropAtTh
     EXPECT_EQ(val(b, "rx_msgs"), n);
     EXPECT_EQ(val(b, "rx_bytes"), n * len);
     // Every frame the responder got beyond the n it accepted is a drop (out
-    // of sequence behind the gap, or a duplicate): n + re sent, one lost.
+    // of sequence behind the gap, or a duplicate): at most n + re sent, one
+    // lost. Fewer when a late NAK moved the requester past packets a timeout
+    // had put back in line (a loaded machine): then they were not sent again.
     const std::uint64_t lost_in_fwd = counter(dev0b, eth::c_rx_qp_full) - full0;
-    EXPECT_EQ(val(b, "drops") + val(b, "rx_ring_full") + lost_in_fwd, re - 1);
+    const std::uint64_t extra = val(b, "drops") + val(b, "rx_ring_full") + lost_in_fwd;
+    EXPECT_GE(extra, 1u) << "the packets behind the gap were refused";
+    EXPECT_LE(extra, re - 1);
+    if (extra != re - 1)
+        std::printf("note: %llu packets put back in line, %llu extra frames at the responder\n",
+                    static_cast<unsigned long long>(re), static_cast<unsigned long long>(extra));
     EXPECT_GE(val(b, "naks_sent"), 1u) << "the gap was NAKed";
     EXPECT_LE(val(a, "naks_received"), val(b, "naks_sent"));
     EXPECT_EQ(val(a, "errors") + val(b, "errors"), 0u);
-    expect_remote(qp_block(dev0a, p.qa), "retransmits", re);
+    expect_remote(qp_block(dev0a, p.qa), "retransmits", std::to_string(re));
 }
 
 TEST(EthdevStats, RnrNaksAreCountedOnBothSides)
@@ -247,7 +254,8 @@ TEST(EthdevStats, ThePortBlockIsThePortsCounters)
     for (unsigned c = 0; c < eth::num_counters; c++)
         EXPECT_EQ(val(b, eth::counter_name(c)), pc.drv[c]) << eth::counter_name(c);
     EXPECT_GE(pc.drv[eth::c_rx_qkey], 1u);
-    expect_remote(std::string("ethdev.") + dev0b, "rx_qkey", pc.drv[eth::c_rx_qkey]);
+    expect_remote(std::string("ethdev.") + dev0b, "rx_qkey rx_no_qp",
+                  std::to_string(pc.drv[eth::c_rx_qkey]) + " " + std::to_string(pc.drv[eth::c_rx_no_qp]));
 }
 
 } // namespace
