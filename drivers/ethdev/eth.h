@@ -28,6 +28,7 @@
 #include "env/errors.h"
 #include "env/mempool.h"
 #include "vq/driver.h"
+#include "eth_stats.h"
 #include "ethdev_ext.h"
 #include "wire.h"
 
@@ -160,6 +161,7 @@ struct port {
     std::mutex arp_lock;
     arp_entry arp[max_arp];
     std::uint32_t arp_next = 0;
+    env::stats::registration stats_reg; ///< ethdev.<port>: cnt as a statistics block
 
     void count(counter c, std::uint64_t n = 1) noexcept { cnt[c].fetch_add(n, std::memory_order_relaxed); }
 };
@@ -374,6 +376,7 @@ struct wqe {
     std::uint32_t npkts;    ///< PSNs it occupies
     std::uint32_t got;      ///< RC read: bytes of responses placed
     std::atomic<std::uint32_t> zc_refs; ///< zero-copy: mbufs still holding the buffer (+1 while posting)
+    std::uint64_t posted;   ///< TSC at the builder of a signalled request with statistics on, else 0
 };
 
 enum : std::uint8_t {
@@ -491,6 +494,10 @@ struct eth_qp : vq::qp {
     atomic_saved atomics[max_rd_atomic];
     std::uint32_t atomic_next = 0;
     std::uint32_t rnr_code = 0;        ///< our min_rnr_timer for RNR NAKs
+    /* Statistics (eth_stats.h): null with telemetry off, every hook skips. */
+    qp_stats *st = nullptr;
+    env::stats::io_stats *io = nullptr; ///< &st->io
+    qp_block st_blk;                   ///< ethdev.<port>.qp.<qpn>: owns *st
 };
 inline eth_qp *to_qp(vq::qp *q) noexcept { return static_cast<eth_qp *>(q); }
 
@@ -631,6 +638,24 @@ inline rxpkt *rx_peek(eth_qp *q) noexcept
     if (h == q->rx_tail.load(std::memory_order_acquire))
         return nullptr;
     return &q->rx[h & q->rx_mask];
+}
+
+/** Statistics of receive completion @p w just pushed: a message of @p bytes,
+ *  or an error (not a flush). */
+inline void count_recv(eth_qp *q, const vq::wc &w, std::uint32_t bytes) noexcept
+{
+    if (!q->io)
+        return;
+    if (w.status == vq::wc_status::success)
+        env::stats::on_rx(q->io, bytes);
+    else if (w.status != vq::wc_status::wr_flush_err)
+        env::stats::on_error(q->io);
+}
+/** One of the transport's counters in @p s (null: statistics off). */
+inline void count_nak(qp_stats *s, env::stats::counter qp_stats::*c) noexcept
+{
+    if (s)
+        (s->*c).add();
 }
 
 /** Take the next posted receive into q->rx_wc / rx_sges. @return false: none. */

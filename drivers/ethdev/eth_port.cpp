@@ -321,6 +321,7 @@ int probe_ports(std::vector<vq::device *> &out)
         p->dev.name = p->name.c_str();
         describe(p);
         ports().push_back(p);
+        port_stats_open(p);
         out.push_back(&p->dev);
     }
     probed_ok = true;
@@ -466,6 +467,8 @@ inline void hand_over(port *p, eth_qp *q, rte_mbuf *m, std::uint16_t bth, std::u
     std::uint32_t t = q->rx_tail.load(std::memory_order_relaxed);
     if (t - q->rx_head.load(std::memory_order_acquire) > q->rx_mask) {
         p->count(c_rx_qp_full);
+        if (q->st)
+            q->st->rx_ring_full.add(); // we hold the port's receive lock: the field's one writer
         rte_pktmbuf_free(m);
         return;
     }

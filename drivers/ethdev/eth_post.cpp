@@ -102,6 +102,7 @@ inline wqe *begin(eth_qp *q, std::uint8_t op) noexcept
     w->got = 0;
     w->psn = 0;
     w->npkts = 0;
+    w->posted = q->io && (w->flags & vq::WR_SIGNALED) ? env::tsc::now() : 0;
     return w;
 }
 
@@ -414,6 +415,8 @@ inline int commit_batch(eth_qp *q) noexcept
         rc = -FI_EINVAL;
     q->cur = nullptr;
     if (rc) [[unlikely]] {
+        if (rc != -FI_EAGAIN)
+            env::stats::on_error(q->io);
         q->sq_tail = q->sq_start; // nothing of the batch executes
         q->err = 0;
     } else if (q->sq_tail != q->sq_start) {

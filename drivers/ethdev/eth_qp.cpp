@@ -129,6 +129,17 @@ void release_queue(eth_qp *q)
 }
 
 /** Retransmit timeout: 4.096 us x 2^timeout (IBTA 9.7.6.1.3); 0: none. */
+/** Register the QP's statistics block, ethdev.<port>.qp.<QP number>. Not
+ *  worth failing a QP for: without a block (telemetry off, or the registry
+ *  refused) the hooks do nothing. */
+void open_stats(eth_qp *q)
+{
+    if (int rc = q->st_blk.open("ethdev." + q->p->name + ".qp." + std::to_string(q->qp_num)))
+        SHUNT_LOG(qp_log, warning, "QP %#x: no statistics block (%s)", q->qp_num, shunt::strerror(rc));
+    q->st = q->st_blk.get();
+    q->io = q->st ? &q->st->io : nullptr;
+}
+
 std::uint64_t timeout_of(unsigned t)
 {
     if (t == 0)
@@ -250,6 +261,7 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
         // Publish the QP to the port's receive path: fields above first.
         p->qps[idx].store(q, std::memory_order_release);
     }
+    open_stats(q);
     {
         std::lock_guard<std::mutex> g(c->lock);
         try {
@@ -290,6 +302,9 @@ int destroy_qp(vq::qp *vq_)
     rx_drain(q);
     stage_drop(q);
     q->lock.unlock();
+    q->io = nullptr;
+    q->st = nullptr;
+    q->st_blk.close();
     bool quiet = zc_quiesce(q);
     {
         std::lock_guard<std::mutex> g(c->lock);
@@ -537,6 +552,23 @@ bool push_send_wc(eth_qp *q, const wqe *w, vq::wc_status st, const eth_cq *held)
     return true;
 }
 
+namespace {
+/** Statistics of a send-side request leaving the queue: counted when it
+ *  succeeded (with its post-to-completion time when signalled), an error
+ *  when it failed other than by a flush. */
+inline void count_send(eth_qp *q, const wqe *w, vq::wc_status st) noexcept
+{
+    if (!q->io)
+        return;
+    if (st == vq::wc_status::success) {
+        env::stats::on_tx(q->io, w->len);
+        env::stats::on_complete(q->io, w->posted);
+    } else if (st != vq::wc_status::wr_flush_err) {
+        env::stats::on_error(q->io);
+    }
+}
+} // namespace
+
 void sq_complete(eth_qp *q, const eth_cq *held) noexcept
 {
     while (q->sq_head != q->sq_next) {
@@ -546,11 +578,13 @@ void sq_complete(eth_qp *q, const eth_cq *held) noexcept
         auto st = static_cast<vq::wc_status>(w->status);
         if (((w->flags & vq::WR_SIGNALED) || st != vq::wc_status::success) && !push_send_wc(q, w, st, held))
             break; // the CQ is full: owed, retried at the next progress
+        count_send(q, w, st);
         w->state = ws_queued;
         q->sq_head++;
         if (st != vq::wc_status::success && st != vq::wc_status::wr_flush_err)
             qp_to_err(q);
     }
+    env::stats::on_depth(q->io, q->sq_tail - q->sq_head);
 }
 
 void qp_flush(eth_qp *q, const eth_cq *held) noexcept
@@ -567,6 +601,7 @@ void qp_flush(eth_qp *q, const eth_cq *held) noexcept
         bool signal = (w->flags & vq::WR_SIGNALED) || st != vq::wc_status::success;
         if (signal && !push_send_wc(q, w, st, held))
             return;
+        count_send(q, w, st);
         if (w->state != ws_done)
             q->flush_status = vq::wc_status::wr_flush_err;
         w->state = ws_queued;

@@ -442,6 +442,7 @@ bool raw_deliver(eth_qp *q, eth_cq *c, rte_mbuf *m) noexcept
         rx_put_mbuf(q, m, 0, m->pkt_len);
     q->rx_has_wqe = false;
     cq_push(c, w);
+    count_recv(q, w, w.byte_len);
     return true;
 }
 

@@ -316,6 +316,7 @@ namespace {
 /** Move the transmit cursor back to @p psn (go-back-N). */
 void go_back(eth_qp *q, std::uint32_t psn) noexcept
 {
+    const std::uint32_t sent = q->tx_psn; // packets before it went out once: those after psn go again
     for (std::uint32_t k = q->sq_head; k != q->sq_next; k++) {
         wqe *w = at(q, k);
         if (w->state != ws_active || w->npkts == 0)
@@ -336,6 +337,7 @@ void go_back(eth_qp *q, std::uint32_t psn) noexcept
                     q->tx_psn = psn_add(w->psn, have);
             }
             q->p->count(c_tx_retransmit);
+            env::stats::on_retransmit(q->io, psn_diff(sent, q->tx_psn) > 0 ? psn_diff(sent, q->tx_psn) : 0);
             return;
         }
     }
@@ -428,6 +430,7 @@ void requester_input(eth_qp *q, const rxpkt &k) noexcept
         return;
     }
     if ((syn & 0x60) == wire::aeth_rnr) {
+        count_nak(q->st, &qp_stats::rnr_naks_received);
         acked_before(q, psn);
         if (q->rnr_retries == 0) {
             fail_at(q, psn, wc_status::rnr_retry_exc_err);
@@ -445,6 +448,7 @@ void requester_input(eth_qp *q, const rxpkt &k) noexcept
     if ((syn & 0x60) == wire::aeth_nak) {
         switch (syn & 31) {
         case wire::nak_psn_seq:
+            count_nak(q->st, &qp_stats::naks_received);
             acked_before(q, psn);
             if (q->nak_retry && q->nak_psn == psn)
                 return; // this gap is being resent already (until a timeout or progress past it)
@@ -560,8 +564,10 @@ void queue_ack(eth_qp *q, std::uint8_t syndrome, std::uint32_t psn) noexcept
     r.kind = r_ack;
     r.syndrome = syndrome;
     r.psn = psn;
-    if (syndrome != wire::aeth_no_credits)
+    if (syndrome != wire::aeth_no_credits) {
         q->p->count(c_tx_nak);
+        count_nak(q->st, (syndrome & 0x60) == wire::aeth_rnr ? &qp_stats::rnr_naks_sent : &qp_stats::naks_sent);
+    }
 }
 
 /** A Class C error at the responder (IBTA 9.9.3): NAK, then ERR. */
@@ -580,6 +586,7 @@ void recv_done(eth_qp *q, eth_cq *c) noexcept
     q->rx_wc.qp_num = q->qp_num;
     q->rx_wc.src_qp = q->dest_qpn;
     cq_push(c, q->rx_wc);
+    count_recv(q, q->rx_wc, q->rx_wc.byte_len);
     q->rx_has_wqe = false;
     q->rx_busy = false;
     if (q->rx_wc.status != wc_status::success)
@@ -1060,8 +1067,11 @@ unsigned rc_rx(eth_qp *q, const eth_cq *held) noexcept
         if (d.kind == wire::k_ack || d.kind == wire::k_atomic_ack || d.kind == wire::k_read_resp) {
             requester_input(q, *k);
         } else {
-            if (responder_input(q, *k, c) == rx_wait)
+            const rx_rc r = responder_input(q, *k, c);
+            if (r == rx_wait)
                 break;
+            if (r == rx_drop)
+                env::stats::on_drop(q->io); // not accepted: out of sequence, a duplicate, no receive
         }
         rx_pop(q);
         n++;

@@ -106,6 +106,7 @@ unsigned ud_rx(eth_qp *q, const eth_cq *held) noexcept
         const std::uint8_t *deth = b + wire::bth_len;
         if (wire::ld32(deth) != q->attr.qkey) {
             q->p->count(c_rx_qkey); // dropped, as a NIC does
+            env::stats::on_drop(q->io);
             rx_pop(q);
             continue;
         }
@@ -141,6 +142,7 @@ unsigned ud_rx(eth_qp *q, const eth_cq *held) noexcept
         w.byte_len = 40 + k->plen;
         q->rx_has_wqe = false;
         cq_push(c, w); // a UD receive error leaves the QP up
+        count_recv(q, w, k->plen); // without the GRH area
         rx_pop(q);
         n++;
     }

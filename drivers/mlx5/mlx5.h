@@ -338,7 +338,18 @@ struct mlx5_qp : vq::qp {
     vq::qp_attr attr{};       ///< what query_qp reports
     std::uint32_t rq_wqe_cnt = 0;
     env::stats::io_block io_blk; ///< mlx5.<device>.qp.<qpn>: owns *sq.io
+    /** Per BB index, with statistics only: TSC at the post of a signalled
+     *  WQE (0: unsignalled), for the poller's post-to-completion latency.
+     *  Written by the poster before its doorbell, read after the CQE. */
+    std::atomic<std::uint64_t> *posted = nullptr;
 };
+
+/** Stamp WQE @p idx posted with WR_* @p flags (statistics on: s.io set). */
+inline void stamp_wqe(mlx5_qp *q, std::uint32_t idx, unsigned flags) noexcept
+{
+    const bool sig = (flags & vq::WR_SIGNALED) || q->sq_sig_all;
+    q->posted[idx].store(sig ? env::tsc::now() : 0, std::memory_order_relaxed);
+}
 
 inline void mlx5_cq::set_last(mlx5_qp *q) noexcept
 {

@@ -57,6 +57,13 @@ inline mlx5_qp *qp_of(mlx5_cq *c, const mlx5_cqe64 *cqe) noexcept
     return q;
 }
 
+/** Statistics: WQE @p idx completed successfully; its post-to-completion
+ *  latency when it was signalled with statistics on. */
+inline void count_completion(mlx5_qp *q, std::uint32_t idx) noexcept
+{
+    env::stats::on_complete(q->rx_io, q->posted[idx].load(std::memory_order_relaxed));
+}
+
 /** Requester side: the WQE the CQE names is done, and every one before it. */
 inline std::uint32_t req_done(mlx5_qp *q, const mlx5_cqe64 *cqe) noexcept
 {
@@ -130,6 +137,8 @@ void decode(mlx5_cq *c, mlx5_cqe64 *cqe, vq::wc *w) noexcept
         return;
     }
     if (op == MLX5_CQE_REQ) [[likely]] {
+        if (q->rx_io) // before req_done hands the slot back to the poster
+            count_completion(q, be16toh(cqe->wqe_counter) & q->sq.mask);
         std::uint32_t idx = req_done(q, cqe);
         w->wr_id = q->sq.meta[idx].wr_id;
         w->status = wc_status::success;
@@ -305,6 +314,8 @@ int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
     _mm_storeu_si128(reinterpret_cast<__m128i *>(o), _mm_loadu_si128(reinterpret_cast<const __m128i *>(m)));
     const std::uint32_t status = 0;
     std::memcpy(o + 8, &status, 4);
+    if (q->rx_io)
+        count_completion(q, off / sizeof(wqe_meta)); // before the slot goes back
     // The slot's record is read before the tail store (release) hands it back to the poster.
     q->sq.tail.store(m->done, std::memory_order_release);
     const std::uint64_t qpn = q->qp_num;

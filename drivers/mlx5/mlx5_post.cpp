@@ -119,6 +119,8 @@ inline mlx5_wqe_ctrl_seg *begin(mlx5_qp *q, std::uint8_t opcode, wc_opcode wop, 
     m.wr_id = q->wr_id;
     const std::uint64_t done_op = (posted + 1) | static_cast<std::uint64_t>(wop) << 32;
     std::memcpy(&m.done, &done_op, sizeof done_op); // done and opcode in one store
+    if (s.io)
+        stamp_wqe(q, idx, f);
     ctrl->opmod_idx_opcode = be32(((pi & 0xffff) << 8) | opcode);
     std::uint32_t fence = (f & vq::WR_FENCE) ? 0 : s.fm_cache;
     s.fm_cache = 0;
@@ -990,6 +992,8 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
     const std::uint32_t done = s.head + 1;
     const std::uint64_t done_op = done | static_cast<std::uint64_t>(wc_opcode::send) << 32;
     std::memcpy(&m.done, &done_op, sizeof done_op); // done and opcode in one store
+    if constexpr (Stats)
+        stamp_wqe(to_qp(vqp), idx, flags);
     s.head = done;
     // Control segment: opmod_idx_opcode and qpn_ds as one big-endian 64-bit
     // word (ds = ctrl + the inline octowords, 2..4); then signature, dci,

@@ -16,6 +16,7 @@
 #include "env/errors.h"
 #include "env/stats.h"
 #include "env/telemetry.h"
+#include "telemetry_query.h"
 #include "fabric/api.h"
 #include "vq/vq.h"
 
@@ -35,55 +36,24 @@ std::uint64_t field(const st::block_snapshot &b, const char *name)
     return f ? f->value : ~0ull;
 }
 
-/** The output of @p cmd (a shell command line), its exit status in @p status. */
-std::string run(const std::string &cmd, int *status)
-{
-    std::string out;
-    FILE *p = ::popen(cmd.c_str(), "r");
-    if (!p) {
-        *status = -1;
-        return out;
-    }
-    char buf[4096];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
-        out.append(buf, n);
-    *status = ::pclose(p);
-    return out;
-}
-
 /** Field @p f of block @p name as another process reads it through this
- *  process's telemetry socket: dpdk-telemetry.py, or shunt-info --live.
- *  "" when the tool is missing (the caller skips). */
+ *  process's telemetry socket: dpdk-telemetry.py, or shunt-info --live. */
 std::string remote_value(bool by_info, const std::string &name, const char *f)
 {
-    const std::string pid = std::to_string(::getpid());
-    std::string cmd;
-    if (by_info)
-        cmd = std::string("timeout 20 '") + SHUNT_INFO_PATH + "' --live " + pid + " --count 1 --json 2>&1 | " +
-              "timeout 20 python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())[\"blocks\"][sys.argv[1]][sys.argv[2]])' " +
-              name + " " + f;
-    else
-        cmd = "printf '/shunt/stats," + name + "\\n' | timeout 20 dpdk-telemetry.py -f shunt-" + pid + " 2>&1 | " +
-              "timeout 20 python3 -c 'import json,sys\nfor l in sys.stdin:\n    if l.startswith(\"{\"): print(json.loads(l)[\"/shunt/stats\"][sys.argv[1]])' " +
-              f;
+    if (!by_info)
+        return test::telemetry_field(name, f);
+    const std::string cmd = std::string("timeout 20 '") + SHUNT_INFO_PATH + "' --live " + std::to_string(::getpid()) +
+                            " --count 1 --json 2>&1 | " +
+                            "timeout 20 python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())[\"blocks\"][sys.argv[1]][sys.argv[2]])' " +
+                            name + " " + f;
     int status = 0;
-    std::string out = run(cmd, &status);
-    while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
-        out.pop_back();
-    return status == 0 ? out : "error: " + out;
-}
-
-bool have(const char *prog)
-{
-    int status = 0;
-    run(std::string("command -v ") + prog + " >/dev/null 2>&1", &status);
-    return status == 0;
+    std::string out = test::run_cmd(cmd, &status);
+    return test::cmd_result(out, status);
 }
 
 void expect_remote(const std::string &name, const char *f, std::uint64_t want)
 {
-    if (have("dpdk-telemetry.py"))
+    if (test::have_prog("dpdk-telemetry.py"))
         EXPECT_EQ(remote_value(false, name, f), std::to_string(want)) << "dpdk-telemetry.py, " << name << " " << f;
     else
         std::printf("skip dpdk-telemetry.py (Debian package dpdk-dev) is not installed\n");

@@ -215,6 +215,23 @@ inline void fill(std::uint8_t *p, std::size_t n, std::uint32_t seed)
         p[i] = static_cast<std::uint8_t>(r());
 }
 
+/** A UD QP on pair0a with an address handle for one on pair0b, both up. */
+struct ud_pair {
+    ep a{dev0a}, b{dev0b};
+    vq::qp *qa = a.qp(vq::qp_type::ud, vq::OPS_SEND | vq::OPS_SEND_WITH_IMM | vq::OPS_TSO, {256, 256, 4, 4, 256});
+    vq::qp *qb = b.qp(vq::qp_type::ud, vq::OPS_SEND);
+    vq::ah *ah = nullptr;
+    ud_pair()
+    {
+        ud_up(qa);
+        ud_up(qb);
+        vq::ah_attr aa;
+        aa.dest = b.ctx->addr;
+        EXPECT_EQ(vq::create_ah(a.pd, &aa, &ah), 0);
+        a.ahs.push_back(ah);
+    }
+};
+
 /* ---- An impairing forwarder between the two ring pairs ---- */
 
 /** Forwards every frame between pair0b and pair1a (RAW_PACKET QPs, own
@@ -224,6 +241,7 @@ inline void fill(std::uint8_t *p, std::size_t n, std::uint32_t seed)
 struct impair_fwd {
     double drop = 0, dup = 0, reorder = 0, corrupt = 0;
     std::uint32_t seed = 1;
+    std::int64_t drop_at = -1;     ///< also drop exactly this frame (from 0) of pair0b -> pair1a
     std::atomic<bool> stop{false};
     std::atomic<bool> ready{false};
     std::atomic<bool> cut{false};  ///< drop everything (link cut)
@@ -263,6 +281,7 @@ struct impair_fwd {
             bool valid = false;
             std::vector<std::uint8_t> f;
         } hold[2];
+        std::int64_t nth0 = 0; // frames seen from pair0b
         auto send = [&](ep &e, vq::qp *q, const std::uint8_t *f, std::uint32_t n) {
             // Copy into the send half of the buffer (after the receive slots).
             static thread_local std::uint32_t next = 0;
@@ -280,8 +299,9 @@ struct impair_fwd {
             std::uint8_t *f = from.buf + w.wr_id * slot;
             std::uint32_t n = w.byte_len;
             if (w.status == vq::wc_status::success && !cut) {
-                double x = u(rng);
-                if (x < drop) {
+                const bool picked = dir == 0 && nth0++ == drop_at;
+                double x = picked ? 0 : u(rng);
+                if (picked || x < drop) {
                     dropped++;
                 } else {
                     if (u(rng) < corrupt && n > 60)

@@ -108,22 +108,6 @@ TEST(Devices, EachPortIsADeviceNamedAfterItWithHonestLimits)
 
 /* ---------------- UD ---------------- */
 
-struct ud_pair {
-    ep a{dev0a}, b{dev0b};
-    vq::qp *qa = a.qp(qp_type::ud, vq::OPS_SEND | vq::OPS_SEND_WITH_IMM | vq::OPS_TSO, {256, 256, 4, 4, 256});
-    vq::qp *qb = b.qp(qp_type::ud, vq::OPS_SEND);
-    vq::ah *ah = nullptr;
-    ud_pair()
-    {
-        ud_up(qa);
-        ud_up(qb);
-        vq::ah_attr aa;
-        aa.dest = b.ctx->addr;
-        EXPECT_EQ(vq::create_ah(a.pd, &aa, &ah), 0);
-        a.ahs.push_back(ah);
-    }
-};
-
 TEST(Ud, SendWithImmediateArrivesBehindAGrhWithTheSourceQp)
 {
     ud_pair u;

@@ -79,15 +79,28 @@ TEST_F(Completions, PerQpStatisticsCountWhatWasPostedAndReceived)
         ASSERT_EQ(r.status, wc_status::success);
         ASSERT_EQ(r.byte_len, 24u);
     }
+    // Three unsignalled sends and a signalled one: one CQE, one latency sample.
+    for (int i = 0; i < 4; i++)
+        ASSERT_EQ(vq::post_recv(peer, std::uint64_t(100 + i), pa(0), 64, pm->lkey), 0);
+    for (int i = 0; i < 4; i++)
+        ASSERT_EQ(vq::post_send(q, std::uint64_t(100 + i), m->addr, 24, m->lkey, i == 3 ? vq::WR_SIGNALED : 0), 0);
+    ASSERT_EQ(one(q->send_cq).wr_id, 103u);
+    for (int i = 0; i < 4; i++)
+        ASSERT_EQ(one(peer->recv_cq).status, wc_status::success);
     env::stats::block_snapshot sq, sp;
     ASSERT_EQ(env::stats::read(nq, sq), 0) << nq;
     ASSERT_EQ(env::stats::read(np, sp), 0) << np;
-    EXPECT_EQ(sq.find("tx_msgs")->value, std::uint64_t(n));
-    EXPECT_EQ(sq.find("tx_bytes")->value, std::uint64_t(n) * 24);
+    EXPECT_EQ(sq.find("tx_msgs")->value, std::uint64_t(n + 4));
+    EXPECT_EQ(sq.find("tx_bytes")->value, std::uint64_t(n + 4) * 24);
     EXPECT_EQ(sq.find("errors")->value, 0u);
     EXPECT_GE(sq.find("depth_max")->value, 1u);
-    EXPECT_EQ(sp.find("rx_msgs")->value, std::uint64_t(n));
-    EXPECT_EQ(sp.find("rx_bytes")->value, std::uint64_t(n) * 24);
+    const env::stats::field_value *lat = sq.find("completion");
+    ASSERT_NE(lat, nullptr);
+    EXPECT_EQ(lat->hist.total, std::uint64_t(n + 1)) << "post to completion of each signalled send, no more";
+    EXPECT_GT(lat->hist.max, 0u);
+    EXPECT_EQ(sp.find("completion")->hist.total, 0u) << "the receiver sent nothing";
+    EXPECT_EQ(sp.find("rx_msgs")->value, std::uint64_t(n + 4));
+    EXPECT_EQ(sp.find("rx_bytes")->value, std::uint64_t(n + 4) * 24);
     EXPECT_EQ(sp.find("tx_msgs")->value, 0u);
     // A failed batch (a builder without its setter) is an error, not a message.
     vq::wr_start(q);
@@ -97,7 +110,7 @@ TEST_F(Completions, PerQpStatisticsCountWhatWasPostedAndReceived)
     EXPECT_NE(vq::wr_complete(q), 0);
     ASSERT_EQ(env::stats::read(nq, sq), 0);
     EXPECT_EQ(sq.find("errors")->value, 1u);
-    EXPECT_EQ(sq.find("tx_msgs")->value, std::uint64_t(n));
+    EXPECT_EQ(sq.find("tx_msgs")->value, std::uint64_t(n + 4));
 }
 
 TEST_F(Completions, OneCqeCompletesTheUnsignaledWqesBeforeIt)
