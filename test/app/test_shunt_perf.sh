@@ -44,6 +44,9 @@ bad() { # description, expected message regex, args...
   local d=$1 re=$2; shift 2
   "$perf" "$@" >"$work/out" 2>"$work/err"; local rc=$?
   check "$d: exit 2" test $rc -eq 2
+  # A wrong status with the right message: show what else was said (a
+  # sanitizer report at exit, a signal) so the failure can be told apart.
+  [ $rc -eq 2 ] || { echo "  exit status $rc; stderr:"; grep -v '^  ' "$work/err" | head -40; }
   check "$d: message" grep -Eq -- "$re" "$work/err"
   check "$d: nothing on stdout" test ! -s "$work/out"
 }
