@@ -94,7 +94,7 @@ int serve(oob_channel &ch, double timeout, unsigned cpu, const std::string &own_
         why = "responder: " + why;
     } else if (cfg.tsc_one_way) {
         // One-way latency from stamps needs one clock: this host's invariant TSC, the initiator's too.
-        std::string mine = one_way_clock(why);
+        std::string mine = env::tsc::clock_id(why);
         if (mine.empty())
             why = "responder: --tsc-one-way: " + why;
         else if (mine != cfg.clock_id)

@@ -2,6 +2,7 @@
 
 #include "env/env.h"
 #include "env/errors.h"
+#include "env/tsc.h"
 #include "shunt_config.h"
 #include "transport.h"
 
@@ -333,34 +334,6 @@ int from_wire(const std::string &line, test_config &c)
     return 0;
 }
 
-std::string one_way_clock(std::string &why)
-{
-    std::ifstream ci("/proc/cpuinfo");
-    std::string line;
-    bool constant = false, nonstop = false;
-    while (std::getline(ci, line))
-        if (line.rfind("flags", 0) == 0) {
-            std::istringstream fl(line.substr(line.find(':') + 1));
-            for (std::string f; fl >> f;) {
-                constant |= f == "constant_tsc";
-                nonstop |= f == "nonstop_tsc";
-            }
-            break;
-        }
-    if (!constant || !nonstop) {
-        why = std::string("the TSC of this host is not invariant (/proc/cpuinfo lacks ") +
-              (!constant ? "constant_tsc" : "nonstop_tsc") + "): stamps of two cores are not one clock";
-        return "";
-    }
-    std::ifstream b("/proc/sys/kernel/random/boot_id");
-    std::string id;
-    if (!std::getline(b, id) || id.empty() || id.find_first_of(" =") != std::string::npos) {
-        why = "cannot read this host's boot id (/proc/sys/kernel/random/boot_id)";
-        return "";
-    }
-    return id;
-}
-
 int parse_command_line(int argc, char **argv, options &o)
 {
     enum { OPT_OP = 256, OPT_VQ, OPT_DRIVER, OPT_QP, OPT_DURATION, OPT_CSV, OPT_PLOT, OPT_TIMEOUT, OPT_ROLE,
@@ -566,7 +539,7 @@ int parse_command_line(int argc, char **argv, options &o)
         if (o.sweep)
             o.sizes.erase(std::remove_if(o.sizes.begin(), o.sizes.end(), [](std::size_t s) { return s < 8; }),
                           o.sizes.end());
-        o.cfg.clock_id = one_way_clock(why);
+        o.cfg.clock_id = env::tsc::clock_id(why);
         if (o.cfg.clock_id.empty())
             return usage_error("--tsc-one-way: %s", why);
     }

@@ -35,18 +35,11 @@ struct test_config {
     std::string domain;
     /** --tsc-one-way: the responder stamps each echo with its TSC and the
      *  initiator records its arrival time less the stamp. clock_id names
-     *  the initiator's clock (one_way_clock()); the responder refuses a
+     *  the initiator's clock (env::tsc::clock_id()); the responder refuses a
      *  different one. */
     bool tsc_one_way = false;
     std::string clock_id;
 };
-
-/** The identity of this host's TSC for one-way latency from timestamps:
- *  the kernel's boot id, when the TSC is invariant (constant_tsc and
- *  nonstop_tsc in /proc/cpuinfo: one rate on every core, counting in every
- *  C-state). Two processes with the same identity read one clock. "" with
- *  @p why when the TSC is no such clock. */
-std::string one_way_clock(std::string &why);
 
 /** Everything the command line says. */
 struct options {

@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <ctime>
+#include <fstream>
+#include <sstream>
 
 namespace shunt::env::tsc {
 namespace {
@@ -38,6 +40,34 @@ std::uint64_t hz() noexcept
 {
     static const std::uint64_t f = calibrate();
     return f;
+}
+
+std::string clock_id(std::string &why)
+{
+    std::ifstream ci("/proc/cpuinfo");
+    std::string line;
+    bool constant = false, nonstop = false;
+    while (std::getline(ci, line))
+        if (line.rfind("flags", 0) == 0) {
+            std::istringstream fl(line.substr(line.find(':') + 1));
+            for (std::string f; fl >> f;) {
+                constant |= f == "constant_tsc";
+                nonstop |= f == "nonstop_tsc";
+            }
+            break;
+        }
+    if (!constant || !nonstop) {
+        why = std::string("the TSC of this host is not invariant (/proc/cpuinfo lacks ") +
+              (!constant ? "constant_tsc" : "nonstop_tsc") + "): stamps of two cores are not one clock";
+        return "";
+    }
+    std::ifstream b("/proc/sys/kernel/random/boot_id");
+    std::string id;
+    if (!std::getline(b, id) || id.empty() || id.find_first_of(" =") != std::string::npos) {
+        why = "cannot read this host's boot id (/proc/sys/kernel/random/boot_id)";
+        return "";
+    }
+    return id;
 }
 
 } // namespace shunt::env::tsc

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <x86intrin.h>
 
 namespace shunt::env::tsc {
@@ -31,5 +32,12 @@ inline std::uint64_t from_ns(std::uint64_t ns) noexcept
 {
     return static_cast<std::uint64_t>(static_cast<double>(ns) * static_cast<double>(hz()) / 1e9);
 }
+
+/** The identity of this host's TSC, for one-way latency from timestamps:
+ *  the kernel's boot id (/proc/sys/kernel/random/boot_id), when the TSC is
+ *  invariant (constant_tsc and nonstop_tsc in /proc/cpuinfo: one rate on
+ *  every core, counting in every C-state). Two processes with the same
+ *  identity read one clock. "" with @p why when the TSC is no such clock. */
+std::string clock_id(std::string &why);
 
 } // namespace shunt::env::tsc
