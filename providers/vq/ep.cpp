@@ -250,10 +250,10 @@ int setup(prov_ep *e, ep_type type)
     e->tx.assign(ntx, tx_entry{});
     // 32 registered bytes per transmit entry: an atomic's result, or the
     // header fields of a send gathered from the user's buffers.
-    e->scratch = new (std::nothrow) std::uint64_t[4 * ntx];
+    e->scratch = new (std::nothrow) std::uint64_t[scratch_words * ntx];
     if (!e->scratch)
         return -FI_ENOMEM;
-    if ((rc = vq::reg_mr(d->pd, e->scratch, ntx * 32, vq::ACCESS_LOCAL_WRITE, &e->scratch_mr)))
+    if ((rc = vq::reg_mr(d->pd, e->scratch, ntx * scratch_words * 8, vq::ACCESS_LOCAL_WRITE, &e->scratch_mr)))
         return rc;
     for (std::size_t i = ntx; i-- > 0;) {
         e->tx[i].next = e->tx_free;

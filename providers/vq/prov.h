@@ -392,7 +392,7 @@ struct prov_ep {
     // transmit entries
     std::vector<tx_entry> tx;
     tx_entry *tx_free = nullptr;
-    std::uint64_t *scratch = nullptr; ///< 8 bytes per tx entry, registered (atomics)
+    std::uint64_t *scratch = nullptr; ///< scratch_words per tx entry, registered (scratch_of)
     vq::mr *scratch_mr = nullptr;
     // receive-side operations (grown on demand, never shrunk)
     std::vector<std::unique_ptr<rx_op[]>> rx_chunks;
@@ -610,6 +610,15 @@ int mem_ops_open(util::domain_obj *d, const char *name, void **ops);
 bool mem_is_shared(prov_domain *d, const void *addr, std::size_t len);
 
 inline prov_ep *ep_of(util::ep_core *c) { return static_cast<prov_ep *>(c->prov); }
+
+/** 8-byte words of a transmit entry's registered scratch line: the header
+ *  of a send from the user's buffers (fields, a fragment's length, a
+ *  stamp: at most 36 bytes), an atomic's old value. */
+inline constexpr std::size_t scratch_words = 6;
+inline std::uint64_t *scratch_of(prov_ep *e, const tx_entry *t)
+{
+    return &e->scratch[scratch_words * std::size_t(t - e->tx.data())];
+}
 
 /** vq::wr_complete of a batch of @p e, noting a full send queue (tx_unpolled). */
 [[nodiscard]] inline int wr_finish(prov_ep *e, vq::qp *q)

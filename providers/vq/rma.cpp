@@ -462,7 +462,7 @@ ssize_t atomic_op(prov_ep *e, util::ep_core *core, const util::tx_req &r)
         return -FI_EAGAIN;
     t->len = 8;
     t->result = fetch ? r.result[0].iov_base : nullptr;
-    std::uint64_t *scratch = &e->scratch[4 * std::size_t(t - e->tx.data())];
+    std::uint64_t *scratch = scratch_of(e, t);
     vq::qp *q = e->slots[c->slot].qp;
     vq::wr_start(q);
     q->wr_id = tx_id(e, t);

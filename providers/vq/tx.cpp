@@ -170,7 +170,7 @@ ssize_t send_frags(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn 
     }
     // The first fragment's fields and the message's length, from the
     // entry's registered scratch line.
-    auto *hdr = reinterpret_cast<std::uint8_t *>(&e->scratch[4 * std::size_t(t - e->tx.data())]);
+    auto *hdr = reinterpret_cast<std::uint8_t *>(scratch_of(e, t));
     std::size_t hn = put_fields(hdr, fl, r.tag, tx_id(e, t), std::uint32_t(r.data));
     const std::uint64_t total = r.len;
     std::memcpy(hdr + hn, &total, 8);
@@ -264,7 +264,7 @@ ssize_t send_msg(prov_ep *e, util::ep_core *core, const util::tx_req &r)
         rc = post_imm(e, c, imm, b, nb, signaled, t ? tx_id(e, t) : ~0ULL);
     } else {
         // The fields go first from the entry's registered scratch line.
-        auto *hdr = reinterpret_cast<std::uint8_t *>(&e->scratch[4 * std::size_t(t - e->tx.data())]);
+        auto *hdr = reinterpret_cast<std::uint8_t *>(scratch_of(e, t));
         std::memcpy(hdr, f, fn);
         vq::sge sg[1 + iov_max];
         sg[0] = {reinterpret_cast<std::uint64_t>(hdr), std::uint32_t(fn), e->scratch_mr->lkey};
@@ -455,7 +455,7 @@ void tx_complete(prov_ep *e, const vq::wc &w)
     if (t->waits != tx_entry::on_wc)
         return; // completes on the peer's fin or response
     if (t->result)
-        std::memcpy(t->result, &e->scratch[4 * std::size_t(t - e->tx.data())], 8);
+        std::memcpy(t->result, scratch_of(e, t), 8);
     env::stats::on_complete(e->io, t->posted);
     tx_done_of(t);
     tx_put(e, t);
