@@ -3,6 +3,7 @@
 #include "env/errors.h"
 #include "env/tunable.h"
 #include "env/telemetry_detail.h"
+#include "env/tsc.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +17,10 @@ namespace {
 
 SHUNT_TUNABLE(telemetry_tunable, "SHUNT_TELEMETRY", boolean, "1",
               "Per-message statistics and DPDK's telemetry socket (0: off; object counts stay)", "env");
+SHUNT_TUNABLE(one_way_tunable, "SHUNT_TELEMETRY_ONE_WAY", boolean, "0",
+              "Endpoints stamp their messages with the TSC for a one-way latency histogram, on connections "
+              "whose peer agrees and reads the same clock (1: on; needs SHUNT_TELEMETRY)",
+              "env");
 
 struct entry {
     std::uint64_t id;
@@ -131,6 +136,18 @@ bool enabled() noexcept
         return telemetry_tunable.as_bool(b) == 0 ? b : true;
     }();
     return on;
+}
+
+const std::string &one_way_clock()
+{
+    static const std::string id = [] {
+        bool on = false;
+        if (!enabled() || one_way_tunable.as_bool(on) != 0 || !on)
+            return std::string();
+        std::string why;
+        return tsc::clock_id(why); // "" without an invariant TSC: nothing is stamped
+    }();
+    return id;
 }
 
 const char *kind_name(kind k) noexcept

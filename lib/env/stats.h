@@ -27,6 +27,13 @@ namespace shunt::env::stats {
  *  default 1). Read once; the same answer for the life of the process. */
 bool enabled() noexcept;
 
+/** One-way latency stamps (SHUNT_TELEMETRY_ONE_WAY=1, default 0): the
+ *  identity of this process's clock (tsc::clock_id(): the boot id of an
+ *  invariant TSC) that endpoints compare with their peers' at connection
+ *  time, or "" when stamps are off: not asked for, SHUNT_TELEMETRY=0, or
+ *  no invariant TSC. Read once; the same answer for the life of the process. */
+const std::string &one_way_clock();
+
 enum class kind : std::uint8_t {
     counter,   ///< a count that only grows (counter, shared_counter)
     gauge,     ///< a current value (gauge, shared_counter used with sub())

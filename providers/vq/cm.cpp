@@ -90,7 +90,7 @@ void pep_progress(void *arg)
                     cr->from = m.from;
                     cr->rc_at = m.rc_at.len ? m.rc_at : m.from;
                     cr->req_qpn = m.req_qpn;
-                    cr->flags = m.flags;
+                    cr->flags = cm_peer_flags(m);
                     cr->pep = p;
                     ci->handle = &cr->fid;
                     std::free(ci->dest_addr);
@@ -256,7 +256,7 @@ int ep_getpeer(fid_ep *ep, void *addr, std::size_t *len)
 {
     util::ep_core *c = util::core_of(ep);
     prov_ep *e = ep_of(c);
-    if (!e->msg_conn || e->msg_conn->state != conn::connected)
+    if (!e->msg_conn || !is_connected(e->msg_conn))
         return -FI_ENOTCONN;
     return addr_out(resolver_for(e->dom->lim.host_local), c->info->addr_format, e->msg_conn->peer, addr, len);
 }
@@ -304,7 +304,7 @@ int ep_connect(fid_ep *ep, const void *addr, const void *param, std::size_t len)
     m.op = cm_req;
     m.ep_type = FI_EP_MSG;
     m.req_qpn = cn->req_qpn;
-    m.flags = cm_flags_of(e);
+    cm_sign(e, m);
     m.from = e->addr;
     if (e->pep_ud)
         m.rc_at = e->pep_ud->own; // our RC QP is not in the adopted address's segment
@@ -366,14 +366,14 @@ int ep_accept(fid_ep *ep, const void *param, std::size_t len)
     }
     e->slots[s].c = cn;
     cn->slot = s;
-    cn->state = conn::connected;
-    cn->notify = cr->flags & cm_f_rma_event;
+    conn_agree(e, cn, cr->flags);
+    cn->state = up_state(cn);
     cn->ah = ah_for(e, cr->from);
     cm_msg m{};
     m.op = cm_rep;
     m.req_qpn = cr->req_qpn;
     m.rep_qpn = e->slots[s].qp->qp_num;
-    m.flags = cm_flags_of(e);
+    cm_sign(e, m);
     m.from = e->addr;
     m.datalen = std::uint16_t(len);
     if (len)
@@ -398,7 +398,7 @@ int ep_shutdown(fid_ep *ep, std::uint64_t flags)
         return -FI_EBADFLAGS;
     util::guard g(e->lock);
     conn *cn = e->msg_conn;
-    if (!cn || cn->state != conn::connected || cn->shut)
+    if (!cn || !is_connected(cn) || cn->shut)
         return -FI_ENOTCONN;
     int rc = vq::post_send_imm_inline(e->slots[cn->slot].qp, ~0ULL, imm_wire(w_shutdown, 0, 0), nullptr, 0, 0);
     cn->shut = true;
@@ -440,8 +440,8 @@ void pep_cm(prov_ep *e, const cm_msg &m)
             return;
         }
         cn->peer = m.from;
-        cn->notify = m.flags & cm_f_rma_event;
-        cn->state = conn::connected;
+        conn_agree(e, cn, cm_peer_flags(m));
+        cn->state = up_state(cn);
         std::uint8_t ev[sizeof(eq_cm_entry) + cm_data_max];
         eq_cm_entry x{&c->main->ep.fid, nullptr};
         std::memcpy(ev, &x, sizeof x);

@@ -26,6 +26,11 @@ enum : std::uint8_t { cm_req = 1, cm_rep = 2, cm_rej = 3, cm_rtu = 4 };
  *  counts remote accesses to its memory (FI_RMA_EVENT), so RMA and atomics
  *  the peer performs on it directly are each followed by a w_rma_note. */
 inline constexpr std::uint32_t cm_f_rma_event = 1;
+/** cm_f_one_way: the sender's endpoint stamps its messages with the TSC for
+ *  one-way latency (SHUNT_TELEMETRY_ONE_WAY) and reads clock @c clock; a
+ *  connection is stamped when both ends said so with the same clock. */
+inline constexpr std::uint32_t cm_f_one_way = 2;
+inline constexpr std::size_t clock_id_max = 40; ///< cm_msg::clock: a boot id (36 characters), NUL-padded
 struct cm_msg {
     std::uint8_t op;
     std::uint8_t ep_type;
@@ -38,6 +43,9 @@ struct cm_msg {
      *  from's (an endpoint that took over a passive endpoint's address);
      *  len 0 otherwise. */
     ep_addr rc_at;
+    /** cm_f_one_way: the sender's env::stats::one_way_clock(), NUL-padded
+     *  (compared whole, never read as a string); zero otherwise. */
+    char clock[clock_id_max];
     std::uint8_t data[cm_data_max];
 };
 

@@ -216,11 +216,42 @@ void txq_forget(prov_ep *e, util::ep_core *owner)
 
 int conn_not_ready(prov_ep *e, conn *c, util::ep_core *core, const util::tx_req &r)
 {
+    if (c && c->state == conn::stamped) [[likely]]
+        return r.kind == util::tx_req::send || r.kind == util::tx_req::tsend ? send_stamped(e, core, r, c) : 0;
     if (!c)
         return e->msg_type ? -FI_ENOTCONN : -FI_ENOMEM;
     if (e->msg_type)
         return c->shut || c->state == conn::failed ? -FI_ENOTCONN : -FI_EAGAIN;
     return conn_wait(e, c, core, r); // RDM: accepted and queued while the connection forms
+}
+
+void cm_sign(const prov_ep *e, cm_msg &m)
+{
+    m.flags = (e->core->caps & FI_RMA_EVENT) ? cm_f_rma_event : 0;
+    if (e->ow) {
+        const std::string &id = env::stats::one_way_clock();
+        m.flags |= cm_f_one_way;
+        std::memset(m.clock, 0, sizeof m.clock);
+        std::memcpy(m.clock, id.data(), std::min(id.size(), sizeof m.clock - 1));
+    }
+}
+
+std::uint32_t cm_peer_flags(const cm_msg &m)
+{
+    // One clock: the same boot id of an invariant TSC (env::tsc::clock_id).
+    const std::string &id = env::stats::one_way_clock();
+    char mine[clock_id_max] = {};
+    std::memcpy(mine, id.data(), std::min(id.size(), sizeof mine - 1));
+    const bool same = !id.empty() && std::memcmp(mine, m.clock, sizeof mine) == 0;
+    return same ? m.flags : m.flags & ~cm_f_one_way;
+}
+
+void conn_agree(prov_ep *e, conn *c, std::uint32_t flags)
+{
+    c->notify = flags & cm_f_rma_event;
+    c->one_way = e->ow && (flags & cm_f_one_way);
+    if (c->one_way)
+        e->ow->connections.add();
 }
 
 int conn_wait(prov_ep *e, conn *c, util::ep_core *core, const util::tx_req &r)
@@ -238,7 +269,7 @@ void conn_drain(prov_ep *e, conn *c)
 {
     while (queued_tx *q = c->q_head) {
         if (q->owner) {
-            c->state = conn::connected; // lets the operation through conn_ready
+            c->state = up_state(c); // lets the operation through conn_ready
             ssize_t rc = tx_dispatch(e, q->owner, q->r);
             if (c->q_head != q)
                 return; // the connection broke meanwhile: the queue was failed
@@ -258,7 +289,7 @@ void conn_drain(prov_ep *e, conn *c)
         txq_put(e, q);
     }
     if (c->state == conn::draining)
-        c->state = conn::connected;
+        c->state = up_state(c);
 }
 
 void conn_fail_queued(prov_ep *e, conn *c, int err)
@@ -432,7 +463,7 @@ conn *conn_for(prov_ep *e, util::av_entry *peer)
 
 int conn_start(prov_ep *e, conn *c)
 {
-    if (c->state == conn::connected)
+    if (is_connected(c))
         return 0;
     if (c->state == conn::failed)
         return -FI_EHOSTUNREACH;
@@ -467,7 +498,7 @@ int conn_start(prov_ep *e, conn *c)
     m.op = cm_req;
     m.ep_type = FI_EP_RDM;
     m.req_qpn = c->req_qpn;
-    m.flags = cm_flags_of(e);
+    cm_sign(e, m);
     m.from = e->addr;
     (void)ud_send(e, c->ah, c->peer.qpn, &m, offsetof(cm_msg, data));
     c->req_sent_ns = now;
@@ -490,7 +521,7 @@ void cm_handle(prov_ep *e, const cm_msg &m)
                 r.op = cm_rep;
                 r.req_qpn = m.req_qpn;
                 r.rep_qpn = sl.qp->qp_num;
-                r.flags = cm_flags_of(e);
+                cm_sign(e, r);
                 r.from = e->addr;
                 if (sl.c->ah)
                     (void)ud_send(e, sl.c->ah, m.from.qpn, &r, offsetof(cm_msg, data));
@@ -507,7 +538,7 @@ void cm_handle(prov_ep *e, const cm_msg &m)
         }
         if (!c->ah && !(c->ah = ah_for(e, m.from)))
             return;
-        c->notify = m.flags & cm_f_rma_event;
+        conn_agree(e, c, cm_peer_flags(m));
         int s = -1;
         if (slot_open(e, m.from, m.req_qpn, true, s) != 0) {
             SHUNT_LOG(prov_log, warning, "vq: cannot accept a connection from %s", key.c_str());
@@ -542,7 +573,7 @@ void cm_handle(prov_ep *e, const cm_msg &m)
         if (c->state == conn::idle || c->state == conn::failed) {
             // Nothing of ours: send over the accepted QP too.
             c->slot = s;
-            c->state = conn::connected;
+            c->state = up_state(c);
             if (c->q_head)
                 conn_drain(e, c); // what waited for the old one goes on the new one
         }
@@ -550,7 +581,7 @@ void cm_handle(prov_ep *e, const cm_msg &m)
         r.op = cm_rep;
         r.req_qpn = m.req_qpn;
         r.rep_qpn = e->slots[s].qp->qp_num;
-        r.flags = cm_flags_of(e);
+        cm_sign(e, r);
         r.from = e->addr;
         (void)ud_send(e, c->ah, m.from.qpn, &r, offsetof(cm_msg, data));
         return;
@@ -560,8 +591,8 @@ void cm_handle(prov_ep *e, const cm_msg &m)
     if (m.op == cm_rep && c && c->req_qpn == m.req_qpn &&
         (c->state == conn::connecting || (c->state == conn::failed && c->slot >= 0))) {
         if (slot_connect(e, c->slot, m.from, m.rep_qpn) == 0) {
-            c->notify = m.flags & cm_f_rma_event;
-            c->state = conn::connected;
+            conn_agree(e, c, cm_peer_flags(m));
+            c->state = up_state(c);
             conn_drain(e, c); // what was accepted while it was set up, in order
         } else {
             conn_give_up(e, c, FI_ECONNREFUSED);

@@ -16,6 +16,13 @@ int dgram_ops_open(util::ep_core *c, const char *name, void **ops);
 
 namespace {
 
+const env::stats::field one_way_fields[] = {
+    SHUNT_STATS_FIELD(one_way_stats, one_way, histogram, cycles,
+                      "messages received on stamped connections: arrival less the sender's TSC stamp"),
+    SHUNT_STATS_FIELD(one_way_stats, connections, counter, none, "connections set up stamped (both ends, one clock)"),
+};
+const env::stats::schema one_way_schema{"vq.one_way", one_way_fields, 2};
+
 int poller(void *arg) noexcept
 {
     progress(static_cast<util::ep_core *>(arg));
@@ -107,7 +114,7 @@ void close_hook(util::ep_core *c)
     prov_ep *e = ep_of(c);
     if (!e)
         return;
-    if (e->msg_type && e->msg_conn && e->msg_conn->state == conn::connected && !e->msg_conn->shut) {
+    if (e->msg_type && e->msg_conn && is_connected(e->msg_conn) && !e->msg_conn->shut) {
         // Tell the peer: it sees FI_SHUTDOWN.
         if (int rc = vq::post_send_imm_inline(e->slots[e->msg_conn->slot].qp, ~0ULL, imm_wire(w_shutdown, 0, 0),
                                               nullptr, 0, 0))
@@ -272,9 +279,20 @@ int setup(prov_ep *e, ep_type type)
     // Statistics are not worth failing an endpoint for: without a block
     // (telemetry off, or the registry refused) the hooks do nothing.
     static std::atomic<std::uint32_t> ep_serial{0};
-    if ((rc = e->io_blk.open("vq.ep." + std::to_string(ep_serial.fetch_add(1, std::memory_order_relaxed)))))
+    const std::string name = "vq.ep." + std::to_string(ep_serial.fetch_add(1, std::memory_order_relaxed));
+    if ((rc = e->io_blk.open(name)))
         SHUNT_LOG(prov_log, warning, "vq: endpoint without statistics: %s", shunt::strerror(rc));
     e->io = e->io_blk.get();
+    // One-way stamps (SHUNT_TELEMETRY_ONE_WAY): offered to peers only by an
+    // endpoint that has the block to record them in.
+    if (e->io && type != FI_EP_DGRAM && !env::stats::one_way_clock().empty()) {
+        e->ow_mem.reset(new (std::nothrow) one_way_stats{});
+        rc = e->ow_mem ? e->ow_reg.open(name + ".one_way", one_way_schema, e->ow_mem.get()) : -FI_ENOMEM;
+        if (rc == 0)
+            e->ow = e->ow_mem.get();
+        else
+            SHUNT_LOG(prov_log, warning, "vq: endpoint without one-way stamps: %s", shunt::strerror(rc));
+    }
     return 0;
 }
 

@@ -167,6 +167,12 @@ struct mr_cache {
 int mr_get(prov_domain *d, const void *addr, std::size_t len, mr_ref &ref);
 void mr_put(prov_domain *d, mr_ref &ref);
 
+/** Statistics of an endpoint that stamps its messages (vq.ep.<n>.one_way). */
+struct one_way_stats {
+    env::stats::histogram one_way;    ///< receiver: arrival (progress) less the sender's stamp, cycles
+    env::stats::counter connections;  ///< connections that agreed to stamp
+};
+
 /* ---- Connections ---- */
 
 /** One RC QP of an endpoint. */
@@ -214,7 +220,10 @@ struct queued_tx {
 struct conn {
     /** draining (RDM): the QP is up, but operations queued while it was set
      *  up are still to start; new ones queue behind them (FI_ORDER_SAS). */
-    enum state_t : std::uint8_t { idle, connecting, connected, failed, draining } state = idle;
+    /** stamped: connected, and both ends agreed to stamp messages with the
+     *  TSC (one_way); its sends take conn_not_ready's path, so connections
+     *  that are not stamped pay nothing for it. */
+    enum state_t : std::uint8_t { idle, connecting, connected, failed, draining, stamped } state = idle;
     ep_addr peer{};
     int slot = -1;                ///< rc_slot used to send to this peer
     vq::ah *ah = nullptr;         ///< to the peer's UD QP
@@ -231,6 +240,8 @@ struct conn {
     /** The peer's endpoint counts remote accesses (FI_RMA_EVENT, said in its
      *  REQ or REP): each direct RMA and atomic on it is followed by a note. */
     bool notify = false;
+    /** Both ends stamp (cm_f_one_way with one clock): up is `stamped`. */
+    bool one_way = false;
     // MSG endpoints
     bool shut = false;
 };
@@ -381,6 +392,9 @@ struct prov_ep {
     /** The endpoint's statistics (vq.ep.<n>), nullptr when telemetry is
      *  off; written under the endpoint's lock (or by its one thread). */
     env::stats::io_stats *io = nullptr;
+    /** The one-way block (vq.ep.<n>.one_way) when this endpoint stamps
+     *  (SHUNT_TELEMETRY_ONE_WAY), else nullptr; written like *io. */
+    struct one_way_stats *ow = nullptr;
     std::vector<rc_slot> slots;   ///< dom->lim.max_conns RC QPs, sized at creation (never moves)
     // peers by AV index (chunks never move) and by address
     std::vector<conn *> by_index;
@@ -436,10 +450,19 @@ struct prov_ep {
     std::size_t txq_data_size = 0;
     std::uint64_t connect_timeout_ns = 0; ///< RDM: a connection not up after this fails (0: never)
     env::stats::io_block io_blk;  ///< owns *io
+    std::unique_ptr<one_way_stats> ow_mem; ///< owns *ow
+    env::stats::registration ow_reg;
 };
 
 /** Does @p c have a connected QP (operations may go on it)? */
-inline bool qp_up(const conn *c) { return c->state == conn::connected || c->state == conn::draining; }
+inline bool qp_up(const conn *c)
+{
+    return c->state == conn::connected || c->state == conn::draining || c->state == conn::stamped;
+}
+/** Connected with nothing queued (stamped or not). */
+inline bool is_connected(const conn *c) { return c->state == conn::connected || c->state == conn::stamped; }
+/** The state of @p c once its QP is up and nothing waits. */
+inline conn::state_t up_state(const conn *c) { return c->one_way ? conn::stamped : conn::connected; }
 
 /** Receive context index a destination address names (fi_rx_addr with the
  *  AV's rx_ctx_bits), 0 without named receive contexts. Fast path. */
@@ -520,11 +543,14 @@ int rdma_move(prov_ep *e, conn *c, bool read, const rndv_desc &remote, const iov
               std::size_t offset, std::size_t n, void **desc, mr_ref *mrs, std::uint32_t *nmrs, std::uint64_t wr_id);
 /** A target-executed RMA request arrived (rma.cpp). Lock held. */
 void rma_request(prov_ep *e, conn *c, hdr_word h, const std::uint8_t *p, std::size_t len);
-/** The cm_msg flags of @p e's REQ and REP (cm_f_rma_event). */
-inline std::uint32_t cm_flags_of(const prov_ep *e)
-{
-    return (e->core->caps & FI_RMA_EVENT) ? cm_f_rma_event : 0;
-}
+/** The cm_msg flags of @p e's REQ and REP (cm_f_rma_event, cm_f_one_way),
+ *  and its clock with cm_f_one_way. */
+void cm_sign(const prov_ep *e, cm_msg &m);
+/** The flags of @p m, cm_f_one_way cleared unless its clock is this process's. */
+std::uint32_t cm_peer_flags(const cm_msg &m);
+/** Connection @p c of @p e is up with a peer whose REQ or REP said
+ *  @p flags (cm_peer_flags): what it counts and whether it is stamped. */
+void conn_agree(prov_ep *e, conn *c, std::uint32_t flags);
 /** Initiator side of RMA and atomics (rma.cpp). Lock held. */
 ssize_t rma(prov_ep *e, util::ep_core *core, const util::tx_req &r);
 ssize_t atomic_op(prov_ep *e, util::ep_core *core, const util::tx_req &r);
@@ -552,7 +578,10 @@ inline tx_entry *new_tx(prov_ep *e, util::ep_core *core, const util::tx_req &r, 
     t->posted = env::stats::stamp(e->io);
     return t;
 }
-/** conn_ready when @p c is null or not connected (conn.cpp). */
+/** A send or tagged send on stamped connection @p c (tx.cpp).
+ *  @return 1 posted (the call returns 0); the error. */
+[[gnu::cold]] int send_stamped(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c);
+/** conn_ready when @p c is null, not connected or stamped (conn.cpp). */
 [[gnu::cold]] int conn_not_ready(prov_ep *e, conn *c, util::ep_core *core, const util::tx_req &r);
 /** A connection ready for a new operation @p r of @p core: 0 post it now;
  *  1 it was queued until the connection is up (the call returns 0);

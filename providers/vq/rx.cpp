@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "env/errors.h"
+#include "env/tsc.h"
 #include "prov.h"
 
 namespace shunt::prov::vqprov {
@@ -87,6 +88,8 @@ inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p,
     }
 }
 
+[[gnu::cold]] void rx_stamped(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p, std::size_t len);
+
 /** Everything but an eager message: rendezvous, fins, RMA requests, shutdown. */
 [[gnu::cold]] void rx_other(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p, std::size_t len)
 {
@@ -149,9 +152,35 @@ inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p,
     case w_rma_note:
         rma_request(e, sl.c, h, p, len);
         return;
+    case w_eager_ts:
+    case w_rts_ts:
+    case w_frag_first_ts:
+        rx_stamped(e, sl, h, p, len);
+        return;
     default:
         return;
     }
+}
+
+/** A message of a stamped connection: its one-way latency from the
+ *  sender's TSC, then the op it carries. Recorded only on a connection
+ *  both ends agreed to stamp (one clock); a stamp later than its arrival
+ *  (TSCs out of step after all) counts as 0. */
+void rx_stamped(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p, std::size_t len)
+{
+    if (len < stamp_len)
+        return; // shorter than its stamp: not ours
+    if (e->ow && sl.c && sl.c->one_way) {
+        const std::uint64_t now = env::tsc::now();
+        std::uint64_t sent;
+        std::memcpy(&sent, p, stamp_len);
+        e->ow->one_way.record(now > sent ? now - sent : 0);
+    }
+    h.op = unstamped_op(h.op);
+    if (h.op == w_eager)
+        rx_eager(e, sl, h, p + stamp_len, len - stamp_len);
+    else
+        rx_other(e, sl, h, p + stamp_len, len - stamp_len);
 }
 
 /** A receive completion of an RC QP failed: the QP is in error (peer gone,

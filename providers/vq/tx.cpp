@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "env/errors.h"
+#include "env/tsc.h"
 #include "prov.h"
 
 namespace shunt::prov::vqprov {
@@ -69,6 +70,26 @@ std::size_t put_fields(std::uint8_t *f, std::uint8_t flags, std::uint64_t tag, s
     return n;
 }
 
+/** A stamped op's header at @p f: this TSC, then the fields. @return bytes. */
+std::size_t put_stamp_fields(std::uint8_t *f, std::uint8_t flags, std::uint64_t tag, std::uint64_t ack,
+                             std::uint32_t data)
+{
+    const std::uint64_t now = env::tsc::now();
+    std::memcpy(f, &now, stamp_len);
+    return stamp_len + put_fields(f + stamp_len, flags, tag, ack, data);
+}
+
+/** The header of a message at @p f: its fields, behind a stamp when @p Stamp. */
+template <bool Stamp>
+std::size_t put_head(std::uint8_t *f, std::uint8_t flags, std::uint64_t tag, std::uint64_t ack, std::uint32_t data)
+{
+    if constexpr (Stamp)
+        return put_stamp_fields(f, flags, tag, ack, data);
+    else
+        return put_fields(f, flags, tag, ack, data);
+}
+constexpr std::size_t head_max = stamp_len + fields_max;
+
 /** A vq region for buffer @p i of a request: its descriptor's, when it has
  *  the access @p need, else one from the registration cache held by @p t. */
 int region_of(prov_ep *e, tx_entry *t, void **desc, std::size_t i, const iovec &v, unsigned need, vq::mr **out)
@@ -91,6 +112,7 @@ int region_of(prov_ep *e, tx_entry *t, void **desc, std::size_t i, const iovec &
 
 /** Rendezvous: describe the sender's buffers (registered for the peer's
  *  read) and let the receiver pull them; the send completes on its fin. */
+template <bool Stamp>
 ssize_t send_rndv(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c, std::uint8_t fl, std::uint64_t cqf)
 {
     tx_entry *t = new_tx(e, core, r, c, cqf);
@@ -110,10 +132,10 @@ ssize_t send_rndv(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *
         d.iov[d.niov++] = {reinterpret_cast<std::uint64_t>(r.iov[i].iov_base), r.iov[i].iov_len, m->rkey, 0};
     }
     fl |= wf_ack;
-    std::uint8_t f[fields_max];
-    std::size_t fn = put_fields(f, fl, r.tag, tx_id(e, t), std::uint32_t(r.data));
+    std::uint8_t f[head_max];
+    std::size_t fn = put_head<Stamp>(f, fl, r.tag, tx_id(e, t), std::uint32_t(r.data));
     vq::data_buf b[2] = {{f, fn}, {&d, rndv_desc_len(d.niov)}};
-    int rc = post_imm(e, c, imm_wire(w_rts, fl, rx_index_of(core, r.dest)), b, 2, false, ~0ULL);
+    int rc = post_imm(e, c, imm_wire(Stamp ? w_rts_ts : w_rts, fl, rx_index_of(core, r.dest)), b, 2, false, ~0ULL);
     if (rc) {
         tx_put(e, t);
         return rc;
@@ -144,7 +166,9 @@ bool reachable(prov_ep *e, const util::tx_req &r)
  *  the ring, the receiver copies it out into the matched receive: two
  *  copies, made by both cores at once). All fragments are one vq batch, so
  *  they are posted whole or not at all and nothing comes between them on
- *  the QP; the last one, signaled, completes the send. */
+ *  the QP; the last one, signaled, completes the send. A stamp takes 8
+ *  bytes of the first fragment's payload, so it fits what a receive takes. */
+template <bool Stamp>
 ssize_t send_frags(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c, std::uint8_t fl,
                    std::uint64_t cqf)
 {
@@ -171,7 +195,7 @@ ssize_t send_frags(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn 
     // The first fragment's fields and the message's length, from the
     // entry's registered scratch line.
     auto *hdr = reinterpret_cast<std::uint8_t *>(scratch_of(e, t));
-    std::size_t hn = put_fields(hdr, fl, r.tag, tx_id(e, t), std::uint32_t(r.data));
+    std::size_t hn = put_head<Stamp>(hdr, fl, r.tag, tx_id(e, t), std::uint32_t(r.data));
     const std::uint64_t total = r.len;
     std::memcpy(hdr + hn, &total, 8);
     hn += 8;
@@ -180,7 +204,7 @@ ssize_t send_frags(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn 
     vq::qp *q = e->slots[c->slot].qp;
     vq::wr_start(q);
     for (std::size_t off = 0; off < r.len;) {
-        const std::size_t n = std::min(fmax, r.len - off);
+        const std::size_t n = std::min(Stamp && off == 0 ? fmax - stamp_len : fmax, r.len - off);
         const bool first = off == 0, last = off + n == r.len;
         vq::sge sg[1 + iov_max];
         std::size_t ns = 0;
@@ -201,7 +225,7 @@ ssize_t send_frags(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn 
         // delivery complete, only reclaims send-queue entries).
         q->wr_id = last ? (delivery ? reclaim_id : tx_id(e, t)) : ~0ULL;
         q->wr_flags = last ? vq::WR_SIGNALED : 0;
-        vq::wr_send_imm(q, first ? imm_wire(w_frag_first, fl, rx) : imm_wire(w_frag, 0, rx));
+        vq::wr_send_imm(q, first ? imm_wire(Stamp ? w_frag_first_ts : w_frag_first, fl, rx) : imm_wire(w_frag, 0, rx));
         vq::wr_set_sge_list(q, ns, sg);
         off += n;
     }
@@ -219,29 +243,29 @@ ssize_t send_frags(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn 
  *  behind a registered header) up to eager_max, in fragments above; or by
  *  rendezvous from the size where one copy by the receiver beats two
  *  (rndv_shared when the receiver reaches the buffers directly, rndv_private
- *  when it needs cross-memory attach). */
-ssize_t send_msg(prov_ep *e, util::ep_core *core, const util::tx_req &r)
+ *  when it needs cross-memory attach). With @p Stamp (a stamped
+ *  connection) each takes its stamped op, 8 bytes longer. */
+template <bool Stamp>
+ssize_t send_on(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c)
 {
-    conn *c = conn_of(e, r);
-    if (int rc = conn_ready(e, c, core, r); rc)
-        return rc > 0 ? 0 : rc; // queued until the connection is up, or the error
     const dev_limits &l = e->dom->lim;
     const bool tagged = r.kind == util::tx_req::tsend;
     const std::uint64_t cqf = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
     std::uint8_t fl = std::uint8_t((tagged ? wf_tagged : 0) | ((r.flags & FI_REMOTE_CQ_DATA) ? wf_data : 0));
     if (r.len > l.inline_max) [[unlikely]] {
         if (r.len >= (reachable(e, r) ? l.rndv_shared : l.rndv_private))
-            return send_rndv(e, core, r, c, fl, cqf);
+            return send_rndv<Stamp>(e, core, r, c, fl, cqf);
         // Fragments of one message are one batch: at most half the send
         // queue (beyond, the rendezvous does it in one request).
-        if (r.len > l.eager_max) {
+        if (r.len + (Stamp ? stamp_len : 0) > l.eager_max) {
             if ((r.len + l.frag_max - 1) / l.frag_max > e->sq_depth / 2)
-                return send_rndv(e, core, r, c, fl, cqf);
-            return send_frags(e, core, r, c, fl, cqf);
+                return send_rndv<Stamp>(e, core, r, c, fl, cqf);
+            return send_frags<Stamp>(e, core, r, c, fl, cqf);
         }
     }
     const bool delivery = r.flags & FI_DELIVERY_COMPLETE;
-    const bool inl = fields_len(std::uint8_t(fl | (delivery ? wf_ack : 0))) + r.len <= l.inline_max;
+    const bool inl =
+        (Stamp ? stamp_len : 0) + fields_len(std::uint8_t(fl | (delivery ? wf_ack : 0))) + r.len <= l.inline_max;
     const bool at_post = inl && completes_at_post(r.flags);
     tx_entry *t = nullptr;
     if (!at_post) {
@@ -252,9 +276,9 @@ ssize_t send_msg(prov_ep *e, util::ep_core *core, const util::tx_req &r)
             fl |= wf_ack;
         }
     }
-    const std::uint32_t imm = imm_wire(w_eager, fl, rx_index_of(core, r.dest));
-    std::uint8_t f[fields_max];
-    std::size_t fn = put_fields(f, fl, r.tag, t ? tx_id(e, t) : 0, std::uint32_t(r.data));
+    const std::uint32_t imm = imm_wire(Stamp ? w_eager_ts : w_eager, fl, rx_index_of(core, r.dest));
+    std::uint8_t f[head_max];
+    std::size_t fn = put_head<Stamp>(f, fl, r.tag, t ? tx_id(e, t) : 0, std::uint32_t(r.data));
     const bool signaled = t && !delivery; // delivery complete waits for the ack; errors still come back
     int rc;
     if (inl) {
@@ -299,7 +323,21 @@ ssize_t send_msg(prov_ep *e, util::ep_core *core, const util::tx_req &r)
     return 0;
 }
 
+ssize_t send_msg(prov_ep *e, util::ep_core *core, const util::tx_req &r)
+{
+    conn *c = conn_of(e, r);
+    if (int rc = conn_ready(e, c, core, r); rc)
+        return rc > 0 ? 0 : rc; // queued until the connection is up, sent stamped, or the error
+    return send_on<false>(e, core, r, c);
+}
+
 } // namespace
+
+int send_stamped(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c)
+{
+    ssize_t rc = send_on<true>(e, core, r, c);
+    return rc == 0 ? 1 : int(rc);
+}
 
 /* ---- transmit entries ---- */
 

@@ -14,7 +14,11 @@
  * receiver. A message larger than one lent receive goes through the ring
  * in fragments: w_frag_first carries the fields and the message's length,
  * w_frag the rest, in order on one QP (fragments of two messages never
- * interleave: a sender posts all of one message in one vq batch). Peers are
+ * interleave: a sender posts all of one message in one vq batch). On a
+ * connection whose two ends agreed to stamp (cm_f_one_way), messages go as
+ * w_eager_ts, w_rts_ts and w_frag_first_ts: the sender's TSC (8 bytes) in
+ * front of the fields, then exactly what w_eager, w_rts and w_frag_first
+ * carry; every other op is unchanged. Peers are
  * the same code: every field is in host order except
  * the immediate, and every field a peer wrote is checked before use. */
 #pragma once
@@ -41,7 +45,16 @@ enum : std::uint8_t {
     w_frag_first = 11, ///< first fragment of a larger message: [fields] total (8) payload
     w_frag = 12,       ///< next fragment of the message in progress on this QP: payload
     w_rma_note = 13,   ///< rma_note: a direct RMA or atomic on the receiver's memory is done (FI_RMA_EVENT)
+    w_eager_ts = 14,   ///< stamped connection: TSC (8) then as w_eager
+    w_rts_ts = 15,     ///< stamped connection: TSC (8) then as w_rts
+    w_frag_first_ts = 16, ///< stamped connection: TSC (8) then as w_frag_first
 };
+/** The op a stamped op carries after its stamp. */
+constexpr std::uint8_t unstamped_op(std::uint8_t op) noexcept
+{
+    return op == w_eager_ts ? w_eager : op == w_rts_ts ? w_rts : w_frag_first;
+}
+inline constexpr std::size_t stamp_len = 8; ///< the TSC in front of a stamped op's fields
 enum : std::uint8_t { wf_tagged = 1, wf_data = 2, wf_ack = 4, wf_complete = 8 };
 
 constexpr std::uint32_t imm_of(std::uint8_t op, std::uint8_t flags, std::uint16_t rx) noexcept

@@ -32,7 +32,7 @@ set_out=$(SHUNT_LCORES=0 "$info" --env)
 check "--env shows a set value" grep -q 'SHUNT_LCORES.*\[set: 0\]' <<<"$set_out"
 # A bad SHUNT_* value: -E marks it, and the first use of a layer (getinfo
 # here) fails with the variable and the accepted values named.
-for v in SHUNT_LCORES=4096 SHUNT_HUGEPAGES=maybe SHUNT_MEMORY_MB=8 SHUNT_OFI_LAYERING=perhaps SHUNT_PROGRESS_CPU=x; do
+for v in SHUNT_LCORES=4096 SHUNT_HUGEPAGES=maybe SHUNT_MEMORY_MB=8 SHUNT_OFI_LAYERING=perhaps SHUNT_PROGRESS_CPU=x SHUNT_TELEMETRY_ONE_WAY=sometimes; do
   name=${v%%=*}
   marked=$(env "$v" "$info" --env)
   check "--env marks $v invalid with the accepted values" grep -q "^$name .*INVALID (accepted: " <<<"$marked"
@@ -198,6 +198,7 @@ for opt in --live --interval --count --json; do
   check "--help documents $opt" grep -q -- "$opt" <<<"$out"
 done
 check "--env lists SHUNT_TELEMETRY" grep -q '^SHUNT_TELEMETRY ' <<<"$envs"
+check "--env lists SHUNT_TELEMETRY_ONE_WAY" grep -q '^SHUNT_TELEMETRY_ONE_WAY ' <<<"$envs"
 man_page=$(dirname "$0")/../../doc/man/shunt-info.md
 check "doc/man/shunt-info.md's OPTIONS are --help's text" python3 -c "
 import sys
