@@ -517,6 +517,10 @@ bool ctl_flush(prov_ep *e, conn *c);
 /** Put @p c on the pending list (idempotent). Lock held. */
 void conn_pend(prov_ep *e, conn *c);
 
+/** A received op of the stamped set (w_eager_ts, w_rts_ts,
+ *  w_frag_first_ts): the one-way latency from its stamp, then the op it
+ *  carries; any other op is ignored (stamp.cpp). Lock held. */
+[[gnu::cold]] void rx_stamped(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p, std::size_t len);
 /** Fragmented messages, receive side (frag.cpp). Lock held. */
 void frag_rx(prov_ep *e, int slot, hdr_word h, const std::uint8_t *p, std::size_t len);
 /** The kit's rx_fetch of a fragmented message. @return as ep_hooks::rx_fetch. */

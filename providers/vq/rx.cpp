@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "env/errors.h"
-#include "env/tsc.h"
 #include "prov.h"
+#include "rx_fp.h"
 
 namespace shunt::prov::vqprov {
 
@@ -63,61 +63,13 @@ inline int slot_of(prov_ep *e, const vq::wc &w, int &last)
     return -1;
 }
 
-/** The fast receive: a whole message, matched and copied once from where
- *  the QP lends it into the user's buffer (or the unexpected store). */
-inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p, std::size_t len)
-{
-    msg_fields f;
-    std::size_t n = parse_fields(h.flags, p, len, f);
-    if (n == 0 && fields_len(h.flags)) [[unlikely]]
-        return; // shorter than its own fields: not ours
-    util::ep_core *c = e->scalable ? rx_target(e, h.rx) : e->core;
-    // The sender's AV address, once looked up, is the connection's (conn_src).
-    fi_addr_t src = e->msg_type                             ? FI_ADDR_NOTAVAIL
-                    : sl.c && sl.c->src != FI_ADDR_NOTAVAIL ? sl.c->src
-                                                            : conn_src(e, sl.c);
-    env::stats::on_rx(e->io, len - n);
-    if (c) [[likely]] // a scalable endpoint without an enabled receive context drops it
-        (void)util::rx_deliver(c, h.flags & wf_tagged, src, f.tag, f.data, (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0,
-                               p + n, len - n, true);
-    else
-        env::stats::on_drop(e->io);
-    if (h.flags & wf_ack) [[unlikely]] {
-        fin_body fb{f.ack, 0, 0};
-        ctl_send(e, sl.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
-    }
-}
-
-[[gnu::cold]] void rx_stamped(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p, std::size_t len);
-
 /** Everything but an eager message: rendezvous, fins, RMA requests, shutdown. */
 [[gnu::cold]] void rx_other(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p, std::size_t len)
 {
     switch (h.op) {
-    case w_rts: {
-        msg_fields f;
-        std::size_t n = parse_fields(h.flags, p, len, f);
-        fetch_blob b{sl.c, f.ack, nullptr, {}};
-        if (!(h.flags & wf_ack) || n == 0 || !parse_desc(p + n, len - n, b.d) || !sl.c)
-            return; // malformed: the sender's send fails when its connection does
-        util::ep_core *c = e->scalable ? rx_target(e, h.rx) : e->core;
-        env::stats::on_rx(e->io, b.d.total);
-        if (!c) {
-            env::stats::on_drop(e->io);
-            fin_body fb{f.ack, 0, 0};
-            ctl_send(e, sl.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb); // dropped, as an eager message would be
-            return;
-        }
-        fi_addr_t src = e->msg_type ? FI_ADDR_NOTAVAIL : conn_src(e, sl.c);
-        if (util::rx_deliver_fetch(c, h.flags & wf_tagged, src, f.tag, f.data,
-                                   (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0, b.d.total, &b,
-                                   offsetof(fetch_blob, d) + rndv_desc_len(b.d.niov)) != 0) {
-            env::stats::on_drop(e->io);
-            fin_body fb{f.ack, FI_ENOMEM, 0};
-            ctl_send(e, sl.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
-        }
+    case w_rts:
+        rx_rts(e, sl, h, p, len);
         return;
-    }
     case w_fin: {
         fin_body fb;
         if (len >= sizeof fb) {
@@ -152,35 +104,10 @@ inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p,
     case w_rma_note:
         rma_request(e, sl.c, h, p, len);
         return;
-    case w_eager_ts:
-    case w_rts_ts:
-    case w_frag_first_ts:
-        rx_stamped(e, sl, h, p, len);
-        return;
     default:
+        rx_stamped(e, sl, h, p, len); // stamp.cpp: the stamped ops, and nothing for the rest
         return;
     }
-}
-
-/** A message of a stamped connection: its one-way latency from the
- *  sender's TSC, then the op it carries. Recorded only on a connection
- *  both ends agreed to stamp (one clock); a stamp later than its arrival
- *  (TSCs out of step after all) counts as 0. */
-void rx_stamped(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p, std::size_t len)
-{
-    if (len < stamp_len)
-        return; // shorter than its stamp: not ours
-    if (e->ow && sl.c && sl.c->one_way) {
-        const std::uint64_t now = env::tsc::now();
-        std::uint64_t sent;
-        std::memcpy(&sent, p, stamp_len);
-        e->ow->one_way.record(now > sent ? now - sent : 0);
-    }
-    h.op = unstamped_op(h.op);
-    if (h.op == w_eager)
-        rx_eager(e, sl, h, p + stamp_len, len - stamp_len);
-    else
-        rx_other(e, sl, h, p + stamp_len, len - stamp_len);
 }
 
 /** A receive completion of an RC QP failed: the QP is in error (peer gone,

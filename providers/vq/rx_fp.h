@@ -1,0 +1,65 @@
+/* The vq provider's receive handlers of whole messages (private), shared
+ * by rx.cpp (inlined into progress) and stamp.cpp (the stamped ops). */
+#pragma once
+
+#include "prov.h"
+
+namespace shunt::prov::vqprov {
+// Internal to each file that includes it: like a static function, each
+// copy is inlined by its callers (rc_rx: its only caller in rx.cpp).
+namespace {
+
+/** The fast receive: a whole message, matched and copied once from where
+ *  the QP lends it into the user's buffer (or the unexpected store). */
+inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p, std::size_t len)
+{
+    msg_fields f;
+    std::size_t n = parse_fields(h.flags, p, len, f);
+    if (n == 0 && fields_len(h.flags)) [[unlikely]]
+        return; // shorter than its own fields: not ours
+    util::ep_core *c = e->scalable ? rx_target(e, h.rx) : e->core;
+    // The sender's AV address, once looked up, is the connection's (conn_src).
+    fi_addr_t src = e->msg_type                             ? FI_ADDR_NOTAVAIL
+                    : sl.c && sl.c->src != FI_ADDR_NOTAVAIL ? sl.c->src
+                                                            : conn_src(e, sl.c);
+    env::stats::on_rx(e->io, len - n);
+    if (c) [[likely]] // a scalable endpoint without an enabled receive context drops it
+        (void)util::rx_deliver(c, h.flags & wf_tagged, src, f.tag, f.data, (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0,
+                               p + n, len - n, true);
+    else
+        env::stats::on_drop(e->io);
+    if (h.flags & wf_ack) [[unlikely]] {
+        fin_body fb{f.ack, 0, 0};
+        ctl_send(e, sl.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
+    }
+}
+
+/** A rendezvous ready-to-send: the matching receive pulls the sender's
+ *  buffers (fetch_hook), or the sender is told it was dropped. */
+inline void rx_rts(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p, std::size_t len)
+{
+    msg_fields f;
+    std::size_t n = parse_fields(h.flags, p, len, f);
+    fetch_blob b{sl.c, f.ack, nullptr, {}};
+    if (!(h.flags & wf_ack) || n == 0 || !parse_desc(p + n, len - n, b.d) || !sl.c)
+        return; // malformed: the sender's send fails when its connection does
+    util::ep_core *c = e->scalable ? rx_target(e, h.rx) : e->core;
+    env::stats::on_rx(e->io, b.d.total);
+    if (!c) {
+        env::stats::on_drop(e->io);
+        fin_body fb{f.ack, 0, 0};
+        ctl_send(e, sl.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb); // dropped, as an eager message would be
+        return;
+    }
+    fi_addr_t src = e->msg_type ? FI_ADDR_NOTAVAIL : conn_src(e, sl.c);
+    if (util::rx_deliver_fetch(c, h.flags & wf_tagged, src, f.tag, f.data,
+                               (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0, b.d.total, &b,
+                               offsetof(fetch_blob, d) + rndv_desc_len(b.d.niov)) != 0) {
+        env::stats::on_drop(e->io);
+        fin_body fb{f.ack, FI_ENOMEM, 0};
+        ctl_send(e, sl.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
+    }
+}
+
+} // namespace
+} // namespace shunt::prov::vqprov
