@@ -174,6 +174,9 @@ void wr_start(vq::qp *vqp) noexcept
         // One thread posts (thread domain): a flag is enough to turn its
         // single-call posts away until wr_complete or wr_abort. No credits:
         // the single-call inline send looks at the flag (post_send_refill).
+        if constexpr (common::check_unlocked_sessions)
+            if (q->sq.session_open) [[unlikely]]
+                session_misuse(q, "wr_start while the session is open");
         q->sq.session_open = 1;
         q->sq.fast_credits = 0;
     }
@@ -263,6 +266,9 @@ int wr_complete(vq::qp *vqp) noexcept
             session_misuse(q, "wr_complete without wr_start");
             return -FI_EOPBADSTATE; // no batch of ours: nothing to commit, no lock to release
         }
+    } else if constexpr (common::check_unlocked_sessions) {
+        if (!q->sq.session_open) [[unlikely]]
+            session_misuse(q, "wr_complete without wr_start");
     }
     int rc = commit_batch(q);
     if constexpr (Locked) {
@@ -283,6 +289,9 @@ void wr_abort(vq::qp *vqp) noexcept
             session_misuse(q, "wr_abort without wr_start");
             return;
         }
+    } else if constexpr (common::check_unlocked_sessions) {
+        if (!q->sq.session_open) [[unlikely]]
+            session_misuse(q, "wr_abort without wr_start");
     }
     send_state &s = q->sq;
     s.cur_post = s.cur_post_rb;

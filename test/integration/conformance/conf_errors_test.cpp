@@ -506,11 +506,13 @@ TEST_F(Errors, UnbalancedCompleteAndAbortLeaveTheNextBatchClean)
     f.expect_qp_still_works();
 }
 #else
-TEST_F(Errors, WrStartTwiceAsserts)
+// On a QP with a thread domain (mlx5, ethdev) these are checked in a debug
+// build only: the release build's check would cost every batch (shunt_wr(3)).
+TEST_P(Session, WrStartTwiceAsserts)
 {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     errfix f;
-    ASSERT_TRUE(f.open(qp_type::rc, rc_ops)) << f.skip;
+    ASSERT_TRUE(open(f)) << f.skip;
     EXPECT_DEATH(
         {
             alarm(10);
@@ -520,18 +522,33 @@ TEST_F(Errors, WrStartTwiceAsserts)
         "session API misuse");
 }
 
-// (wr_abort without wr_start has its own test of the same owner word, run by
-// the release build's UnbalancedCompleteAndAbortLeaveTheNextBatchClean; one
-// more death test per driver would cost a second or two of the sanitizer run.)
-TEST_F(Errors, UnbalancedCompleteAsserts)
+TEST_P(Session, UnbalancedCompleteAsserts)
 {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     errfix f;
-    ASSERT_TRUE(f.open(qp_type::rc, rc_ops)) << f.skip;
+    ASSERT_TRUE(open(f)) << f.skip;
     EXPECT_DEATH(
         {
             alarm(10);
             (void)vq::wr_complete(f.q());
+        },
+        "session API misuse");
+}
+
+// A balanced batch first: the misuse is the second wr_abort. (A locked QP's
+// wr_abort checks the owner word UnbalancedCompleteAsserts checks; the
+// release build's UnbalancedCompleteAndAbortLeaveTheNextBatchClean runs it.)
+TEST_F(Errors, UnbalancedAbortOnAThreadDomainQpAsserts)
+{
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    errfix f;
+    ASSERT_TRUE(f.open(qp_type::rc, rc_ops, {}, ACC_ALL_REMOTE, ~0u, {}, true)) << f.skip;
+    EXPECT_DEATH(
+        {
+            alarm(10);
+            vq::wr_start(f.q());
+            vq::wr_abort(f.q());
+            vq::wr_abort(f.q());
         },
         "session API misuse");
 }
