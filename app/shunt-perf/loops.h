@@ -123,6 +123,34 @@ template <bool Inject, class T> inline int post(T &tr, const void *buf, std::siz
 
 inline constexpr std::size_t ack_size = 4;
 
+/** Wait, driving the transport, until every operation this side posted is
+ *  complete: its drained() returns 0 (or an error); a transport without
+ *  drained() has nothing left in flight once a post returns. A side that
+ *  stops calling its transport after its last post must do this first:
+ *  under manual progress (what the endpoint level asks for) a send the
+ *  provider could not finish inside the call (a message larger than the
+ *  room in the peer's ring, moved on as the peer frees room) advances only
+ *  while its sender calls the provider. @return 0 or an error
+ *  (-FI_ETIMEDOUT, -FI_ECONNRESET from the watchdog). */
+template <class T> inline int wait_drained(T &tr, const run_request &r)
+{
+    if constexpr (requires { tr.drained(); }) {
+        unsigned spins = 0;
+        std::uint64_t first = 0;
+        for (;;) {
+            int rc = tr.drained();
+            if (rc != -FI_EAGAIN)
+                return rc;
+            if ((++spins & 0xffff) == 0) [[unlikely]] {
+                rc = watchdog(r, first);
+                if (rc)
+                    return rc;
+            }
+        }
+    }
+    return 0;
+}
+
 /** --tsc-one-way: record @p now less the stamp in the first 8 bytes of
  *  @p msg. A stamp after now (clocks that differ after all) counts as 0. */
 inline void record_stamp(env::stats::histogram &h, const std::byte *msg, std::uint64_t now) noexcept
@@ -185,7 +213,9 @@ int pingpong_initiator(T &tr, const run_request &r, std::uint64_t *samples, run_
     return 0;
 }
 
-/** Echoes what it received (so that --verify checks both directions). */
+/** Echoes what it received (so that --verify checks both directions), and
+ *  returns once its last echo is complete: nothing of the size is left in
+ *  its transport when it reports the size done. */
 template <bool Verify, class T> int pingpong_responder(T &tr, const run_request &r)
 {
     std::byte *rx = tr.rx_buf();
@@ -201,7 +231,7 @@ template <bool Verify, class T> int pingpong_responder(T &tr, const run_request 
         if ((rc = post<false>(tr, rx, r.size, r)))
             return rc;
     }
-    return 0;
+    return wait_drained(tr, r);
 }
 
 /** bw and rate: @p count messages one way, then one small acknowledgement
@@ -277,7 +307,7 @@ template <bool Verify, class T> int stream_responder(T &tr, const run_request &r
         if ((rc = post<false>(tr, tx, ack_size, r)))
             return rc;
     }
-    return 0;
+    return wait_drained(tr, r);
 }
 
 /** The bridge from the setup-time choice (one virtual call per size) to the

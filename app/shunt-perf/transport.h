@@ -20,6 +20,12 @@
  *                                              nothing yet; other negative
  *                                              codes are errors
  *   int progress();                            drive completions; 0 or error
+ *   int drained();                             optional: drive completions;
+ *                                              0 once everything posted is
+ *                                              complete, -FI_EAGAIN not yet,
+ *                                              or an error (a transport whose
+ *                                              sends can stay in flight after
+ *                                              the post returns needs it)
  *   std::byte *tx_buf(), *rx_buf();            buffers of at least max_size
  *                                              bytes (registered if the
  *                                              transport needs it)

@@ -318,6 +318,16 @@ public:
         return 0;
     }
 
+    /** 0 once every operation posted so far is complete (the transmit
+     *  counter reached it); -FI_EAGAIN while some are still in the provider,
+     *  whose progress this call drives; or an error. */
+    int drained() noexcept
+    {
+        if (int rc = progress(); rc)
+            return rc;
+        return done_ >= posted_ ? 0 : -FI_EAGAIN;
+    }
+
     std::byte *tx_buf() noexcept { return tx_; }
     std::byte *rx_buf() noexcept { return rx_; }
     unsigned max_window(std::size_t) const { return static_cast<unsigned>(r_->fi->tx_attr->size / 2); }

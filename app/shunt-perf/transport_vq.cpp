@@ -110,9 +110,10 @@ struct vq_res {
  *  per-message code carries no branch on them. */
 template <bool Write, bool Ud> class vq_transport {
 public:
-    vq_transport(std::unique_ptr<vq_res> res, std::uint64_t peer_buf, std::uint32_t peer_rkey,
+    vq_transport(std::unique_ptr<vq_res> res, bool initiator, std::uint64_t peer_buf, std::uint32_t peer_rkey,
                  std::uint32_t peer_qpn)
-        : r_(std::move(res)), qp_(r_->qp), scq_(r_->scq), rcq_(r_->rcq), tx_(r_->buf), rx_(r_->buf + rx_off),
+        : initiator_(initiator), r_(std::move(res)), qp_(r_->qp), scq_(r_->scq), rcq_(r_->rcq), tx_(r_->buf),
+          rx_(r_->buf + rx_off),
           ring_(r_->buf + ring_off), lkey_(r_->mr->lkey), peer_ring_(peer_buf + ring_off),
           peer_credit_(peer_buf + credit_off), peer_rkey_(peer_rkey), peer_qpn_(peer_qpn)
     {
@@ -129,6 +130,8 @@ public:
         sig_every_ = window_ / 2 ? window_ / 2 : 1;
         posted_ = completed_ = 0;
         sync_wr_ = 0;
+        last_post_ = stream_ ? 0 : r.warmup + r.iterations;
+        sig_last_ = 0;
         // Write streams: slots in the peer's rx buffer, and credit.
         stride_ = (r.size + 63) & ~std::size_t{63};
         slots_ = ring_bytes / stride_;
@@ -228,6 +231,18 @@ public:
         return n < 0 ? n : 0;
     }
 
+    /** 0 once the last signaled send completed; -FI_EAGAIN not yet (the
+     *  send CQ is polled, which is what moves a send the driver holds for
+     *  ring space); or an error. The loops call it after their last post of
+     *  a run, which is signaled: a pingpong's last message, and every post
+     *  of a stream's responder (its acknowledgements). */
+    int drained() noexcept
+    {
+        if (int rc = progress(); rc)
+            return rc;
+        return completed_ >= sig_last_ ? 0 : -FI_EAGAIN;
+    }
+
     std::byte *tx_buf() noexcept { return tx_; }
     std::byte *rx_buf() noexcept { return rx_; }
     unsigned max_window(std::size_t) const { return sq_depth / 2; }
@@ -284,7 +299,9 @@ private:
             }
         }
         const bool sync = verify_ && !inl;
-        if (sync)
+        // The post drained() waits for is signaled: the run's last one
+        // (pingpong), each acknowledgement of a stream's responder.
+        if (sync || posted_ + 1 == last_post_ || (stream_ && !initiator_)) [[unlikely]]
             flags |= vq::WR_SIGNALED;
         const std::uint64_t id = (gen_ << gen_shift) | (posted_ + 1);
         const std::uint32_t n = static_cast<std::uint32_t>(len);
@@ -316,6 +333,8 @@ private:
         if (rc) [[unlikely]]
             return rc;
         posted_++;
+        if (flags & vq::WR_SIGNALED)
+            sig_last_ = posted_;
         if constexpr (Write)
             wr_head_++;
         if (sync) [[unlikely]] {
@@ -337,6 +356,7 @@ private:
         return 0;
     }
 
+    bool initiator_;
     std::unique_ptr<vq_res> r_;
     vq::qp *qp_;
     vq::cq *scq_, *rcq_;
@@ -352,6 +372,8 @@ private:
     std::size_t size_ = 8, stride_ = 64;
     std::uint64_t window_ = 1, sig_every_ = 1;
     std::uint64_t posted_ = 0, completed_ = 0, sync_wr_ = 0;
+    std::uint64_t last_post_ = 0;  // pingpong: the run's last message (signaled), else 0
+    std::uint64_t sig_last_ = 0;   // the last signaled post
     std::uint64_t slots_ = 1, credit_batch_ = 1;
     std::uint64_t wr_head_ = 0, credit_cache_ = 0;   // writer
     std::uint64_t rd_tail_ = 0, credit_sent_ = 0;    // receiver
@@ -562,10 +584,9 @@ int open_vq(const test_config &c, bool initiator, oob_channel &oob, double timeo
         why = rc == -FI_EREMOTEIO ? line : std::string("peer not ready: ") + shunt::strerror(rc);
         return rc;
     }
-    (void)initiator;
     auto make = [&]<bool W, bool U>() {
         out = std::make_unique<typed_session<vq_transport<W, U>>>(
-            std::make_unique<vq_transport<W, U>>(std::move(r), prx, prkey, peer.qpn));
+            std::make_unique<vq_transport<W, U>>(std::move(r), initiator, prx, prkey, peer.qpn));
     };
     if (type == vq::qp_type::ud)
         make.template operator()<false, true>();

@@ -41,4 +41,13 @@ struct session_owner {
     assert(!"session API misuse: see the log line above");
 }
 
+/** Thread-domain QPs keep only a flag for their session, and check it in a
+ *  debug build alone (session_misuse: a log line and an assertion): in a
+ *  release build the check would cost every batch (shunt_wr(3)). */
+#ifdef NDEBUG
+inline constexpr bool check_unlocked_sessions = false;
+#else
+inline constexpr bool check_unlocked_sessions = true;
+#endif
+
 } // namespace shunt::drv::common

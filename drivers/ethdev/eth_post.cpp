@@ -439,6 +439,9 @@ void wr_start(vq::qp *x) noexcept
         q->lock.lock();
         q->session.open();
     } else {
+        if constexpr (common::check_unlocked_sessions)
+            if (q->session_open) [[unlikely]]
+                session_misuse(q, "wr_start while the session is open");
         q->session_open = true; // one thread posts (thread domain): a flag is enough
     }
     begin_batch(q);
@@ -453,6 +456,9 @@ int wr_complete(vq::qp *x) noexcept
             session_misuse(q, "wr_complete without wr_start");
             return -FI_EOPBADSTATE; // no batch of ours: nothing to commit, no lock to release
         }
+    } else if constexpr (common::check_unlocked_sessions) {
+        if (!q->session_open) [[unlikely]]
+            session_misuse(q, "wr_complete without wr_start");
     }
     int rc = commit_batch(q);
     if constexpr (Locked) {
@@ -473,6 +479,9 @@ void wr_abort(vq::qp *x) noexcept
             session_misuse(q, "wr_abort without wr_start");
             return;
         }
+    } else if constexpr (common::check_unlocked_sessions) {
+        if (!q->session_open) [[unlikely]]
+            session_misuse(q, "wr_abort without wr_start");
     }
     q->sq_tail = q->sq_start;
     q->err = 0;

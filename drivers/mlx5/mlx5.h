@@ -228,14 +228,22 @@ struct mlx5_srq : vq::srq {
 };
 
 /** Per basic block of the SQ: what the poller needs of the WQE that starts
- *  there (rdma-core keeps wrid[] and wqe_head[] apart; one 16-byte record is
+ *  there (rdma-core keeps wrid[] and wqe_head[] apart; one 32-byte record is
  *  one base pointer and one line for the poster and the poller). */
 struct wqe_meta {
     std::uint64_t wr_id;
     std::uint32_t done;   ///< the SQ's tail once it has completed: WQEs posted up to and including it
     std::uint32_t opcode; ///< vq::wc_opcode of its completion
+    /** With statistics only (sq.io set): TSC at the post of a signalled WQE
+     *  (0: unsignalled), for the poller's post-to-completion latency.
+     *  Written by the poster before its doorbell, read after the CQE. */
+    std::uint64_t stamp;
+    std::uint64_t unused;
 };
-static_assert(sizeof(wqe_meta) == 16);
+static_assert(sizeof(wqe_meta) == 32);
+/** log2(sizeof(wqe_meta)): a BB index to its record's byte offset. */
+constexpr unsigned wqe_meta_shift = 5;
+static_assert(sizeof(wqe_meta) == 1u << wqe_meta_shift);
 
 /** Send-queue bookkeeping (rdma-core struct mlx5_wq for the SQ). */
 struct alignas(64) send_state {
@@ -257,7 +265,7 @@ struct alignas(64) send_state {
      *  the state changed). Never more than the slots really free. */
     std::int32_t fast_credits = 0;
     std::uint32_t fast_inline = 0;   ///< inline bytes the single-call send writes in one BB (0: never)
-    std::uint32_t meta_off_mask = 0; ///< mask << 4: a WQE counter << 4 to its byte offset in meta (poll)
+    std::uint32_t meta_off_mask = 0; ///< mask << wqe_meta_shift: a WQE counter's byte offset in meta (poll)
     /* Line B: the session. */
     /** fm_ce_se of wr_flags & 7 (FENCE, SIGNALED, SOLICITED) with sq_sig_all's
      *  CQ update, in place: the third word of the control segment. */
@@ -338,17 +346,17 @@ struct mlx5_qp : vq::qp {
     vq::qp_attr attr{};       ///< what query_qp reports
     std::uint32_t rq_wqe_cnt = 0;
     env::stats::io_block io_blk; ///< mlx5.<device>.qp.<qpn>: owns *sq.io
-    /** Per BB index, with statistics only: TSC at the post of a signalled
-     *  WQE (0: unsignalled), for the poller's post-to-completion latency.
-     *  Written by the poster before its doorbell, read after the CQE. */
-    std::atomic<std::uint64_t> *posted = nullptr;
 };
 
-/** Stamp WQE @p idx posted with WR_* @p flags (statistics on: s.io set). */
-inline void stamp_wqe(mlx5_qp *q, std::uint32_t idx, unsigned flags) noexcept
+/** send_state::ctrl_w2's CQ update bit (fm_ce_se, the word's top byte): the
+ *  WQE is signalled (WR_SIGNALED or sq_sig_all). */
+constexpr std::uint32_t ctrl_w2_signalled = static_cast<std::uint32_t>(MLX5_WQE_CTRL_CQ_UPDATE) << 24;
+
+/** Stamp the record @p m of a WQE whose control word pair is @p w2
+ *  (statistics on: s.io set). */
+inline void stamp_wqe(wqe_meta &m, std::uint64_t w2) noexcept
 {
-    const bool sig = (flags & vq::WR_SIGNALED) || q->sq_sig_all;
-    q->posted[idx].store(sig ? env::tsc::now() : 0, std::memory_order_relaxed);
+    m.stamp = (w2 & ctrl_w2_signalled) ? env::tsc::now() : 0;
 }
 
 inline void mlx5_cq::set_last(mlx5_qp *q) noexcept

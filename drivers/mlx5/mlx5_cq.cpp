@@ -61,7 +61,7 @@ inline mlx5_qp *qp_of(mlx5_cq *c, const mlx5_cqe64 *cqe) noexcept
  *  latency when it was signalled with statistics on. */
 inline void count_completion(mlx5_qp *q, std::uint32_t idx) noexcept
 {
-    env::stats::on_complete(q->rx_io, q->posted[idx].load(std::memory_order_relaxed));
+    env::stats::on_complete(q->rx_io, q->sq.meta[idx].stamp);
 }
 
 /** Requester side: the WQE the CQE names is done, and every one before it. */
@@ -271,6 +271,14 @@ int poll(vq::cq *vc, int n, vq::wc *out) noexcept
     return poll<false>(vc, n, out);
 }
 
+/** poll_st's statistics: the completion's post-to-completion latency, from
+ *  its WQE's @p stamp (read before the slot went back; not 0). @return 1. */
+[[gnu::noinline]] int poll_st_latency(const mlx5_qp *q, std::uint64_t stamp) noexcept
+{
+    env::stats::on_complete(q->rx_io, stamp);
+    return 1;
+}
+
 /** Single-threaded poll of one completion on a CQ of 64-byte CQEs: a send
  *  or write completion of the QP seen last is decoded here, with one test
  *  of the owner byte for "software's and a requester CQE" and one of the
@@ -304,7 +312,8 @@ int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
     // the word at byte 60 byte-swapped holds it in its top 16 bits.
     std::uint32_t w60;
     std::memcpy(&w60, &cqe->wqe_counter, 4);
-    const std::uint32_t off = (be32toh(w60) >> 12) & q->sq.meta_off_mask;
+    static_assert(wqe_meta_shift <= 16);
+    const std::uint32_t off = (be32toh(w60) >> (16 - wqe_meta_shift)) & q->sq.meta_off_mask;
     const auto *m = reinterpret_cast<const wqe_meta *>(reinterpret_cast<const std::uint8_t *>(q->sq.meta) + off);
     // wr_id, then status (success) and opcode: the record's 16 bytes with its
     // done word (at the status) overwritten; vendor_err, byte_len, imm and
@@ -314,8 +323,8 @@ int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
     _mm_storeu_si128(reinterpret_cast<__m128i *>(o), _mm_loadu_si128(reinterpret_cast<const __m128i *>(m)));
     const std::uint32_t status = 0;
     std::memcpy(o + 8, &status, 4);
-    if (q->rx_io)
-        count_completion(q, off / sizeof(wqe_meta)); // before the slot goes back
+    // Not 0: the QP has statistics and the WQE was signalled (wqe_meta::stamp).
+    const std::uint64_t stamp = m->stamp;
     // The slot's record is read before the tail store (release) hands it back to the poster.
     q->sq.tail.store(m->done, std::memory_order_release);
     const std::uint64_t qpn = q->qp_num;
@@ -327,6 +336,8 @@ int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
     // The CQE reads above are done before the device may reuse the slot.
     udma_to_device_barrier();
     c->dbrec[cq_set_ci] = be32((ci + 1) & 0xffffff);
+    if (stamp) // out of line: none of its registers are saved here
+        return poll_st_latency(q, stamp);
     return 1;
 }
 static_assert(offsetof(vq::wc, status) == 8 && offsetof(vq::wc, opcode) == 12 && offsetof(vq::wc, vendor_err) == 16 &&

@@ -513,7 +513,6 @@ void free_qp(mlx5_qp *q)
     delete[] q->sq.binds;
     delete[] q->sq.bind_undo;
     delete[] q->rq.wrid;
-    delete[] q->posted;
     delete q;
 }
 
@@ -616,7 +615,7 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
     s.buf = cr.sq.buf;
     s.qend = cr.sq.buf + static_cast<std::size_t>(cr.sq.wqe_cnt) * wqe_bb;
     s.mask = cr.sq.wqe_cnt - 1;
-    s.meta_off_mask = s.mask << 4;
+    s.meta_off_mask = s.mask << wqe_meta_shift;
     s.max_post = max_post;
     s.qpn_be = be32(cr.qpn << 8);
     s.dbrec = cr.sq.dbrec;
@@ -667,13 +666,6 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
     if ((rc = q->io_blk.open(std::string("mlx5.") + (c->dev && c->dev->name ? c->dev->name : "dev") + ".qp." +
                              std::to_string(q->qp_num))))
         SHUNT_LOG(mlx5_log, warning, "QP %#x: no statistics block (%s)", q->qp_num, shunt::strerror(rc));
-    if (q->io_blk.get()) {
-        q->posted = new (std::nothrow) std::atomic<std::uint64_t>[q->sq.mask + 1]();
-        if (!q->posted) {
-            SHUNT_LOG(mlx5_log, warning, "QP %#x: no statistics (out of memory)", q->qp_num);
-            q->io_blk.close();
-        }
-    }
     q->sq.io = q->rx_io = q->io_blk.get();
     install_qp_ops(q); // after sq.io: the single-call send is chosen with or without statistics
     *out = q;

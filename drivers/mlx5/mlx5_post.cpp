@@ -119,14 +119,14 @@ inline mlx5_wqe_ctrl_seg *begin(mlx5_qp *q, std::uint8_t opcode, wc_opcode wop, 
     m.wr_id = q->wr_id;
     const std::uint64_t done_op = (posted + 1) | static_cast<std::uint64_t>(wop) << 32;
     std::memcpy(&m.done, &done_op, sizeof done_op); // done and opcode in one store
-    if (s.io)
-        stamp_wqe(q, idx, f);
     ctrl->opmod_idx_opcode = be32(((pi & 0xffff) << 8) | opcode);
     std::uint32_t fence = (f & vq::WR_FENCE) ? 0 : s.fm_cache;
     s.fm_cache = 0;
     // signature, dci_stream_channel_id and fm_ce_se share the third word; imm
     // (0 unless the builder sets it) the fourth: one store.
     const std::uint64_t w23 = s.ctrl_w2[f & 7] | fence << 24;
+    if (s.io)
+        stamp_wqe(m, w23);
     std::memcpy(w + 8, &w23, 8);
     s.ctrl = ctrl;
     // Segments ending inside the WQE's first BB cannot reach the SQ's end.
@@ -174,6 +174,9 @@ void wr_start(vq::qp *vqp) noexcept
         // One thread posts (thread domain): a flag is enough to turn its
         // single-call posts away until wr_complete or wr_abort. No credits:
         // the single-call inline send looks at the flag (post_send_refill).
+        if constexpr (common::check_unlocked_sessions)
+            if (q->sq.session_open) [[unlikely]]
+                session_misuse(q, "wr_start while the session is open");
         q->sq.session_open = 1;
         q->sq.fast_credits = 0;
     }
@@ -263,6 +266,9 @@ int wr_complete(vq::qp *vqp) noexcept
             session_misuse(q, "wr_complete without wr_start");
             return -FI_EOPBADSTATE; // no batch of ours: nothing to commit, no lock to release
         }
+    } else if constexpr (common::check_unlocked_sessions) {
+        if (!q->sq.session_open) [[unlikely]]
+            session_misuse(q, "wr_complete without wr_start");
     }
     int rc = commit_batch(q);
     if constexpr (Locked) {
@@ -283,6 +289,9 @@ void wr_abort(vq::qp *vqp) noexcept
             session_misuse(q, "wr_abort without wr_start");
             return;
         }
+    } else if constexpr (common::check_unlocked_sessions) {
+        if (!q->sq.session_open) [[unlikely]]
+            session_misuse(q, "wr_abort without wr_start");
     }
     send_state &s = q->sq;
     s.cur_post = s.cur_post_rb;
@@ -992,8 +1001,6 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
     const std::uint32_t done = s.head + 1;
     const std::uint64_t done_op = done | static_cast<std::uint64_t>(wc_opcode::send) << 32;
     std::memcpy(&m.done, &done_op, sizeof done_op); // done and opcode in one store
-    if constexpr (Stats)
-        stamp_wqe(to_qp(vqp), idx, flags);
     s.head = done;
     // Control segment: opmod_idx_opcode and qpn_ds as one big-endian 64-bit
     // word (ds = ctrl + the inline octowords, 2..4); then signature, dci,
@@ -1001,6 +1008,8 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
     const std::uint64_t c0 = be64((s.fast_ctrl0 + ((len + 4 + octo - 1) >> 4)) |
                                   static_cast<std::uint64_t>(static_cast<std::uint16_t>(pi)) << 40);
     const std::uint64_t c1 = s.ctrl_w2[flags & 7];
+    if constexpr (Stats)
+        stamp_wqe(m, c1);
     std::memcpy(w, &c0, 8);
     std::memcpy(w + 8, &c1, 8);
     // The inline segment's byte count, be32(len | MLX5_INLINE_SEG) with

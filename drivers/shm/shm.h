@@ -469,6 +469,7 @@ struct shm_ctx : vq::context {
     std::vector<shm_mr *> mr_obj;  ///< index → region (or null)
     std::vector<shm_mw *> mw_obj;  ///< index → window (or null)
     std::vector<std::uint32_t> mr_ver; ///< per index: keys handed out (key_versions: retired)
+    std::vector<std::uint32_t> mr_stuck; ///< per index: users a dead peer left counted (see entry_invalidate)
     std::uint32_t mr_next = 0;          ///< next index to try (round robin: slow reuse)
     std::vector<shm_qp *> qp_obj;  ///< index → QP
     struct block { std::uint64_t off, size; };
@@ -565,10 +566,15 @@ inline bool pin_key(peer *p, std::uint32_t key, std::uint64_t addr, std::uint64_
     return true;
 }
 inline void unpin(mr_entry *e) noexcept { e->users.fetch_sub(1, std::memory_order_release); }
-/** Owner, after storing key = 0 (seq_cst): wait until no initiator is inside
- *  an access through @p e (bounded: see the driver guide). @return false when
- *  the wait gave up (a peer died inside an access: the count stays). */
-bool entry_quiesce(mr_entry &e) noexcept;
+/** Owner, under c->lock: invalidate entry @p idx of our table (dereg_mr,
+ *  dealloc_mw, unbinding or rebinding a window, local_inv, send_inv). Stores
+ *  key = 0 (seq_cst) and waits until no initiator is inside an access through
+ *  the entry (bounded: see the driver guide). A wait that gives up (a peer
+ *  died inside an access: its count stays) retires the entry, so it is never
+ *  handed out again once its region or window is gone, and records the count
+ *  left, so later invalidations of a window bound there wait only for
+ *  accesses beyond it. */
+void entry_invalidate(shm_ctx *c, std::uint32_t idx) noexcept;
 
 /** Copy between local memory and a peer's memory (memcpy within segments,
  *  process_vm_readv/writev otherwise). @return true on success. */

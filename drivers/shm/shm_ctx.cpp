@@ -194,10 +194,7 @@ int dereg_mr(vq::mr *vm)
     std::lock_guard<std::mutex> g(c->lock);
     if (m->windows > 0)
         return -FI_EBUSY;
-    c->self.mrs()[m->index].key.store(0, std::memory_order_seq_cst);
-    if (!entry_quiesce(c->self.mrs()[m->index])) // no peer's access in flight after this
-        c->mr_ver[m->index] = key_versions; // its count stays raised: retired, never waited for again
-    c->key_gen.fetch_add(1, std::memory_order_release);
+    entry_invalidate(c, m->index); // no peer's access in flight after this (or retired)
     c->mr_obj[m->index] = nullptr;
     c->nmr--;
     static_cast<shm_pd *>(m->pd)->refs--;
@@ -237,10 +234,7 @@ int dealloc_mw(vq::mw *vw)
     auto *w = static_cast<shm_mw *>(vw);
     auto *c = to_ctx(w->ctx);
     std::lock_guard<std::mutex> g(c->lock);
-    c->self.mrs()[w->index].key.store(0, std::memory_order_seq_cst);
-    if (!entry_quiesce(c->self.mrs()[w->index]))
-        c->mr_ver[w->index] = key_versions; // its count stays raised: retired, never waited for again
-    c->key_gen.fetch_add(1, std::memory_order_release);
+    entry_invalidate(c, w->index);
     if (w->bound)
         w->bound->windows--;
     c->mw_obj[w->index] = nullptr;
@@ -567,6 +561,7 @@ int shm_open(vq::device *dev, vq::context **out)
         c->mr_obj.assign(l.max_mr, nullptr);
         c->mw_obj.assign(l.max_mr, nullptr);
         c->mr_ver.assign(l.max_mr, 0);
+        c->mr_stuck.assign(l.max_mr, 0);
         c->qp_obj.assign(l.max_qp, nullptr);
         c->qp_held.assign(l.max_qp, 0);
         c->free_blocks.push_back({off, h->heap_size});
@@ -810,25 +805,31 @@ bool peer_dead(peer *p) noexcept
     return dead;
 }
 
-bool entry_quiesce(mr_entry &e) noexcept
+void entry_invalidate(shm_ctx *c, std::uint32_t idx) noexcept
 {
-    if (e.users.load(std::memory_order_seq_cst) == 0)
-        return true;
-    // An initiator is between its key check and the end of its copy (a
-    // bounded memcpy / process_vm_*). A process that died there (SIGKILLed
-    // during an RDMA read or write of ours, a rendezvous pull included)
-    // stays counted: give up after SHUNT_SHM_PEER_CHECK_MS x 20 (it writes
-    // nothing more).
-    std::uint64_t end = env::tsc::now() + peer_check_cycles() * 20;
-    while (e.users.load(std::memory_order_seq_cst) != 0) {
-        if (env::tsc::now() > end) {
-            SHUNT_LOG(shm_log, warning, "region entry still in use by a peer after invalidation (a peer "
-                      "that died inside an access to it); proceeding");
-            return false;
+    mr_entry &e = c->self.mrs()[idx];
+    std::uint32_t &stuck = c->mr_stuck[idx];
+    e.key.store(0, std::memory_order_seq_cst);
+    if (e.users.load(std::memory_order_seq_cst) > stuck) {
+        // An initiator is between its key check and the end of its copy (a
+        // bounded memcpy / process_vm_*). A process that died there (SIGKILLed
+        // during an RDMA read or write of ours, a rendezvous pull included)
+        // stays counted: give up after SHUNT_SHM_PEER_CHECK_MS x 20 (it writes
+        // nothing more), once per entry.
+        std::uint64_t end = env::tsc::now() + peer_check_cycles() * 20;
+        std::uint32_t n;
+        while ((n = e.users.load(std::memory_order_seq_cst)) > stuck) {
+            if (env::tsc::now() > end) {
+                SHUNT_LOG(shm_log, warning, "region entry %u still in use by a peer after invalidation (a "
+                          "peer that died inside an access to it); retired", idx);
+                stuck = n;
+                c->mr_ver[idx] = key_versions; // never handed out again once its owner is gone
+                break;
+            }
+            sched_yield();
         }
-        sched_yield();
     }
-    return true;
+    c->key_gen.fetch_add(1, std::memory_order_release);
 }
 
 bool check_key(peer *p, std::uint32_t key, std::uint64_t addr, std::uint64_t len, unsigned need,

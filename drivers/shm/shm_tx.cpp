@@ -528,9 +528,7 @@ vq::wc_status do_bind(shm_qp *q, wqe *w) noexcept
         return vq::wc_status::mw_bind_err;
     mr_entry &e = c->self.mrs()[mw->index];
     if (w->a1 == 0) { // unbind
-        e.key.store(0, std::memory_order_seq_cst);
-        entry_quiesce(e);
-        c->key_gen.fetch_add(1, std::memory_order_release);
+        entry_invalidate(c, mw->index);
         if (mw->bound)
             mw->bound->windows--;
         mw->bound = nullptr;
@@ -544,9 +542,7 @@ vq::wc_status do_bind(shm_qp *q, wqe *w) noexcept
          !(mr->access & vq::ACCESS_LOCAL_WRITE)))
         return vq::wc_status::mw_bind_err;
     std::uint64_t moff = c->self.mrs()[mr->index].seg_off;
-    e.key.store(0, std::memory_order_seq_cst);
-    entry_quiesce(e); // accesses through the old binding are over
-    c->key_gen.fetch_add(1, std::memory_order_release);
+    entry_invalidate(c, mw->index); // accesses through the old binding are over (or retired)
     std::atomic_thread_fence(std::memory_order_release);
     e.access = (w->imm & ~vq::ACCESS_LOCAL_WRITE) | entry_mw;
     e.addr = w->a0;
@@ -575,9 +571,7 @@ bool invalidate_key(shm_ctx *c, std::uint32_t k) noexcept
     mr_entry &e = c->self.mrs()[idx];
     if (e.key.load(std::memory_order_relaxed) != k)
         return false;
-    e.key.store(0, std::memory_order_seq_cst);
-    entry_quiesce(e);
-    c->key_gen.fetch_add(1, std::memory_order_release);
+    entry_invalidate(c, idx);
     if (shm_mw *w = c->mw_obj[idx]) {
         if (w->bound)
             w->bound->windows--;

@@ -4,8 +4,9 @@
 # shapes, short real runs of pingpong / bw / rate on the floor transport with
 # both processes spawned locally, server/client on loopback, --plot, and a
 # peer killed or stalled mid-run; verified short runs of pingpong/bw/rate on -p shm and
-# --vq shm, and server/client over both. Busy-polling sides always go to two
-# distinct CPUs.
+# --vq shm, and server/client over both. Busy-polling sides go to two
+# distinct CPUs, except where a server and client share one on purpose (a
+# responder's last message that needs its progress after the send returns).
 set -uo pipefail
 perf=$1
 fails=0
@@ -497,6 +498,31 @@ for lvl in "-p shm -e rdm" "--vq --driver shm"; do
 import json
 o = [json.loads(l) for l in open('$work/cs.json')]
 assert [x['size'] for x in o] == [8, 4096] and all(x['test'] == 'bw' and x['verified'] for x in o), o"
+done
+
+# ---- a responder's last message that its provider cannot finish inside the call ----
+# Server and client on ONE CPU (each takes the one CPU it is given), so that
+# only one side runs at a time: a message larger than the room in the
+# peer's ring (64 KiB in 8 KiB fragments at the endpoint level; 8 KiB in
+# chunks through 64-slot rings at the vq level) is only partly in the ring
+# when the responder's send returns, and the rest moves on only while the
+# responder keeps calling its transport (manual progress). A responder that
+# reported the size done after posting its last echo left the initiator
+# waiting for the rest for good ("no progress within the timeout").
+for c in "1024 -p shm -e rdm -S 64K" "64 --vq --driver shm -S 8K"; do
+  slots=${c%% *} lvl=${c#* }
+  SHUNT_SHM_RING_SLOTS=$slots "$perf" pingpong -s 127.0.0.1 -P "$port" --cores "$A" $T >/dev/null 2>"$work/srv1.err" &
+  srv=$!; bg+=("$srv")
+  # shellcheck disable=SC2086
+  SHUNT_SHM_RING_SLOTS=$slots "$perf" pingpong 127.0.0.1 -P "$port" --cores "$A" $lvl -I 3 -w 0 $T --json \
+    >"$work/one.json" 2>"$work/one.err"; rc=$?
+  wait "$srv"; src=$?
+  check "one CPU ($lvl, $slots-slot rings): the responder finishes its last echo; both exit 0" \
+    test $rc -eq 0 -a $src -eq 0 || sed 's/^/    /' "$work/one.err" "$work/srv1.err"
+  check "one CPU ($lvl): every iteration measured" python3 -c "
+import json, sys
+o = [json.loads(l) for l in open(sys.argv[1])]
+assert len(o) == 1 and o[0]['iterations'] == 3 and o[0]['one_way_ns']['p50'] > 0, o" "$work/one.json"
 done
 
 # ---- --tsc-one-way: one-way latency from the responder's TSC stamps ----

@@ -7,7 +7,10 @@
 // names, and a second QP on the same CQ that keeps working.
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstring>
 
 #include "env/segment.h"
 #include "shm.h" // the shared layout (drivers/shm): where the peer-written words are
@@ -522,6 +525,76 @@ TEST(HostileRdma, StuckUserCountRetiresTheEntry)
     const std::uint32_t stuck = shm::key_index(m->rkey);
     scribble(pa, mine, view.mr_off(m->rkey) + offsetof(shm::mr_entry, users), std::uint32_t{1});
     ASSERT_EQ(vq::dereg_mr(m), 0) << "the wait for a dead peer is bounded";
+    const std::uint32_t rounds = view.hdr().max_mr + 8;
+    for (std::uint32_t i = 0; i < rounds; i++) {
+        ASSERT_EQ(vq::reg_mr(v.pd, mem.data(), mem.size(), vq::ACCESS_LOCAL_WRITE, &m), 0);
+        const std::uint32_t idx = shm::key_index(m->lkey);
+        ASSERT_EQ(vq::dereg_mr(m), 0);
+        ASSERT_NE(idx, stuck) << "registration " << i << " reused the entry a dead peer left counted";
+    }
+}
+
+/** Count the lines containing @p what that fd 2 receives while @p body runs. */
+template <class F>
+int stderr_lines_with(const char *what, F &&body)
+{
+    std::fflush(stderr);
+    std::FILE *tmp = std::tmpfile();
+    EXPECT_NE(tmp, nullptr);
+    int saved = dup(2);
+    dup2(fileno(tmp), 2);
+    body();
+    std::fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    std::rewind(tmp);
+    int n = 0;
+    char line[512];
+    while (std::fgets(line, sizeof line, tmp))
+        n += std::strstr(line, what) != nullptr;
+    std::fclose(tmp);
+    return n;
+}
+
+// The same for a window: the invalidation that gives up (local_inv here)
+// retires the entry and remembers the count the dead peer left. Rebinding
+// and invalidating the window again, and deallocating it, do not wait the
+// bound (nor warn) again, and the entry is never handed out again.
+TEST(HostileRdma, StuckWindowEntryIsRetiredByItsInvalidation)
+{
+    rc_setup setup;
+    watchdog wd{60}; // replaces the set-up's: four give-ups of 2 s each without the retirement
+    ASSERT_NO_FATAL_FAILURE(setup.connect());
+    victim &v = setup.v;
+    const vq::dev_addr mine = vq::get_qp_addr(v.a).dev;
+    seg_view view(mine);
+    std::vector<std::uint8_t> mem(4096);
+    vq::mr *m = nullptr;
+    ASSERT_EQ(vq::reg_mr(v.pd, mem.data(), mem.size(), vq::ACCESS_LOCAL_WRITE | vq::ACCESS_MW_BIND, &m), 0);
+    vq::mw *w = nullptr;
+    ASSERT_EQ(vq::alloc_mw(v.pd, vq::mw_type::type2, &w), 0);
+    const std::uint32_t stuck = shm::key_index(w->rkey);
+    auto one = [&](auto &&build) {
+        vq::wr_start(v.a);
+        v.a->wr_id = 0xa9;
+        v.a->wr_flags = vq::WR_SIGNALED;
+        build();
+        ASSERT_EQ(vq::wr_complete(v.a), 0);
+        auto c = v.poll(1, 20000); // a give-up waits 20 x SHUNT_SHM_PEER_CHECK_MS
+        ASSERT_EQ(c.size(), 1u);
+        EXPECT_EQ(c[0].status, vq::wc_status::success) << vq::wc_status_str(c[0].status);
+    };
+    vq::mw_bind_info bi{m, reinterpret_cast<std::uint64_t>(mem.data()), 1024, vq::ACCESS_REMOTE_READ};
+    one([&] { vq::wr_bind_mw(v.a, w, vq::inc_rkey(w->rkey), &bi); });
+    scribble(setup.pa, mine, view.mr_off(w->rkey) + offsetof(shm::mr_entry, users), std::uint32_t{1});
+    int warnings = stderr_lines_with("still in use by a peer", [&] {
+        one([&] { vq::wr_local_inv(v.a, w->rkey); });
+        one([&] { vq::wr_bind_mw(v.a, w, vq::inc_rkey(w->rkey), &bi); });
+        one([&] { vq::wr_local_inv(v.a, w->rkey); });
+        EXPECT_EQ(vq::dealloc_mw(w), 0);
+    });
+    EXPECT_EQ(warnings, 1) << "each invalidation after the first waited for the dead peer again";
+    ASSERT_EQ(vq::dereg_mr(m), 0);
     const std::uint32_t rounds = view.hdr().max_mr + 8;
     for (std::uint32_t i = 0; i < rounds; i++) {
         ASSERT_EQ(vq::reg_mr(v.pd, mem.data(), mem.size(), vq::ACCESS_LOCAL_WRITE, &m), 0);

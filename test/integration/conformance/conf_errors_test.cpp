@@ -417,26 +417,25 @@ void single_calls_inside_the_session(errfix &f)
     EXPECT_EQ(vq::wr_complete(f.q()), -FI_EOPBADSTATE) << "the open batch fails with the misuse";
 }
 
-/** A QP with a thread domain has no lock to wait for: without the check a
- *  single-call post would rewrite the open batch (and the inline send of a
- *  few bytes would ring the doorbell over it). It fails like on a locked QP. */
-#ifdef NDEBUG
-TEST_F(Errors, SingleCallPostInsideTheOpenSessionFailsTheCallAndTheBatch)
-{
-    errfix f;
-    ASSERT_TRUE(f.open(qp_type::rc, rc_ops)) << f.skip;
-    f.peer_recv(500, 8192, 4096);
-    within(10, "a single-call post inside the open session", [&] { single_calls_inside_the_session(f); });
-    f.expect_no_local_completion();
-    f.expect_target_untouched("failed batch");
-    f.expect_no_peer_completion();
-    f.expect_qp_still_works();
-}
+/** The session checks on a locked QP and on one with a thread domain (param
+ *  true): the same bodies, only the open differs. A QP with a thread domain
+ *  has no lock to wait for: without the check a single-call post would
+ *  rewrite the open batch (and the inline send of a few bytes would ring
+ *  the doorbell over it). It fails like on a locked QP. */
+class Session : public conf_test, public ::testing::WithParamInterface<bool> {
+protected:
+    bool open(errfix &f) { return f.open(qp_type::rc, rc_ops, {}, ACC_ALL_REMOTE, ~0u, {}, GetParam()); }
+};
 
-TEST_F(Errors, SingleCallPostInsideTheOpenSessionOfAThreadDomainQpFailsTheCallAndTheBatch)
+INSTANTIATE_TEST_SUITE_P(Conf, Session, ::testing::Bool(), [](const ::testing::TestParamInfo<bool> &i) {
+    return std::string(i.param ? "ThreadDomain" : "Locked");
+});
+
+#ifdef NDEBUG
+TEST_P(Session, SingleCallPostInsideTheOpenSessionFailsTheCallAndTheBatch)
 {
     errfix f;
-    ASSERT_TRUE(f.open(qp_type::rc, rc_ops, {}, ACC_ALL_REMOTE, ~0u, {}, true)) << f.skip;
+    ASSERT_TRUE(open(f)) << f.skip;
     f.peer_recv(500, 8192, 4096);
     within(10, "a single-call post inside the open session", [&] { single_calls_inside_the_session(f); });
     f.expect_no_local_completion();
@@ -457,24 +456,11 @@ TEST_F(Errors, SingleCallPostInsideTheOpenSessionOfAThreadDomainQpFailsTheCallAn
 }
 #else
 // Debug builds: the misuse is an assertion (SIGALRM instead means it hung).
-TEST_F(Errors, SingleCallPostInsideTheOpenSessionAsserts)
+TEST_P(Session, SingleCallPostInsideTheOpenSessionAsserts)
 {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     errfix f;
-    ASSERT_TRUE(f.open(qp_type::rc, rc_ops)) << f.skip;
-    EXPECT_DEATH(
-        {
-            alarm(10);
-            single_calls_inside_the_session(f);
-        },
-        "session API misuse");
-}
-
-TEST_F(Errors, SingleCallPostInsideTheOpenSessionOfAThreadDomainQpAsserts)
-{
-    GTEST_FLAG_SET(death_test_style, "threadsafe");
-    errfix f;
-    ASSERT_TRUE(f.open(qp_type::rc, rc_ops, {}, ACC_ALL_REMOTE, ~0u, {}, true)) << f.skip;
+    ASSERT_TRUE(open(f)) << f.skip;
     EXPECT_DEATH(
         {
             alarm(10);
@@ -520,11 +506,13 @@ TEST_F(Errors, UnbalancedCompleteAndAbortLeaveTheNextBatchClean)
     f.expect_qp_still_works();
 }
 #else
-TEST_F(Errors, WrStartTwiceAsserts)
+// On a QP with a thread domain (mlx5, ethdev) these are checked in a debug
+// build only: the release build's check would cost every batch (shunt_wr(3)).
+TEST_P(Session, WrStartTwiceAsserts)
 {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     errfix f;
-    ASSERT_TRUE(f.open(qp_type::rc, rc_ops)) << f.skip;
+    ASSERT_TRUE(open(f)) << f.skip;
     EXPECT_DEATH(
         {
             alarm(10);
@@ -534,18 +522,33 @@ TEST_F(Errors, WrStartTwiceAsserts)
         "session API misuse");
 }
 
-// (wr_abort without wr_start has its own test of the same owner word, run by
-// the release build's UnbalancedCompleteAndAbortLeaveTheNextBatchClean; one
-// more death test per driver would cost a second or two of the sanitizer run.)
-TEST_F(Errors, UnbalancedCompleteAsserts)
+TEST_P(Session, UnbalancedCompleteAsserts)
 {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     errfix f;
-    ASSERT_TRUE(f.open(qp_type::rc, rc_ops)) << f.skip;
+    ASSERT_TRUE(open(f)) << f.skip;
     EXPECT_DEATH(
         {
             alarm(10);
             (void)vq::wr_complete(f.q());
+        },
+        "session API misuse");
+}
+
+// A balanced batch first: the misuse is the second wr_abort. (A locked QP's
+// wr_abort checks the owner word UnbalancedCompleteAsserts checks; the
+// release build's UnbalancedCompleteAndAbortLeaveTheNextBatchClean runs it.)
+TEST_F(Errors, UnbalancedAbortOnAThreadDomainQpAsserts)
+{
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    errfix f;
+    ASSERT_TRUE(f.open(qp_type::rc, rc_ops, {}, ACC_ALL_REMOTE, ~0u, {}, true)) << f.skip;
+    EXPECT_DEATH(
+        {
+            alarm(10);
+            vq::wr_start(f.q());
+            vq::wr_abort(f.q());
+            vq::wr_abort(f.q());
         },
         "session API misuse");
 }

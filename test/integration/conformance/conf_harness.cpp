@@ -240,7 +240,7 @@ int local_side::pump()
 {
     int got = 0;
     for (auto &q : qps) {
-        if (!q.cq || q.lent)
+        if (!q.cq || q.lent || q.self_polled)
             continue;
         vq::wc w[16];
         int k = vq::poll_cq(q.cq, 16, w);

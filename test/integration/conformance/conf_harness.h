@@ -49,6 +49,10 @@ struct local_qp {
     /** Lent receives: the test polls its CQ itself (a completion's data is
      *  valid only until the next poll), so pump() leaves it alone. */
     bool lent = false;
+    /** The test reads this CQ itself (start_poll/next_poll), so pump() leaves
+     *  it alone: else the polling done while waiting for a peer's reply would
+     *  move the completions the test is to read into wcs. */
+    bool self_polled = false;
 };
 
 /** This process's shm context, PD, regions and QPs (one CQ per QP). */

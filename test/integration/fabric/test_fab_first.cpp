@@ -333,44 +333,75 @@ TEST_F(first_op, QueuedOperationsKeepTheirOrderAndTheQueueIsBounded)
     EXPECT_EQ(p.stats().a, std::uint64_t(count)) << "the peer got each message once";
 }
 
+/** An RDM node with a 300 ms connect timeout and peer process p in its AV;
+ *  the peer answers one control request, then polls nothing for a while. */
+struct silent_peer {
+    peer_proc p{"rdm"};
+    node n;
+    fi_addr_t to = FI_ADDR_NOTAVAIL;
+
+    /** Open, insert the peer (which learns our address when @p peer_knows_us)
+     *  and pause it for @p pause_ms. Call with ASSERT_NO_FATAL_FAILURE. */
+    void open(std::uint64_t pause_ms, bool peer_knows_us)
+    {
+        ::setenv("SHUNT_VQ_CONNECT_TIMEOUT_MS", "300", 1);
+        int orc = n.open(FI_EP_RDM, false);
+        ::unsetenv("SHUNT_VQ_CONNECT_TIMEOUT_MS");
+        ASSERT_EQ(orc, 0);
+        ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
+        if (peer_knows_us)
+            ASSERT_EQ(p.set_peer(n.addr), 0);
+        request pr;
+        pr.op = pause_peer;
+        pr.a = pause_ms;
+        (void)p.call(pr); // it answers, then polls nothing for pause_ms
+    }
+
+    /** The contexts of error completions (each FI_ETIMEDOUT) until @p want
+     *  arrived or 10 s passed; a successful completion is a failure. */
+    std::vector<void *> failures(std::size_t want)
+    {
+        std::vector<void *> failed;
+        auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (failed.size() < want && std::chrono::steady_clock::now() < end) {
+            cq_tagged_entry e{};
+            ssize_t k = cq_read(n.cq, &e, 1);
+            if (k == 1) {
+                ADD_FAILURE() << "no operation to the silent peer completes successfully";
+                break;
+            }
+            if (k == -FI_EAVAIL) {
+                cq_err_entry err{};
+                if (cq_readerr(n.cq, &err, 0) != 1) {
+                    ADD_FAILURE() << "cq_readerr after -FI_EAVAIL";
+                    break;
+                }
+                EXPECT_EQ(err.err, FI_ETIMEDOUT);
+                failed.push_back(err.op_context);
+            } else {
+                sched_yield();
+            }
+        }
+        return failed;
+    }
+};
+
 // A peer that does not answer (its process stopped polling): the queued
 // operations fail with error completions (FI_ETIMEDOUT) after the connect
 // timeout, every one once; nothing reaches the peer; later sends fail at
 // the call.
 TEST(FirstOpNoAnswer, QueuedOperationsFailWithErrorCompletions)
 {
-    peer_proc p{"rdm"};
-    ::setenv("SHUNT_VQ_CONNECT_TIMEOUT_MS", "300", 1);
-    node n;
-    int orc = n.open(FI_EP_RDM, false);
-    ::unsetenv("SHUNT_VQ_CONNECT_TIMEOUT_MS");
-    ASSERT_EQ(orc, 0);
-    fi_addr_t to = FI_ADDR_NOTAVAIL;
-    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
-    request pr;
-    pr.op = pause_peer;
-    pr.a = 2000;
-    (void)p.call(pr); // it answers, then polls nothing for 2 s
+    silent_peer sp;
+    ASSERT_NO_FATAL_FAILURE(sp.open(2000, false));
+    node &n = sp.n;
+    const fi_addr_t to = sp.to;
     std::uint8_t out[64] = {1, 2, 3};
     context s1, s2;
     ASSERT_EQ(send(n.ep, out, sizeof out, nullptr, to, &s1), 0);
     ASSERT_EQ(tsend(n.ep, out, sizeof out, nullptr, to, 5, &s2), 0);
     ASSERT_EQ(inject(n.ep, out, 16, to), 0);
-    std::vector<void *> failed;
-    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (failed.size() < 3 && std::chrono::steady_clock::now() < end) {
-        cq_tagged_entry e{};
-        ssize_t k = cq_read(n.cq, &e, 1);
-        ASSERT_NE(k, 1) << "no operation to the silent peer completes successfully";
-        if (k == -FI_EAVAIL) {
-            cq_err_entry err{};
-            ASSERT_EQ(cq_readerr(n.cq, &err, 0), 1);
-            EXPECT_EQ(err.err, FI_ETIMEDOUT);
-            failed.push_back(err.op_context);
-        } else {
-            sched_yield();
-        }
-    }
+    std::vector<void *> failed = sp.failures(3);
     ASSERT_EQ(failed.size(), 3u) << "each queued operation fails once, within the bound";
     EXPECT_EQ(failed[0], &s1) << "in the order they were posted";
     EXPECT_EQ(failed[1], &s2);
@@ -378,7 +409,7 @@ TEST(FirstOpNoAnswer, QueuedOperationsFailWithErrorCompletions)
     EXPECT_EQ(send(n.ep, out, sizeof out, nullptr, to, &s1), -FI_EHOSTUNREACH) << "the peer is unreachable now";
     cq_tagged_entry e{};
     EXPECT_EQ(cq_read(n.cq, &e, 1), -FI_EAGAIN) << "nothing more";
-    EXPECT_EQ(p.stats().a, 0u) << "nothing reached the peer"; // answered once its pause is over
+    EXPECT_EQ(sp.p.stats().a, 0u) << "nothing reached the peer"; // answered once its pause is over
     n.close();
 }
 
@@ -389,39 +420,17 @@ TEST(FirstOpNoAnswer, QueuedOperationsFailWithErrorCompletions)
 // arrives, and our sends to it work again, echoed byte for byte.
 TEST(FirstOpNoAnswer, PeerThatWakesUpAndConnectsIsReachableAgain)
 {
-    peer_proc p{"rdm"};
-    ::setenv("SHUNT_VQ_CONNECT_TIMEOUT_MS", "300", 1);
-    node n;
-    int orc = n.open(FI_EP_RDM, false);
-    ::unsetenv("SHUNT_VQ_CONNECT_TIMEOUT_MS");
-    ASSERT_EQ(orc, 0);
-    fi_addr_t to = FI_ADDR_NOTAVAIL;
-    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
-    ASSERT_EQ(p.set_peer(n.addr), 0);
-    request pr;
-    pr.op = pause_peer;
-    pr.a = 1000;
-    (void)p.call(pr); // it answers, then polls nothing for 1 s
+    silent_peer sp;
+    ASSERT_NO_FATAL_FAILURE(sp.open(1000, true));
+    node &n = sp.n;
+    peer_proc &p = sp.p;
+    const fi_addr_t to = sp.to;
     std::uint8_t out[64] = {1, 2, 3};
     context s1;
     ASSERT_EQ(send(n.ep, out, sizeof out, nullptr, to, &s1), 0);
-    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    int failed = 0;
-    while (!failed && std::chrono::steady_clock::now() < end) {
-        cq_tagged_entry e{};
-        ssize_t k = cq_read(n.cq, &e, 1);
-        ASSERT_NE(k, 1) << "the send to the silent peer cannot succeed";
-        if (k == -FI_EAVAIL) {
-            cq_err_entry err{};
-            ASSERT_EQ(cq_readerr(n.cq, &err, 0), 1);
-            EXPECT_EQ(err.err, FI_ETIMEDOUT);
-            EXPECT_EQ(err.op_context, &s1);
-            failed = 1;
-        } else {
-            sched_yield();
-        }
-    }
-    ASSERT_EQ(failed, 1) << "the queued send failed within the bound";
+    std::vector<void *> failed = sp.failures(1);
+    ASSERT_EQ(failed.size(), 1u) << "the queued send failed within the bound";
+    EXPECT_EQ(failed[0], &s1);
     EXPECT_EQ(send(n.ep, out, sizeof out, nullptr, to, &s1), -FI_EHOSTUNREACH);
     // The peer is back (its control answer comes after the pause) and sends
     // one tagged message to us.

@@ -17,7 +17,7 @@
 //
 // A peer killed while it copies from this process's memory (an RDMA read, a
 // rendezvous pull) stays counted in the region entry: deregistering it then
-// logs "region entry still in use by a peer after invalidation" after its
+// logs "region entry N still in use by a peer after invalidation" after its
 // bound and retires the entry (doc/guides/drivers/shm.md, region table).
 #include <algorithm>
 #include <memory>
