@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what the build and tests need, builds in build/
 # and runs every test suite; then builds with AddressSanitizer and
-# UndefinedBehaviorSanitizer in build-asan/ (-O1) and runs the suites again
+# UndefinedBehaviorSanitizer in build-asan/ and runs the suites again
 # (SHUNT_TEST_SANITIZE=0 skips that); SHUNT_TEST_TSAN=1 adds a
 # ThreadSanitizer build of the unit and integration suites. With clang, builds the libFuzzer
 # harnesses of test/fuzz in build-fuzz/ (ASan+UBSan) and fuzzes each for
@@ -49,11 +49,8 @@ else
 fi
 
 if [ "${SHUNT_TEST_SANITIZE:-1}" != 0 ]; then
-  # At -O1, which AddressSanitizer's documentation recommends for
-  # reasonable performance (-O0's instrumented code is far slower);
-  # assertions stay on (a debug build: b_ndebug is if-release).
   if shunt_build build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug \
-    -Doptimization=1 -Dbenchmarks=false; then
+    -Dbenchmarks=false; then
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0 LSAN_OPTIONS=suppressions=$PWD/test/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       run_suites build-asan sanitizers
   else
