@@ -349,8 +349,9 @@ struct silent_peer {
         ::unsetenv("SHUNT_VQ_CONNECT_TIMEOUT_MS");
         ASSERT_EQ(orc, 0);
         ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
-        if (peer_knows_us)
+        if (peer_knows_us) {
             ASSERT_EQ(p.set_peer(n.addr), 0);
+        }
         request pr;
         pr.op = pause_peer;
         pr.a = pause_ms;
