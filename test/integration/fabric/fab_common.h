@@ -3,6 +3,7 @@
 // patterns.
 #pragma once
 
+#include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -59,10 +60,15 @@ inline bool write_all(int fd, const void *p, std::size_t n)
     }
     return true;
 }
-inline bool read_all(int fd, void *p, std::size_t n)
+/** Read exactly @p n bytes; with @p timeout_ms >= 0 each wait for more is
+ *  bounded by it. @return false on end of file, an error or a timeout. */
+inline bool read_all(int fd, void *p, std::size_t n, int timeout_ms = -1)
 {
     auto *c = static_cast<char *>(p);
     while (n) {
+        pollfd pf{fd, POLLIN, 0};
+        if (timeout_ms >= 0 && ::poll(&pf, 1, timeout_ms) != 1)
+            return false;
         ssize_t k = ::read(fd, c, n);
         if (k <= 0)
             return false;
