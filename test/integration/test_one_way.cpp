@@ -50,14 +50,8 @@ std::uint8_t pattern(int k, std::size_t i) { return std::uint8_t(k * 31 + int(i)
  *  (the parent has both results: the peer took the reply). */
 std::string run_side(bool sender, int addr_out, int addr_in, int res_fd, int hold_fd)
 {
-    fab::info *h = fab::allocinfo();
+    fab::info *h = tf::shm_hints(FI_EP_RDM, false);
     h->caps = FI_MSG;
-    h->mode = FI_CONTEXT;
-    h->ep_attr->type = FI_EP_RDM;
-    h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
-    h->domain_attr->threading = FI_THREAD_DOMAIN;
-    h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
-    h->fabric_attr->prov_name = ::strdup("shm");
     fab::info *fi = nullptr;
     int rc = fab::getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi);
     fab::freeinfo(h);
