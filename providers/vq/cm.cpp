@@ -350,6 +350,9 @@ int ep_accept(fid_ep *ep, const void *param, std::size_t len)
         if (!found)
             return -FI_EINVAL; // already accepted or rejected
     }
+    // The request is ours from here on, accepted or not: the endpoint's
+    // info must not keep pointing at it once it is freed.
+    c->info->handle = nullptr;
     util::guard g(e->lock);
     auto *cn = new (std::nothrow) conn;
     if (!cn) {
@@ -380,7 +383,6 @@ int ep_accept(fid_ep *ep, const void *param, std::size_t len)
         std::memcpy(m.data, param, len);
     rc = cn->ah ? ud_send(e, cn->ah, cr->from.qpn, &m, offsetof(cm_msg, data) + len) : -FI_ECONNABORTED;
     delete cr;
-    c->info->handle = nullptr;
     e->msg_conn = cn;
     e->all.push_back(cn);
     if (rc)

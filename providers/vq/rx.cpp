@@ -165,10 +165,18 @@ inline void rc_rx(prov_ep *e, const vq::wc &w, int &last)
 [[gnu::cold]] void ud_rx(prov_ep *e, const vq::wc &w)
 {
     std::size_t sz = e->dgram ? e->dom->lim.dgram_buf : e->dom->lim.ud_buf;
+    if (w.status != vq::wc_status::success) {
+        // A receive that failed (a datagram longer than the buffer: anyone
+        // can send one) gives its buffer back, or a few dozen such datagrams
+        // would leave the endpoint deaf to connection requests and replies.
+        // Flushed receives belong to a QP being torn down; failed sends
+        // (wr_id ~0) have no buffer.
+        if (w.status != vq::wc_status::wr_flush_err && w.wr_id < e->dom->lim.ud_depth)
+            repost_ud(e, w.wr_id);
+        return;
+    }
     const std::uint8_t *b = e->ud_bufs + w.wr_id * sz;
     std::uint32_t len = 0;
-    if (w.status != vq::wc_status::success)
-        return;
     if (!ud_message(w, e->dom->lim.grh, b, len))
         ; // shorter than its GRH area: nothing to deliver
     else if (e->dgram)

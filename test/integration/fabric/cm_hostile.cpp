@@ -1,0 +1,255 @@
+// A hostile process for the CM tests of the shm provider: it speaks the vq
+// verbs directly (no provider), with one UD QP on the Q_Key the provider's
+// connection management uses, and sends whatever bytes the test gives it to
+// any UD QP. It also answers like a minimal responder: an RC QP the test can
+// name in a REQ or REP, and the datagrams endpoints send it. Requests come on
+// fd 3 (cm_hostile_proto.h).
+#include <poll.h>
+
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "cm_hostile_proto.h"
+#include "vq/vq.h"
+
+using namespace shunt;
+namespace hp = shunt::test::cm_hostile;
+
+namespace {
+
+constexpr std::uint32_t cm_qkey = 0x5348;  // the provider's Q_Key ("SH")
+constexpr std::uint32_t nbufs = 256;       // receive buffers
+constexpr std::uint32_t rbuf = 4096;
+constexpr std::uint32_t sbufs = 1024;      // send buffers (at most max_out in flight)
+constexpr std::uint32_t max_out = 512;
+
+struct state {
+    vq::context *ctx = nullptr;
+    vq::pd *pd = nullptr;
+    vq::cq *cq = nullptr;
+    vq::qp *ud = nullptr;
+    vq::mr *mr = nullptr;
+    std::vector<std::uint8_t> mem = std::vector<std::uint8_t>(std::size_t(nbufs + sbufs) * rbuf);
+    std::vector<vq::qp *> rc; // RC QPs handed out (kept until exit)
+    std::uint32_t outstanding = 0;
+    int send_errors = 0;
+    std::vector<std::vector<std::uint8_t>> got; // datagrams received, oldest first
+};
+
+std::uint64_t buf_addr(state &s, std::uint32_t i)
+{
+    return reinterpret_cast<std::uint64_t>(s.mem.data()) + std::uint64_t(i) * rbuf;
+}
+
+void poll_some(state &s)
+{
+    vq::wc w[32];
+    int n = vq::poll_cq(s.cq, 32, w);
+    for (int k = 0; k < n; k++) {
+        if (w[k].qp_num != s.ud->qp_num)
+            continue;
+        if (w[k].opcode == vq::wc_opcode::send) {
+            s.outstanding--;
+            if (w[k].status != vq::wc_status::success)
+                s.send_errors++;
+            continue;
+        }
+        if (w[k].status == vq::wc_status::success) {
+            const std::uint8_t *b = s.mem.data() + w[k].wr_id * rbuf;
+            std::uint32_t len = w[k].byte_len;
+            if ((w[k].wc_flags & vq::WC_GRH) && len >= 40) {
+                b += 40;
+                len -= 40;
+            }
+            s.got.emplace_back(b, b + len);
+        }
+        (void)vq::post_recv(s.ud, w[k].wr_id, buf_addr(s, std::uint32_t(w[k].wr_id)), rbuf, s.mr->lkey);
+    }
+}
+
+/** The datagrams of @p list ([u32 length][bytes]...), @p r.n times over, to
+ *  r.to; with vary_byte, byte r.b of the i-th datagram sent is i * 37 + 11. */
+int send_list(state &s, const hp::request &r, const std::vector<std::uint8_t> &list)
+{
+    vq::ah *ah = nullptr;
+    vq::ah_attr aa;
+    aa.dest = r.to.dev;
+    if (int rc = vq::create_ah(s.pd, &aa, &ah))
+        return rc;
+    int rc = 0;
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    std::uint32_t i = 0; // datagrams sent
+    for (std::uint32_t t = 0; t < r.n && !rc; t++) {
+        for (std::size_t off = 0; off < list.size() && !rc;) {
+            std::uint32_t len = 0;
+            if (list.size() - off < 4 || (std::memcpy(&len, list.data() + off, 4), len > rbuf) ||
+                len > list.size() - off - 4) {
+                rc = -FI_EINVAL;
+                break;
+            }
+            if (std::chrono::steady_clock::now() > end) {
+                rc = -FI_ETIMEDOUT;
+                break;
+            }
+            if (s.outstanding >= max_out) {
+                poll_some(s);
+                continue;
+            }
+            std::uint8_t *m = s.mem.data() + std::size_t(nbufs + i % sbufs) * rbuf;
+            if (len)
+                std::memcpy(m, list.data() + off + 4, len);
+            if ((r.a & hp::vary_byte) && len > r.b)
+                m[r.b] = std::uint8_t(i * 37 + 11);
+            vq::wr_start(s.ud);
+            s.ud->wr_id = i;
+            s.ud->wr_flags = vq::WR_SIGNALED;
+            vq::wr_send(s.ud);
+            vq::wr_set_sge(s.ud, s.mr->lkey, reinterpret_cast<std::uint64_t>(m), len);
+            vq::wr_set_ud_addr(s.ud, ah, r.to.qpn, cm_qkey);
+            int w = vq::wr_complete(s.ud);
+            if (w == -FI_EAGAIN) {
+                poll_some(s);
+                continue;
+            }
+            if (w) {
+                rc = w;
+                break;
+            }
+            s.outstanding++;
+            i++;
+            off += 4 + len;
+        }
+    }
+    while (s.outstanding && std::chrono::steady_clock::now() < end)
+        poll_some(s);
+    if (!rc && s.outstanding)
+        rc = -FI_ETIMEDOUT;
+    (void)vq::destroy_ah(ah);
+    return rc;
+}
+
+int rc_qp(state &s, std::uint32_t &qpn)
+{
+    vq::qp_init_attr ia;
+    ia.type = vq::qp_type::rc;
+    ia.send_cq = ia.recv_cq = s.cq;
+    ia.send_ops_flags = vq::OPS_SEND;
+    ia.cap.max_send_wr = 16;
+    ia.cap.max_recv_wr = 16;
+    ia.cap.max_send_sge = 1;
+    ia.cap.max_recv_sge = 1;
+    vq::qp *q = nullptr;
+    if (int rc = vq::create_qp(s.pd, &ia, &q))
+        return rc;
+    vq::qp_attr a;
+    a.state = vq::qp_state::init;
+    if (int rc = vq::modify_qp(q, &a, vq::QP_ATTR_STATE)) {
+        (void)vq::destroy_qp(q);
+        return rc;
+    }
+    s.rc.push_back(q);
+    qpn = q->qp_num;
+    return 0;
+}
+
+} // namespace
+
+int main()
+{
+    const int fd = 3;
+    state s;
+    vq::device *dev = vq::find_device("shm0");
+    if (!dev || vq::open_device(dev, &s.ctx) || vq::alloc_pd(s.ctx, &s.pd))
+        return 2;
+    vq::cq_init_attr ca;
+    ca.cqe = 4096;
+    if (vq::create_cq(s.ctx, &ca, &s.cq))
+        return 3;
+    vq::qp_init_attr ia;
+    ia.type = vq::qp_type::ud;
+    ia.send_cq = ia.recv_cq = s.cq;
+    ia.send_ops_flags = vq::OPS_SEND;
+    ia.cap.max_send_wr = 1024;
+    ia.cap.max_recv_wr = nbufs;
+    ia.cap.max_send_sge = 1;
+    ia.cap.max_recv_sge = 1;
+    if (vq::create_qp(s.pd, &ia, &s.ud))
+        return 4;
+    vq::qp_attr a;
+    a.qkey = cm_qkey;
+    for (vq::qp_state st : {vq::qp_state::init, vq::qp_state::rtr, vq::qp_state::rts}) {
+        a.state = st;
+        if (vq::modify_qp(s.ud, &a, vq::QP_ATTR_STATE | (st == vq::qp_state::init ? vq::QP_ATTR_QKEY : 0)))
+            return 5;
+    }
+    if (vq::reg_mr(s.pd, s.mem.data(), s.mem.size(), vq::ACCESS_LOCAL_WRITE, &s.mr))
+        return 6;
+    for (std::uint32_t i = 0; i < nbufs; i++)
+        if (vq::post_recv(s.ud, i, buf_addr(s, i), rbuf, s.mr->lkey))
+            return 7;
+
+    for (;;) {
+        pollfd pf{fd, POLLIN, 0};
+        if (::poll(&pf, 1, 0) <= 0) {
+            poll_some(s);
+            sched_yield();
+            continue;
+        }
+        hp::request r;
+        if (!hp::read_all(fd, &r, sizeof r))
+            break;
+        std::vector<std::uint8_t> bytes(r.len);
+        if (r.len > hp::max_request || !hp::read_all(fd, bytes.data(), r.len))
+            break;
+        hp::response o{};
+        std::vector<std::uint8_t> out;
+        switch (r.op) {
+        case hp::hello:
+            o.addr = vq::get_qp_addr(s.ud);
+            break;
+        case hp::send:
+            o.rc = send_list(s, r, bytes);
+            break;
+        case hp::rc:
+            o.rc = rc_qp(s, o.qpn);
+            break;
+        case hp::recv: {
+            auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(r.a);
+            while (s.got.empty() && std::chrono::steady_clock::now() < end) {
+                poll_some(s);
+                sched_yield();
+            }
+            if (s.got.empty()) {
+                o.rc = -FI_ETIMEDOUT;
+            } else {
+                out = std::move(s.got.front());
+                s.got.erase(s.got.begin());
+            }
+            break;
+        }
+        case hp::forget:
+            poll_some(s);
+            o.len = std::uint32_t(s.got.size());
+            s.got.clear();
+            break;
+        case hp::quit:
+            (void)hp::write_all(fd, &o, sizeof o);
+            for (vq::qp *q : s.rc)
+                (void)vq::destroy_qp(q);
+            (void)vq::destroy_qp(s.ud);
+            (void)vq::dereg_mr(s.mr);
+            (void)vq::destroy_cq(s.cq);
+            (void)vq::dealloc_pd(s.pd);
+            (void)vq::close_device(s.ctx);
+            return 0;
+        default:
+            o.rc = -FI_EINVAL;
+        }
+        if (r.op != hp::forget)
+            o.len = std::uint32_t(out.size());
+        if (!hp::write_all(fd, &o, sizeof o) || (!out.empty() && !hp::write_all(fd, out.data(), out.size())))
+            break;
+    }
+    return 1;
+}

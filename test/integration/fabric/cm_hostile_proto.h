@@ -1,0 +1,44 @@
+// Requests from the CM tests to their hostile process (cm_hostile.cpp), over
+// a socketpair it inherits as fd 3: a request, then len bytes.
+#pragma once
+
+#include <cstdint>
+
+#include "fab_common.h"
+#include "vq/types.h"
+
+namespace shunt::test::cm_hostile {
+
+using fab::read_all;
+using fab::write_all;
+
+enum op : std::uint32_t {
+    hello = 1, ///< → addr: its UD QP (on the provider's CM Q_Key)
+    send,      ///< UD datagrams to `to`: the list that follows ([u32 length][bytes], each at most 4096
+               ///< bytes), n times over; a: vary_byte (then byte b of the i-th one sent is i * 37 + 11)
+               ///< → rc when all left its send queue
+    rc,        ///< a new RC QP in INIT (nobody owns its ring) → qpn
+    recv,      ///< the oldest datagram received, waiting up to a ms → rc, len, then the bytes
+    forget,    ///< drop what it received → len: how many
+    quit,
+};
+inline constexpr std::uint64_t vary_byte = 1;
+inline constexpr std::uint32_t max_request = 1 << 22; ///< bytes following a request
+
+struct request {
+    std::uint32_t op = 0;
+    std::uint32_t n = 1;
+    std::uint32_t len = 0;
+    std::uint32_t pad = 0;
+    std::uint64_t a = 0, b = 0;
+    vq::qp_addr to{};
+};
+struct response {
+    std::int32_t rc = 0;
+    std::uint32_t len = 0;
+    std::uint32_t qpn = 0;
+    std::uint32_t pad = 0;
+    vq::qp_addr addr{};
+};
+
+} // namespace shunt::test::cm_hostile

@@ -1,0 +1,690 @@
+// shm provider, connection management against a hostile process: a real
+// second process (cm_hostile) sends malformed CM datagrams through the
+// transport the CM uses (UD, the provider's Q_Key) to a live RDM endpoint, a
+// MSG passive endpoint and a connecting MSG endpoint: every truncation of the
+// header, lengths that disagree with the datagram, sender addresses of 0 and
+// 255 bytes, CM data announced but missing, unknown operations, oversized
+// datagrams, replies to nothing and a replayed REP, floods. Each case checks
+// that nothing is made of it (no completion, no EQ event, no connection) and
+// that a well-formed message sent after it by the same process (datagrams of
+// one sender arrive in order) is still handled, so the garbage was read and
+// ignored; afterwards the same endpoints connect to a good peer (fab_peer)
+// and exchange checked bytes. Waits are bounded.
+#include <poll.h>
+
+#include <functional>
+
+#include "cm_hostile_proto.h"
+#include "cm_wire.h"
+#include "fab_client.h"
+
+using namespace shunt;
+using namespace shunt::fabric;
+using namespace shunt::test::fab;
+namespace hp = shunt::test::cm_hostile;
+using shunt::prov::vqprov::cm_msg;
+using shunt::prov::vqprov::ep_addr;
+namespace cmw = shunt::prov::vqprov;
+
+namespace {
+
+constexpr std::size_t hdr = offsetof(cm_msg, data);
+
+using datagram = std::vector<std::uint8_t>;
+
+/** The hostile process (spawned: posix_spawn of cm_hostile). */
+class hostile {
+public:
+    hostile()
+    {
+        int sv[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+            ADD_FAILURE() << "socketpair";
+            return;
+        }
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+        char *args[] = {const_cast<char *>(CM_HOSTILE_PATH), nullptr};
+        int rc = posix_spawn(&pid_, CM_HOSTILE_PATH, &fa, nullptr, args, environ);
+        posix_spawn_file_actions_destroy(&fa);
+        ::close(sv[1]);
+        fd_ = sv[0];
+        if (rc != 0) {
+            ADD_FAILURE() << "cannot spawn " << CM_HOSTILE_PATH;
+            pid_ = 0;
+            return;
+        }
+        hp::request r;
+        r.op = hp::hello;
+        hp::response s = call(r, {}, nullptr, [] {});
+        qp = s.addr;
+        addr.qpn = qp.qpn;
+        addr.len = qp.dev.len;
+        std::memcpy(addr.name, qp.dev.raw, addr.len);
+    }
+    ~hostile()
+    {
+        if (pid_ > 0) {
+            hp::request r;
+            r.op = hp::quit;
+            call(r, {}, nullptr, [] {});
+            int st = 0;
+            ::waitpid(pid_, &st, 0);
+            EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "hostile exit status " << st;
+        }
+        if (fd_ >= 0)
+            ::close(fd_);
+    }
+    /** Request @p r with payload @p bytes; @p progress runs while the answer
+     *  is not there (the victim's progress: its endpoints are manual).
+     *  Bounded: 30 s. */
+    hp::response call(hp::request r, const datagram &bytes, datagram *out, const std::function<void()> &progress)
+    {
+        hp::response s;
+        s.rc = -FI_EIO;
+        r.len = std::uint32_t(bytes.size());
+        if (!write_all(fd_, &r, sizeof r) || (!bytes.empty() && !write_all(fd_, bytes.data(), bytes.size()))) {
+            ADD_FAILURE() << "hostile did not take request " << r.op;
+            return s;
+        }
+        auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        for (;;) {
+            pollfd pf{fd_, POLLIN, 0};
+            if (::poll(&pf, 1, 0) > 0)
+                break;
+            if (std::chrono::steady_clock::now() > end) {
+                ADD_FAILURE() << "hostile did not answer request " << r.op << " within 30 s";
+                return s;
+            }
+            progress();
+        }
+        std::vector<std::uint8_t> tail;
+        if (!read_all(fd_, &s, sizeof s)) {
+            ADD_FAILURE() << "hostile did not answer request " << r.op;
+            s.rc = -FI_EIO;
+            return s;
+        }
+        tail.resize(r.op == hp::forget ? 0 : s.len);
+        if (!tail.empty() && !read_all(fd_, tail.data(), tail.size())) {
+            ADD_FAILURE() << "short answer to request " << r.op;
+            s.rc = -FI_EIO;
+        }
+        if (out)
+            *out = std::move(tail);
+        return s;
+    }
+    /** Send each of @p list, @p times over, to @p to; driving @p progress. */
+    int send(const ep_addr &to, const std::vector<datagram> &list, const std::function<void()> &progress,
+             std::uint32_t times = 1, std::size_t vary_at = ~std::size_t(0))
+    {
+        datagram all;
+        for (const datagram &d : list) {
+            std::uint32_t len = std::uint32_t(d.size());
+            all.insert(all.end(), reinterpret_cast<const std::uint8_t *>(&len),
+                       reinterpret_cast<const std::uint8_t *>(&len) + 4);
+            all.insert(all.end(), d.begin(), d.end());
+        }
+        hp::request r;
+        r.op = hp::send;
+        r.n = times;
+        r.to = qp_of(to);
+        if (vary_at != ~std::size_t(0)) {
+            r.a = hp::vary_byte;
+            r.b = vary_at;
+        }
+        return call(r, all, nullptr, progress).rc;
+    }
+    /** Send @p d @p n times, byte @p at differing in each copy. */
+    int flood(const ep_addr &to, const datagram &d, std::uint32_t n, std::size_t at,
+              const std::function<void()> &progress)
+    {
+        return send(to, {d}, progress, n, at);
+    }
+    /** The next datagram it received (waiting up to @p ms). */
+    int recv(datagram &out, const std::function<void()> &progress, int ms = 10000)
+    {
+        hp::request r;
+        r.op = hp::recv;
+        r.a = std::uint64_t(ms);
+        return call(r, {}, &out, progress).rc;
+    }
+    /** Drop what it received so far. */
+    int forget()
+    {
+        hp::request r;
+        r.op = hp::forget;
+        return call(r, {}, nullptr, [] {}).rc;
+    }
+    /** A new RC QP of its own, in INIT (its ring is free to claim). */
+    std::uint32_t rc_qp()
+    {
+        hp::request r;
+        r.op = hp::rc;
+        hp::response s = call(r, {}, nullptr, [] {});
+        EXPECT_EQ(s.rc, 0);
+        return s.qpn;
+    }
+    static vq::qp_addr qp_of(const ep_addr &a)
+    {
+        vq::qp_addr q{};
+        q.qpn = a.qpn;
+        q.dev.len = a.len;
+        std::memcpy(q.dev.raw, a.name, a.len);
+        return q;
+    }
+    vq::qp_addr qp{};
+    ep_addr addr{}; ///< its UD QP as an endpoint address
+private:
+    pid_t pid_ = 0;
+    int fd_ = -1;
+};
+
+ep_addr ep_of(const std::uint8_t *a)
+{
+    ep_addr e;
+    std::memcpy(&e, a, sizeof e);
+    return e;
+}
+
+cm_msg cm(std::uint8_t op, std::uint8_t ep_type, const ep_addr &from, std::uint32_t req_qpn,
+           std::uint32_t rep_qpn = 0)
+{
+    cm_msg m{};
+    m.op = op;
+    m.ep_type = ep_type;
+    m.req_qpn = req_qpn;
+    m.rep_qpn = rep_qpn;
+    m.from = from;
+    return m;
+}
+
+datagram bytes(const cm_msg &m, std::size_t len)
+{
+    datagram d(len, 0);
+    if (len) // (data() of an empty vector may be null)
+        std::memcpy(d.data(), &m, std::min(len, sizeof m));
+    return d;
+}
+datagram whole(const cm_msg &m) { return bytes(m, hdr + m.datalen); }
+
+/** Malformed variants of @p m (a well-formed message of any operation):
+ *  every truncation of its header, CM data lengths that disagree with the
+ *  datagram or exceed cm_data_max, sender addresses of 0, 60 and 255 bytes,
+ *  an rc_at longer than its field, unknown operations. */
+std::vector<datagram> malformed(const cm_msg &m)
+{
+    std::vector<datagram> out;
+    for (std::size_t len = 0; len < hdr; len++)
+        out.push_back(bytes(m, len));
+    cm_msg x = m;
+    x.datalen = 10; // announced, missing
+    out.push_back(bytes(x, hdr));
+    out.push_back(bytes(x, hdr + 9));
+    x.datalen = cmw::cm_data_max + 1; // more than a CM message carries, all of it there
+    out.push_back(bytes(x, hdr + x.datalen));
+    x.datalen = 0xffff;
+    out.push_back(bytes(x, hdr + cmw::cm_data_max));
+    for (std::uint8_t flen : {0, 60, 255}) {
+        x = m;
+        x.from.len = flen;
+        out.push_back(whole(x));
+    }
+    for (std::uint8_t rlen : {60, 255}) {
+        x = m;
+        x.rc_at.len = rlen;
+        out.push_back(whole(x));
+    }
+    for (std::uint8_t op : {0, 5, 0x80, 0xff}) {
+        x = m;
+        x.op = op;
+        out.push_back(whole(x));
+    }
+    return out;
+}
+
+/** What a victim saw: completions and EQ events (there must be none). */
+struct seen {
+    int cq = 0, cq_err = 0, eq = 0, eq_err = 0;
+    std::vector<std::uint32_t> events;
+};
+
+/** Drive the victim's progress (its CQ and EQ are read: manual progress),
+ *  counting anything that appears. */
+std::function<void()> progress_of(fid_cq *cq, fid_eq *eq, seen &s)
+{
+    return [cq, eq, &s] {
+        cq_tagged_entry e{};
+        ssize_t n = cq_read(cq, &e, 1);
+        if (n == 1)
+            s.cq++;
+        else if (n == -FI_EAVAIL) {
+            cq_err_entry err{};
+            (void)cq_readerr(cq, &err, 0);
+            s.cq_err++;
+        }
+        std::uint32_t ev = 0;
+        std::uint8_t buf[512];
+        ssize_t r = eq_read(eq, &ev, buf, sizeof buf, 0);
+        if (r >= 0) {
+            s.eq++;
+            s.events.push_back(ev);
+            if (ev == FI_CONNREQ)
+                freeinfo(reinterpret_cast<eq_cm_entry *>(buf)->info);
+        } else if (r == -FI_EAVAIL) {
+            eq_err_entry err{};
+            (void)eq_readerr(eq, &err, 0);
+            s.eq_err++;
+        }
+    };
+}
+
+void expect_nothing(const seen &s, const char *what)
+{
+    EXPECT_EQ(s.cq, 0) << what << ": a completion from garbage";
+    EXPECT_EQ(s.cq_err, 0) << what << ": an error completion from garbage";
+    EXPECT_EQ(s.eq, 0) << what << ": an EQ event from garbage";
+    EXPECT_EQ(s.eq_err, 0) << what << ": an EQ error from garbage";
+}
+
+/** Poll @p eq for one event or error, bounded; nothing else is read. */
+ssize_t next_event(fid_eq *eq, fid_cq *cq, std::uint32_t &ev, void *buf, std::size_t len, int ms = 10000)
+{
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    for (;;) {
+        ssize_t r = eq_read(eq, &ev, buf, len, 0);
+        if (r != -FI_EAGAIN)
+            return r;
+        if (cq) {
+            cq_tagged_entry e;
+            (void)cq_read(cq, &e, 1);
+        }
+        if (std::chrono::steady_clock::now() > end)
+            return -FI_ETIMEDOUT;
+        sched_yield();
+    }
+}
+
+/** Echo @p len checked bytes through the peer over endpoint @p ep. */
+void echo_checked(fid_ep *ep, fid_cq *cq, fi_addr_t to, std::size_t len, std::uint64_t seed)
+{
+    std::vector<std::uint8_t> out(len), in(len, 0);
+    fill_pattern(out.data(), out.size(), seed);
+    context rctx, sctx;
+    ASSERT_EQ(recv(ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+    std::vector<cq_tagged_entry> got;
+    ASSERT_EQ(retry(cq, [&] { return send(ep, out.data(), out.size(), nullptr, to, &sctx); }, &got), 0);
+    while (got.size() < 2) {
+        cq_tagged_entry e{};
+        ASSERT_EQ(wait_cq(cq, e), 1);
+        got.push_back(e);
+    }
+    EXPECT_EQ(in, out) << "echoed bytes differ";
+}
+
+/** One hostile process for the whole suite (each test makes its own RC QPs
+ *  and reads what was sent to it). */
+struct cm_hostile : ::testing::Test {
+    static void SetUpTestSuite() { hp_ = new hostile; }
+    static void TearDownTestSuite()
+    {
+        delete hp_;
+        hp_ = nullptr;
+    }
+    void SetUp() override { ASSERT_EQ(h.forget(), 0); }
+    static hostile *hp_;
+    hostile &h = *hp_;
+};
+hostile *cm_hostile::hp_ = nullptr;
+
+} // namespace
+
+// RDM: garbage to the endpoint's UD QP makes no connection and no
+// completion; a well-formed REQ after it is answered (so the garbage was
+// consumed); the endpoint then exchanges checked bytes with a good peer.
+TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
+{
+    node n;
+    ASSERT_EQ(n.open(FI_EP_RDM, false), 0);
+    std::size_t alen = sizeof n.addr;
+    ASSERT_EQ(getname(&n.ep->fid, n.addr, &alen), 0);
+    ASSERT_EQ(alen, sizeof(ep_addr));
+    const ep_addr me = ep_of(n.addr);
+    seen s;
+    auto prog = progress_of(n.cq, n.eq, s);
+    std::vector<datagram> bad;
+    for (std::uint8_t op : {cmw::cm_req, cmw::cm_rep, cmw::cm_rej, cmw::cm_rtu}) {
+        cm_msg m = cm(op, FI_EP_RDM, h.addr, h.rc_qp(), 77);
+        auto v = malformed(m);
+        bad.insert(bad.end(), v.begin(), v.end());
+    }
+    // Well-formed but meaningless: replies and rejects to nothing; a REQ
+    // naming a QP the sender does not have; one from a segment that does not
+    // exist; oversized datagrams (more than the UD receive buffers hold),
+    // 80 of them: more than the endpoint has receive buffers (64 on shm).
+    bad.push_back(whole(cm(cmw::cm_rep, FI_EP_RDM, h.addr, 12345, 678)));
+    bad.push_back(whole(cm(cmw::cm_rej, FI_EP_RDM, h.addr, 12345)));
+    bad.push_back(whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, 0x7ffffff0)));
+    ep_addr nowhere = h.addr;
+    std::memcpy(nowhere.name, "no-such-segment", 15);
+    nowhere.len = 15;
+    bad.push_back(whole(cm(cmw::cm_req, FI_EP_RDM, nowhere, 99)));
+    ASSERT_EQ(h.send(me, bad, prog), 0);
+    cm_msg big = cm(cmw::cm_req, FI_EP_RDM, h.addr, 0x7ffffff1);
+    ASSERT_EQ(h.send(me, {bytes(big, 600), bytes(big, 4096)}, prog, 40), 0);
+    // A flood: a thousand malformed ones (a byte of the sender's address
+    // differing in each) and 500 well-formed REQs from as many segments that
+    // do not exist.
+    cm_msg f = cm(cmw::cm_req, FI_EP_RDM, h.addr, 5);
+    f.from.len = 0;
+    ASSERT_EQ(h.flood(me, whole(f), 1000, offsetof(cm_msg, from.name) + 1, prog), 0);
+    ASSERT_EQ(h.flood(me, whole(cm(cmw::cm_req, FI_EP_RDM, nowhere, 6)), 500, offsetof(cm_msg, from.name) + 3,
+                      prog),
+              0);
+    // The probe: a REQ for a QP the hostile process does have is answered.
+    const std::uint32_t probe = h.rc_qp();
+    ASSERT_EQ(h.send(me, {whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, probe))}, prog), 0);
+    datagram rep;
+    ASSERT_EQ(h.recv(rep, prog), 0) << "no answer to a good REQ after the garbage";
+    cm_msg r;
+    ASSERT_TRUE(cmw::cm_parse(rep.data(), rep.size(), r));
+    EXPECT_EQ(r.op, cmw::cm_rep);
+    EXPECT_EQ(r.req_qpn, probe);
+    EXPECT_EQ(r.from.qpn, me.qpn);
+    // Nothing else came back: no REP for garbage.
+    datagram more;
+    EXPECT_EQ(h.recv(more, prog, 50), -FI_ETIMEDOUT) << "a reply to garbage";
+    // A replayed REP, to the endpoint that is now connected to the hostile
+    // process (it accepted the probe), changes nothing.
+    ASSERT_EQ(h.send(me, {whole(cm(cmw::cm_rep, FI_EP_RDM, h.addr, 0, h.rc_qp())), rep}, prog, 20), 0);
+    for (int i = 0; i < 2000; i++)
+        prog();
+    expect_nothing(s, "RDM endpoint");
+    // Afterwards: a good peer, checked bytes both ways.
+    peer_proc p{"rdm"};
+    fi_addr_t to = FI_ADDR_UNSPEC;
+    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
+    ASSERT_EQ(p.set_peer(n.addr), 0);
+    echo_checked(n.ep, n.cq, to, 3000, 21);
+    echo_checked(n.ep, n.cq, to, 100000, 22);
+    n.close();
+}
+
+// MSG passive endpoint: garbage makes no FI_CONNREQ; a well-formed REQ sent
+// after it does, and is rejected (the hostile process gets the REJ); the
+// passive endpoint then accepts a real connection and bytes flow.
+TEST_F(cm_hostile, PassiveEndpointIgnoresMalformedCmDatagrams)
+{
+    node n;
+    ASSERT_EQ(n.open(FI_EP_MSG, false), 0);
+    fid_pep *pep = nullptr;
+    ASSERT_EQ(passive_ep(n.fabric, n.fi, &pep, nullptr), 0);
+    ASSERT_EQ(pep_bind(pep, &n.eq->fid, 0), 0);
+    ASSERT_EQ(listen(pep), 0);
+    std::uint8_t pa[64];
+    std::size_t alen = sizeof pa;
+    ASSERT_EQ(getname(&pep->fid, pa, &alen), 0);
+    ASSERT_EQ(alen, sizeof(ep_addr));
+    const ep_addr to_pep = ep_of(pa);
+    seen s;
+    auto prog = progress_of(n.cq, n.eq, s);
+    std::vector<datagram> bad;
+    for (std::uint8_t op : {cmw::cm_req, cmw::cm_rep, cmw::cm_rej, cmw::cm_rtu}) {
+        cm_msg m = cm(op, FI_EP_MSG, h.addr, h.rc_qp(), 5);
+        auto v = malformed(m);
+        bad.insert(bad.end(), v.begin(), v.end());
+    }
+    // REP, REJ and RTU are not for a passive endpoint.
+    for (std::uint8_t op : {cmw::cm_rep, cmw::cm_rej, cmw::cm_rtu})
+        bad.push_back(whole(cm(op, FI_EP_MSG, h.addr, 1, 2)));
+    ASSERT_EQ(h.send(to_pep, bad, prog), 0);
+    cm_msg big = cm(cmw::cm_req, FI_EP_MSG, h.addr, 0x7ffffff1);
+    ASSERT_EQ(h.send(to_pep, {bytes(big, 600), bytes(big, 4096)}, prog, 40), 0);
+    cm_msg f = cm(cmw::cm_req, FI_EP_MSG, h.addr, 5);
+    f.datalen = 200;
+    ASSERT_EQ(h.flood(to_pep, bytes(f, hdr + 128), 1000, offsetof(cm_msg, data) + 7, prog), 0);
+    for (int i = 0; i < 2000; i++)
+        prog();
+    expect_nothing(s, "passive endpoint");
+    // The probe: a REQ with CM data.
+    cm_msg q = cm(cmw::cm_req, FI_EP_MSG, h.addr, h.rc_qp());
+    q.datalen = 6;
+    std::memcpy(q.data, "probe", 6);
+    ASSERT_EQ(h.send(to_pep, {whole(q)}, [] {}), 0);
+    std::uint32_t ev = 0;
+    std::uint8_t buf[512];
+    ssize_t rc = next_event(n.eq, nullptr, ev, buf, sizeof buf);
+    ASSERT_EQ(rc, ssize_t(sizeof(eq_cm_entry) + 6)) << "the good REQ after the garbage";
+    ASSERT_EQ(ev, FI_CONNREQ);
+    auto *ce = reinterpret_cast<eq_cm_entry *>(buf);
+    EXPECT_STREQ(reinterpret_cast<char *>(eq_cm_data(ce)), "probe");
+    ASSERT_EQ(fabric::reject(pep, ce->info->handle, "go", 3), 0);
+    freeinfo(ce->info);
+    datagram rej;
+    ASSERT_EQ(h.recv(rej, prog), 0);
+    cm_msg j;
+    ASSERT_TRUE(cmw::cm_parse(rej.data(), rej.size(), j));
+    EXPECT_EQ(j.op, cmw::cm_rej);
+    EXPECT_EQ(j.req_qpn, q.req_qpn);
+    EXPECT_EQ(h.recv(rej, prog, 50), -FI_ETIMEDOUT) << "a reply to garbage";
+    EXPECT_EQ(next_event(n.eq, nullptr, ev, buf, sizeof buf, 50), -FI_ETIMEDOUT);
+
+    // A well-formed REQ naming a QP its sender does not have is a request
+    // like any other, but accepting it makes no connection: accept fails
+    // with FI_ECONNABORTED, no FI_CONNECTED follows, and the request is
+    // gone (a second accept or a reject of it: -FI_EINVAL).
+    cm_msg lie = cm(cmw::cm_req, FI_EP_MSG, h.addr, 0x7ffffff0);
+    ASSERT_EQ(h.send(to_pep, {whole(lie)}, [] {}), 0);
+    ASSERT_EQ(next_event(n.eq, nullptr, ev, buf, sizeof buf), ssize_t(sizeof(eq_cm_entry)));
+    ASSERT_EQ(ev, FI_CONNREQ);
+    {
+        fid_ep *a = nullptr;
+        fid_cq *acq = nullptr;
+        cq_attr aca;
+        aca.format = FI_CQ_FORMAT_TAGGED;
+        ASSERT_EQ(cq_open(n.domain, &aca, &acq, nullptr), 0);
+        ASSERT_EQ(endpoint(n.domain, ce->info, &a, nullptr), 0);
+        fid_t handle = ce->info->handle;
+        freeinfo(ce->info);
+        ASSERT_EQ(ep_bind(a, &acq->fid, FI_TRANSMIT | FI_RECV), 0);
+        ASSERT_EQ(ep_bind(a, &n.eq->fid, 0), 0);
+        EXPECT_EQ(accept(a, nullptr, 0), -FI_ECONNABORTED);
+        EXPECT_EQ(accept(a, nullptr, 0), -FI_EINVAL) << "accepted a request that is gone";
+        EXPECT_EQ(fabric::reject(pep, handle, nullptr, 0), -FI_EINVAL);
+        EXPECT_EQ(next_event(n.eq, acq, ev, buf, sizeof buf, 50), -FI_ETIMEDOUT) << "an event for it";
+        std::size_t plen = sizeof pa;
+        std::uint8_t peer[64];
+        EXPECT_EQ(getpeer(a, peer, &plen), -FI_ENOTCONN);
+        EXPECT_EQ(close(&a->fid), 0);
+        EXPECT_EQ(close(&acq->fid), 0);
+    }
+    EXPECT_EQ(h.recv(rej, prog, 50), -FI_ETIMEDOUT) << "a reply to a request that was not accepted";
+
+    // Afterwards a real connection through the same passive endpoint: an
+    // endpoint of this process connects, the accepted one echoes.
+    fid_ep *cl = nullptr, *sv = nullptr;
+    fid_cq *scq = nullptr;
+    cq_attr ca;
+    ca.format = FI_CQ_FORMAT_TAGGED;
+    ASSERT_EQ(cq_open(n.domain, &ca, &scq, nullptr), 0);
+    ASSERT_EQ(endpoint(n.domain, n.fi, &cl, nullptr), 0);
+    ASSERT_EQ(ep_bind(cl, &n.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(ep_bind(cl, &n.eq->fid, 0), 0);
+    ASSERT_EQ(connect(cl, pa, "real", 5), 0);
+    rc = next_event(n.eq, n.cq, ev, buf, sizeof buf);
+    ASSERT_EQ(rc, ssize_t(sizeof(eq_cm_entry) + 5));
+    ASSERT_EQ(ev, FI_CONNREQ);
+    ASSERT_EQ(endpoint(n.domain, ce->info, &sv, nullptr), 0);
+    freeinfo(ce->info);
+    ASSERT_EQ(ep_bind(sv, &scq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(ep_bind(sv, &n.eq->fid, 0), 0);
+    ASSERT_EQ(accept(sv, nullptr, 0), 0);
+    int connected = 0;
+    for (int i = 0; i < 2; i++) {
+        rc = next_event(n.eq, n.cq, ev, buf, sizeof buf);
+        ASSERT_GT(rc, 0) << shunt::strerror(int(rc));
+        ASSERT_EQ(ev, FI_CONNECTED);
+        connected++;
+    }
+    EXPECT_EQ(connected, 2);
+    std::vector<std::uint8_t> out(2000), in(2000, 0), back(2000, 0);
+    fill_pattern(out.data(), out.size(), 31);
+    context c1, c2, c3, c4;
+    ASSERT_EQ(recv(sv, in.data(), in.size(), nullptr, 0, &c1), 0);
+    ASSERT_EQ(recv(cl, back.data(), back.size(), nullptr, 0, &c2), 0);
+    ASSERT_EQ(retry(n.cq, [&] { return send(cl, out.data(), out.size(), nullptr, 0, &c3); }), 0);
+    cq_tagged_entry e{};
+    ASSERT_EQ(wait_cq(scq, e), 1);
+    ASSERT_EQ(in, out);
+    ASSERT_EQ(retry(scq, [&] { return send(sv, in.data(), in.size(), nullptr, 0, &c4); }), 0);
+    int got = 0;
+    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+         got < 2 && std::chrono::steady_clock::now() < end;) {
+        if (cq_read(n.cq, &e, 1) == 1)
+            got++;
+        (void)cq_read(scq, &e, 1);
+    }
+    EXPECT_EQ(got, 2);
+    EXPECT_EQ(back, out);
+    (void)close(&cl->fid);
+    (void)close(&sv->fid);
+    (void)close(&scq->fid);
+    EXPECT_EQ(close(&pep->fid), 0);
+    n.close();
+}
+
+namespace {
+
+/** A MSG endpoint of @p n connecting to the hostile process: its REQ. */
+void connecting(node &n, hostile &h, fid_ep *&ep, cm_msg &req, const std::function<void()> &prog)
+{
+    ASSERT_EQ(endpoint(n.domain, n.fi, &ep, nullptr), 0);
+    ASSERT_EQ(ep_bind(ep, &n.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(ep_bind(ep, &n.eq->fid, 0), 0);
+    ASSERT_EQ(connect(ep, &h.addr, "hi", 3), 0);
+    datagram d;
+    ASSERT_EQ(h.recv(d, prog), 0) << "the REQ of connect";
+    ASSERT_TRUE(cmw::cm_parse(d.data(), d.size(), req));
+    ASSERT_EQ(req.op, cmw::cm_req);
+    ASSERT_EQ(req.datalen, 3);
+}
+
+} // namespace
+
+// A connecting MSG endpoint: malformed replies, replies to another connect
+// and operations that are not replies change nothing (a REJ after them is
+// what fails the connect, with its data); a well-formed REP naming a QP the
+// endpoint cannot connect to fails it with FI_ECONNABORTED; a replayed REP
+// once connected changes nothing. Then a new endpoint of the same domain
+// connects to a good peer and echoes checked bytes.
+TEST_F(cm_hostile, ConnectingMsgEndpointIgnoresMalformedReplies)
+{
+    node n;
+    ASSERT_EQ(n.open(FI_EP_MSG, false), 0);
+    seen s;
+    auto prog = progress_of(n.cq, n.eq, s);
+    fid_ep *ep = nullptr;
+    cm_msg req;
+    connecting(n, h, ep, req, prog);
+    const ep_addr victim = req.from;
+    std::vector<datagram> bad;
+    for (std::uint8_t op : {cmw::cm_rep, cmw::cm_rej}) {
+        cm_msg m = cm(op, 0, h.addr, req.req_qpn, h.rc_qp());
+        auto v = malformed(m);
+        bad.insert(bad.end(), v.begin(), v.end());
+        for (std::uint32_t other : {0u, req.req_qpn + 1, ~0u}) {
+            m.req_qpn = other;
+            bad.push_back(whole(m));
+        }
+    }
+    bad.push_back(whole(cm(cmw::cm_req, FI_EP_MSG, h.addr, req.req_qpn)));
+    bad.push_back(whole(cm(cmw::cm_rtu, 0, h.addr, req.req_qpn)));
+    ASSERT_EQ(h.send(victim, bad, prog), 0);
+    cm_msg big = cm(cmw::cm_rep, 0, h.addr, req.req_qpn, h.rc_qp());
+    ASSERT_EQ(h.send(victim, {bytes(big, 600), bytes(big, 4096)}, prog, 40), 0);
+    cm_msg f = cm(cmw::cm_rep, 0, h.addr, req.req_qpn, 1);
+    f.from.len = 255;
+    ASSERT_EQ(h.flood(victim, whole(f), 1000, offsetof(cm_msg, rep_qpn), prog), 0);
+    for (int i = 0; i < 2000; i++)
+        prog();
+    expect_nothing(s, "connecting endpoint");
+    std::uint8_t pa[64];
+    std::size_t alen = sizeof pa;
+    EXPECT_EQ(getpeer(ep, pa, &alen), -FI_ENOTCONN) << "garbage connected it";
+    cm_msg j = cm(cmw::cm_rej, 0, h.addr, req.req_qpn);
+    j.datalen = 6;
+    std::memcpy(j.data, "probe", 6);
+    ASSERT_EQ(h.send(victim, {whole(j)}, [] {}), 0);
+    std::uint32_t ev = 0;
+    std::uint8_t buf[512];
+    ASSERT_EQ(next_event(n.eq, n.cq, ev, buf, sizeof buf), -FI_EAVAIL) << "the REJ after the garbage";
+    eq_err_entry err{};
+    ASSERT_GT(eq_readerr(n.eq, &err, 0), 0);
+    EXPECT_EQ(err.err, FI_ECONNREFUSED);
+    ASSERT_EQ(err.err_data_size, 6u);
+    EXPECT_STREQ(static_cast<char *>(err.err_data), "probe");
+    EXPECT_EQ(next_event(n.eq, n.cq, ev, buf, sizeof buf, 50), -FI_ETIMEDOUT);
+    (void)close(&ep->fid);
+
+    // Well-formed REPs naming a QP that cannot be connected to: none, the
+    // sender's UD QP (not RC), a segment that does not exist.
+    ep_addr nowhere = h.addr;
+    std::memcpy(nowhere.name, "no-such-segment", 15);
+    nowhere.len = 15;
+    for (int k = 0; k < 3; k++) {
+        connecting(n, h, ep, req, prog);
+        cm_msg m = k == 0   ? cm(cmw::cm_rep, 0, h.addr, req.req_qpn, 0x7ffffff0)
+                   : k == 1 ? cm(cmw::cm_rep, 0, h.addr, req.req_qpn, h.addr.qpn)
+                            : cm(cmw::cm_rep, 0, nowhere, req.req_qpn, h.rc_qp());
+        ASSERT_EQ(h.send(req.from, {whole(m)}, [] {}), 0);
+        ASSERT_EQ(next_event(n.eq, n.cq, ev, buf, sizeof buf), -FI_EAVAIL) << "case " << k;
+        err = {};
+        ASSERT_GT(eq_readerr(n.eq, &err, 0), 0);
+        EXPECT_EQ(err.err, FI_ECONNABORTED) << "case " << k;
+        EXPECT_EQ(next_event(n.eq, n.cq, ev, buf, sizeof buf, 50), -FI_ETIMEDOUT) << "case " << k;
+        alen = sizeof pa;
+        EXPECT_EQ(getpeer(ep, pa, &alen), -FI_ENOTCONN) << "case " << k;
+        (void)close(&ep->fid);
+    }
+
+    // A REP the endpoint can connect to (a free RC QP of the hostile
+    // process): connected, with the REP's data; replaying it, or another
+    // REP or a REJ for the same request, changes nothing.
+    connecting(n, h, ep, req, prog);
+    cm_msg ok = cm(cmw::cm_rep, 0, h.addr, req.req_qpn, h.rc_qp());
+    ok.datalen = 4;
+    std::memcpy(ok.data, "yes", 4);
+    ASSERT_EQ(h.send(req.from, {whole(ok)}, [] {}), 0);
+    ssize_t rc = next_event(n.eq, n.cq, ev, buf, sizeof buf);
+    ASSERT_EQ(rc, ssize_t(sizeof(eq_cm_entry) + 4)) << shunt::strerror(int(rc));
+    ASSERT_EQ(ev, FI_CONNECTED);
+    alen = sizeof pa;
+    ASSERT_EQ(getpeer(ep, pa, &alen), 0);
+    cm_msg other = ok;
+    other.rep_qpn = h.rc_qp();
+    s = {};
+    ASSERT_EQ(h.send(req.from, {whole(ok), whole(other), whole(cm(cmw::cm_rej, 0, h.addr, req.req_qpn))}, prog, 50),
+              0);
+    for (int i = 0; i < 2000; i++)
+        prog();
+    expect_nothing(s, "connected endpoint");
+    std::uint8_t pb[64];
+    std::size_t blen = sizeof pb;
+    ASSERT_EQ(getpeer(ep, pb, &blen), 0);
+    EXPECT_EQ(std::memcmp(pa, pb, alen), 0) << "a replayed REP changed the peer";
+    (void)close(&ep->fid);
+
+    // Afterwards: a good peer, checked bytes.
+    peer_proc p{"msg"};
+    ASSERT_EQ(endpoint(n.domain, n.fi, &ep, nullptr), 0);
+    ASSERT_EQ(ep_bind(ep, &n.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(ep_bind(ep, &n.eq->fid, 0), 0);
+    ASSERT_EQ(connect(ep, p.addr, nullptr, 0), 0);
+    rc = next_event(n.eq, n.cq, ev, buf, sizeof buf);
+    ASSERT_GT(rc, 0) << shunt::strerror(int(rc));
+    ASSERT_EQ(ev, FI_CONNECTED);
+    echo_checked(ep, n.cq, 0, 3000, 41);
+    echo_checked(ep, n.cq, 0, 100000, 42);
+    (void)close(&ep->fid);
+    n.close();
+}
