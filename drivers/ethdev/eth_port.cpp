@@ -25,6 +25,7 @@
 #include "env/tsc.h"
 #include "env/tunable.h"
 #include "eth.h"
+#include "eth_tsan.h"
 
 namespace shunt::drv::ethdev {
 
@@ -446,6 +447,7 @@ std::uint16_t port_tx(port *p, std::uint16_t q, bool locked, rte_mbuf **m, std::
 {
     if (locked)
         p->tx_lock.lock();
+    tsan_handed(m, n);
     std::uint16_t k = rte_eth_tx_burst(p->id, q, m, n);
     if (locked)
         p->tx_lock.unlock();
@@ -583,6 +585,7 @@ unsigned port_poll(port *p) noexcept
         return 0;
     rte_mbuf *m[burst];
     std::uint16_t n = rte_eth_rx_burst(p->id, 0, m, burst);
+    tsan_taken(m, n);
     for (std::uint16_t i = 0; i < n; i++) {
         if (i + 1 < n)
             rte_prefetch0(rte_pktmbuf_mtod(m[i + 1], void *));

@@ -13,6 +13,7 @@
 #include "common/csum.h"
 #include "env/log.h"
 #include "eth.h"
+#include "eth_tsan.h"
 
 namespace shunt::drv::ethdev {
 
@@ -470,6 +471,7 @@ unsigned raw_rx(eth_qp *q, const eth_cq *held) noexcept
             return 0;
         rte_mbuf *m[burst];
         std::uint16_t k = rte_eth_rx_burst(q->p->id, q->rxq, m, static_cast<std::uint16_t>(want));
+        tsan_taken(m, k);
         if (k)
             q->p->count(c_rx_frames, k);
         for (std::uint16_t i = 0; i < k; i++) {

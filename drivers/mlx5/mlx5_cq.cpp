@@ -19,7 +19,7 @@ inline mlx5_cq *to_cq(vq::cq *c) noexcept { return static_cast<mlx5_cq *>(c); }
 inline mlx5_cqe64 *sw_cqe(const mlx5_cq *c, std::uint32_t ci) noexcept
 {
     auto *cqe = reinterpret_cast<mlx5_cqe64 *>(c->buf + ((ci & c->mask) << c->cqe_shift));
-    std::uint8_t op_own = cqe->op_own;
+    std::uint8_t op_own = cqe_op_own(cqe);
     if ((op_own >> 4) == MLX5_CQE_INVALID || ((op_own ^ (ci >> c->owner_shift)) & MLX5_CQE_OWNER_MASK))
         return nullptr;
     return cqe;
@@ -238,7 +238,7 @@ inline void publish_ci(mlx5_cq *c) noexcept
     // The CQE reads above are done before the device may reuse the slots
     // (x86 does not move loads after stores; the compiler must not either).
     udma_to_device_barrier();
-    c->dbrec[cq_set_ci] = be32(c->ci & 0xffffff);
+    dbrec_store(&c->dbrec[cq_set_ci], be32(c->ci & 0xffffff));
 }
 
 template <bool Locked>
@@ -296,7 +296,7 @@ int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
     const auto *cqe = reinterpret_cast<const mlx5_cqe64 *>(c->buf + ((ci & c->mask) << 6));
     // op_own = opcode << 4 | ... | owner: REQ (0) with this pass's owner bit.
     const std::uint32_t own = (ci & c->ncqe) != 0;
-    if ((cqe->op_own & 0xf1u) != own)
+    if ((cqe_op_own(cqe) & 0xf1u) != own)
         return poll_st_slow(vc, n, out);
     // The owner byte before the rest of the CQE.
     udma_from_device_barrier();
@@ -335,7 +335,7 @@ int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
     c->ci = ci + 1;
     // The CQE reads above are done before the device may reuse the slot.
     udma_to_device_barrier();
-    c->dbrec[cq_set_ci] = be32((ci + 1) & 0xffffff);
+    dbrec_store(&c->dbrec[cq_set_ci], be32((ci + 1) & 0xffffff));
     if (stamp) // out of line: none of its registers are saved here
         return poll_st_latency(q, stamp);
     return 1;
@@ -483,7 +483,7 @@ void arm_cq(mlx5_cq *c, bool solicited) noexcept
     std::uint32_t ci = c->ci & 0xffffff;
     std::uint32_t cmd = solicited ? MLX5_CQ_DB_REQ_NOT_SOL : MLX5_CQ_DB_REQ_NOT;
     std::uint32_t word = sn << 28 | cmd | ci;
-    c->dbrec[cq_arm_db] = be32(word);
+    dbrec_store(&c->dbrec[cq_arm_db], be32(word));
     // The arm record before the doorbell that makes the device read it.
     mmio_wc_start();
     std::uint64_t db = static_cast<std::uint64_t>(be32(word)) | static_cast<std::uint64_t>(be32(c->view.cqn)) << 32;

@@ -197,7 +197,7 @@ inline void ring(send_state &s) noexcept
     s.fast_credits = 0; // the batch took slots: the next single-call send looks again
     // WQE stores before the doorbell record that tells the device they exist.
     udma_to_device_barrier();
-    s.dbrec[MLX5_SND_DBR] = be32(s.cur_post & 0xffff);
+    dbrec_store(&s.dbrec[MLX5_SND_DBR], be32(s.cur_post & 0xffff));
     // The doorbell record before the BlueFlame/doorbell store (write-combining).
     mmio_wc_start();
     auto *ctrl = reinterpret_cast<std::uint8_t *>(s.last_ctrl_);
@@ -1022,7 +1022,7 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
     s.cur_post = pi + 1;
     // WQE stores before the doorbell record that tells the device they exist.
     udma_to_device_barrier();
-    s.dbrec[MLX5_SND_DBR] = be32((pi + 1) & 0xffff);
+    dbrec_store(&s.dbrec[MLX5_SND_DBR], be32((pi + 1) & 0xffff));
     // The doorbell record before the BlueFlame stores.
     mmio_wc_start();
     bf_copy_bb(s.bf_cur, w); // the BB is whole in the SQ (a BB never wraps)
@@ -1081,7 +1081,7 @@ int post_recv(vq::qp *vqp, std::uint64_t wr_id, const vq::sge *sg, std::uint32_t
             st == vq::qp_state::err) {
             // The receive WQE before the doorbell record that hands it to the device.
             udma_to_device_barrier();
-            r.dbrec[0] = be32(r.head & 0xffff);
+            dbrec_store(&r.dbrec[0], be32(r.head & 0xffff));
         }
     }
     if constexpr (Locked)
@@ -1111,7 +1111,7 @@ int srq_post(vq::srq *vs, std::uint64_t wr_id, const vq::sge *sg, std::uint32_t 
         s->counter++;
         // The receive WQE before the doorbell record that hands it to the device.
         udma_to_device_barrier();
-        r.dbrec[0] = be32(s->counter);
+        dbrec_store(&r.dbrec[0], be32(s->counter));
     }
     r.lock.unlock();
     return rc;
@@ -1187,12 +1187,12 @@ void reset_qp_queues(mlx5_qp *q)
     s.bf_cur = s.bf_reg;
     s.fast_credits = 0;
     s.tail.store(0, std::memory_order_relaxed);
-    s.dbrec[MLX5_SND_DBR] = 0;
+    dbrec_store(&s.dbrec[MLX5_SND_DBR], 0);
     std::memset(s.buf, 0, static_cast<std::size_t>(s.qend - s.buf));
     if (!q->msrq) {
         q->rq.head = 0;
         q->rq.tail.store(0, std::memory_order_relaxed);
-        q->rq.dbrec[0] = 0;
+        dbrec_store(&q->rq.dbrec[0], 0);
     }
 }
 

@@ -81,19 +81,69 @@ inline void mmio_flush_writes() noexcept { asm volatile("sfence" ::: "memory"); 
 /** One 64-bit MMIO store (the 8-byte doorbell): a single instruction, never split. */
 inline void mmio_write64(void *reg, std::uint64_t v) noexcept
 {
+#if defined(__SANITIZE_THREAD__)
+    // The same mov, seen by ThreadSanitizer as the release it is on x86 (the
+    // software model's device thread loads the register with acquire).
+    __atomic_store_n(static_cast<volatile std::uint64_t *>(reg), v, __ATOMIC_RELEASE);
+#else
     *static_cast<volatile std::uint64_t *>(reg) = v;
+#endif
 }
+
+/** Store word @p v to the doorbell record @p rec, which the device reads by
+ *  DMA whenever it likes. */
+inline void dbrec_store(volatile std::uint32_t *rec, std::uint32_t v) noexcept
+{
+#if defined(__SANITIZE_THREAD__)
+    // The same mov, seen by ThreadSanitizer as the release it is on x86 (the
+    // model's device thread loads the record with acquire).
+    __atomic_store_n(rec, v, __ATOMIC_RELEASE);
+#else
+    *rec = v;
+#endif
+}
+
+/** The op_own byte of a CQE the device may be writing (it writes it last). */
+inline std::uint8_t cqe_op_own(const mlx5_cqe64 *cqe) noexcept
+{
+#if defined(__SANITIZE_THREAD__)
+    // The same load, seen by ThreadSanitizer as the acquire it is on x86
+    // (the model stores the byte with release after the rest of the CQE).
+    return __atomic_load_n(&cqe->op_own, __ATOMIC_ACQUIRE);
+#else
+    return cqe->op_own;
+#endif
+}
+
+#if defined(__SANITIZE_THREAD__)
+/** Under ThreadSanitizer a BlueFlame burst is eight 8-byte atomic stores in
+ *  the order of the SSE ones, the first (the doorbell) a release: the model's
+ *  device thread reads the register while the driver writes it, as a device
+ *  does, and an SSE store is a plain access to ThreadSanitizer. */
+inline void bf_burst_tsan(void *dst, const void *src) noexcept
+{
+    auto *d = static_cast<volatile std::uint64_t *>(dst);
+    auto *s = static_cast<const std::uint64_t *>(src);
+    __atomic_store_n(d, s[0], __ATOMIC_RELEASE);
+    for (unsigned i = 1; i < 8; i++)
+        __atomic_store_n(d + i, s[i], __ATOMIC_RELAXED);
+}
+#endif
 
 /** BlueFlame copy of one basic block from the WQE at @p src (a BB never
  *  wraps) to the register at @p dst: four 16-byte stores fill one WC line. */
 inline void bf_copy_bb(void *dst, const void *src) noexcept
 {
+#if defined(__SANITIZE_THREAD__)
+    bf_burst_tsan(dst, src);
+#else
     auto *d = static_cast<__m128i *>(dst);
     auto *s = static_cast<const __m128i *>(src);
     _mm_store_si128(d, _mm_load_si128(s));
     _mm_store_si128(d + 1, _mm_load_si128(s + 1));
     _mm_store_si128(d + 2, _mm_load_si128(s + 2));
     _mm_store_si128(d + 3, _mm_load_si128(s + 3));
+#endif
 }
 
 /** BlueFlame copy of @p bytes (a multiple of 64) from the WQE at @p src to the
@@ -102,6 +152,18 @@ inline void bf_copy_bb(void *dst, const void *src) noexcept
  *  mlx5_bf_copy). 16-byte SSE stores fill one WC line per WQE basic block. */
 inline void bf_copy(void *dst, const void *src, unsigned bytes, const void *qstart, const void *qend) noexcept
 {
+#if defined(__SANITIZE_THREAD__)
+    auto *d = static_cast<std::uint8_t *>(dst);
+    auto *s = static_cast<const std::uint8_t *>(src);
+    do {
+        bf_burst_tsan(d, s);
+        d += 64;
+        s += 64;
+        if (s == qend) [[unlikely]]
+            s = static_cast<const std::uint8_t *>(qstart);
+        bytes -= 64;
+    } while (bytes);
+#else
     auto *d = static_cast<__m128i *>(dst);
     auto *s = static_cast<const __m128i *>(src);
     do {
@@ -117,6 +179,7 @@ inline void bf_copy(void *dst, const void *src, unsigned bytes, const void *qsta
             s = static_cast<const __m128i *>(qstart);
         bytes -= 64;
     } while (bytes);
+#endif
 }
 
 } // namespace shunt::drv::mlx5

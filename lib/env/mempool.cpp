@@ -13,9 +13,15 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <utility>
+
+#if defined(__SANITIZE_THREAD__)
+#include <rte_mbuf_pool_ops.h>
+#include <sanitizer/tsan_interface.h>
+#endif
 
 namespace shunt::env {
 
@@ -144,6 +150,59 @@ int pool::create(const std::string &name, std::size_t count, std::size_t elt_siz
     return 0;
 }
 
+namespace {
+
+#if defined(__SANITIZE_THREAD__)
+/* DPDK is not instrumented: a pool's ring hands a freed mbuf to the thread
+ * that allocates it next with a release/acquire pair ThreadSanitizer never
+ * sees, and the new owner's first write (rte_pktmbuf_reset) looks like a race
+ * with the old owner's last access. Under ThreadSanitizer mbuf pools use the
+ * default ops behind a wrapper that restates the pair on each object's
+ * address. (Per-lcore caches are inline code, instrumented, and one thread's.) */
+rte_mempool_ops tsan_base_ops;
+
+int tsan_enqueue(rte_mempool *mp, void *const *objs, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        __tsan_release(objs[i]);
+    return tsan_base_ops.enqueue(mp, objs, n);
+}
+
+int tsan_dequeue(rte_mempool *mp, void **objs, unsigned n)
+{
+    int rc = tsan_base_ops.dequeue(mp, objs, n);
+    if (rc == 0)
+        for (unsigned i = 0; i < n; i++)
+            __tsan_acquire(objs[i]);
+    return rc;
+}
+
+/** The wrapped ops' name, registered on first use (nullptr: the default's). */
+const char *tsan_mbuf_ops() noexcept
+{
+    static const char *name = [] () -> const char * {
+        const char *base = rte_mbuf_best_mempool_ops();
+        for (unsigned i = 0; base && i < rte_mempool_ops_table.num_ops; i++) {
+            if (std::strcmp(rte_mempool_ops_table.ops[i].name, base) != 0)
+                continue;
+            tsan_base_ops = rte_mempool_ops_table.ops[i];
+            rte_mempool_ops ops = tsan_base_ops;
+            std::snprintf(ops.name, sizeof ops.name, "shunt_tsan");
+            ops.enqueue = tsan_enqueue;
+            ops.dequeue = tsan_dequeue;
+            ops.dequeue_contig_blocks = nullptr;
+            return rte_mempool_register_ops(&ops) >= 0 ? "shunt_tsan" : nullptr;
+        }
+        return nullptr;
+    }();
+    return name;
+}
+#else
+constexpr const char *tsan_mbuf_ops() noexcept { return nullptr; }
+#endif
+
+} // namespace
+
 int pool::create_mbufs(const std::string &name, std::size_t count, std::size_t data_room, std::size_t cache_size,
                        int socket)
 {
@@ -162,10 +221,10 @@ int pool::create_mbufs(const std::string &name, std::size_t count, std::size_t d
     int rc = ensure_init();
     if (rc != 0)
         return rc;
-    rte_mempool *mp = rte_pktmbuf_pool_create(name.c_str(), static_cast<unsigned>(count),
-                                              static_cast<unsigned>(cache_size), 0,
-                                              static_cast<std::uint16_t>(data_room),
-                                              socket < 0 ? SOCKET_ID_ANY : socket);
+    rte_mempool *mp = rte_pktmbuf_pool_create_by_ops(name.c_str(), static_cast<unsigned>(count),
+                                                     static_cast<unsigned>(cache_size), 0,
+                                                     static_cast<std::uint16_t>(data_room),
+                                                     socket < 0 ? SOCKET_ID_ANY : socket, tsan_mbuf_ops());
     if (!mp)
         return create_failed(name);
     mp_ = mp;

@@ -41,15 +41,40 @@ check "--help lists the floor transport" grep -q -- '-p   line' <<<"$out"
 check "--help hides the internal role option" test "$(grep -c -- '--role' <<<"$out")" -eq 0
 
 # ---- bad input: exit 2 and a message naming the problem ----
+# Each case is a process that stops at its command line: bad starts it (up
+# to four at a time, each with its own files) and bad_checks, after the
+# last one, checks them in order.
+bad_n=0
+bad_pids=()
 bad() { # description, expected message regex, args...
   local d=$1 re=$2; shift 2
-  "$perf" "$@" >"$work/out" 2>"$work/err"; local rc=$?
-  check "$d: exit 2" test $rc -eq 2
-  # A wrong status with the right message: show what else was said (a
-  # sanitizer report at exit, a signal) so the failure can be told apart.
-  [ $rc -eq 2 ] || { echo "  exit status $rc; stderr:"; grep -v '^  ' "$work/err" | head -40; }
-  check "$d: message" grep -Eq -- "$re" "$work/err"
-  check "$d: nothing on stdout" test ! -s "$work/out"
+  bad_n=$((bad_n + 1))
+  local f="$work/bad.$bad_n"
+  printf '%s\n' "$d" >"$f.what"
+  printf '%s\n' "$re" >"$f.re"
+  if [ ${#bad_pids[@]} -ge 4 ]; then
+    wait "${bad_pids[0]}"
+    bad_pids=("${bad_pids[@]:1}")
+  fi
+  { "$perf" "$@" >"$f.out" 2>"$f.err"; echo $? >"$f.rc"; } &
+  bad_pids+=($!)
+}
+bad_checks() {
+  local i f d re rc
+  for p in "${bad_pids[@]}"; do wait "$p"; done
+  bad_pids=()
+  for ((i = 1; i <= bad_n; i++)); do
+    f="$work/bad.$i"
+    d=$(cat "$f.what"); re=$(cat "$f.re"); rc=$(cat "$f.rc")
+    check "$d: exit 2" test "$rc" -eq 2
+    # A wrong status with the right message: show what else was said (a
+    # sanitizer report at exit, a signal) so the failure can be told apart.
+    [ "$rc" -eq 2 ] || { echo "  exit status $rc; stderr:"; grep -v '^  ' "$f.err" | head -40; }
+    check "$d: message" grep -Eq -- "$re" "$f.err"
+    check "$d: nothing on stdout" test ! -s "$f.out"
+    rm -f "$f".*
+  done
+  bad_n=0
 }
 bad "unknown provider" "unknown provider 'nosuch'" pingpong -p nosuch $cores
 bad "vq driver not built yet" "driver 'mlx5' is not available" pingpong --vq --driver mlx5 $cores
@@ -109,6 +134,7 @@ bad "--shared-buffers on the vq level" "endpoint-level option" pingpong --vq --d
 bad "--tsc-one-way with bw" "measures pingpong only" bw --tsc-one-way $cores
 bad "--tsc-one-way with --verify" "exclude each other" pingpong --tsc-one-way --verify $cores
 bad "--tsc-one-way under 8 bytes" "at least 8 bytes" pingpong --tsc-one-way -S 4 $cores
+bad_checks
 
 # ---- JSON: one object per size and line, documented fields, sane values ----
 "$perf" pingpong -p line -e rdm -S 8 -I 20000 $cores $T --json >"$work/pp.json" 2>"$work/err"; rc=$?
@@ -551,6 +577,7 @@ assert 'tsc_one_way_ns' not in json.loads(open(sys.argv[1]).readline())" "$work/
 else
   echo "skip --tsc-one-way runs: this host's TSC is not invariant"
   bad "--tsc-one-way without an invariant TSC" "not invariant" pingpong --tsc-one-way $cores
+  bad_checks
 fi
 
 echo "$fails failure(s)"

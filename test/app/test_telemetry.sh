@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Telemetry end to end: while a shunt-perf ping-pong runs, dpdk-telemetry.py
 # and a small client of the same socket protocol read its statistics blocks
-# and see them move; shunt-info --live shows them; each of the two processes
+# and see them move (the perf block, and with SHUNT_TELEMETRY_ONE_WAY=1 the
+# endpoint's one-way histogram); shunt-info --live shows them; each of the two processes
 # has its own socket; Ctrl-C ends the run and both runtime directories go;
 # SHUNT_TELEMETRY=0 serves no socket. Every wait is bounded.
 set -uo pipefail
@@ -35,8 +36,11 @@ wait_for() { # tries (of 0.1 s), command...
   return 1
 }
 
-# ---- a long ping-pong over the shm provider ----
-"$perf" pingpong -p shm -S 8 -I 100000000 --cores "$A,$B" --timeout 30 --json >"$work/pp.json" 2>"$work/pp.err" &
+# ---- a long ping-pong over the shm provider, its connection stamped ----
+# (both ends set SHUNT_TELEMETRY_ONE_WAY; they stamp only with an invariant TSC)
+stamped=0
+grep -qw constant_tsc /proc/cpuinfo && grep -qw nonstop_tsc /proc/cpuinfo && stamped=1
+SHUNT_TELEMETRY_ONE_WAY=1 "$perf" pingpong -p shm -S 8 -I 100000000 --cores "$A,$B" --timeout 30 --json >"$work/pp.json" 2>"$work/pp.err" &
 launcher=$!; bg+=("$launcher")
 sock=$(rundir "$launcher")/dpdk_telemetry.v2
 check "the initiator serves a telemetry socket within 10 s" wait_for 100 test -S "$sock"
@@ -64,6 +68,27 @@ moving() {
   python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['/shunt/stats']; sys.exit(0 if d and d['one_way_count'] > 0 else 1)" "$work/c1"
 }
 check "the perf block counts round trips within 10 s" wait_for 100 moving
+one_way_moves() { # file of vq.one_way block readings, one JSON object a line, in time order
+  python3 - "$1" <<'EOF'
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+assert len(r) >= 2 and all(x and x["type"] == "vq.one_way" and x["connections"] >= 1 for x in r), r
+n = [x["one_way_count"] for x in r]
+assert 0 < n[0] and all(a < b for a, b in zip(n, n[1:])), n
+for x in r:
+    assert len(x["one_way_le_ns"]) == len(x["one_way_n"]) > 0 and sum(x["one_way_n"]) == x["one_way_count"], x
+    assert sorted(x["one_way_le_ns"]) == x["one_way_le_ns"] and x["one_way_max_ns"] >= x["one_way_p50_ns"], x
+EOF
+}
+ow="" # the initiator's endpoint's one-way block
+if [ "$stamped" = 1 ]; then
+  ow=$(client /shunt/list 2>/dev/null | python3 -c "
+import json, re, sys
+print(' '.join(n for n in json.loads(sys.stdin.readline())['/shunt/list'] if re.fullmatch(r'vq\.ep\.[0-9]+\.one_way', n)))")
+  check "the stamped ping-pong lists one vq.ep.N.one_way block" test -n "$ow" -a "${ow// /}" = "$ow"
+else
+  echo "skip the one-way block: no invariant TSC (constant_tsc, nonstop_tsc), so no stamps"
+fi
 
 client /shunt/info /shunt/list /shunt/stats,perf >"$work/c1"
 sleep 0.5
@@ -88,9 +113,9 @@ assert none is None
 EOF
 
 if command -v dpdk-telemetry.py >/dev/null; then
-  printf '/shunt/list\n/shunt/stats,perf\n' | dpdk-telemetry.py -f "shunt-$launcher" >"$work/d1" 2>&1
+  printf '/shunt/list\n/shunt/stats,perf\n/shunt/stats,%s\n' "${ow:-perf}" | dpdk-telemetry.py -f "shunt-$launcher" >"$work/d1" 2>&1
   sleep 0.5
-  printf '/shunt/stats,perf\n' | dpdk-telemetry.py -f "shunt-$launcher" >"$work/d2" 2>&1
+  printf '/shunt/stats,perf\n/shunt/stats,%s\n' "${ow:-perf}" | dpdk-telemetry.py -f "shunt-$launcher" >"$work/d2" 2>&1
   check "dpdk-telemetry.py reads the perf block, and it moves" python3 - "$work/d1" "$work/d2" <<'EOF'
 import json, sys
 a = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
@@ -99,6 +124,13 @@ assert "perf" in a[0]["/shunt/list"], a
 c1, c2 = a[1]["/shunt/stats"]["one_way_count"], b[0]["/shunt/stats"]["one_way_count"]
 assert c2 > c1 > 0, (c1, c2)
 EOF
+  if [ -n "$ow" ]; then
+    python3 -c "
+import json, sys
+for f in sys.argv[1:]:
+    print(json.dumps([json.loads(l) for l in open(f) if l.startswith('{')][-1]['/shunt/stats']))" "$work/d1" "$work/d2" >"$work/ow.d"
+    check "dpdk-telemetry.py reads $ow: its count grows, its bins sum to it" one_way_moves "$work/ow.d"
+  fi
 else
   echo "skip dpdk-telemetry.py (Debian package dpdk-dev) is not installed"
 fi
@@ -114,6 +146,13 @@ n = [x["blocks"]["perf"]["one_way_count"] for x in r]
 assert n[0] < n[1] < n[2], n
 assert "vq.objects" in r[0]["blocks"] and "fabric.objects" in r[0]["blocks"]
 EOF
+if [ -n "$ow" ]; then
+  python3 -c "
+import json, sys
+for l in open(sys.argv[1]):
+    print(json.dumps(json.loads(l)['blocks'].get(sys.argv[2])))" "$work/live.json" "$ow" >"$work/ow.live"
+  check "shunt-info --live --json: $ow in each refresh, its count grows, its bins sum to it" one_way_moves "$work/ow.live"
+fi
 "$info" --live "$launcher" --count 2 --interval 0.3 >"$work/live.txt" 2>&1; rc=$?
 check "shunt-info --live (text): the perf block with rates and the last interval's percentiles" \
   bash -c 'test "$2" -eq 0 && grep -q "^perf (perf)" "$1" && grep -Eq "one_way +total: n [0-9.]+[kM]? +p50 [0-9.]+ (ns|µs)" "$1" &&

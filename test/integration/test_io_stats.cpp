@@ -18,11 +18,13 @@
 #include "env/telemetry.h"
 #include "telemetry_query.h"
 #include "fabric/api.h"
+#include "fabric/fab_common.h"
 #include "vq/vq.h"
 
 using namespace shunt;
 namespace st = shunt::env::stats;
 namespace fab = shunt::fabric;
+namespace tf = shunt::test::fab; // the integration tests' helpers
 
 namespace {
 
@@ -196,14 +198,8 @@ TEST(IoStats, VqEndpointsCountWhatWasSent)
     if (!st::enabled())
         GTEST_SKIP() << "SHUNT_TELEMETRY=0";
     const std::vector<std::string> before = st::list();
-    fab::info *h = fab::allocinfo();
+    fab::info *h = tf::shm_hints(FI_EP_RDM, false);
     h->caps = FI_MSG;
-    h->mode = FI_CONTEXT;
-    h->ep_attr->type = FI_EP_RDM;
-    h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
-    h->domain_attr->threading = FI_THREAD_DOMAIN;
-    h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
-    h->fabric_attr->prov_name = ::strdup("shm");
     fab::info *fi = nullptr;
     ASSERT_EQ(fab::getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi), 0);
     fab::freeinfo(h);

@@ -191,8 +191,7 @@ int step_locked(mport &p)
     work += receive_packets(p);
     for (auto &kv : p.cqs) { // arm doorbells (recorded; the model raises no events)
         mcq &c = *kv.second;
-        std::uint64_t v;
-        std::memcpy(&v, c.uar + MLX5_CQ_DOORBELL, 8);
+        std::uint64_t v = load64(c.uar + MLX5_CQ_DOORBELL);
         if (v != c.last_arm) {
             c.last_arm = v;
             c.arms++;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -19,6 +20,73 @@
 #include "model.h"
 
 namespace shunt::drv::mlx5::model {
+
+/* ---------------- What the driver writes while the device runs ----------------
+ * Doorbell records, the doorbell and the BlueFlame register are written by
+ * the driver whenever it likes and read by the device as it runs: DMA and
+ * MMIO see each aligned word whole. The model reads (and poisons) them one
+ * atomic word at a time, acquire where the driver's store is a release
+ * (dbrec_store, mmio_write64), so the overlap is defined and the ordering
+ * is the one the hardware gives (ThreadSanitizer checks it). */
+
+/** A doorbell record word (acquire: the WQEs it counts were written before). */
+inline std::uint32_t dbrec_load(const volatile std::uint32_t *rec) noexcept
+{
+    return __atomic_load_n(rec, __ATOMIC_ACQUIRE);
+}
+/** An 8-byte register word (the doorbell: acquire, the WQE was written before). */
+inline std::uint64_t load64(const void *p) noexcept
+{
+    return __atomic_load_n(static_cast<const std::uint64_t *>(p), __ATOMIC_ACQUIRE);
+}
+/** Copy @p n bytes (a multiple of 8) of the register at @p reg to @p out. */
+inline void reg_read(const std::uint8_t *reg, std::uint8_t *out, std::size_t n) noexcept
+{
+    for (std::size_t i = 0; i < n; i += 8) {
+        std::uint64_t w = __atomic_load_n(reinterpret_cast<const std::uint64_t *>(reg + i), __ATOMIC_RELAXED);
+        std::memcpy(out + i, &w, 8);
+    }
+}
+/** Fill @p n bytes (a multiple of 8) of the register at @p reg with @p byte. */
+inline void reg_fill(std::uint8_t *reg, std::uint8_t byte, std::size_t n) noexcept
+{
+    std::uint64_t w;
+    std::memset(&w, byte, 8);
+    for (std::size_t i = 0; i < n; i += 8)
+        __atomic_store_n(reinterpret_cast<std::uint64_t *>(reg + i), w, __ATOMIC_RELAXED);
+}
+
+#if defined(__SANITIZE_THREAD__)
+extern "C" void AnnotateIgnoreReadsBegin(const char *file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char *file, int line);
+extern "C" void AnnotateIgnoreWritesBegin(const char *file, int line);
+extern "C" void AnnotateIgnoreWritesEnd(const char *file, int line);
+#endif
+/** A responder's DMA at the memory an RDMA write, read or atomic names.
+ *  Its owner learns that the access is over only from the requester (the
+ *  requester's completion, then whatever the application does across
+ *  processes), an order ThreadSanitizer cannot follow out of this process:
+ *  under it the accesses in this scope are not recorded, as a device's are
+ *  not. Nothing else of the model is hidden. */
+struct remote_dma_scope {
+#if defined(__SANITIZE_THREAD__)
+    remote_dma_scope() noexcept
+    {
+        AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+        AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+    }
+    ~remote_dma_scope()
+    {
+        AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+        AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    }
+#endif
+    remote_dma_scope(const remote_dma_scope &) = delete;
+    remote_dma_scope &operator=(const remote_dma_scope &) = delete;
+#if !defined(__SANITIZE_THREAD__)
+    remote_dma_scope() noexcept = default;
+#endif
+};
 
 /* ---------------- Wire (shared memory between ports) ---------------- */
 

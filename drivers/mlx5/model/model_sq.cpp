@@ -31,11 +31,6 @@ void read_sq(const mqp &q, std::uint16_t bb, std::uint8_t *out, std::size_t n) n
         std::memcpy(out + first, q.sq, n - first);
 }
 
-std::uint64_t load64(const void *p) noexcept
-{
-    return __atomic_load_n(static_cast<const std::uint64_t *>(p), __ATOMIC_ACQUIRE);
-}
-
 /** A new value in BF half @p h: the doorbell for the WQEs up to the one it
  *  names. @p verifiable: nothing but this doorbell was written to the half
  *  since the model last poisoned it, so bytes past the first 8 that are not
@@ -60,14 +55,16 @@ void doorbell(mport &p, mqp &q, unsigned h, std::uint64_t v, bool verifiable)
         if (std::memcmp(wqe_first, &v, 8) != 0)
             violation(p, "QP 0x%x: doorbell %016llx is not the first 8 bytes of the WQE at %u", q.qpn,
                       static_cast<unsigned long long>(v), idx);
-        auto rec = static_cast<std::uint16_t>(be32toh(q.dbrec[MLX5_SND_DBR]) & 0xffff);
+        auto rec = static_cast<std::uint16_t>(be32toh(dbrec_load(&q.dbrec[MLX5_SND_DBR])) & 0xffff);
         if (dist(rec, q.sq_ci) < dist(end, q.sq_ci))
             violation(p, "QP 0x%x: doorbell for BBs up to %u before the doorbell record (%u)", q.qpn, end, rec);
         // A BlueFlame copy leaves more than 8 bytes in the half (the model
         // poisons what follows them after each doorbell).
+        std::uint8_t second[8];
+        reg_read(half + 8, second, 8);
         bool bf = false;
-        for (unsigned i = 8; i < 16; i++)
-            if (half[i] != poison)
+        for (unsigned i = 0; i < 8; i++)
+            if (second[i] != poison)
                 bf = true;
         if (bf && verifiable && !q.bf_unverified[h]) {
             kind = 1;
@@ -83,7 +80,8 @@ void doorbell(mport &p, mqp &q, unsigned h, std::uint64_t v, bool verifiable)
             // The driver's copy may still be in flight: wait (bounded) for it to settle.
             std::uint64_t deadline = now_ns() + 200'000'000;
             bool same = false;
-            while (!(same = std::memcmp(mem, half, len) == 0) && now_ns() < deadline)
+            std::uint8_t now[bf_buf_size];
+            while (!(same = (reg_read(half, now, len), std::memcmp(mem, now, len) == 0)) && now_ns() < deadline)
                 sched_yield();
             if (!same)
                 violation(p, "QP 0x%x: BlueFlame copy of the WQE at %u differs from the WQE in memory", q.qpn,
@@ -97,7 +95,7 @@ void doorbell(mport &p, mqp &q, unsigned h, std::uint64_t v, bool verifiable)
     trace(p, tr_doorbell, q.qpn, idx, rec, sizeof rec);
     if (dist(end, q.sq_ci) <= q.sq_cnt && (q.db_end == q.sq_ci || dist(end, q.sq_ci) > dist(q.db_end, q.sq_ci)))
         q.db_end = end;
-    std::memset(half + 8, poison, bf_buf_size - 8);
+    reg_fill(half + 8, poison, bf_buf_size - 8);
     if (load64(half) != v) // the driver wrote this half again meanwhile: its next copy is unverifiable
         q.bf_unverified[h] = true;
 }
@@ -296,7 +294,7 @@ int process_sq(mport &p, mqp &q)
             }
     }
     if (!p.opt.strict) { // lenient: the doorbell record alone is enough
-        auto rec = static_cast<std::uint16_t>(be32toh(q.dbrec[MLX5_SND_DBR]) & 0xffff);
+        auto rec = static_cast<std::uint16_t>(be32toh(dbrec_load(&q.dbrec[MLX5_SND_DBR])) & 0xffff);
         if (dist(rec, q.sq_ci) <= q.sq_cnt && dist(rec, q.sq_ci) > dist(q.db_end, q.sq_ci))
             q.db_end = rec;
     }

@@ -718,7 +718,7 @@ void rq_sges(const mqp &q, const std::uint8_t *wqe, std::uint32_t max, std::vect
 bool take_rwqe(mport &p, mqp &q, std::vector<mseg> &sg, std::uint32_t *idx)
 {
     if (msrq *s = q.srq) {
-        auto posted = static_cast<std::uint16_t>(be32toh(s->dbrec[0]) & 0xffff);
+        auto posted = static_cast<std::uint16_t>(be32toh(dbrec_load(&s->dbrec[0])) & 0xffff);
         if (posted == s->consumed)
             return false;
         std::uint32_t i = s->pos & (s->cnt - 1);
@@ -732,7 +732,7 @@ bool take_rwqe(mport &p, mqp &q, std::vector<mseg> &sg, std::uint32_t *idx)
         *idx = i;
         return true;
     }
-    auto posted = static_cast<std::uint16_t>(be32toh(q.dbrec[MLX5_RCV_DBR]) & 0xffff);
+    auto posted = static_cast<std::uint16_t>(be32toh(dbrec_load(&q.dbrec[MLX5_RCV_DBR])) & 0xffff);
     if (posted == q.rq_ci || !q.rq_cnt)
         return false;
     std::uint32_t i = q.rq_ci & (q.rq_cnt - 1);
@@ -883,8 +883,10 @@ void rx_write(mport &p, mqp &q, const wire_pkt &h, const std::uint8_t *pl, bool 
             send_ack(p, q, h.psn, static_cast<std::uint8_t>(aeth_rnr | (q.min_rnr_timer & 0x1f)));
         return; // nothing written: the retransmission writes it
     }
-    if (h.len)
+    if (h.len) {
+        remote_dma_scope dma;
         std::memcpy(reinterpret_cast<void *>(q.rx.raddr), pl, h.len);
+    }
     q.rx.raddr += h.len;
     q.rx.wlen -= h.len;
     if (rc)
@@ -922,7 +924,12 @@ void rx_read(mport &p, mqp &q, const wire_pkt &h)
         r.aeth = q.msn & 0xffffff;
         // A full wire loses the rest of the responses; the requester's
         // timeout asks again (a duplicate read request is answered anew).
-        if (!send_pkt(p, q.dport, r, reinterpret_cast<const std::uint8_t *>(h.raddr + off)))
+        bool sent;
+        {
+            remote_dma_scope dma;
+            sent = send_pkt(p, q.dport, r, reinterpret_cast<const std::uint8_t *>(h.raddr + off));
+        }
+        if (!sent)
             break;
     }
     q.epsn = psn_add(h.psn, n);
@@ -948,7 +955,7 @@ void rx_atomic(mport &p, mqp &q, const wire_pkt &h, bool dup)
             return;
         }
         auto *word = reinterpret_cast<std::uint64_t *>(h.raddr);
-        if (h.opcode == rc_cas) {
+        if (remote_dma_scope dma; h.opcode == rc_cas) {
             std::uint64_t expect = h.compare;
             __atomic_compare_exchange_n(word, &expect, h.swap_add, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
             orig = expect;
@@ -1131,7 +1138,7 @@ void write_cqe(mport &p, mcq &c, const std::uint8_t cqe[64])
 {
     if (c.overrun)
         return;
-    std::uint32_t ci = be32toh(c.dbrec[cq_set_ci]) & 0xffffff;
+    std::uint32_t ci = be32toh(dbrec_load(&c.dbrec[cq_set_ci])) & 0xffffff;
     if (((c.pi - ci) & 0xffffff) >= c.cnt) {
         c.overrun = true; // the device stops the CQ: a driver that never lets this happen is correct
         violation(p, "CQ %u overrun: producer %u, consumer %u, %u entries", c.cqn, c.pi, ci, c.cnt);
@@ -1176,7 +1183,7 @@ int flush_rq(mport &p, mqp &q)
     if (q.srq || !q.rq_cnt)
         return 0;
     int n = 0;
-    auto posted = static_cast<std::uint16_t>(be32toh(q.dbrec[MLX5_RCV_DBR]) & 0xffff);
+    auto posted = static_cast<std::uint16_t>(be32toh(dbrec_load(&q.dbrec[MLX5_RCV_DBR])) & 0xffff);
     while (q.rq_ci != posted) {
         cqe_err(p, q, *q.rcq, false, 0, q.rq_ci, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, vs_flush);
         q.rq_ci++;
@@ -1368,8 +1375,8 @@ void reset_qp(mport &p, mqp &q)
     q.rnr_until = 0;
     for (unsigned h = 0; h < 2; h++) {
         std::uint8_t *half = q.uar + uar_bf_offset + h * bf_buf_size;
-        std::memset(half, 0, 8);
-        std::memset(half + 8, 0xa5, bf_buf_size - 8);
+        reg_fill(half, 0, 8);
+        reg_fill(half + 8, 0xa5, bf_buf_size - 8);
         q.bf_last[h] = 0;
         q.bf_unverified[h] = false;
     }

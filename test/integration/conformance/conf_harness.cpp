@@ -233,7 +233,12 @@ int local_side::connect(unsigned idx, const vq::qp_addr &remote, std::uint32_t q
     if (rc)
         return rc;
     a.state = vq::qp_state::rts;
-    return vq::modify_qp(q, &a, vq::QP_ATTR_STATE);
+    mask = vq::QP_ATTR_STATE;
+    if (rc_timeout && q->type == vq::qp_type::rc) {
+        a.timeout = rc_timeout;
+        mask |= vq::QP_ATTR_TIMEOUT;
+    }
+    return vq::modify_qp(q, &a, mask);
 }
 
 int local_side::pump()

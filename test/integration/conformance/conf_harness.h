@@ -65,6 +65,9 @@ struct local_side {
     std::vector<vq::srq *> srqs;
     /** QPs created while set get this thread domain (lock-free posting); close() deallocates it. */
     vq::td *td = nullptr;
+    /** When non-zero, connect() gives RC QPs this local ACK timeout (verbs' exponent:
+     *  4.096 us << timeout) at RTS; 0 leaves the device's default. */
+    std::uint8_t rc_timeout = 0;
     bool ok = false;
 
     local_side();

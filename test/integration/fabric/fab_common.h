@@ -3,6 +3,7 @@
 // patterns.
 #pragma once
 
+#include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -59,10 +60,15 @@ inline bool write_all(int fd, const void *p, std::size_t n)
     }
     return true;
 }
-inline bool read_all(int fd, void *p, std::size_t n)
+/** Read exactly @p n bytes; with @p timeout_ms >= 0 each wait for more is
+ *  bounded by it. @return false on end of file, an error or a timeout. */
+inline bool read_all(int fd, void *p, std::size_t n, int timeout_ms = -1)
 {
     auto *c = static_cast<char *>(p);
     while (n) {
+        pollfd pf{fd, POLLIN, 0};
+        if (timeout_ms >= 0 && ::poll(&pf, 1, timeout_ms) != 1)
+            return false;
         ssize_t k = ::read(fd, c, n);
         if (k <= 0)
             return false;
@@ -88,8 +94,10 @@ inline std::uint64_t fnv(const void *p, std::size_t n)
     return h;
 }
 
-/** Hints for the shm provider. */
-inline info *shm_hints(ep_type type, bool auto_progress, threading thr = FI_THREAD_DOMAIN)
+/** Hints for the vq provider ("shm" names it); @p domain: the vq device,
+ *  empty for the provider's first (the shm driver's). */
+inline info *shm_hints(ep_type type, bool auto_progress, threading thr = FI_THREAD_DOMAIN,
+                       const std::string &domain = {})
 {
     info *h = allocinfo();
     h->caps = FI_MSG | FI_TAGGED | FI_MULTI_RECV | FI_DIRECTED_RECV;
@@ -101,6 +109,8 @@ inline info *shm_hints(ep_type type, bool auto_progress, threading thr = FI_THRE
     h->domain_attr->threading = thr;
     h->domain_attr->data_progress = auto_progress ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
     h->fabric_attr->prov_name = ::strdup("shm");
+    if (!domain.empty())
+        h->domain_attr->name = ::strdup(domain.c_str());
     return h;
 }
 
@@ -117,6 +127,9 @@ struct node {
     /** Asked for by the caller before open: FI_RMA_EVENT opens rwrite and
      *  rread and binds them (FI_REMOTE_WRITE, FI_REMOTE_READ) to endpoints. */
     std::uint64_t extra_caps = 0;
+    /** Asked for by the caller before open: the vq device (domain name),
+     *  empty for the default. */
+    std::string domain_name;
     fid_cntr *rwrite = nullptr, *rread = nullptr;
 
     /** Bind the remote-access counters (if any) to @p e. @return 0 or the error. */
@@ -138,7 +151,7 @@ struct node {
     int open(ep_type type, bool auto_progress, std::uint64_t cq_flags = FI_TRANSMIT | FI_RECV,
              threading thr = FI_THREAD_DOMAIN)
     {
-        info *h = shm_hints(type, auto_progress, thr);
+        info *h = shm_hints(type, auto_progress, thr, domain_name);
         h->caps |= extra_caps;
         int rc = getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi);
         freeinfo(h);

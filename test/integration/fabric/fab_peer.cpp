@@ -8,6 +8,7 @@
 // (mr_bind FI_REMOTE_WRITE): the counters request reads them. With "shared" that
 // region and the buffers echoes and send_tagged messages are sent from come
 // from the provider's shareable memory (shunt_mem), else from the heap.
+// FAB_PEER_DOMAIN names the vq device to open (e.g. mlx5_model0).
 #include <poll.h>
 
 #include <cstdio>
@@ -314,6 +315,9 @@ int main(int argc, char **argv)
     const std::string ev = ev_env ? ev_env : "";
     if (ev == "1")
         p.n.extra_caps = FI_RMA_EVENT;
+    // FAB_PEER_DOMAIN: the vq device to open (default: the provider's first).
+    if (const char *dom = std::getenv("FAB_PEER_DOMAIN"))
+        p.n.domain_name = dom;
     int rc = p.n.open(p.type, autop);
     if (rc) {
         std::fprintf(stderr, "fab_peer: open failed: %s\n", shunt::strerror(rc));

@@ -12,6 +12,15 @@
 // region is private memory (the target's progress executes each access) or
 // shareable memory (direct accesses, each followed by a note). A peer whose
 // endpoint was opened without FI_RMA_EVENT counts nothing on its region.
+//
+// The same body runs on the shm driver's device and on the mlx5 driver's
+// model of a ConnectX port (mlx5_model0, offered when SHUNT_MLX5_MODEL=1,
+// which the fabric-rma-event-mlx5-model test sets): every region there is
+// direct (device RDMA and atomics, each followed by its note), and writes
+// with remote CQ data are RDMA writes with immediate data. Without that
+// device those cases are skipped, saying so.
+#include <optional>
+
 #include "fab_client.h"
 
 using namespace shunt;
@@ -25,22 +34,48 @@ struct event_mode {
     const char *type;   ///< "rdm" or "msg"
     const char *mem;    ///< the peer's memory: "private" or "shared"
     bool counted;       ///< the peer's endpoint has FI_RMA_EVENT
+    const char *domain = ""; ///< the vq device of both sides; "": the shm driver's
 };
 void PrintTo(const event_mode &m, std::ostream *os) { *os << m.name; }
 const event_mode event_modes[] = {
     {"RdmPrivate", "rdm", "private", true},       {"RdmShared", "rdm", "shared", true},
     {"MsgPrivate", "msg", "private", true},       {"MsgShared", "msg", "shared", true},
     {"RdmPrivateNoEvent", "rdm", "private", false}, {"RdmSharedNoEvent", "rdm", "shared", false},
+    // The model's regions are all direct, private or not: one memory kind.
+    {"Mlx5ModelRdm", "rdm", "private", true, "mlx5_model0"},
+    {"Mlx5ModelMsg", "msg", "private", true, "mlx5_model0"},
+    {"Mlx5ModelRdmNoEvent", "rdm", "private", false, "mlx5_model0"},
 };
 
+/** Does the vq provider offer device @p domain (empty: the default)? */
+bool offered(const std::string &domain)
+{
+    if (domain.empty())
+        return true;
+    info *h = shm_hints(FI_EP_RDM, false, FI_THREAD_DOMAIN, domain);
+    info *fi = nullptr;
+    int rc = getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi);
+    freeinfo(h);
+    freeinfo(fi);
+    return rc == 0;
+}
+
 struct rma_event : ::testing::TestWithParam<event_mode> {
-    peer_proc p{GetParam().type, "manual", GetParam().mem,
-                {std::string("FAB_PEER_RMA_EVENT=") + (GetParam().counted ? "1" : "region")}};
+    std::optional<peer_proc> peer;
     node n;
     fi_addr_t to = FI_ADDR_NOTAVAIL;
 
     void SetUp() override
     {
+        const std::string dom = GetParam().domain;
+        if (!offered(dom))
+            GTEST_SKIP() << "no vq device " << dom << " (SHUNT_MLX5_MODEL=1 offers the model's)";
+        std::vector<std::string> env{std::string("FAB_PEER_RMA_EVENT=") + (GetParam().counted ? "1" : "region")};
+        if (!dom.empty())
+            env.push_back("FAB_PEER_DOMAIN=" + dom);
+        peer.emplace(GetParam().type, "manual", GetParam().mem, env);
+        peer_proc &p = *peer;
+        n.domain_name = dom;
         if (std::string(GetParam().type) == "rdm") {
             connect_peer(n, p, FI_EP_RDM, to);
             return;
@@ -62,7 +97,7 @@ struct rma_event : ::testing::TestWithParam<event_mode> {
     {
         request r;
         r.op = shunt::test::fab::counters;
-        return p.call(r);
+        return peer->call(r);
     }
     /** One operation posted by @p post, completed (bounded). */
     template <class F>
@@ -77,6 +112,7 @@ struct rma_event : ::testing::TestWithParam<event_mode> {
 TEST_P(rma_event, CountersReadExactlyWhatWasDone)
 {
     const bool counted = GetParam().counted;
+    peer_proc &p = *peer;
     response s0 = counters();
     ASSERT_EQ(s0.rc, 0);
     ASSERT_EQ(s0.n, counted ? 1u : 0u);

@@ -3,7 +3,8 @@
  * in a ring with every byte checked (blocking, nonblocking, synchronous),
  * MPI_ANY_SOURCE / MPI_ANY_TAG with the status checked, MPI_Probe and
  * MPI_Get_count, out-of-order tags, then MPI_Bcast, MPI_Allreduce and
- * MPI_Alltoall with their results checked. Any mismatch aborts the job with
+ * MPI_Alltoall with their results checked, and with MPI_TEST_ONE_SIDED=1 the
+ * one-sided operations below. Any mismatch aborts the job with
  * a message. Prints "rank R ok" per rank on success. */
 #include <mpi.h>
 #include <stdint.h>
@@ -178,6 +179,73 @@ static void collectives(uint8_t *rbuf)
     free(b);
 }
 
+/* One-sided (MPI_TEST_ONE_SIDED=1; mpi_run.sh sets it where the forced osc
+ * component reaches Shunt): a window of 64 K words per rank; MPI_Put of all
+ * of it to the next rank and MPI_Get back from it in fence epochs, then in a
+ * lock_all epoch every rank adds to rank 0 with MPI_Fetch_and_op (100 times),
+ * swaps with MPI_Compare_and_swap (exactly one rank must win) and adds with
+ * MPI_Accumulate; the results are checked on every rank. */
+static void one_sided(void)
+{
+    enum { W = 1 << 16 };
+    uint64_t *win_buf, *src = malloc(W * 8), *got = malloc(W * 8), *all = malloc((size_t)size * 8);
+    CHECK(src && got && all, "malloc");
+    MPI_Win w;
+    MPI_Win_allocate(W * 8, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win_buf, &w);
+    memset(win_buf, 0, W * 8);
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    for (int k = 0; k < W; k++)
+        src[k] = ((uint64_t)rank << 32) | (uint64_t)k;
+    MPI_Win_fence(0, w);
+    MPI_Put(src, W, MPI_UINT64_T, next, 0, W, MPI_UINT64_T, w);
+    MPI_Win_fence(0, w);
+    for (int k = 0; k < W; k++)
+        CHECK(win_buf[k] == (((uint64_t)prev << 32) | (uint64_t)k), "put [%d] = %llx", k,
+              (unsigned long long)win_buf[k]);
+    MPI_Get(got, W, MPI_UINT64_T, next, 0, W, MPI_UINT64_T, w);
+    MPI_Win_fence(0, w);
+    for (int k = 0; k < W; k++)
+        CHECK(got[k] == (((uint64_t)rank << 32) | (uint64_t)k), "get [%d] = %llx", k, (unsigned long long)got[k]);
+    if (rank == 0)
+        win_buf[0] = win_buf[1] = win_buf[2] = 0;
+    MPI_Win_fence(0, w);
+    uint64_t one = 1, old = 0, cmp = 0, mine = (uint64_t)rank + 1, res = ~0ull;
+    MPI_Win_lock_all(0, w);
+    for (int k = 0; k < 100; k++) {
+        MPI_Fetch_and_op(&one, &old, MPI_UINT64_T, 0, 0, MPI_SUM, w);
+        MPI_Win_flush(0, w);
+        CHECK(old < 100ull * (uint64_t)size, "fetch_and_op returned %llu", (unsigned long long)old);
+    }
+    MPI_Compare_and_swap(&mine, &cmp, &res, MPI_UINT64_T, 0, 1, w);
+    MPI_Accumulate(&one, 1, MPI_UINT64_T, 0, 2, 1, MPI_UINT64_T, MPI_SUM, w);
+    MPI_Win_flush(0, w);
+    MPI_Win_unlock_all(w);
+    MPI_Allgather(&res, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    int winner = -1;
+    for (int s = 0; s < size; s++) {
+        CHECK(all[s] == 0 || (all[s] >= 1 && all[s] <= (uint64_t)size), "cas of rank %d returned %llu", s,
+              (unsigned long long)all[s]);
+        if (all[s] == 0) {
+            CHECK(winner < 0, "cas: ranks %d and %d both saw 0", winner, s);
+            winner = s;
+        }
+    }
+    CHECK(winner >= 0, "cas: no rank saw 0");
+    MPI_Win_fence(0, w);
+    if (rank == 0) {
+        CHECK(win_buf[0] == 100ull * (uint64_t)size, "fetch_and_op sum %llu", (unsigned long long)win_buf[0]);
+        CHECK(win_buf[1] == (uint64_t)winner + 1, "cas value %llu, winner %d", (unsigned long long)win_buf[1],
+              winner);
+        CHECK(win_buf[2] == (uint64_t)size, "accumulate sum %llu", (unsigned long long)win_buf[2]);
+    }
+    MPI_Win_fence(0, w);
+    MPI_Win_free(&w);
+    printf("rank %d one-sided ok\n", rank);
+    free(src);
+    free(got);
+    free(all);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -194,6 +262,9 @@ int main(int argc, char **argv)
     reversed_tags(sbuf, rbuf);
     collectives(rbuf);
     MPI_Barrier(MPI_COMM_WORLD);
+    const char *os = getenv("MPI_TEST_ONE_SIDED");
+    if (os && strcmp(os, "1") == 0)
+        one_sided();
     free(sbuf);
     free(rbuf);
     printf("rank %d ok\n", rank);
