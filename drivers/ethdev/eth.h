@@ -466,6 +466,8 @@ struct eth_qp : vq::qp {
     std::uint64_t timeout_cycles = 0;  ///< 0: no retransmit timer
     std::uint64_t deadline = 0;        ///< TSC of the next retransmission (0: none armed)
     std::uint64_t rnr_until = 0;       ///< RNR NAK: do not transmit before
+    std::uint32_t timer_polls = 0;     ///< progress calls since the timers last read the TSC
+    std::uint32_t timer_stride = 1;    ///< the timers read the TSC on every this many calls (rc_timing)
     std::uint32_t since_ackreq = 0;
     bool nak_retry = false;            ///< go back armed by a NAK (once per PSN)
     std::uint32_t nak_psn = 0;
@@ -489,6 +491,8 @@ struct eth_qp : vq::qp {
     std::uint32_t ack_psn = 0;         ///< highest PSN to acknowledge
     bool ack_due = false;
     std::uint32_t unacked = 0;
+    std::uint64_t ack_deadline = 0;    ///< TSC by which a deferred ACK goes out (0: none deferred)
+    std::uint64_t ack_delay = 0;       ///< how long an ACK the requester did not ask for may wait (rc_timing)
     resp resps[max_resps];             ///< in-order response queue (reads, atomics, acks)
     std::uint32_t resp_head = 0, resp_tail = 0;
     atomic_saved atomics[max_rd_atomic];
@@ -603,6 +607,9 @@ unsigned rc_rx(eth_qp *q, const eth_cq *held) noexcept;
 void rc_timers(eth_qp *q, const eth_cq *held) noexcept;
 /** Reset the transport state (modify_qp to RESET / RTR). */
 void rc_reset(eth_qp *q) noexcept;
+/** Derive the ACK deferral and the timers' polling stride from
+ *  timeout_cycles (modify_qp, after it changed). */
+void rc_timing(eth_qp *q) noexcept;
 
 /** Hand staged frames to the PMD. @return true when the stage is empty. */
 bool stage_flush(eth_qp *q) noexcept;

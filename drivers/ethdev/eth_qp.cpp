@@ -445,6 +445,7 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
     }
     if (mask & vq::QP_ATTR_TIMEOUT)
         q->timeout_cycles = timeout_of(q->attr.timeout);
+    rc_timing(q);
     q->attr.state = next;
     q->state.store(st(next), std::memory_order_release);
     q->busy.store(true, std::memory_order_relaxed);
@@ -679,7 +680,8 @@ void qp_progress(eth_qp *q, const eth_cq *held) noexcept
         return;
     }
     sq_complete(q, held);
-    bool left = q->sq_head != q->sq_tail || q->nstage || rx_peek(q) || q->ack_due || q->resp_head != q->resp_tail;
+    bool left = q->sq_head != q->sq_tail || q->nstage || rx_peek(q) || q->ack_due || q->ack_deadline ||
+                q->resp_head != q->resp_tail;
     if (left)
         q->busy.store(true, std::memory_order_relaxed);
 }

@@ -15,9 +15,23 @@
  * error) and everything after it is dropped until the missing PSN arrives; a
  * duplicate is acknowledged again (reads are executed again, atomics answered
  * from the saved result, so each executes once). A send with no receive
- * posted gets an RNR NAK. Acknowledgements are coalesced: one per batch of
- * received packets, or every 16 packets, or when the requester asks. Reads,
- * atomic results and acknowledgements leave through one in-order queue. */
+ * posted gets an RNR NAK. Reads, atomic results and acknowledgements leave
+ * through one in-order queue.
+ *
+ * Acknowledgements are coalesced (an ACK acknowledges every PSN up to its
+ * own). The requester sets AckReq on the last packet of a
+ * signaled send or write (its completion waits for the ACK), on reads,
+ * atomics and flushes, on every 16th packet, and on any last packet while
+ * the send queue or the PSN window is half full. The responder answers
+ * AckReq at the end of the received batch; other packets it acknowledges
+ * every 16, or when the oldest of them has waited ack_delay (an eighth of
+ * the retransmit timeout, at most 1 ms). So an 8-byte ping-pong of
+ * unsignaled sends costs one frame per message instead of two.
+ *
+ * Timers. With a send unacknowledged or an ACK deferred, every progress
+ * call of the QP runs the timers, most of them empty polls; the TSC is read
+ * on every timer_stride-th call only (rc_timing), which delays a timer of a
+ * spinning poller by at most a sixty-fourth of the shortest one. */
 #include <algorithm>
 
 #include "env/tsc.h"
@@ -47,6 +61,16 @@ inline void done(wqe *w, wc_status s) noexcept
 {
     w->state = ws_done;
     w->status = static_cast<std::uint8_t>(s);
+}
+
+/** Does the last packet of send or write @p w ask for an acknowledgement?
+ *  A signaled request's completion waits for it; unsignaled ones free their
+ *  send-queue slots only when acknowledged, so they ask once the queue or
+ *  the window is half full. Otherwise the responder's coalescing answers. */
+inline bool ack_wanted(const eth_qp *q, const wqe *w) noexcept
+{
+    return (w->flags & vq::WR_SIGNALED) || q->sq_tail - q->sq_head > q->sq_mask / 2 ||
+           psn_diff(q->psn, q->una) >= static_cast<std::int32_t>(rc_window / 2);
 }
 
 inline void arm(eth_qp *q) noexcept
@@ -93,7 +117,7 @@ bool emit(eth_qp *q, wqe *w, std::uint32_t i) noexcept
             ext += wire::imm_len;
         if (inv && last)
             ext += wire::ieth_len;
-        ackreq = last;
+        ackreq = last && ack_wanted(q, w);
         break;
     }
     case op_read:
@@ -982,8 +1006,11 @@ rx_rc responder_input(eth_qp *q, const rxpkt &k, eth_cq *c) noexcept
     q->epsn = psn_add(q->epsn, 1);
     if (d.kind == wire::k_send || d.kind == wire::k_write) {
         q->ack_psn = psn;
-        if (wire::bth_ackreq(b) || ++q->unacked >= ack_every)
+        // Timers run in RTS only: a responder in RTR acknowledges at once.
+        if (wire::bth_ackreq(b) || ++q->unacked >= ack_every || qp_st(q) != vq::qp_state::rts)
             q->ack_due = true;
+        else if (!q->ack_deadline)
+            q->ack_deadline = env::tsc::now() + q->ack_delay;
     }
     return r;
 }
@@ -1082,6 +1109,7 @@ unsigned rc_rx(eth_qp *q, const eth_cq *held) noexcept
         queue_ack(q, wire::aeth_no_credits, q->ack_psn);
         q->ack_due = false;
         q->unacked = 0;
+        q->ack_deadline = 0;
     }
     if (q->resp_head != q->resp_tail)
         send_resps(q);
@@ -1090,13 +1118,24 @@ unsigned rc_rx(eth_qp *q, const eth_cq *held) noexcept
 
 void rc_timers(eth_qp *q, const eth_cq *) noexcept
 {
-    if (!is_rc(q) || !q->deadline)
+    if (!is_rc(q))
         return;
-    if (q->una == q->psn) {
+    if (q->deadline && q->una == q->psn)
         q->deadline = 0;
+    if (!q->deadline && !q->ack_deadline)
         return;
+    if (++q->timer_polls < q->timer_stride)
+        return;
+    q->timer_polls = 0;
+    const std::uint64_t now = env::tsc::now();
+    if (q->ack_deadline && now >= q->ack_deadline) {
+        // The oldest packet nobody asked an ACK for has waited ack_delay.
+        q->ack_deadline = 0;
+        q->unacked = 0;
+        queue_ack(q, wire::aeth_no_credits, q->ack_psn);
+        send_resps(q);
     }
-    if (env::tsc::now() < q->deadline)
+    if (!q->deadline || now < q->deadline)
         return;
     // Timeout: resend from the oldest unacknowledged packet, or give up.
     q->deadline = 0;
@@ -1110,6 +1149,19 @@ void rc_timers(eth_qp *q, const eth_cq *) noexcept
     q->nak_retry = false;
     go_back(q, q->una);
     arm(q);
+}
+
+void rc_timing(eth_qp *q) noexcept
+{
+    // A deferred ACK goes out long before the requester's timer expires
+    // when both ends use the same timeout (waiting for ever: 1 ms).
+    const std::uint64_t cap = env::tsc::from_ns(1000000);
+    q->ack_delay = q->timeout_cycles && q->timeout_cycles / 8 < cap ? q->timeout_cycles / 8 : cap;
+    // Reading the TSC every ack_delay / 16 us calls (at most 64), a poller
+    // whose empty polls come less than 250 ns apart sees a timer expire
+    // within a sixty-fourth of ack_delay, the shortest timer.
+    const std::uint64_t per = std::max<std::uint64_t>(1, env::tsc::from_ns(16000));
+    q->timer_stride = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(q->ack_delay / per, 1, 64));
 }
 
 void rc_reset(eth_qp *q) noexcept
@@ -1127,6 +1179,8 @@ void rc_reset(eth_qp *q) noexcept
     q->rx_has_wqe = false;
     q->ack_due = false;
     q->unacked = 0;
+    q->ack_deadline = 0;
+    q->timer_polls = 0;
     q->resp_head = q->resp_tail = 0;
     for (auto &a : q->atomics)
         a.valid = false;

@@ -1,0 +1,297 @@
+// The vq provider over the ethdev driver, in one process: two domains on the
+// cross-wired net_ring pair (SHUNT_ETHDEV_RING_PAIRS=1, net_ring_pair0a <->
+// net_ring_pair0b), each side progressed by polling its own CQ.
+//  - DGRAM: max_msg_size comes from the port's UD MTU; datagrams of exactly
+//    that size arrive byte for byte, one byte more is -FI_EMSGSIZE.
+//  - RDM: SHUNT_VQ_RC_TIMEOUT / _RETRY_CNT / _RNR_RETRY reach the RC QPs:
+//    with the peer silent, a send fails after exactly RETRY_CNT
+//    retransmissions (the port's tx_retransmit counter), no sooner than the
+//    timeout allows; an out-of-range value is reported by name and the
+//    driver's default used. meson runs this binary with different settings.
+#include <gtest/gtest.h>
+
+#include <sched.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "env/errors.h"
+#include "ethdev/ethdev_ext.h"
+#include "fabric/api.h"
+#include "vq/vq.h"
+
+using namespace shunt;
+using namespace shunt::fabric;
+namespace eth = shunt::drv::ethdev;
+
+namespace {
+
+constexpr const char *port_a = "net_ring_pair0a";
+constexpr const char *port_b = "net_ring_pair0b";
+
+std::uint8_t pattern(std::uint64_t seed, std::size_t i) { return std::uint8_t((seed * 131 + i * 7 + (i >> 8)) & 0xff); }
+
+/** Fabric, domain on one port, CQ, AV, EQ and an enabled endpoint. */
+struct side {
+    info *fi = nullptr;
+    fid_fabric *fabric = nullptr;
+    fid_domain *domain = nullptr;
+    fid_ep *ep = nullptr;
+    fid_cq *cq = nullptr;
+    fid_av *av = nullptr;
+    fid_eq *eq = nullptr;
+    std::uint8_t addr[64] = {};
+
+    int open(const char *port, ep_type type)
+    {
+        info *h = allocinfo();
+        h->caps = FI_MSG | FI_TAGGED;
+        h->mode = FI_CONTEXT;
+        h->ep_attr->type = type;
+        h->domain_attr->name = ::strdup(port);
+        h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
+        h->domain_attr->threading = FI_THREAD_DOMAIN;
+        h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+        int rc = getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi);
+        freeinfo(h);
+        if (rc)
+            return rc;
+        if ((rc = fabric_open(fi->fabric_attr, &fabric, nullptr)) || (rc = domain_open(fabric, fi, &domain, nullptr)))
+            return rc;
+        cq_attr ca;
+        ca.format = FI_CQ_FORMAT_TAGGED;
+        ca.wait_obj = FI_WAIT_UNSPEC;
+        eq_attr ea;
+        ea.wait_obj = FI_WAIT_UNSPEC;
+        av_attr aa;
+        if ((rc = cq_open(domain, &ca, &cq, nullptr)) || (rc = eq_open(fabric, &ea, &eq, nullptr)) ||
+            (rc = av_open(domain, &aa, &av, nullptr)) || (rc = endpoint(domain, fi, &ep, nullptr)) ||
+            (rc = ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV)) || (rc = ep_bind(ep, &av->fid, 0)) ||
+            (rc = ep_bind(ep, &eq->fid, 0)) || (rc = enable(ep)))
+            return rc;
+        std::size_t len = sizeof addr;
+        return getname(&ep->fid, addr, &len);
+    }
+    ~side()
+    {
+        for (fid *f : {ep ? &ep->fid : nullptr, av ? &av->fid : nullptr, cq ? &cq->fid : nullptr,
+                       eq ? &eq->fid : nullptr, domain ? &domain->fid : nullptr, fabric ? &fabric->fid : nullptr})
+            if (f)
+                EXPECT_EQ(fabric::close(f), 0);
+        freeinfo(fi);
+    }
+};
+
+/** Open @p a on port_a and @p b on port_b, each knowing the other
+ *  (@p to_b, @p to_a: the AV entries). */
+void open_pair(side &a, side &b, ep_type t, fi_addr_t &to_b, fi_addr_t &to_a)
+{
+    ASSERT_EQ(a.open(port_a, t), 0);
+    ASSERT_EQ(b.open(port_b, t), 0);
+    ASSERT_EQ(av_insert(a.av, b.addr, 1, &to_b, 0, nullptr), 1);
+    ASSERT_EQ(av_insert(b.av, a.addr, 1, &to_a, 0, nullptr), 1);
+}
+
+/** Poll @p polled (each once per round) until @p want has an entry for
+ *  @p ctx; other entries are dropped. @return 1, a CQ error, or
+ *  -FI_ETIMEDOUT after @p ms. */
+ssize_t wait_for(fid_cq *want, void *ctx, std::vector<fid_cq *> polled, cq_tagged_entry &e, int ms = 10000)
+{
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    for (;;) {
+        for (fid_cq *c : polled) {
+            cq_tagged_entry x{};
+            ssize_t n = cq_read(c, &x, 1);
+            if (c != want)
+                continue;
+            if (n == 1 && x.op_context == ctx) {
+                e = x;
+                return 1;
+            }
+            if (n != 1 && n != -FI_EAGAIN)
+                return n;
+        }
+        if (std::chrono::steady_clock::now() > end)
+            return -FI_ETIMEDOUT;
+        sched_yield();
+    }
+}
+
+/** Post with @p post while it says -FI_EAGAIN, polling @p cqs; bounded. */
+template <class F>
+ssize_t post_retry(std::vector<fid_cq *> cqs, F &&post)
+{
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+        ssize_t rc = post();
+        if (rc != -FI_EAGAIN || std::chrono::steady_clock::now() > end)
+            return rc;
+        for (fid_cq *c : cqs) {
+            cq_tagged_entry x;
+            (void)cq_read(c, &x, 1);
+        }
+        sched_yield();
+    }
+}
+
+std::uint64_t port_counter(const char *port, unsigned c)
+{
+    eth::port_counters pc{};
+    EXPECT_EQ(eth::query_counters(vq::find_device(port), &pc), 0);
+    return pc.drv[c];
+}
+
+std::uint32_t port_ud_mtu(const char *port)
+{
+    vq::device *d = vq::find_device(port);
+    vq::context *ctx = nullptr;
+    vq::device_attr da;
+    EXPECT_NE(d, nullptr);
+    if (!d || vq::open_device(d, &ctx) != 0)
+        return 0;
+    EXPECT_EQ(vq::query_device(ctx, &da), 0);
+    EXPECT_EQ(vq::close_device(ctx), 0);
+    return da.ud_mtu;
+}
+
+} // namespace
+
+// getinfo's max_msg_size for a DGRAM endpoint on an ethdev port is the
+// port's UD MTU (its RoCE path MTU) less the provider's datagram header; the
+// endpoint accepts exactly that (FI_OPT_MAX_MSG_SIZE agrees) and delivers
+// every byte, and refuses one byte more with -FI_EMSGSIZE (fi_msg(3)).
+TEST(EthdevDgram, DatagramsOfMaxMsgSizeArriveAndOneMoreByteIsRefused)
+{
+    side a, b;
+    fi_addr_t to_b = FI_ADDR_NOTAVAIL, to_a = FI_ADDR_NOTAVAIL;
+    ASSERT_NO_FATAL_FAILURE(open_pair(a, b, FI_EP_DGRAM, to_b, to_a));
+    const std::uint32_t ud_mtu = port_ud_mtu(port_a);
+    ASSERT_GT(ud_mtu, 88u);
+    const std::size_t max = a.fi->ep_attr->max_msg_size;
+    EXPECT_EQ(max, ud_mtu - 88u) << "the UD MTU (" << ud_mtu << ") less the 88-byte datagram header";
+    EXPECT_LE(a.fi->tx_attr->inject_size, max);
+    std::size_t opt = 0, optlen = sizeof opt;
+    ASSERT_EQ(getopt(&a.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_MSG_SIZE, &opt, &optlen), 0);
+    EXPECT_EQ(opt, max);
+
+    for (int tagged = 0; tagged < 2; tagged++)
+        for (std::size_t len : {max - 1, max}) {
+            std::vector<std::uint8_t> out(len), in(len + 16, 0xee);
+            for (std::size_t i = 0; i < len; i++)
+                out[i] = pattern(len + std::size_t(tagged), i);
+            context rctx{}, sctx{};
+            if (tagged)
+                ASSERT_EQ(trecv(b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, 7, 0, &rctx), 0);
+            else
+                ASSERT_EQ(recv(b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+            ASSERT_EQ(post_retry({a.cq, b.cq},
+                                 [&] {
+                                     return tagged ? tsend(a.ep, out.data(), len, nullptr, to_b, 7, &sctx)
+                                                   : send(a.ep, out.data(), len, nullptr, to_b, &sctx);
+                                 }),
+                      0)
+                << len;
+            cq_tagged_entry e{};
+            ASSERT_EQ(wait_for(b.cq, &rctx, {a.cq, b.cq}, e), 1) << len << " bytes did not arrive";
+            EXPECT_EQ(e.len, len);
+            for (std::size_t i = 0; i < len; i++)
+                ASSERT_EQ(in[i], out[i]) << "byte " << i << " of " << len;
+            EXPECT_EQ(in[len], 0xee) << "nothing beyond the datagram written";
+        }
+    std::vector<std::uint8_t> big(max + 1);
+    EXPECT_EQ(send(a.ep, big.data(), big.size(), nullptr, to_b, nullptr), -FI_EMSGSIZE);
+    EXPECT_EQ(tsend(a.ep, big.data(), big.size(), nullptr, to_b, 1, nullptr), -FI_EMSGSIZE);
+    iovec v[2] = {{big.data(), max}, {big.data() + max, 1}};
+    msg m{};
+    m.msg_iov = v;
+    m.iov_count = 2;
+    m.addr = to_b;
+    EXPECT_EQ(sendmsg(a.ep, &m, 0), -FI_EMSGSIZE) << "the limit is on the sum of the iov";
+}
+
+namespace {
+
+/** An integer from the environment, or @p def. */
+long env_int(const char *name, long def)
+{
+    const char *v = std::getenv(name);
+    if (!v || !*v)
+        return def;
+    char *end = nullptr;
+    long x = std::strtol(v, &end, 10);
+    return end && *end == 0 ? x : def;
+}
+
+} // namespace
+
+// With the peer's endpoint silent (its CQ never polled again, so nothing of
+// ours is acknowledged), a send over the RDM connection's RC QP is resent
+// once per timeout until the retries run out: exactly SHUNT_VQ_RC_RETRY_CNT
+// retransmissions, no sooner than (RETRY_CNT + 1) timeouts of 4.096 us x
+// 2^SHUNT_VQ_RC_TIMEOUT, then an FI_EHOSTUNREACH error completion. A value
+// out of range is named in a warning and the driver's default used instead
+// (timeout 16, retry_cnt 7).
+TEST(EthdevRcTunables, ASilentPeerFailsTheSendAfterTheConfiguredRetries)
+{
+    const long t_set = env_int("SHUNT_VQ_RC_TIMEOUT", -1), r_set = env_int("SHUNT_VQ_RC_RETRY_CNT", -1);
+    const bool t_bad = t_set < -1 || t_set > 31, r_bad = r_set < -1 || r_set > 7;
+    const long timeout = t_set >= 0 && !t_bad ? t_set : 16, retries = r_set >= 0 && !r_bad ? r_set : 7;
+    if (timeout == 0 || timeout + retries > 16 + 2)
+        GTEST_SKIP() << "run with SHUNT_VQ_RC_TIMEOUT / _RETRY_CNT that fail within seconds (meson sets them)";
+    const char *rnr = std::getenv("SHUNT_VQ_RC_RNR_RETRY");
+
+    testing::internal::CaptureStderr();
+    side a, b;
+    fi_addr_t to_b = FI_ADDR_NOTAVAIL, to_a = FI_ADDR_NOTAVAIL;
+    open_pair(a, b, FI_EP_RDM, to_b, to_a);
+    // One message each way sets the connection up; both sides are polled.
+    std::vector<std::uint8_t> out(2048), in(4096);
+    for (std::size_t i = 0; i < out.size(); i++)
+        out[i] = pattern(3, i);
+    context rctx{}, sctx{};
+    ASSERT_EQ(recv(b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+    ASSERT_EQ(post_retry({a.cq, b.cq}, [&] { return send(a.ep, out.data(), out.size(), nullptr, to_b, &sctx); }), 0);
+    cq_tagged_entry e{};
+    ASSERT_EQ(wait_for(b.cq, &rctx, {a.cq, b.cq}, e), 1);
+    ASSERT_EQ(e.len, out.size());
+    ASSERT_EQ(std::memcmp(in.data(), out.data(), out.size()), 0);
+    ASSERT_EQ(wait_for(a.cq, &sctx, {a.cq, b.cq}, e), 1) << "the first send completes";
+    // Let acknowledgements still on their way arrive.
+    auto settle = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+    while (std::chrono::steady_clock::now() < settle)
+        for (fid_cq *c : {a.cq, b.cq}) {
+            cq_tagged_entry x;
+            (void)cq_read(c, &x, 1);
+        }
+    const std::string log = testing::internal::GetCapturedStderr();
+    if (t_bad)
+        EXPECT_NE(log.find("SHUNT_VQ_RC_TIMEOUT=" + std::string(std::getenv("SHUNT_VQ_RC_TIMEOUT")) +
+                           " is not -1 or 0..31"),
+                  std::string::npos)
+            << log;
+    if (r_bad)
+        EXPECT_NE(log.find("SHUNT_VQ_RC_RETRY_CNT="), std::string::npos) << log;
+    if (rnr && (env_int("SHUNT_VQ_RC_RNR_RETRY", -1) < -1 || env_int("SHUNT_VQ_RC_RNR_RETRY", -1) > 7))
+        EXPECT_NE(log.find("SHUNT_VQ_RC_RNR_RETRY=" + std::string(rnr) + " is not -1 or 0..7"), std::string::npos)
+            << log;
+
+    // From here on b is never polled: nothing acknowledges a's packets.
+    const std::uint64_t re0 = port_counter(port_a, eth::c_tx_retransmit);
+    const auto t0 = std::chrono::steady_clock::now();
+    context fctx{};
+    ASSERT_EQ(post_retry({a.cq}, [&] { return send(a.ep, out.data(), out.size(), nullptr, to_b, &fctx); }), 0);
+    ssize_t n = wait_for(a.cq, &fctx, {a.cq}, e, 20000);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_EQ(n, -FI_EAVAIL) << "the send to a silent peer fails (after " << secs << " s)";
+    cq_err_entry err{};
+    ASSERT_EQ(cq_readerr(a.cq, &err, 0), 1);
+    EXPECT_EQ(err.op_context, &fctx);
+    EXPECT_EQ(err.err, FI_EHOSTUNREACH);
+    EXPECT_EQ(port_counter(port_a, eth::c_tx_retransmit) - re0, std::uint64_t(retries))
+        << "one retransmission per retry (timeout " << timeout << ", retry_cnt " << retries << ")";
+    const double floor = double(retries + 1) * 4.096e-6 * double(1u << timeout);
+    EXPECT_GE(secs, floor * 0.99) << "no sooner than retry_cnt + 1 timeouts";
+}
