@@ -79,8 +79,9 @@ struct side {
     {
         for (fid *f : {ep ? &ep->fid : nullptr, av ? &av->fid : nullptr, cq ? &cq->fid : nullptr,
                        eq ? &eq->fid : nullptr, domain ? &domain->fid : nullptr, fabric ? &fabric->fid : nullptr})
-            if (f)
+            if (f) {
                 EXPECT_EQ(fabric::close(f), 0);
+            }
         freeinfo(fi);
     }
 };
@@ -267,16 +268,19 @@ TEST(EthdevRcTunables, ASilentPeerFailsTheSendAfterTheConfiguredRetries)
             (void)cq_read(c, &x, 1);
         }
     const std::string log = testing::internal::GetCapturedStderr();
-    if (t_bad)
+    if (t_bad) {
         EXPECT_NE(log.find("SHUNT_VQ_RC_TIMEOUT=" + std::string(std::getenv("SHUNT_VQ_RC_TIMEOUT")) +
                            " is not -1 or 0..31"),
                   std::string::npos)
             << log;
-    if (r_bad)
+    }
+    if (r_bad) {
         EXPECT_NE(log.find("SHUNT_VQ_RC_RETRY_CNT="), std::string::npos) << log;
-    if (rnr && (env_int("SHUNT_VQ_RC_RNR_RETRY", -1) < -1 || env_int("SHUNT_VQ_RC_RNR_RETRY", -1) > 7))
+    }
+    if (rnr && (env_int("SHUNT_VQ_RC_RNR_RETRY", -1) < -1 || env_int("SHUNT_VQ_RC_RNR_RETRY", -1) > 7)) {
         EXPECT_NE(log.find("SHUNT_VQ_RC_RNR_RETRY=" + std::string(rnr) + " is not -1 or 0..7"), std::string::npos)
             << log;
+    }
 
     // From here on b is never polled: nothing acknowledges a's packets.
     const std::uint64_t re0 = port_counter(port_a, eth::c_tx_retransmit);
