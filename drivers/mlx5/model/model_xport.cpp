@@ -884,7 +884,7 @@ void rx_write(mport &p, mqp &q, const wire_pkt &h, const std::uint8_t *pl, bool 
         return; // nothing written: the retransmission writes it
     }
     if (h.len) {
-        remote_dma_scope dma;
+        [[maybe_unused]] remote_dma_scope dma;
         std::memcpy(reinterpret_cast<void *>(q.rx.raddr), pl, h.len);
     }
     q.rx.raddr += h.len;
@@ -926,7 +926,7 @@ void rx_read(mport &p, mqp &q, const wire_pkt &h)
         // timeout asks again (a duplicate read request is answered anew).
         bool sent;
         {
-            remote_dma_scope dma;
+            [[maybe_unused]] remote_dma_scope dma;
             sent = send_pkt(p, q.dport, r, reinterpret_cast<const std::uint8_t *>(h.raddr + off));
         }
         if (!sent)
