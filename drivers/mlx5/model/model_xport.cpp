@@ -955,7 +955,7 @@ void rx_atomic(mport &p, mqp &q, const wire_pkt &h, bool dup)
             return;
         }
         auto *word = reinterpret_cast<std::uint64_t *>(h.raddr);
-        if (remote_dma_scope dma; h.opcode == rc_cas) {
+        if ([[maybe_unused]] remote_dma_scope dma; h.opcode == rc_cas) {
             std::uint64_t expect = h.compare;
             __atomic_compare_exchange_n(word, &expect, h.swap_add, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
             orig = expect;
