@@ -101,7 +101,12 @@ public:
         // Posts of sends and writes and their completions (echoes included)
         // are counted together; the kill comes at a random count.
         const int nwrites = dgram_ ? 0 : writes; // DGRAM has no RMA
-        kill_at_ = int(rng_() % std::uint64_t(3 * burst + 2 * nwrites + 1));
+        // A round has 3 * burst + 2 * nwrites events (posts, send and write
+        // completions, echoes) and step() kills once the count passes
+        // kill_at_, so kill_at_ < that total: the last draw kills after the
+        // last echo. (One more value never killed, and the round then waited
+        // out drain_ms.)
+        kill_at_ = int(rng_() % std::uint64_t(3 * burst + 2 * nwrites));
         for (int i = 0; i < burst; i++)
             ASSERT_NO_FATAL_FAILURE(post_recv());
         for (int i = 0; i < burst; i++) {
