@@ -438,6 +438,11 @@ struct shm_qp : vq::qp {
     std::uint32_t last_dest = 0;
     bool notified = false;       ///< peer told we are gone
     std::atomic<bool> peer_died{false}; ///< ERR because the peer died: first flushed WR gets retry_exc_err
+    /** ERR because the peer died or closed (RC/UC): the messages it had
+     *  published in our ring (its sends completed) are delivered before the
+     *  receives are flushed. Set by whoever sees the peer gone, cleared by
+     *  the receive side once the ring shows nothing more. */
+    std::atomic<bool> rx_drain{false};
     /** sq_head != sq_tail, published for pollers of the send CQ (written under
      *  the QP lock, or by the td thread), so they never read the indices. */
     std::atomic<bool> sq_busy{false};

@@ -406,6 +406,7 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
             if (q->dest_hash)
                 std::memset(q->dest_hash, 0, ud_dest_hash * sizeof(std::uint16_t));
             q->peer_died.store(false, std::memory_order_relaxed);
+            q->rx_drain.store(false, std::memory_order_relaxed);
             q->sq_busy.store(false, std::memory_order_relaxed);
             q->blocked_since = 0;
             q->desc->state.store(st(qp_state::reset), std::memory_order_release);

@@ -487,7 +487,12 @@ inline void lend_release(shm_qp *q) noexcept
 }
 
 /** Consume messages of one ring. @return completions produced. Inlined into
- *  rx_progress, which every poll of a receive CQ calls once per QP. */
+ *  rx_progress, which every poll of a receive CQ calls once per QP. With
+ *  @p Drain (the QP is in ERR because the peer died or closed): deliver what
+ *  the peer had published, clear rx_drain once the ring shows nothing more,
+ *  and stop at a rendezvous message (its data is in the dead peer's memory,
+ *  and its sender never saw it complete). */
+template <bool Drain = false>
 [[gnu::always_inline]] inline unsigned rx_ring(shm_qp *q, slot *slots, ring_ctrl *ctrl, std::uint32_t mask,
                                               std::uint32_t &head, std::uint32_t &pub, std::uint32_t src_qp,
                                               unsigned budget) noexcept
@@ -499,13 +504,19 @@ inline void lend_release(shm_qp *q) noexcept
         // Observe a published chunk: the sequence word (acquire) orders the
         // reads of its header, payload and continuation slots after it.
         if (std::atomic_ref<std::uint32_t>(s->seq).load(std::memory_order_acquire) != head + 1) {
-            if (q->type != vq::qp_type::ud && ctrl->sender_gone.load(std::memory_order_acquire) == q->qp_num &&
+            if (Drain)
+                q->rx_drain.store(false, std::memory_order_relaxed); // all it sent was delivered: flush the rest
+            else if (q->type != vq::qp_type::ud && ctrl->sender_gone.load(std::memory_order_acquire) == q->qp_num &&
                 std::atomic_ref<std::uint32_t>(s->seq).load(std::memory_order_acquire) != head + 1)
                 qp_to_err(q); // the sender is gone and everything it sent was consumed
             break;
         }
         if (c->space() == 0)
             break;
+        if (Drain && (s->op == msg_rndv || q->rx_violated)) {
+            q->rx_drain.store(false, std::memory_order_relaxed);
+            break;
+        }
         if (q->lend) {
             if (rx_lend(q, slots, mask, head, src_qp, &n) == rx_stop)
                 break;
@@ -529,7 +540,7 @@ inline void lend_release(shm_qp *q) noexcept
         if (r == rx_stop || rx_general(q, slots, mask, head, src_qp, &n) == rx_stop)
             break;
         rx_credit(ctrl, mask, head, pub);
-        if (q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::err))
+        if (!Drain && q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::err))
             break;
     }
     return n;
@@ -601,8 +612,19 @@ SHUNT_COLD void ud_reclaim(shm_qp *q, std::uint32_t i, ring_ctrl *ctrl, slot *sl
 unsigned rx_progress(shm_qp *q, unsigned budget) noexcept
 {
     std::uint32_t st = q->state.load(std::memory_order_relaxed);
-    if (st == static_cast<std::uint32_t>(vq::qp_state::err))
+    if (st == static_cast<std::uint32_t>(vq::qp_state::err)) {
+        // The peer died or closed: what it had published first (rx_ring<true>
+        // clears rx_drain when the ring shows nothing more).
+        std::atomic_thread_fence(std::memory_order_acquire); // rx_drain is stored before the state
+        if (q->rx_drain.load(std::memory_order_relaxed)) [[unlikely]] {
+            unsigned n = rx_ring<true>(q, q->rx_slots, q->rx_ctrl, q->rx_mask, q->rx_head, q->rx_published,
+                                       q->dest_qpn, budget);
+            if (q->rx_drain.load(std::memory_order_relaxed) || n >= budget)
+                return n;
+            return n + rx_flush(q, budget - n);
+        }
         return rx_flush(q, budget);
+    }
     if (st < static_cast<std::uint32_t>(vq::qp_state::rtr))
         return 0; // RESET/INIT: messages wait in the ring
     if (q->lend)
@@ -650,6 +672,7 @@ void rx_violation(shm_qp *q, const char *what, std::uint64_t value) noexcept
     if (!q->rx_violated)
         env::stats::on_error(q->io);
     q->rx_violated = true;
+    q->rx_drain.store(false, std::memory_order_relaxed); // nothing more is read from this ring
     qp_to_err(q);
 }
 

@@ -1,6 +1,8 @@
 // A peer killed mid-stream: our QP goes to ERR, every outstanding request
 // completes within bounded time (the first send with retry_exc_err, the rest
 // flushed), nothing hangs, and no segment is left behind.
+#include <algorithm>
+
 #include "env/segment.h"
 #include "shm_peer_client.h"
 
@@ -74,6 +76,48 @@ TEST(ShmDeadPeer, IdleReceiverNoticesWithinBoundedTime)
     ASSERT_EQ(w.size(), 1u);
     EXPECT_EQ(w[0].status, wc_status::wr_flush_err);
     EXPECT_EQ(vq::get_qp_state(me.qp), vq::qp_state::err);
+}
+
+// Messages the peer had put in our ring, and saw complete, before it died:
+// the receiver gets every one, in order and byte for byte, and only then
+// are its other receives flushed (the dead peer's sends succeeded, so
+// dropping them would lose data the sender counts as delivered).
+TEST(ShmDeadPeer, WhatItSentBeforeDyingIsDeliveredBeforeTheFlush)
+{
+    shm_peer peer("rc");
+    local_end me(vq::qp_type::rc);
+    ASSERT_EQ(me.connect(peer.addr), 0);
+    ASSERT_EQ(peer.connect(vq::get_qp_addr(me.qp)), 0);
+    const int msgs = 5;
+    for (int i = 0; i < msgs; i++) {
+        // 40 bytes (one slot) and 200 bytes (several), alternately.
+        std::vector<std::uint8_t> b(i % 2 ? 200 : 40, static_cast<std::uint8_t>(0xa0 + i));
+        peer.write(i * 256, b);
+        ASSERT_EQ(peer.send(i * 256, b.size(), false, vq::WR_SIGNALED), 0);
+    }
+    // Completed at the sender: the bytes are in our ring (no receive is
+    // posted, so they wait there).
+    auto sent = peer.poll(msgs);
+    ASSERT_EQ(sent.size(), static_cast<std::size_t>(msgs));
+    for (auto &x : sent)
+        ASSERT_EQ(x.status, wc_status::success);
+    peer.kill();
+    ASSERT_TRUE(wait_until_state(me.qp, vq::qp_state::err)) << "the dead peer is not noticed";
+    for (int i = 0; i < msgs + 1; i++)
+        ASSERT_EQ(vq::post_recv(me.qp, 100 + i, me.addr(i * 256), 256, me.mr->lkey), 0);
+    auto w = me.poll(msgs + 1);
+    ASSERT_EQ(w.size(), static_cast<std::size_t>(msgs + 1));
+    for (int i = 0; i < msgs; i++) {
+        SCOPED_TRACE(i);
+        EXPECT_EQ(w[i].status, wc_status::success) << vq::wc_status_str(w[i].status);
+        EXPECT_EQ(w[i].wr_id, 100u + i);
+        const std::uint32_t len = i % 2 ? 200 : 40;
+        EXPECT_EQ(w[i].byte_len, len);
+        EXPECT_EQ(std::count(me.buf.begin() + i * 256, me.buf.begin() + i * 256 + len, 0xa0 + i),
+                  static_cast<std::ptrdiff_t>(len));
+    }
+    EXPECT_EQ(w[msgs].status, wc_status::wr_flush_err) << "then the rest is flushed";
+    EXPECT_EQ(w[msgs].wr_id, 100u + msgs);
 }
 
 TEST(ShmDeadPeer, OrderlyPeerDestroyIsSeenAsGone)
