@@ -18,6 +18,28 @@ shunt_reserve_hugepages
 
 passed=0
 failed=0
+# shunt_print_failures JSON: the name and the last lines of the output of
+# every test that did not pass (a test's own words: "FAIL: ...", gtest's
+# failures, a sanitizer report), from meson's JSON test log.
+shunt_print_failures() {
+  python3 - "$1" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    if t.get("result") in ("OK", "SKIP", "EXPECTEDFAIL"):
+        continue
+    print(f"==== {t['name']}: {t['result']} (exit {t.get('returncode')}, {t.get('duration', 0):.1f} s)")
+    out = (t.get("stdout") or "") + (t.get("stderr") or "")
+    lines = out.splitlines()
+    # gtest's failure lines anywhere, then the end of the output.
+    fails = [l for l in lines if "Failure" in l or l.startswith("[  FAILED")]
+    for l in fails[:40]:
+        print(l)
+    print("---- last 60 lines:")
+    for l in lines[-60:]:
+        print(l)
+PY
+}
 # run_suites DIR LABEL: runs meson test in DIR and adds to the totals.
 run_suites() {
   local dir=$1 label=$2
@@ -36,7 +58,7 @@ run_suites() {
     return
   fi
   if [ "$rc" -ne 0 ]; then
-    grep -E -B2 -A40 'FAILED|Failure|ERROR' "$dir.test.log" | head -150 >&2
+    shunt_print_failures "$dir/meson-logs/testlog.json" >&2
   fi
   passed=$((passed + ok))
   failed=$((failed + ${fail:-0} + ${timeout:-0}))
