@@ -453,6 +453,7 @@ conn *conn_for(prov_ep *e, util::av_entry *peer)
             return nullptr;
         c->peer = a;
         e->by_addr[key] = c;
+        e->cm.peers.set(e->by_addr.size());
         e->all.push_back(c);
     }
     if (idx >= e->by_index.size())
@@ -534,13 +535,17 @@ void cm_handle(prov_ep *e, const cm_msg &m)
                 return;
             c->peer = m.from;
             e->by_addr[key] = c;
+            e->cm.peers.set(e->by_addr.size());
             e->all.push_back(c);
         }
-        if (!c->ah && !(c->ah = ah_for(e, m.from)))
+        if (!c->ah && !(c->ah = ah_for(e, m.from))) {
+            e->cm.refused.add();
             return;
+        }
         conn_agree(e, c, cm_peer_flags(m));
         int s = -1;
         if (slot_open(e, m.from, m.req_qpn, true, s) != 0) {
+            e->cm.refused.add();
             SHUNT_LOG(prov_log, warning, "vq: cannot accept a connection from %s", key.c_str());
             return;
         }
