@@ -529,26 +529,33 @@ void cm_handle(prov_ep *e, const cm_msg &m)
                 return;
             }
         }
+        // A peer we do not know gets a record only once its REQ is
+        // accepted: records live until the endpoint closes, and anyone can
+        // send well-formed REQs naming QPs or segments that do not exist.
+        conn *fresh = nullptr;
         if (!c) {
-            c = new (std::nothrow) conn;
+            c = fresh = new (std::nothrow) conn;
             if (!c)
                 return;
             c->peer = m.from;
+        }
+        int s = -1;
+        if ((!c->ah && !(c->ah = ah_for(e, m.from))) || slot_open(e, m.from, m.req_qpn, true, s) != 0) {
+            e->cm.refused.add();
+            SHUNT_LOG(prov_log, warning, "vq: cannot accept a connection from %s", key.c_str());
+            if (fresh) {
+                if (fresh->ah)
+                    (void)vq::destroy_ah(fresh->ah);
+                delete fresh;
+            }
+            return;
+        }
+        if (fresh) {
             e->by_addr[key] = c;
             e->cm.peers.set(e->by_addr.size());
             e->all.push_back(c);
         }
-        if (!c->ah && !(c->ah = ah_for(e, m.from))) {
-            e->cm.refused.add();
-            return;
-        }
         conn_agree(e, c, cm_peer_flags(m));
-        int s = -1;
-        if (slot_open(e, m.from, m.req_qpn, true, s) != 0) {
-            e->cm.refused.add();
-            SHUNT_LOG(prov_log, warning, "vq: cannot accept a connection from %s", key.c_str());
-            return;
-        }
         e->slots[s].c = c;
         e->slots[s].accepted_from = m.req_qpn;
         if (qp_up(c) && c->slot >= 0) {

@@ -12,10 +12,12 @@
 // and exchange checked bytes. Waits are bounded.
 #include <poll.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "cm_hostile_proto.h"
 #include "cm_wire.h"
+#include "env/stats.h"
 #include "fab_client.h"
 
 using namespace shunt;
@@ -279,6 +281,33 @@ std::function<void()> progress_of(fid_cq *cq, fid_eq *eq, seen &s)
     };
 }
 
+/** The connection-management block (vq.ep.<n>.cm) of the one RDM endpoint
+ *  opened since @p before was listed; "" when there is not exactly one. */
+std::string cm_block(const std::vector<std::string> &before)
+{
+    namespace st = shunt::env::stats;
+    std::string found;
+    int n = 0;
+    for (const std::string &b : st::list())
+        if (b.rfind("vq.ep.", 0) == 0 && b.size() > 3 && b.compare(b.size() - 3, 3, ".cm") == 0 &&
+            std::find(before.begin(), before.end(), b) == before.end()) {
+            found = b;
+            n++;
+        }
+    return n == 1 ? found : std::string();
+}
+
+/** Field @p f of stats block @p block (~0 when it cannot be read). */
+std::uint64_t stat(const std::string &block, const char *f)
+{
+    namespace st = shunt::env::stats;
+    st::block_snapshot b;
+    if (st::read(block, b) != 0)
+        return ~0ull;
+    const st::field_value *v = b.find(f);
+    return v ? v->value : ~0ull;
+}
+
 void expect_nothing(const seen &s, const char *what)
 {
     EXPECT_EQ(s.cq, 0) << what << ": a completion from garbage";
@@ -344,8 +373,12 @@ hostile *cm_hostile::hp_ = nullptr;
 // consumed); the endpoint then exchanges checked bytes with a good peer.
 TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
 {
+    const std::vector<std::string> before = shunt::env::stats::list();
     node n;
     ASSERT_EQ(n.open(FI_EP_RDM, false), 0);
+    const std::string cmb = cm_block(before);
+    ASSERT_NE(cmb, "") << "no vq.ep.<n>.cm block for the endpoint";
+    ASSERT_EQ(stat(cmb, "peers"), 0u);
     std::size_t alen = sizeof n.addr;
     ASSERT_EQ(getname(&n.ep->fid, n.addr, &alen), 0);
     ASSERT_EQ(alen, sizeof(ep_addr));
@@ -381,6 +414,13 @@ TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
     ASSERT_EQ(h.flood(me, whole(cm(cmw::cm_req, FI_EP_RDM, nowhere, 6)), 500, offsetof(cm_msg, from.name) + 3,
                       prog),
               0);
+    for (int i = 0; i < 2000; i++)
+        prog();
+    // None of the well-formed REQs above could be accepted (the QP or the
+    // segment they name does not exist): each was refused and left no
+    // connection record behind.
+    EXPECT_EQ(stat(cmb, "peers"), 0u) << "records of connections that were never made";
+    EXPECT_GE(stat(cmb, "refused"), 502u);
     // The probe: a REQ for a QP the hostile process does have is answered.
     const std::uint32_t probe = h.rc_qp();
     ASSERT_EQ(h.send(me, {whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, probe))}, prog), 0);
@@ -391,6 +431,7 @@ TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
     EXPECT_EQ(r.op, cmw::cm_rep);
     EXPECT_EQ(r.req_qpn, probe);
     EXPECT_EQ(r.from.qpn, me.qpn);
+    EXPECT_EQ(stat(cmb, "peers"), 1u) << "the accepted REQ: one record";
     // Nothing else came back: no REP for garbage.
     datagram more;
     EXPECT_EQ(h.recv(more, prog, 50), -FI_ETIMEDOUT) << "a reply to garbage";
