@@ -506,6 +506,23 @@ int conn_start(prov_ep *e, conn *c)
     return -FI_EAGAIN;
 }
 
+namespace {
+
+/** A REQ from @p key that @p e could not accept: counted, and logged at the
+ *  first, second, fourth ... refusal of the endpoint, so that a flood of
+ *  requests (from as many addresses: anyone can send them) is not a flood of
+ *  log lines. */
+[[gnu::cold]] void cm_refused(prov_ep *e, const std::string &key)
+{
+    e->cm.refused.add();
+    const std::uint64_t n = e->cm.refused.get();
+    if ((n & (n - 1)) == 0)
+        SHUNT_LOG(prov_log, warning, "vq: cannot accept a connection from %s (%llu refused so far; logged again at %llu)",
+                  key.c_str(), static_cast<unsigned long long>(n), static_cast<unsigned long long>(2 * n));
+}
+
+} // namespace
+
 void cm_handle(prov_ep *e, const cm_msg &m)
 {
     if (m.from.len == 0 || m.from.len > 59)
@@ -541,8 +558,7 @@ void cm_handle(prov_ep *e, const cm_msg &m)
         }
         int s = -1;
         if ((!c->ah && !(c->ah = ah_for(e, m.from))) || slot_open(e, m.from, m.req_qpn, true, s) != 0) {
-            e->cm.refused.add();
-            SHUNT_LOG(prov_log, warning, "vq: cannot accept a connection from %s", key.c_str());
+            cm_refused(e, key);
             if (fresh) {
                 if (fresh->ah)
                     (void)vq::destroy_ah(fresh->ah);

@@ -17,6 +17,7 @@
 
 #include "cm_hostile_proto.h"
 #include "cm_wire.h"
+#include "env/log.h"
 #include "env/stats.h"
 #include "fab_client.h"
 
@@ -402,6 +403,9 @@ TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
     std::memcpy(nowhere.name, "no-such-segment", 15);
     nowhere.len = 15;
     bad.push_back(whole(cm(cmw::cm_req, FI_EP_RDM, nowhere, 99)));
+    // What the endpoint logs of it, at the provider's default level.
+    ASSERT_EQ(shunt::env::log::set_levels("fabric:warning"), 0);
+    testing::internal::CaptureStderr();
     ASSERT_EQ(h.send(me, bad, prog), 0);
     cm_msg big = cm(cmw::cm_req, FI_EP_RDM, h.addr, 0x7ffffff1);
     ASSERT_EQ(h.send(me, {bytes(big, 600), bytes(big, 4096)}, prog, 40), 0);
@@ -414,13 +418,26 @@ TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
     ASSERT_EQ(h.flood(me, whole(cm(cmw::cm_req, FI_EP_RDM, nowhere, 6)), 500, offsetof(cm_msg, from.name) + 3,
                       prog),
               0);
+    // And 500 from the hostile process's own address, each naming another
+    // QP it does not have.
+    ASSERT_EQ(h.flood(me, whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, 0x7fff0000)), 500, offsetof(cm_msg, req_qpn),
+                      prog),
+              0);
     for (int i = 0; i < 2000; i++)
         prog();
     // None of the well-formed REQs above could be accepted (the QP or the
     // segment they name does not exist): each was refused and left no
     // connection record behind.
     EXPECT_EQ(stat(cmb, "peers"), 0u) << "records of connections that were never made";
-    EXPECT_GE(stat(cmb, "refused"), 502u);
+    EXPECT_GE(stat(cmb, "refused"), 1002u);
+    // Refusals are logged at the first, second, fourth ... one: a flood of
+    // requests is not a flood of log lines.
+    const std::string log = testing::internal::GetCapturedStderr();
+    std::size_t lines = 0;
+    for (std::size_t at = 0; (at = log.find("cannot accept a connection", at)) != std::string::npos; at++)
+        lines++;
+    EXPECT_GE(lines, 1u) << "a refused request is not logged at all";
+    EXPECT_LE(lines, 12u) << "one log line per refused request";
     // The probe: a REQ for a QP the hostile process does have is answered.
     const std::uint32_t probe = h.rc_qp();
     ASSERT_EQ(h.send(me, {whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, probe))}, prog), 0);
