@@ -530,6 +530,23 @@ void cm_handle(prov_ep *e, const cm_msg &m)
     std::string key = addr_key(m.from);
     auto it = e->by_addr.find(key);
     conn *c = it == e->by_addr.end() ? nullptr : it->second;
+    if (m.op == cm_req && m.ep_type != FI_EP_RDM) {
+        // An MSG endpoint connecting (or a type with no connections): it
+        // gets a REJ, as from a passive endpoint that rejects, and nothing
+        // is kept of it.
+        cm_refused(e, key);
+        vq::ah *ah = c && c->ah ? c->ah : ah_for(e, m.from);
+        if (!ah)
+            return;
+        cm_msg r{};
+        r.op = cm_rej;
+        r.req_qpn = m.req_qpn;
+        r.from = e->addr;
+        (void)ud_send(e, ah, m.from.qpn, &r, offsetof(cm_msg, data));
+        if (!c || ah != c->ah)
+            (void)vq::destroy_ah(ah);
+        return;
+    }
     if (m.op == cm_req) {
         // A repeated REQ for a QP we already accepted: answer again.
         for (int i = 0; i < int(e->slots.size()); i++) {

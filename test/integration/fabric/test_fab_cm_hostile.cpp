@@ -468,6 +468,90 @@ TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
     n.close();
 }
 
+// RDM: a REQ of another endpoint type (an MSG endpoint connecting, or a
+// type the provider has no connections for) is refused with a REJ, even
+// when the QP it names could be connected to, and leaves no connection
+// record; an RDM REQ after them is answered.
+TEST_F(cm_hostile, RdmEndpointRefusesRequestsOfAnotherType)
+{
+    const std::vector<std::string> before = shunt::env::stats::list();
+    node n;
+    ASSERT_EQ(n.open(FI_EP_RDM, false), 0);
+    const std::string cmb = cm_block(before);
+    ASSERT_NE(cmb, "");
+    const ep_addr me = ep_of(n.addr);
+    seen s;
+    auto prog = progress_of(n.cq, n.eq, s);
+    for (std::uint8_t type : {std::uint8_t(FI_EP_MSG), std::uint8_t(FI_EP_DGRAM), std::uint8_t(0)}) {
+        const std::uint32_t q = h.rc_qp();
+        ASSERT_EQ(h.send(me, {whole(cm(cmw::cm_req, type, h.addr, q))}, prog), 0);
+        datagram d;
+        ASSERT_EQ(h.recv(d, prog), 0) << "no answer to a REQ of type " << int(type);
+        cm_msg r;
+        ASSERT_TRUE(cmw::cm_parse(d.data(), d.size(), r));
+        EXPECT_EQ(r.op, cmw::cm_rej) << "a REQ of type " << int(type) << " was not refused";
+        EXPECT_EQ(r.req_qpn, q);
+        EXPECT_EQ(stat(cmb, "peers"), 0u) << "a REQ of type " << int(type) << " made a connection record";
+    }
+    const std::uint32_t probe = h.rc_qp();
+    ASSERT_EQ(h.send(me, {whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, probe))}, prog), 0);
+    datagram rep;
+    ASSERT_EQ(h.recv(rep, prog), 0) << "no answer to an RDM REQ after them";
+    cm_msg r;
+    ASSERT_TRUE(cmw::cm_parse(rep.data(), rep.size(), r));
+    EXPECT_EQ(r.op, cmw::cm_rep);
+    EXPECT_EQ(r.req_qpn, probe);
+    EXPECT_EQ(stat(cmb, "peers"), 1u);
+    for (int i = 0; i < 200; i++)
+        prog();
+    expect_nothing(s, "RDM endpoint");
+    n.close();
+}
+
+// MSG passive endpoint: a REQ of another endpoint type (an RDM endpoint's
+// hidden connection set-up) is no FI_CONNREQ and gets no reply; an MSG REQ
+// sent after it is one.
+TEST_F(cm_hostile, PassiveEndpointIgnoresRequestsOfAnotherType)
+{
+    node n;
+    ASSERT_EQ(n.open(FI_EP_MSG, false), 0);
+    fid_pep *pep = nullptr;
+    ASSERT_EQ(passive_ep(n.fabric, n.fi, &pep, nullptr), 0);
+    ASSERT_EQ(pep_bind(pep, &n.eq->fid, 0), 0);
+    ASSERT_EQ(listen(pep), 0);
+    std::uint8_t pa[64];
+    std::size_t alen = sizeof pa;
+    ASSERT_EQ(getname(&pep->fid, pa, &alen), 0);
+    const ep_addr to_pep = ep_of(pa);
+    std::vector<datagram> other;
+    for (std::uint8_t type : {std::uint8_t(FI_EP_RDM), std::uint8_t(FI_EP_DGRAM), std::uint8_t(0)})
+        other.push_back(whole(cm(cmw::cm_req, type, h.addr, h.rc_qp())));
+    cm_msg q = cm(cmw::cm_req, FI_EP_MSG, h.addr, h.rc_qp());
+    q.datalen = 6;
+    std::memcpy(q.data, "probe", 6);
+    other.push_back(whole(q));
+    ASSERT_EQ(h.send(to_pep, other, [] {}), 0);
+    std::uint32_t ev = 0;
+    std::uint8_t buf[512];
+    ssize_t rc = next_event(n.eq, nullptr, ev, buf, sizeof buf);
+    ASSERT_EQ(rc, ssize_t(sizeof(eq_cm_entry) + 6)) << "an FI_CONNREQ for a REQ of another type";
+    ASSERT_EQ(ev, FI_CONNREQ);
+    auto *ce = reinterpret_cast<eq_cm_entry *>(buf);
+    EXPECT_STREQ(reinterpret_cast<char *>(eq_cm_data(ce)), "probe");
+    ASSERT_EQ(fabric::reject(pep, ce->info->handle, nullptr, 0), 0);
+    freeinfo(ce->info);
+    datagram d;
+    ASSERT_EQ(h.recv(d, [] {}), 0);
+    cm_msg j;
+    ASSERT_TRUE(cmw::cm_parse(d.data(), d.size(), j));
+    EXPECT_EQ(j.op, cmw::cm_rej);
+    EXPECT_EQ(j.req_qpn, q.req_qpn) << "a reply to a REQ of another type";
+    EXPECT_EQ(h.recv(d, [] {}, 50), -FI_ETIMEDOUT);
+    EXPECT_EQ(next_event(n.eq, nullptr, ev, buf, sizeof buf, 50), -FI_ETIMEDOUT);
+    EXPECT_EQ(close(&pep->fid), 0);
+    n.close();
+}
+
 // MSG passive endpoint: garbage makes no FI_CONNREQ; a well-formed REQ sent
 // after it does, and is rejected (the hostile process gets the REJ); the
 // passive endpoint then accepts a real connection and bytes flow.
