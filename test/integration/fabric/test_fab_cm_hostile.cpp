@@ -40,24 +40,9 @@ class hostile {
 public:
     hostile()
     {
-        int sv[2];
-        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-            ADD_FAILURE() << "socketpair";
-            return;
-        }
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
         char *args[] = {const_cast<char *>(CM_HOSTILE_PATH), nullptr};
-        int rc = posix_spawn(&pid_, CM_HOSTILE_PATH, &fa, nullptr, args, environ);
-        posix_spawn_file_actions_destroy(&fa);
-        ::close(sv[1]);
-        fd_ = sv[0];
-        if (rc != 0) {
-            ADD_FAILURE() << "cannot spawn " << CM_HOSTILE_PATH;
-            pid_ = 0;
+        if ((fd_ = spawn_on_fd3(CM_HOSTILE_PATH, args, environ, pid_)) < 0)
             return;
-        }
         hp::request r;
         r.op = hp::hello;
         hp::response s = call(r, {}, nullptr, [] {});
@@ -246,6 +231,31 @@ std::vector<datagram> malformed(const cm_msg &m)
     return out;
 }
 
+/** The malformed() variants of a message of each of @p ops, of endpoint
+ *  type @p type, from the hostile process @p h naming a new RC QP of its
+ *  own and @p rep_qpn. */
+std::vector<datagram> malformed_of(hostile &h, std::initializer_list<std::uint8_t> ops, std::uint8_t type,
+                                   std::uint32_t rep_qpn)
+{
+    std::vector<datagram> out;
+    for (std::uint8_t op : ops) {
+        auto v = malformed(cm(op, type, h.addr, h.rc_qp(), rep_qpn));
+        out.insert(out.end(), v.begin(), v.end());
+    }
+    return out;
+}
+
+/** A passive endpoint of @p n listening, its EQ @p n's, and its address. */
+void listening(node &n, fid_pep *&pep, std::uint8_t (&addr)[64])
+{
+    ASSERT_EQ(passive_ep(n.fabric, n.fi, &pep, nullptr), 0);
+    ASSERT_EQ(pep_bind(pep, &n.eq->fid, 0), 0);
+    ASSERT_EQ(listen(pep), 0);
+    std::size_t alen = sizeof addr;
+    ASSERT_EQ(getname(&pep->fid, addr, &alen), 0);
+    ASSERT_EQ(alen, sizeof(ep_addr));
+}
+
 /** What a victim saw: completions and EQ events (there must be none). */
 struct seen {
     int cq = 0, cq_err = 0, eq = 0, eq_err = 0;
@@ -386,12 +396,7 @@ TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
     const ep_addr me = ep_of(n.addr);
     seen s;
     auto prog = progress_of(n.cq, n.eq, s);
-    std::vector<datagram> bad;
-    for (std::uint8_t op : {cmw::cm_req, cmw::cm_rep, cmw::cm_rej, cmw::cm_rtu}) {
-        cm_msg m = cm(op, FI_EP_RDM, h.addr, h.rc_qp(), 77);
-        auto v = malformed(m);
-        bad.insert(bad.end(), v.begin(), v.end());
-    }
+    std::vector<datagram> bad = malformed_of(h, {cmw::cm_req, cmw::cm_rep, cmw::cm_rej, cmw::cm_rtu}, FI_EP_RDM, 77);
     // Well-formed but meaningless: replies and rejects to nothing; a REQ
     // naming a QP the sender does not have; one from a segment that does not
     // exist; oversized datagrams (more than the UD receive buffers hold),
@@ -517,12 +522,10 @@ TEST_F(cm_hostile, PassiveEndpointIgnoresRequestsOfAnotherType)
     node n;
     ASSERT_EQ(n.open(FI_EP_MSG, false), 0);
     fid_pep *pep = nullptr;
-    ASSERT_EQ(passive_ep(n.fabric, n.fi, &pep, nullptr), 0);
-    ASSERT_EQ(pep_bind(pep, &n.eq->fid, 0), 0);
-    ASSERT_EQ(listen(pep), 0);
     std::uint8_t pa[64];
-    std::size_t alen = sizeof pa;
-    ASSERT_EQ(getname(&pep->fid, pa, &alen), 0);
+    listening(n, pep, pa);
+    if (HasFatalFailure())
+        return;
     const ep_addr to_pep = ep_of(pa);
     std::vector<datagram> other;
     for (std::uint8_t type : {std::uint8_t(FI_EP_RDM), std::uint8_t(FI_EP_DGRAM), std::uint8_t(0)})
@@ -561,22 +564,14 @@ TEST_F(cm_hostile, PassiveEndpointIgnoresMalformedCmDatagrams)
     node n;
     ASSERT_EQ(n.open(FI_EP_MSG, false), 0);
     fid_pep *pep = nullptr;
-    ASSERT_EQ(passive_ep(n.fabric, n.fi, &pep, nullptr), 0);
-    ASSERT_EQ(pep_bind(pep, &n.eq->fid, 0), 0);
-    ASSERT_EQ(listen(pep), 0);
     std::uint8_t pa[64];
-    std::size_t alen = sizeof pa;
-    ASSERT_EQ(getname(&pep->fid, pa, &alen), 0);
-    ASSERT_EQ(alen, sizeof(ep_addr));
+    listening(n, pep, pa);
+    if (HasFatalFailure())
+        return;
     const ep_addr to_pep = ep_of(pa);
     seen s;
     auto prog = progress_of(n.cq, n.eq, s);
-    std::vector<datagram> bad;
-    for (std::uint8_t op : {cmw::cm_req, cmw::cm_rep, cmw::cm_rej, cmw::cm_rtu}) {
-        cm_msg m = cm(op, FI_EP_MSG, h.addr, h.rc_qp(), 5);
-        auto v = malformed(m);
-        bad.insert(bad.end(), v.begin(), v.end());
-    }
+    std::vector<datagram> bad = malformed_of(h, {cmw::cm_req, cmw::cm_rep, cmw::cm_rej, cmw::cm_rtu}, FI_EP_MSG, 5);
     // REP, REJ and RTU are not for a passive endpoint.
     for (std::uint8_t op : {cmw::cm_rep, cmw::cm_rej, cmw::cm_rtu})
         bad.push_back(whole(cm(op, FI_EP_MSG, h.addr, 1, 2)));
