@@ -82,7 +82,9 @@ void pep_progress(void *arg)
         cm_msg m;
         if (w[k].status == vq::wc_status::success && ud_message(w[k], p->grh, b, len) && cm_parse(b, len, m) &&
             p->listening) {
-            if (m.op == cm_req) {
+            // Only an MSG endpoint's REQ is a connection request (an RDM
+            // endpoint's hidden set-up, or another type, is not).
+            if (m.op == cm_req && m.ep_type == FI_EP_MSG) {
                 auto *cr = new (std::nothrow) connreq;
                 info *ci = dupinfo(p->info);
                 if (cr && ci && int(p->pending.size()) < p->backlog) {

@@ -453,6 +453,7 @@ conn *conn_for(prov_ep *e, util::av_entry *peer)
             return nullptr;
         c->peer = a;
         e->by_addr[key] = c;
+        e->cm.peers.set(e->by_addr.size());
         e->all.push_back(c);
     }
     if (idx >= e->by_index.size())
@@ -505,6 +506,23 @@ int conn_start(prov_ep *e, conn *c)
     return -FI_EAGAIN;
 }
 
+namespace {
+
+/** A REQ from @p key that @p e could not accept: counted, and logged at the
+ *  first, second, fourth ... refusal of the endpoint, so that a flood of
+ *  requests (from as many addresses: anyone can send them) is not a flood of
+ *  log lines. */
+[[gnu::cold]] void cm_refused(prov_ep *e, const std::string &key)
+{
+    e->cm.refused.add();
+    const std::uint64_t n = e->cm.refused.get();
+    if ((n & (n - 1)) == 0)
+        SHUNT_LOG(prov_log, warning, "vq: cannot accept a connection from %s (%llu refused so far; logged again at %llu)",
+                  key.c_str(), static_cast<unsigned long long>(n), static_cast<unsigned long long>(2 * n));
+}
+
+} // namespace
+
 void cm_handle(prov_ep *e, const cm_msg &m)
 {
     if (m.from.len == 0 || m.from.len > 59)
@@ -512,6 +530,23 @@ void cm_handle(prov_ep *e, const cm_msg &m)
     std::string key = addr_key(m.from);
     auto it = e->by_addr.find(key);
     conn *c = it == e->by_addr.end() ? nullptr : it->second;
+    if (m.op == cm_req && m.ep_type != FI_EP_RDM) {
+        // An MSG endpoint connecting (or a type with no connections): it
+        // gets a REJ, as from a passive endpoint that rejects, and nothing
+        // is kept of it.
+        cm_refused(e, key);
+        vq::ah *ah = c && c->ah ? c->ah : ah_for(e, m.from);
+        if (!ah)
+            return;
+        cm_msg r{};
+        r.op = cm_rej;
+        r.req_qpn = m.req_qpn;
+        r.from = e->addr;
+        (void)ud_send(e, ah, m.from.qpn, &r, offsetof(cm_msg, data));
+        if (!c || ah != c->ah)
+            (void)vq::destroy_ah(ah);
+        return;
+    }
     if (m.op == cm_req) {
         // A repeated REQ for a QP we already accepted: answer again.
         for (int i = 0; i < int(e->slots.size()); i++) {
@@ -528,22 +563,32 @@ void cm_handle(prov_ep *e, const cm_msg &m)
                 return;
             }
         }
+        // A peer we do not know gets a record only once its REQ is
+        // accepted: records live until the endpoint closes, and anyone can
+        // send well-formed REQs naming QPs or segments that do not exist.
+        conn *fresh = nullptr;
         if (!c) {
-            c = new (std::nothrow) conn;
+            c = fresh = new (std::nothrow) conn;
             if (!c)
                 return;
             c->peer = m.from;
+        }
+        int s = -1;
+        if ((!c->ah && !(c->ah = ah_for(e, m.from))) || slot_open(e, m.from, m.req_qpn, true, s) != 0) {
+            cm_refused(e, key);
+            if (fresh) {
+                if (fresh->ah)
+                    (void)vq::destroy_ah(fresh->ah);
+                delete fresh;
+            }
+            return;
+        }
+        if (fresh) {
             e->by_addr[key] = c;
+            e->cm.peers.set(e->by_addr.size());
             e->all.push_back(c);
         }
-        if (!c->ah && !(c->ah = ah_for(e, m.from)))
-            return;
         conn_agree(e, c, cm_peer_flags(m));
-        int s = -1;
-        if (slot_open(e, m.from, m.req_qpn, true, s) != 0) {
-            SHUNT_LOG(prov_log, warning, "vq: cannot accept a connection from %s", key.c_str());
-            return;
-        }
         e->slots[s].c = c;
         e->slots[s].accepted_from = m.req_qpn;
         if (qp_up(c) && c->slot >= 0) {

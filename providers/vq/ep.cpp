@@ -23,6 +23,12 @@ const env::stats::field one_way_fields[] = {
 };
 const env::stats::schema one_way_schema{"vq.one_way", one_way_fields, 2};
 
+const env::stats::field cm_fields[] = {
+    SHUNT_STATS_FIELD(cm_stats, peers, gauge, none, "connection records: peers the endpoint knows"),
+    SHUNT_STATS_FIELD(cm_stats, refused, counter, none, "connection requests it could not accept"),
+};
+const env::stats::schema cm_schema{"vq.cm", cm_fields, 2};
+
 int poller(void *arg) noexcept
 {
     progress(static_cast<util::ep_core *>(arg));
@@ -62,6 +68,7 @@ void destroy(prov_ep *e)
     e->all.clear();
     frag_destroy(e);
     e->by_addr.clear();
+    e->cm.peers.set(0);
     e->by_index.clear();
     adopted_destroy(e->pep_ud);
     e->pep_ud = nullptr;
@@ -283,6 +290,8 @@ int setup(prov_ep *e, ep_type type)
     if ((rc = e->io_blk.open(name)))
         SHUNT_LOG(prov_log, warning, "vq: endpoint without statistics: %s", shunt::strerror(rc));
     e->io = e->io_blk.get();
+    if (type == FI_EP_RDM && (rc = e->cm_reg.open(name + ".cm", cm_schema, &e->cm)))
+        SHUNT_LOG(prov_log, warning, "vq: endpoint without connection statistics: %s", shunt::strerror(rc));
     // One-way stamps (SHUNT_TELEMETRY_ONE_WAY): offered to peers only by an
     // endpoint that has the block to record them in.
     if (e->io && type != FI_EP_DGRAM && !env::stats::one_way_clock().empty()) {

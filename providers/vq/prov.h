@@ -173,6 +173,14 @@ struct one_way_stats {
     env::stats::counter connections;  ///< connections that agreed to stamp
 };
 
+/** What connection management keeps for an RDM endpoint (vq.ep.<n>.cm):
+ *  object counts, nothing per message, so registered with telemetry off too.
+ *  Written under the endpoint's lock (or by its one thread). */
+struct cm_stats {
+    env::stats::gauge peers;      ///< connection records (by_addr): peers it knows
+    env::stats::counter refused;  ///< REQs it could not accept
+};
+
 /* ---- Connections ---- */
 
 /** One RC QP of an endpoint. */
@@ -452,6 +460,8 @@ struct prov_ep {
     env::stats::io_block io_blk;  ///< owns *io
     std::unique_ptr<one_way_stats> ow_mem; ///< owns *ow
     env::stats::registration ow_reg;
+    cm_stats cm;                  ///< RDM (vq.ep.<n>.cm)
+    env::stats::registration cm_reg; ///< after cm: unregistered before cm goes
 };
 
 /** Does @p c have a connected QP (operations may go on it)? */

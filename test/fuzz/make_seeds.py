@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the fuzz harnesses (test/fuzz/corpus/<harness>/):
 well-formed inputs of the shm layout (layout version 3) and of the vq
-provider's wire format, from which libFuzzer mutates. Run it again when the
+provider's wire format and CM messages, from which libFuzzer mutates. Run it again when the
 layout changes; inputs the fuzzers found are added beside these by hand."""
 import os
 import struct
@@ -95,27 +95,41 @@ put('fuzz-wire', 'desc_one', struct.pack('>I', 0x02000000) + bytes([0]) +
 put('fuzz-wire', 'desc_four', struct.pack('>I', 0x02000000) + bytes([0]) +
     struct.pack('<QII', 40, 4, 0) + b''.join(struct.pack('<QQII', 0x1000 * i, 10, i, 0) for i in range(4)))
 
-# ---- fuzz-cm: a CM datagram as it arrives (cm_wire.h): op, ep_type, datalen,
-# req_qpn, rep_qpn, pad; from and rc_at (qpn, len, 59-byte name); CM data.
-REQ, REP, REJ = 1, 2, 3
+# ---- fuzz-cm: a CM datagram as it arrives (cm_wire.h, cm_msg): op, ep_type,
+# datalen, req_qpn, rep_qpn, flags; from and rc_at (qpn, len, 59-byte name);
+# clock (40 bytes: a boot id, NUL-padded); then the CM data. The header is
+# 184 bytes: anything shorter is refused before any field is read.
+REQ, REP, REJ, RTU = 1, 2, 3, 4
 EP_MSG, EP_RDM = 1, 3
+F_RMA_EVENT, F_ONE_WAY = 1, 2
+CM_HDR = 184
 
 
 def ep_addr(qpn=0, name=b''):
     return struct.pack('<IB', qpn, len(name)) + name.ljust(59, b'\0')
 
 
-def cm(op, ep_type=0, data=b'', req=0x405, rep=0, frm=ep_addr(0x403, b'shunt_1234_0'), rc_at=ep_addr()):
-    return struct.pack('<BBHIII', op, ep_type, len(data), req, rep, 0) + frm + rc_at + data
+def cm(op, ep_type=0, data=b'', req=0x405, rep=0, flags=0, frm=ep_addr(0x403, b'shunt_1234_0'),
+       rc_at=ep_addr(), clock=b''):
+    h = struct.pack('<BBHIII', op, ep_type, len(data), req, rep, flags) + frm + rc_at + clock.ljust(40, b'\0')
+    assert len(h) == CM_HDR
+    return h + data
 
 
+BOOT_ID = b'0b4f6c3e-1c2d-4e5f-8a9b-0c1d2e3f4a5b'
 put('fuzz-cm', 'req_rdm', cm(REQ, EP_RDM))
+put('fuzz-cm', 'req_rdm_one_way', cm(REQ, EP_RDM, flags=F_ONE_WAY | F_RMA_EVENT, clock=BOOT_ID))
 put('fuzz-cm', 'req_msg_data', cm(REQ, EP_MSG, b'hello, server\0'))
 put('fuzz-cm', 'req_msg_rc_at', cm(REQ, EP_MSG, rc_at=ep_addr(0x407, b'shunt_1234_1')))
 put('fuzz-cm', 'rep', cm(REP, rep=0x408))
+put('fuzz-cm', 'rep_data', cm(REP, rep=0x408, flags=F_RMA_EVENT, data=b'yes\0'))
 put('fuzz-cm', 'rej_data', cm(REJ, data=b'no' * 64))
+put('fuzz-cm', 'rtu', cm(RTU, req=0x405, rep=0x408))
 # Malformed ones the parser must refuse: before it, a REP naming a 200-byte
 # sender address overflowed the device address it is copied into, and a REJ
-# announcing CM data that did not arrive delivered zeros as that data.
+# announcing CM data that did not arrive delivered zeros as that data; an
+# rc_at longer than its field, and a header one byte short.
 put('fuzz-cm', 'rep_long_from', cm(REP, rep=0x408, frm=struct.pack('<IB', 0x403, 200) + b'x' * 59))
-put('fuzz-cm', 'rej_data_missing', cm(REJ, data=b'no' * 64)[:144 + 4])
+put('fuzz-cm', 'rej_data_missing', cm(REJ, data=b'no' * 64)[:CM_HDR + 4])
+put('fuzz-cm', 'rep_long_rc_at', cm(REP, rep=0x408, rc_at=struct.pack('<IB', 0x404, 148) + b'\0' * 59))
+put('fuzz-cm', 'req_short_header', cm(REQ, EP_RDM)[:CM_HDR - 1])

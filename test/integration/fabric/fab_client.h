@@ -19,6 +19,33 @@ extern char **environ;
 
 namespace shunt::test::fab {
 
+/** Spawn @p path with @p args (args[0] the path, null-terminated) and
+ *  environment @p envp, its fd 3 one end of a new socket pair.
+ *  @return the other end, with @p pid; -1 and pid 0 (a test failure added)
+ *  when it cannot be spawned. */
+inline int spawn_on_fd3(const char *path, char *const args[], char *const envp[], pid_t &pid)
+{
+    pid = 0;
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        ADD_FAILURE() << "socketpair";
+        return -1;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+    int rc = posix_spawn(&pid, path, &fa, nullptr, args, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(sv[1]);
+    if (rc != 0) {
+        ADD_FAILURE() << "cannot spawn " << path;
+        pid = 0;
+        ::close(sv[0]);
+        return -1;
+    }
+    return sv[0];
+}
+
 class peer_proc {
 public:
     /** @p memory: "private" (heap) or "shared" (shunt_mem) memory for the
@@ -27,14 +54,6 @@ public:
     explicit peer_proc(const char *type = "rdm", const char *progress = "manual", const char *memory = "private",
                        const std::vector<std::string> &env = {})
     {
-        int sv[2];
-        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-            ADD_FAILURE() << "socketpair";
-            return;
-        }
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
         char *args[] = {const_cast<char *>(FAB_PEER_PATH), const_cast<char *>(type), const_cast<char *>(progress),
                         const_cast<char *>(memory), nullptr};
         std::vector<char *> envp;
@@ -43,15 +62,8 @@ public:
         for (char **e = environ; *e; e++)
             envp.push_back(*e);
         envp.push_back(nullptr);
-        int rc = posix_spawn(&pid_, FAB_PEER_PATH, &fa, nullptr, args, envp.data());
-        posix_spawn_file_actions_destroy(&fa);
-        ::close(sv[1]);
-        fd_ = sv[0];
-        if (rc != 0) {
-            ADD_FAILURE() << "cannot spawn " << FAB_PEER_PATH;
-            pid_ = 0;
+        if ((fd_ = spawn_on_fd3(FAB_PEER_PATH, args, envp.data(), pid_)) < 0)
             return;
-        }
         request r;
         r.op = hello;
         response s = call(r);

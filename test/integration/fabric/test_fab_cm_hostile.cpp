@@ -12,10 +12,13 @@
 // and exchange checked bytes. Waits are bounded.
 #include <poll.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "cm_hostile_proto.h"
 #include "cm_wire.h"
+#include "env/log.h"
+#include "env/stats.h"
 #include "fab_client.h"
 
 using namespace shunt;
@@ -37,24 +40,9 @@ class hostile {
 public:
     hostile()
     {
-        int sv[2];
-        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-            ADD_FAILURE() << "socketpair";
-            return;
-        }
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
         char *args[] = {const_cast<char *>(CM_HOSTILE_PATH), nullptr};
-        int rc = posix_spawn(&pid_, CM_HOSTILE_PATH, &fa, nullptr, args, environ);
-        posix_spawn_file_actions_destroy(&fa);
-        ::close(sv[1]);
-        fd_ = sv[0];
-        if (rc != 0) {
-            ADD_FAILURE() << "cannot spawn " << CM_HOSTILE_PATH;
-            pid_ = 0;
+        if ((fd_ = spawn_on_fd3(CM_HOSTILE_PATH, args, environ, pid_)) < 0)
             return;
-        }
         hp::request r;
         r.op = hp::hello;
         hp::response s = call(r, {}, nullptr, [] {});
@@ -243,6 +231,31 @@ std::vector<datagram> malformed(const cm_msg &m)
     return out;
 }
 
+/** The malformed() variants of a message of each of @p ops, of endpoint
+ *  type @p type, from the hostile process @p h naming a new RC QP of its
+ *  own and @p rep_qpn. */
+std::vector<datagram> malformed_of(hostile &h, std::initializer_list<std::uint8_t> ops, std::uint8_t type,
+                                   std::uint32_t rep_qpn)
+{
+    std::vector<datagram> out;
+    for (std::uint8_t op : ops) {
+        auto v = malformed(cm(op, type, h.addr, h.rc_qp(), rep_qpn));
+        out.insert(out.end(), v.begin(), v.end());
+    }
+    return out;
+}
+
+/** A passive endpoint of @p n listening, its EQ @p n's, and its address. */
+void listening(node &n, fid_pep *&pep, std::uint8_t (&addr)[64])
+{
+    ASSERT_EQ(passive_ep(n.fabric, n.fi, &pep, nullptr), 0);
+    ASSERT_EQ(pep_bind(pep, &n.eq->fid, 0), 0);
+    ASSERT_EQ(listen(pep), 0);
+    std::size_t alen = sizeof addr;
+    ASSERT_EQ(getname(&pep->fid, addr, &alen), 0);
+    ASSERT_EQ(alen, sizeof(ep_addr));
+}
+
 /** What a victim saw: completions and EQ events (there must be none). */
 struct seen {
     int cq = 0, cq_err = 0, eq = 0, eq_err = 0;
@@ -277,6 +290,33 @@ std::function<void()> progress_of(fid_cq *cq, fid_eq *eq, seen &s)
             s.eq_err++;
         }
     };
+}
+
+/** The connection-management block (vq.ep.<n>.cm) of the one RDM endpoint
+ *  opened since @p before was listed; "" when there is not exactly one. */
+std::string cm_block(const std::vector<std::string> &before)
+{
+    namespace st = shunt::env::stats;
+    std::string found;
+    int n = 0;
+    for (const std::string &b : st::list())
+        if (b.rfind("vq.ep.", 0) == 0 && b.size() > 3 && b.compare(b.size() - 3, 3, ".cm") == 0 &&
+            std::find(before.begin(), before.end(), b) == before.end()) {
+            found = b;
+            n++;
+        }
+    return n == 1 ? found : std::string();
+}
+
+/** Field @p f of stats block @p block (~0 when it cannot be read). */
+std::uint64_t stat(const std::string &block, const char *f)
+{
+    namespace st = shunt::env::stats;
+    st::block_snapshot b;
+    if (st::read(block, b) != 0)
+        return ~0ull;
+    const st::field_value *v = b.find(f);
+    return v ? v->value : ~0ull;
 }
 
 void expect_nothing(const seen &s, const char *what)
@@ -344,20 +384,19 @@ hostile *cm_hostile::hp_ = nullptr;
 // consumed); the endpoint then exchanges checked bytes with a good peer.
 TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
 {
+    const std::vector<std::string> before = shunt::env::stats::list();
     node n;
     ASSERT_EQ(n.open(FI_EP_RDM, false), 0);
+    const std::string cmb = cm_block(before);
+    ASSERT_NE(cmb, "") << "no vq.ep.<n>.cm block for the endpoint";
+    ASSERT_EQ(stat(cmb, "peers"), 0u);
     std::size_t alen = sizeof n.addr;
     ASSERT_EQ(getname(&n.ep->fid, n.addr, &alen), 0);
     ASSERT_EQ(alen, sizeof(ep_addr));
     const ep_addr me = ep_of(n.addr);
     seen s;
     auto prog = progress_of(n.cq, n.eq, s);
-    std::vector<datagram> bad;
-    for (std::uint8_t op : {cmw::cm_req, cmw::cm_rep, cmw::cm_rej, cmw::cm_rtu}) {
-        cm_msg m = cm(op, FI_EP_RDM, h.addr, h.rc_qp(), 77);
-        auto v = malformed(m);
-        bad.insert(bad.end(), v.begin(), v.end());
-    }
+    std::vector<datagram> bad = malformed_of(h, {cmw::cm_req, cmw::cm_rep, cmw::cm_rej, cmw::cm_rtu}, FI_EP_RDM, 77);
     // Well-formed but meaningless: replies and rejects to nothing; a REQ
     // naming a QP the sender does not have; one from a segment that does not
     // exist; oversized datagrams (more than the UD receive buffers hold),
@@ -369,6 +408,9 @@ TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
     std::memcpy(nowhere.name, "no-such-segment", 15);
     nowhere.len = 15;
     bad.push_back(whole(cm(cmw::cm_req, FI_EP_RDM, nowhere, 99)));
+    // What the endpoint logs of it, at the provider's default level.
+    ASSERT_EQ(shunt::env::log::set_levels("fabric:warning"), 0);
+    testing::internal::CaptureStderr();
     ASSERT_EQ(h.send(me, bad, prog), 0);
     cm_msg big = cm(cmw::cm_req, FI_EP_RDM, h.addr, 0x7ffffff1);
     ASSERT_EQ(h.send(me, {bytes(big, 600), bytes(big, 4096)}, prog, 40), 0);
@@ -381,6 +423,27 @@ TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
     ASSERT_EQ(h.flood(me, whole(cm(cmw::cm_req, FI_EP_RDM, nowhere, 6)), 500, offsetof(cm_msg, from.name) + 3,
                       prog),
               0);
+    // And 100 from the hostile process's own address, each naming another
+    // QP it does not have (each costs the endpoint an RC QP created and
+    // destroyed: more would not fit the sender's 5 s on a loaded machine).
+    ASSERT_EQ(h.flood(me, whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, 0x7fff0000)), 100, offsetof(cm_msg, req_qpn),
+                      prog),
+              0);
+    for (int i = 0; i < 2000; i++)
+        prog();
+    // None of the well-formed REQs above could be accepted (the QP or the
+    // segment they name does not exist): each was refused and left no
+    // connection record behind.
+    EXPECT_EQ(stat(cmb, "peers"), 0u) << "records of connections that were never made";
+    EXPECT_GE(stat(cmb, "refused"), 602u);
+    // Refusals are logged at the first, second, fourth ... one: a flood of
+    // requests is not a flood of log lines.
+    const std::string log = testing::internal::GetCapturedStderr();
+    std::size_t lines = 0;
+    for (std::size_t at = 0; (at = log.find("cannot accept a connection", at)) != std::string::npos; at++)
+        lines++;
+    EXPECT_GE(lines, 1u) << "a refused request is not logged at all";
+    EXPECT_LE(lines, 12u) << "one log line per refused request";
     // The probe: a REQ for a QP the hostile process does have is answered.
     const std::uint32_t probe = h.rc_qp();
     ASSERT_EQ(h.send(me, {whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, probe))}, prog), 0);
@@ -391,6 +454,7 @@ TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
     EXPECT_EQ(r.op, cmw::cm_rep);
     EXPECT_EQ(r.req_qpn, probe);
     EXPECT_EQ(r.from.qpn, me.qpn);
+    EXPECT_EQ(stat(cmb, "peers"), 1u) << "the accepted REQ: one record";
     // Nothing else came back: no REP for garbage.
     datagram more;
     EXPECT_EQ(h.recv(more, prog, 50), -FI_ETIMEDOUT) << "a reply to garbage";
@@ -410,6 +474,88 @@ TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
     n.close();
 }
 
+// RDM: a REQ of another endpoint type (an MSG endpoint connecting, or a
+// type the provider has no connections for) is refused with a REJ, even
+// when the QP it names could be connected to, and leaves no connection
+// record; an RDM REQ after them is answered.
+TEST_F(cm_hostile, RdmEndpointRefusesRequestsOfAnotherType)
+{
+    const std::vector<std::string> before = shunt::env::stats::list();
+    node n;
+    ASSERT_EQ(n.open(FI_EP_RDM, false), 0);
+    const std::string cmb = cm_block(before);
+    ASSERT_NE(cmb, "");
+    const ep_addr me = ep_of(n.addr);
+    seen s;
+    auto prog = progress_of(n.cq, n.eq, s);
+    for (std::uint8_t type : {std::uint8_t(FI_EP_MSG), std::uint8_t(FI_EP_DGRAM), std::uint8_t(0)}) {
+        const std::uint32_t q = h.rc_qp();
+        ASSERT_EQ(h.send(me, {whole(cm(cmw::cm_req, type, h.addr, q))}, prog), 0);
+        datagram d;
+        ASSERT_EQ(h.recv(d, prog), 0) << "no answer to a REQ of type " << int(type);
+        cm_msg r;
+        ASSERT_TRUE(cmw::cm_parse(d.data(), d.size(), r));
+        EXPECT_EQ(r.op, cmw::cm_rej) << "a REQ of type " << int(type) << " was not refused";
+        EXPECT_EQ(r.req_qpn, q);
+        EXPECT_EQ(stat(cmb, "peers"), 0u) << "a REQ of type " << int(type) << " made a connection record";
+    }
+    const std::uint32_t probe = h.rc_qp();
+    ASSERT_EQ(h.send(me, {whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, probe))}, prog), 0);
+    datagram rep;
+    ASSERT_EQ(h.recv(rep, prog), 0) << "no answer to an RDM REQ after them";
+    cm_msg r;
+    ASSERT_TRUE(cmw::cm_parse(rep.data(), rep.size(), r));
+    EXPECT_EQ(r.op, cmw::cm_rep);
+    EXPECT_EQ(r.req_qpn, probe);
+    EXPECT_EQ(stat(cmb, "peers"), 1u);
+    for (int i = 0; i < 200; i++)
+        prog();
+    expect_nothing(s, "RDM endpoint");
+    n.close();
+}
+
+// MSG passive endpoint: a REQ of another endpoint type (an RDM endpoint's
+// hidden connection set-up) is no FI_CONNREQ and gets no reply; an MSG REQ
+// sent after it is one.
+TEST_F(cm_hostile, PassiveEndpointIgnoresRequestsOfAnotherType)
+{
+    node n;
+    ASSERT_EQ(n.open(FI_EP_MSG, false), 0);
+    fid_pep *pep = nullptr;
+    std::uint8_t pa[64];
+    listening(n, pep, pa);
+    if (HasFatalFailure())
+        return;
+    const ep_addr to_pep = ep_of(pa);
+    std::vector<datagram> other;
+    for (std::uint8_t type : {std::uint8_t(FI_EP_RDM), std::uint8_t(FI_EP_DGRAM), std::uint8_t(0)})
+        other.push_back(whole(cm(cmw::cm_req, type, h.addr, h.rc_qp())));
+    cm_msg q = cm(cmw::cm_req, FI_EP_MSG, h.addr, h.rc_qp());
+    q.datalen = 6;
+    std::memcpy(q.data, "probe", 6);
+    other.push_back(whole(q));
+    ASSERT_EQ(h.send(to_pep, other, [] {}), 0);
+    std::uint32_t ev = 0;
+    std::uint8_t buf[512];
+    ssize_t rc = next_event(n.eq, nullptr, ev, buf, sizeof buf);
+    ASSERT_EQ(rc, ssize_t(sizeof(eq_cm_entry) + 6)) << "an FI_CONNREQ for a REQ of another type";
+    ASSERT_EQ(ev, FI_CONNREQ);
+    auto *ce = reinterpret_cast<eq_cm_entry *>(buf);
+    EXPECT_STREQ(reinterpret_cast<char *>(eq_cm_data(ce)), "probe");
+    ASSERT_EQ(fabric::reject(pep, ce->info->handle, nullptr, 0), 0);
+    freeinfo(ce->info);
+    datagram d;
+    ASSERT_EQ(h.recv(d, [] {}), 0);
+    cm_msg j;
+    ASSERT_TRUE(cmw::cm_parse(d.data(), d.size(), j));
+    EXPECT_EQ(j.op, cmw::cm_rej);
+    EXPECT_EQ(j.req_qpn, q.req_qpn) << "a reply to a REQ of another type";
+    EXPECT_EQ(h.recv(d, [] {}, 50), -FI_ETIMEDOUT);
+    EXPECT_EQ(next_event(n.eq, nullptr, ev, buf, sizeof buf, 50), -FI_ETIMEDOUT);
+    EXPECT_EQ(close(&pep->fid), 0);
+    n.close();
+}
+
 // MSG passive endpoint: garbage makes no FI_CONNREQ; a well-formed REQ sent
 // after it does, and is rejected (the hostile process gets the REJ); the
 // passive endpoint then accepts a real connection and bytes flow.
@@ -418,22 +564,14 @@ TEST_F(cm_hostile, PassiveEndpointIgnoresMalformedCmDatagrams)
     node n;
     ASSERT_EQ(n.open(FI_EP_MSG, false), 0);
     fid_pep *pep = nullptr;
-    ASSERT_EQ(passive_ep(n.fabric, n.fi, &pep, nullptr), 0);
-    ASSERT_EQ(pep_bind(pep, &n.eq->fid, 0), 0);
-    ASSERT_EQ(listen(pep), 0);
     std::uint8_t pa[64];
-    std::size_t alen = sizeof pa;
-    ASSERT_EQ(getname(&pep->fid, pa, &alen), 0);
-    ASSERT_EQ(alen, sizeof(ep_addr));
+    listening(n, pep, pa);
+    if (HasFatalFailure())
+        return;
     const ep_addr to_pep = ep_of(pa);
     seen s;
     auto prog = progress_of(n.cq, n.eq, s);
-    std::vector<datagram> bad;
-    for (std::uint8_t op : {cmw::cm_req, cmw::cm_rep, cmw::cm_rej, cmw::cm_rtu}) {
-        cm_msg m = cm(op, FI_EP_MSG, h.addr, h.rc_qp(), 5);
-        auto v = malformed(m);
-        bad.insert(bad.end(), v.begin(), v.end());
-    }
+    std::vector<datagram> bad = malformed_of(h, {cmw::cm_req, cmw::cm_rep, cmw::cm_rej, cmw::cm_rtu}, FI_EP_MSG, 5);
     // REP, REJ and RTU are not for a passive endpoint.
     for (std::uint8_t op : {cmw::cm_rep, cmw::cm_rej, cmw::cm_rtu})
         bad.push_back(whole(cm(op, FI_EP_MSG, h.addr, 1, 2)));
