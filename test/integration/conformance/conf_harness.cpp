@@ -344,6 +344,19 @@ idle_pool &pool()
     return p;
 }
 constexpr std::size_t max_idle_peers = 4;
+
+/** The peers of this process on their own end of a link (memif, which takes
+ *  one): a second peer contends for the link with the first, so none of the
+ *  peers that shared it is kept for reuse. */
+struct link_use {
+    int peers = 0;
+    bool shared = false; ///< more than one peer since the link was last free
+};
+link_use &link()
+{
+    static link_use l;
+    return l;
+}
 } // namespace
 
 void peer_proc::quit_idle() { pool().quit_all(); }
@@ -429,12 +442,17 @@ peer_proc::peer_proc(local_side *local, int uid) : local_(local)
             }
         envs.push_back(pre + v);
     };
-    if (const char *a = std::getenv("SHUNT_CONF_PEER_EAL_ARGS"); a && *a) {
-        set_env("SHUNT_EAL_ARGS", conf_expand(a, 'P', getpid()));
-        // The peer has its own end of a link (memif): reopening its device
-        // restarts the link, and frames sent meanwhile are lost, so each test
-        // gets a new peer there.
-        reuse_ = false;
+    // The peer has its own end of a link (memif) when it has its own EAL
+    // arguments. A reset keeps its port started (closing a context does not
+    // stop the port), so the link stays up while the peer is reused; a new
+    // peer process makes a new link instead.
+    const char *peer_eal = std::getenv("SHUNT_CONF_PEER_EAL_ARGS");
+    const bool own_link_end = peer_eal && *peer_eal;
+    if (own_link_end) {
+        set_env("SHUNT_EAL_ARGS", conf_expand(peer_eal, 'P', getpid()));
+        on_link_ = true;
+        if (link().peers++ > 0)
+            link().shared = true;
     }
     set_env("SHUNT_CONF_DEVICE", conf_peer_device());
     key_ = std::to_string(uid);
@@ -445,6 +463,10 @@ peer_proc::peer_proc(local_side *local, int uid) : local_(local)
         ::close(sv[1]);
         return;
     }
+    // The link takes the new peer only once an idle one (another user's, say)
+    // has let its end go.
+    if (own_link_end)
+        quit_idle();
     std::vector<char *> envp;
     for (auto &e : envs)
         envp.push_back(e.data());
@@ -504,6 +526,12 @@ void peer_proc::reap(int ms)
 
 peer_proc::~peer_proc()
 {
+    if (on_link_) {
+        if (link().shared)
+            reuse_ = false;
+        if (--link().peers == 0)
+            link().shared = false;
+    }
     if (thread_.joinable()) {
         if (fd_ >= 0 && ok_)
             (void)request(CMD_QUIT, nullptr, 0, nullptr, 10000);

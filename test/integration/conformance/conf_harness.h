@@ -156,6 +156,7 @@ private:
     bool reaped_ = false;
     hello_rep hello_{};
     bool reuse_ = true;
+    bool on_link_ = false; ///< on its own end of a link (SHUNT_CONF_PEER_EAL_ARGS)
     std::string key_; ///< uid and environment: a reused peer must have been spawned with the same
     void reap(int ms);
     bool adopt_idle();
