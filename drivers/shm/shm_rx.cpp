@@ -438,7 +438,9 @@ SHUNT_COLD rx_step rx_lend_general(shm_qp *q, slot *slots, std::uint32_t mask, s
     return rx_consumed;
 }
 
-/** Lent receives: one message, as a completion pointing at its bytes. */
+/** Lent receives: one whole message of one slot, as a completion pointing
+ *  at its bytes. @return rx_consumed, or rx_general_path for any other
+ *  message (rx_lend_general). */
 inline rx_step rx_lend(shm_qp *q, slot *slots, std::uint32_t mask, std::uint32_t &head, std::uint32_t src_qp,
                        unsigned *completions) noexcept
 {
@@ -457,7 +459,7 @@ inline rx_step rx_lend(shm_qp *q, slot *slots, std::uint32_t mask, std::uint32_t
         head++;
         return rx_consumed;
     }
-    return rx_lend_general(q, slots, mask, head, src_qp, completions);
+    return rx_general_path;
 }
 
 /** The ud_active bits of rings a UD QP has. */
@@ -518,11 +520,16 @@ template <bool Drain = false>
             break;
         }
         if (q->lend) {
-            if (rx_lend(q, slots, mask, head, src_qp, &n) == rx_stop)
+            // Credits wait for lend_release. A whole small message changes
+            // nothing but the ring position; the general path may have put
+            // the QP in ERR.
+            if (rx_lend(q, slots, mask, head, src_qp, &n) == rx_consumed)
+                continue;
+            if (rx_lend_general(q, slots, mask, head, src_qp, &n) == rx_stop)
                 break;
             if (q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::err))
                 break;
-            continue; // credits wait for lend_release
+            continue;
         }
         const std::uint8_t op = s->op;
         const std::uint8_t flags = s->flags;

@@ -384,10 +384,12 @@ struct prov_ep {
     /** RDM: the UD QP's receive CQ (connection requests and replies), apart
      *  from rcq so that receiving a message does not also visit the UD QP
      *  and the rings peers claimed on it; polled every ud_every-th progress
-     *  call and on every call while connections are pending (ud_poll_due).
+     *  call and on every call while connections are pending.
      *  Null for MSG and DGRAM: their UD completions arrive on rcq. */
     vq::cq *ucq = nullptr;
-    std::uint32_t ud_tick = 0;    ///< progress calls since ucq was last polled
+    /** Progress calls so far (wrapping): the periodic work (ucq poll,
+     *  send-CQ sweep) is due when its low bits are zero. */
+    std::uint32_t tick = 0;
     /** The RC slot that delivered last (receive completions of one peer
      *  come in runs): the first guess of slot_of. */
     int rx_last = -1;
@@ -436,7 +438,6 @@ struct prov_ep {
     bool tx_unpolled = false;
     std::uint32_t sq_depth = 0;   ///< send queue entries per RC QP: tx_attr.size, at most lim.sq_depth
     std::uint32_t signal_every = 0; ///< an unsignaled send in this many is signaled (a quarter of sq_depth)
-    std::uint32_t sweep = 0;
     int progress_handle = 0;      ///< auto progress poller, 0 if none
     bool msg_type = false;        ///< FI_EP_MSG
     conn *msg_conn = nullptr;     ///< FI_EP_MSG: the connection

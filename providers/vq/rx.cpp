@@ -196,15 +196,16 @@ inline void rc_rx(prov_ep *e, const vq::wc &w, int &last)
  *  new peer waits at most ud_every progress calls, well inside the
  *  requester's repeat interval. */
 constexpr std::uint32_t ud_every = 16;
+/** Every sweep_every-th progress call polls the send CQ even with nothing
+ *  signaled outstanding: errors of unsignaled requests, requests the driver
+ *  still holds for lack of ring space. */
+constexpr std::uint32_t sweep_every = 64;
+static_assert((ud_every & (ud_every - 1)) == 0 && (sweep_every & (sweep_every - 1)) == 0 &&
+                  sweep_every % ud_every == 0,
+              "periodic work is due on low bits of prov_ep::tick: a sweep call is also a UD poll call");
 
-inline bool ud_poll_due(prov_ep *e)
+void ud_poll(prov_ep *e)
 {
-    return ++e->ud_tick >= ud_every || !e->pending.empty();
-}
-
-[[gnu::cold]] void ud_poll(prov_ep *e)
-{
-    e->ud_tick = 0;
     vq::wc w[16];
     int n;
     do {
@@ -319,6 +320,31 @@ int queue_fetch(prov_ep *e, util::rx_entry *en, const util::rx_fetch_req &r, con
             i++;
         }
     }
+}
+
+/** The part of progress that is not the receive CQ: the UD QP's CQ,
+ *  fetches queued by other threads, the send CQ (while signaled requests
+ *  are outstanding, after a post found the send queue full, while control
+ *  messages wait, and on a sweep), the pending connections. @p t: this
+ *  call's tick. Lock held. */
+[[gnu::cold]] void rare_progress(prov_ep *e, std::uint32_t t)
+{
+    if (e->ucq && ((t & (ud_every - 1)) == 0 || !e->pending.empty()))
+        ud_poll(e);
+    if (e->fetch_waiting.load(std::memory_order_acquire))
+        run_queued_fetches(e);
+    if (e->scq_pending || e->tx_unpolled || !e->pending.empty() || (t & (sweep_every - 1)) == 0) {
+        e->tx_unpolled = false;
+        vq::wc w[16];
+        int k;
+        do {
+            k = vq::poll_cq(e->scq, 16, w);
+            for (int i = 0; i < k; i++)
+                tx_complete(e, w[i]);
+        } while (k == 16);
+    }
+    if (!e->pending.empty())
+        pending_progress(e);
 }
 
 } // namespace
@@ -539,26 +565,14 @@ void progress(util::ep_core *c)
             rc_rx(e, w[k], last);
     }
     e->rx_last = last;
-    if (e->ucq && ud_poll_due(e)) [[unlikely]]
-        ud_poll(e);
-    if (e->fetch_waiting.load(std::memory_order_acquire)) [[unlikely]]
-        run_queued_fetches(e);
-    // The send CQ only while signaled requests are outstanding, after a post
-    // found the send queue full, while control messages wait, and on a
-    // sweep every 64th call (errors of unsignaled requests, requests the
-    // driver still holds for lack of ring space).
-    if (e->scq_pending || e->tx_unpolled || !e->pending.empty() || ++e->sweep >= 64) {
-        e->sweep = 0;
-        e->tx_unpolled = false;
-        int k;
-        do {
-            k = vq::poll_cq(e->scq, 16, w);
-            for (int i = 0; i < k; i++)
-                tx_complete(e, w[i]);
-        } while (k == 16);
-    }
-    if (!e->pending.empty()) [[unlikely]]
-        pending_progress(e);
+    // Everything but the receive CQ, in one test on the common path: the
+    // periodic work comes due on the tick; the rest is state that progress
+    // must act on while it lasts (pending_progress and the send-CQ poll
+    // clear what they finish).
+    const std::uint32_t t = ++e->tick;
+    if (((t & (ud_every - 1)) == 0) | (e->scq_pending != 0) | e->tx_unpolled | !e->pending.empty() |
+        e->fetch_waiting.load(std::memory_order_acquire)) [[unlikely]]
+        rare_progress(e, t);
     if (locked) [[unlikely]]
         e->progress_owner.store(outer, std::memory_order_relaxed);
 }
