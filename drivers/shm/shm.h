@@ -651,6 +651,15 @@ constexpr std::uint64_t ring_bytes(std::uint32_t slots) noexcept
 }
 /** Periodic slow-path check of the peers of a CQ's QPs (CQ lock held). */
 void cq_check_peers(shm_cq *c) noexcept;
+/** The peer of a connected QP died or closed: before flushing, its receive
+ *  side delivers what the peer had published in our ring (rx_drain). Not
+ *  for UD (its rings drain by sender_gone) or lent receives. Call before
+ *  the QP goes to ERR. */
+inline void drain_before_flush(shm_qp *q) noexcept
+{
+    if (q->type != vq::qp_type::ud && !q->lend)
+        q->rx_drain.store(true, std::memory_order_release);
+}
 
 /** Checksums and segmentation (drivers/common/csum.h). */
 using common::ip_checksums;

@@ -195,8 +195,7 @@ void cq_check_peers(shm_cq *c) noexcept
             return;
         if (peer_dead(q->rpeer)) {
             q->peer_died.store(true, std::memory_order_relaxed);
-            if (!q->lend)
-                q->rx_drain.store(true, std::memory_order_release); // before ERR is seen
+            drain_before_flush(q);
             qp_to_err(q);
         }
     };

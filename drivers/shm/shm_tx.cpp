@@ -679,8 +679,8 @@ void sq_run(shm_qp *q, bool cq_locked) noexcept
         if (r == ex_done) {
             w->stage = wqe_stage::finished;
             w->status = st;
-            if (st == vq::wc_status::retry_exc_err && !q->lend)
-                q->rx_drain.store(true, std::memory_order_release); // the peer is gone: deliver what it sent
+            if (st == vq::wc_status::retry_exc_err) // the peer is gone
+                drain_before_flush(q);
             if (st != vq::wc_status::success)
                 qp_to_err(q);
         }
@@ -710,8 +710,8 @@ void sq_run(shm_qp *q, bool cq_locked) noexcept
         q->sq_head++;
         if (q->sq_exec - q->sq_head > q->sq_tail - q->sq_head)
             q->sq_exec = q->sq_head; // flushed requests were never executed
-        if (st == vq::wc_status::retry_exc_err && !q->lend)
-            q->rx_drain.store(true, std::memory_order_release);
+        if (st == vq::wc_status::retry_exc_err)
+            drain_before_flush(q);
         if (st != vq::wc_status::success && st != vq::wc_status::wr_flush_err)
             qp_to_err(q);
     }
