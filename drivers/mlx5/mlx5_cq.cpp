@@ -272,10 +272,12 @@ int poll(vq::cq *vc, int n, vq::wc *out) noexcept
 }
 
 /** poll_st's statistics: the completion's post-to-completion latency, from
- *  its WQE's @p stamp (read before the slot went back; not 0). @return 1. */
+ *  its WQE's @p stamp (read before the slot went back; not 0). Only a QP
+ *  with statistics stamps its WQEs (the records start zeroed, and sq.io is
+ *  fixed at creation), so rx_io is set: no test of either. @return 1. */
 [[gnu::noinline]] int poll_st_latency(const mlx5_qp *q, std::uint64_t stamp) noexcept
 {
-    env::stats::on_complete(q->rx_io, stamp);
+    q->rx_io->completion.record(env::tsc::now() - stamp);
     return 1;
 }
 
@@ -284,7 +286,10 @@ int poll(vq::cq *vc, int n, vq::wc *out) noexcept
  *  of the owner byte for "software's and a requester CQE" and one of the
  *  CQE's QPN and WQE opcode; anything else (nothing there, another QP, an
  *  error, another opcode, n != 1) goes to poll(), before anything was
- *  consumed. */
+ *  consumed. @p Stats: telemetry is on in this process, so QPs may stamp
+ *  their WQEs (env::stats::enabled() never changes; when it is false no QP
+ *  has a statistics block, and every stamp stays 0). */
+template <bool Stats>
 int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
 {
     mlx5_cq *c = to_cq(vc);
@@ -324,7 +329,7 @@ int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
     const std::uint32_t status = 0;
     std::memcpy(o + 8, &status, 4);
     // Not 0: the QP has statistics and the WQE was signalled (wqe_meta::stamp).
-    const std::uint64_t stamp = m->stamp;
+    const std::uint64_t stamp = Stats ? m->stamp : 0;
     // The slot's record is read before the tail store (release) hands it back to the poster.
     q->sq.tail.store(m->done, std::memory_order_release);
     const std::uint64_t qpn = q->qp_num;
@@ -336,7 +341,7 @@ int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
     // The CQE reads above are done before the device may reuse the slot.
     udma_to_device_barrier();
     dbrec_store(&c->dbrec[cq_set_ci], be32((ci + 1) & 0xffffff));
-    if (stamp) // out of line: none of its registers are saved here
+    if (Stats && stamp) // out of line: none of its registers are saved here
         return poll_st_latency(q, stamp);
     return 1;
 }
@@ -420,7 +425,10 @@ std::uint32_t r_vendor(vq::cq *c) noexcept { return to_cq(c)->cur_wc.vendor_err;
 void install_cq_ops(mlx5_cq *c)
 {
     const bool lk = !c->single_threaded;
-    c->poll_fn = lk ? poll<true> : c->cqe_shift == 6 ? poll_st : poll<false>;
+    c->poll_fn = lk                   ? poll<true>
+                 : c->cqe_shift != 6  ? poll<false>
+                 : env::stats::enabled() ? poll_st<true>
+                                         : poll_st<false>;
     c->start_poll_fn = lk ? start_poll<true> : start_poll<false>;
     c->next_poll_fn = next_poll;
     c->end_poll_fn = lk ? end_poll<true> : end_poll<false>;

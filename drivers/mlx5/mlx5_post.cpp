@@ -1008,8 +1008,6 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
     const std::uint64_t c0 = be64((s.fast_ctrl0 + ((len + 4 + octo - 1) >> 4)) |
                                   static_cast<std::uint64_t>(static_cast<std::uint16_t>(pi)) << 40);
     const std::uint64_t c1 = s.ctrl_w2[flags & 7];
-    if constexpr (Stats)
-        stamp_wqe(m, c1);
     std::memcpy(w, &c0, 8);
     std::memcpy(w + 8, &c1, 8);
     // The inline segment's byte count, be32(len | MLX5_INLINE_SEG) with
@@ -1019,6 +1017,10 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
     std::memcpy(w + octo, &inl_hi, 4);
     w[octo + 3] = static_cast<std::uint8_t>(len);
     copy_inline(w + octo + 4, static_cast<const std::uint8_t *>(buf), len);
+    // Stamped once the WQE is written: fewer values are live across rdtsc,
+    // which writes rdx (where buf arrives) and rax.
+    if constexpr (Stats)
+        stamp_wqe(m, c1);
     s.cur_post = pi + 1;
     // WQE stores before the doorbell record that tells the device they exist.
     udma_to_device_barrier();

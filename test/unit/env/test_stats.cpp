@@ -82,6 +82,35 @@ TEST(StatsHistogram, BucketsCoverEveryValueOnceAndAreNarrow)
     EXPECT_LT(histogram::bucket_of((1ull << 40) - 1), histogram::buckets - 8);
 }
 
+TEST(StatsCounter, AddsAnyAmountAndWrapsAsAnUnsignedInteger)
+{
+    // Amounts an instruction can carry as an immediate, ones it cannot, and
+    // amounts only known at run time.
+    stats::counter c;
+    c.add();
+    c.add(0);
+    c.add(0x7fffffff);
+    EXPECT_EQ(c.get(), 0x80000000u);
+    c.add(1ull << 40);
+    EXPECT_EQ(c.get(), (1ull << 40) + 0x80000000u);
+    volatile std::uint64_t n = 0xfffffffffull;
+    c.add(n);
+    EXPECT_EQ(c.get(), (1ull << 40) + 0x80000000u + 0xfffffffffull);
+    c.reset();
+    c.add(~0ull);
+    c.add(2);
+    EXPECT_EQ(c.get(), 1u) << "wraps modulo 2^64";
+    // A histogram's buckets and sum take the same adds.
+    histogram h;
+    h.record(~0ull);
+    h.record(3);
+    h.record(3);
+    EXPECT_EQ(h.count(histogram::buckets - 1), 1u);
+    EXPECT_EQ(h.count(3), 2u);
+    EXPECT_EQ(h.sum(), 5u);
+    EXPECT_EQ(h.max(), ~0ull);
+}
+
 TEST(StatsHistogram, PercentilesWithinOneBucketOfExact)
 {
     stats::registration r;
