@@ -35,7 +35,7 @@ namespace detail {
  *  relaxed load, add and store. */
 SHUNT_ALWAYS_INLINE void single_writer_add(std::atomic<std::uint64_t> &v, std::uint64_t n) noexcept
 {
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && !SHUNT_TSAN
     static_assert(sizeof v == 8 && alignof(std::atomic<std::uint64_t>) == 8);
     asm("addq %1, %0" : "+m"(v) : "er"(n));
 #else
