@@ -213,12 +213,16 @@ int pingpong_initiator(T &tr, const run_request &r, std::uint64_t *samples, run_
     return 0;
 }
 
-/** Echoes what it received (so that --verify checks both directions), and
- *  returns once its last echo is complete: nothing of the size is left in
- *  its transport when it reports the size done. */
+/** Answers each message with one of the same size, and returns once its
+ *  last answer is complete: nothing of the size is left in its transport
+ *  when it reports the size done. The answer comes from the responder's
+ *  own send buffer, which nobody writes during the run, as in UCX's
+ *  ucx_perftest and libfabric's fi_pingpong (so the figures compare); with
+ *  --verify it echoes what it received, so both directions are checked. */
 template <bool Verify, class T> int pingpong_responder(T &tr, const run_request &r)
 {
     std::byte *rx = tr.rx_buf();
+    std::byte *out = Verify ? rx : tr.tx_buf();
     const std::uint64_t total = r.warmup + r.iterations;
     int rc;
     for (std::uint64_t msg = 0; msg < total; msg++) {
@@ -226,9 +230,9 @@ template <bool Verify, class T> int pingpong_responder(T &tr, const run_request 
             return rc;
         if (r.tsc_stamp) {
             const std::uint64_t t = env::tsc::now();
-            std::memcpy(rx, &t, sizeof t);
+            std::memcpy(out, &t, sizeof t);
         }
-        if ((rc = post<false>(tr, rx, r.size, r)))
+        if ((rc = post<false>(tr, out, r.size, r)))
             return rc;
     }
     return wait_drained(tr, r);

@@ -83,7 +83,7 @@ const char usage_text[] =
     "      --tsc-one-way     pingpong: also measure the true one-way latency\n"
     "                        (responder to initiator) from TSC stamps: the\n"
     "                        responder writes its TSC into the first 8 bytes of\n"
-    "                        each echo, the initiator records arrival - stamp.\n"
+    "                        each answer, the initiator records arrival - stamp.\n"
     "                        Valid only with both ends on one host and an\n"
     "                        invariant TSC (constant_tsc, nonstop_tsc): refused\n"
     "                        otherwise. Sizes of at least 8 bytes, not with\n"

@@ -505,6 +505,12 @@ struct limits {
     std::uint32_t rndv_bytes;    ///< sends of at least this many bytes (SGE data) use rendezvous
     std::uint32_t max_qp, max_mr;
     std::uint32_t peer_check_ms;
+    /** Cross-memory attach (process_vm_readv/writev) reaches peers' memory
+     *  outside their segments: SHUNT_SHM_CMA, and this process allowed to
+     *  (no seccomp filter refusing the calls, Yama's ptrace_scope below 2 or
+     *  CAP_SYS_PTRACE). Without it RDMA to such memory fails with a remote
+     *  access error and sends from it are copied through the ring. */
+    bool cma;
 };
 const limits &lim() noexcept;
 

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -36,8 +37,32 @@ SHUNT_TUNABLE(t_rndv_bytes, "SHUNT_SHM_RNDV_BYTES", integer, "32768",
               "shm");
 SHUNT_TUNABLE(t_peer_check_ms, "SHUNT_SHM_PEER_CHECK_MS", integer, "100",
               "shm driver: how often an idle or blocked QP checks that its peer is alive, ms", "shm");
+SHUNT_TUNABLE(t_cma, "SHUNT_SHM_CMA", boolean, "1",
+              "shm driver: reach peers' memory outside their segments by cross-memory attach (process_vm_readv/"
+              "writev) when this process may (0: never; RDMA to such memory then fails, large sends from it go "
+              "through the ring)",
+              "shm");
 
 namespace {
+
+/** CAP_SYS_PTRACE in this process's effective set (/proc/self/status). */
+bool has_cap_sys_ptrace()
+{
+    FILE *f = std::fopen("/proc/self/status", "re");
+    if (!f)
+        return false;
+    char line[256];
+    unsigned long long eff = 0;
+    bool found = false;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "CapEff: %llx", &eff) == 1) {
+            found = true;
+            break;
+        }
+    std::fclose(f);
+    constexpr unsigned cap_sys_ptrace = 19;
+    return found && (eff >> cap_sys_ptrace) & 1;
+}
 
 std::uint32_t tunable_u32(const env::tunable &t, std::int64_t lo, std::int64_t hi, std::int64_t def)
 {
@@ -48,6 +73,34 @@ std::uint32_t tunable_u32(const env::tunable &t, std::int64_t lo, std::int64_t h
         v = def;
     }
     return static_cast<std::uint32_t>(v);
+}
+
+/** May this process read and write its peers' memory by cross-memory
+ *  attach? A seccomp filter (containers' default profiles without
+ *  CAP_SYS_PTRACE) refuses the calls themselves, which a read of our own
+ *  memory shows; Yama's ptrace_scope 2 asks for CAP_SYS_PTRACE, 3 forbids
+ *  it (scope 1 is met by the PR_SET_PTRACER_ANY of every context). */
+bool cma_allowed()
+{
+    std::uint64_t word = 1, copy = 0;
+    iovec l{&copy, sizeof copy}, r{&word, sizeof word};
+    if (process_vm_readv(::getpid(), &l, 1, &r, 1, 0) != ssize_t(sizeof copy) || copy != word) {
+        SHUNT_LOG(shm_log, info, "cross-memory attach refused to this process (%s): peers' private memory is "
+                  "reached through the ring only", std::strerror(errno));
+        return false;
+    }
+    int scope = 0;
+    if (FILE *f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "re")) {
+        if (std::fscanf(f, "%d", &scope) != 1)
+            scope = 0;
+        std::fclose(f);
+    }
+    if (scope >= 3 || (scope == 2 && !has_cap_sys_ptrace())) {
+        SHUNT_LOG(shm_log, info, "Yama ptrace_scope %d forbids cross-memory attach to this process: peers' "
+                  "private memory is reached through the ring only", scope);
+        return false;
+    }
+    return true;
 }
 
 limits make_limits()
@@ -63,6 +116,12 @@ limits make_limits()
     l.max_qp = 1024;
     l.max_mr = 4096;
     l.peer_check_ms = tunable_u32(t_peer_check_ms, 1, 60000, 100);
+    bool cma = true;
+    if (t_cma.as_bool(cma) < 0) {
+        SHUNT_LOG(shm_log, warning, "SHUNT_SHM_CMA is not a boolean: using 1");
+        cma = true;
+    }
+    l.cma = cma && cma_allowed();
     return l;
 }
 
@@ -392,6 +451,7 @@ int query_device(vq::context *, vq::device_attr *out)
     a.lend_qp_types = (1u << static_cast<unsigned>(vq::qp_type::rc)) | (1u << static_cast<unsigned>(vq::qp_type::uc)) |
                       (1u << static_cast<unsigned>(vq::qp_type::ud));
     a.max_lend_msg = max_chunk_bytes(l.ring_slots);
+    a.rdma_private = l.cma;
     *out = a;
     return 0;
 }
@@ -874,6 +934,8 @@ bool peer_write(peer *p, const region_ref &dst, const void *src, std::size_t len
         std::memmove(reinterpret_cast<void *>(dst.addr), src, len);
         return true;
     }
+    if (!lim().cma)
+        return false;
     std::size_t done = 0;
     while (done < len) {
         iovec l{const_cast<char *>(static_cast<const char *>(src)) + done, len - done};
@@ -898,6 +960,8 @@ bool peer_read(peer *p, const region_ref &src, void *dst, std::size_t len) noexc
         std::memmove(dst, reinterpret_cast<const void *>(src.addr), len);
         return true;
     }
+    if (!lim().cma)
+        return false;
     std::size_t done = 0;
     while (done < len) {
         iovec l{static_cast<char *>(dst) + done, len - done};

@@ -153,6 +153,8 @@ wc_status rndv_copy(shm_qp *q, const rndv_hdr &h, const rndv_piece *pc) noexcept
                 // Private memory of the sender, ourselves included: the
                 // address came through shared memory, so it is read by the
                 // kernel, which fails a bad one instead of faulting.
+                if (!lim().cma)
+                    return wc_status::rem_access_err;
                 iovec rio{reinterpret_cast<void *>(from), take};
                 ssize_t got = process_vm_readv(p->pid, lio, nl, &rio, 1, 0);
                 if (got != static_cast<ssize_t>(take))

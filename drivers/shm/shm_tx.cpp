@@ -132,6 +132,21 @@ exec_rc rndv_wait(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
 /** Publish a rendezvous message: the receiver copies the data itself,
  *  straight from our registered memory (memcpy from our segment, or
  *  process_vm_readv), and acknowledges. */
+/** Does every SGE of @p w lie in our segment (so that the receiver reaches
+ *  it without cross-memory attach)? A bad key answers false: the chunked
+ *  send reports it. */
+bool in_segment(shm_qp *q, wqe *w) noexcept
+{
+    const vq::sge *sg = wqe_sges(q, w);
+    for (std::uint32_t i = 0; i < w->num_sge; i++) {
+        region_ref ref;
+        if (sg[i].length && (!check_key(&q->sctx->self, sg[i].lkey, sg[i].addr, sg[i].length, 0, &ref, true) ||
+                             ref.seg_off == no_seg_off))
+            return false;
+    }
+    return true;
+}
+
 exec_rc rndv_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
 {
     txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
@@ -200,7 +215,7 @@ exec_rc rc_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
             *st = vq::wc_status::rem_inv_req_err;
             return ex_done;
         }
-    } else if (!w->is_inline && lim().rndv_bytes && w->len >= lim().rndv_bytes) {
+    } else if (!w->is_inline && lim().rndv_bytes && w->len >= lim().rndv_bytes && (lim().cma || in_segment(q, w))) {
         return rndv_send(q, w, mop, st);
     }
     std::uint32_t len = w->len;

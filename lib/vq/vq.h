@@ -70,6 +70,12 @@ struct device_attr {
      *  UD one: ud_mtu). A larger send to such a QP fails at the sender with
      *  rem_inv_req_err and nothing of it is delivered. */
     std::uint32_t max_lend_msg = 0;
+    /** Peers' RDMA (and the device's rendezvous sends) reach registered
+     *  memory anywhere in a process. false: only memory inside the device's
+     *  shared segments (alloc_buf) — RDMA to other memory fails with a
+     *  remote access error, sends from it are copied (shm without
+     *  cross-memory attach). */
+    bool rdma_private = true;
 };
 
 /** An open device: owns the device's resources for this process. */

@@ -406,7 +406,10 @@ int limits_of(const vq::device_attr &a, dev_limits &out)
     // several are in the ring at once (the sender fills one while the
     // receiver empties another).
     l.frag_max = std::min<std::uint32_t>(8192, l.eager_max);
-    l.rndv_private = rndv_threshold(t_rndv_bytes, 4u << 20);
+    // Without RDMA to private memory (shm without cross-memory attach) a
+    // message from it goes through the ring whatever its size, as far as the
+    // send queue holds its fragments.
+    l.rndv_private = a.rdma_private ? rndv_threshold(t_rndv_bytes, 4u << 20) : ~std::uint64_t(0);
     l.rndv_shared = rndv_threshold(t_rndv_shared_bytes, 16384);
     l.rma_inline = std::min<std::uint32_t>(1024, l.inline_max - std::uint32_t(sizeof(rma_hdr)));
     // A datagram is one UD message: up to the UD MTU from the user's

@@ -196,6 +196,41 @@ TEST_F(ShmRc, RdmaPastTheRegionEndFailsAndLeavesTargetUntouched)
     expect_rem_access_err(*this, peer.seg_rkey, peer.seg_addr + (1 << 20) - 32, 64, true);
 }
 
+/** Both processes at SHUNT_SHM_CMA=0 (the shm-no-cma suite; skipped
+ *  elsewhere), as where cross-memory attach is refused: the device says
+ *  private memory is out of reach, and RDMA to it fails without touching
+ *  it. (ShmRc.SendRandomSizesAndSgeListsArriveByteForByte runs there too:
+ *  its large sends from private memory go through the ring.) */
+using ShmNoCma = ShmRc;
+bool no_cma()
+{
+    const char *v = std::getenv("SHUNT_SHM_CMA");
+    return v && std::string(v) == "0";
+}
+
+TEST_F(ShmNoCma, DeviceSaysPrivateMemoryIsOutOfReach)
+{
+    if (!no_cma())
+        GTEST_SKIP() << "run with SHUNT_SHM_CMA=0 (the shm-no-cma suite)";
+    vq::device_attr a;
+    ASSERT_EQ(vq::query_device(me.ctx, &a), 0);
+    EXPECT_FALSE(a.rdma_private);
+}
+
+TEST_F(ShmNoCma, RdmaToPrivateMemoryFailsAndLeavesItUntouched)
+{
+    if (!no_cma())
+        GTEST_SKIP() << "run with SHUNT_SHM_CMA=0 (the shm-no-cma suite)";
+    expect_rem_access_err(*this, peer.priv_rkey, peer.priv_addr, 64, false);
+}
+
+TEST_F(ShmNoCma, RdmaToSegmentMemoryStillWorks)
+{
+    if (!no_cma())
+        GTEST_SKIP() << "run with SHUNT_SHM_CMA=0 (the shm-no-cma suite)";
+    rdma_roundtrip(*this, true);
+}
+
 TEST_F(ShmRc, ReceiveBufferTooSmallIsALocalLengthErrorAtTheReceiver)
 {
     ASSERT_EQ(peer.post_recv(1, 100), 0);
