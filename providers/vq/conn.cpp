@@ -336,13 +336,14 @@ int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool conn
     int rc = vq::create_qp(e->dom->pd, &ia, &sl.qp);
     if (rc)
         return rc;
+    e->cm.qps_created.add();
+    e->cm.qps.set(e->cm.qps.get() + 1);
     vq::qp_attr a;
     a.state = vq::qp_state::init;
     // The peer's RMA and atomics land on this QP (regions still check their own flags).
     a.qp_access_flags = vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ | vq::ACCESS_REMOTE_ATOMIC;
     if ((rc = vq::modify_qp(sl.qp, &a, vq::QP_ATTR_STATE | vq::QP_ATTR_ACCESS_FLAGS))) {
-        (void)vq::destroy_qp(sl.qp);
-        sl.qp = nullptr;
+        slot_close(e, s);
         return rc;
     }
     if (!l.lend) {
@@ -395,8 +396,10 @@ int slot_connect(prov_ep *e, int s, const ep_addr &peer, std::uint32_t peer_qpn)
 void slot_close(prov_ep *e, int s)
 {
     rc_slot &sl = e->slots[s];
-    if (sl.qp)
+    if (sl.qp) {
         (void)vq::destroy_qp(sl.qp);
+        e->cm.qps.set(e->cm.qps.get() - 1);
+    }
     if (sl.bounce_mr)
         (void)vq::dereg_mr(sl.bounce_mr);
     delete[] sl.bounce;

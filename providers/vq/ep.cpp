@@ -26,8 +26,10 @@ const env::stats::schema one_way_schema{"vq.one_way", one_way_fields, 2};
 const env::stats::field cm_fields[] = {
     SHUNT_STATS_FIELD(cm_stats, peers, gauge, none, "connection records: peers the endpoint knows"),
     SHUNT_STATS_FIELD(cm_stats, refused, counter, none, "connection requests it could not accept"),
+    SHUNT_STATS_FIELD(cm_stats, qps, gauge, none, "RC QPs it holds: connected, being connected, or failed and kept"),
+    SHUNT_STATS_FIELD(cm_stats, qps_created, counter, none, "RC QPs it created"),
 };
-const env::stats::schema cm_schema{"vq.cm", cm_fields, 2};
+const env::stats::schema cm_schema{"vq.cm", cm_fields, 4};
 
 int poller(void *arg) noexcept
 {

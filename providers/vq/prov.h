@@ -179,6 +179,8 @@ struct one_way_stats {
 struct cm_stats {
     env::stats::gauge peers;      ///< connection records (by_addr): peers it knows
     env::stats::counter refused;  ///< REQs it could not accept
+    env::stats::gauge qps;        ///< RC QPs it holds (rc_slot::qp set)
+    env::stats::counter qps_created; ///< RC QPs it created
 };
 
 /* ---- Connections ---- */
