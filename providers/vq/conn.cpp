@@ -305,6 +305,23 @@ void conn_fail_queued(prov_ep *e, conn *c, int err)
     }
 }
 
+bool slot_free(const prov_ep *e)
+{
+    for (const rc_slot &sl : e->slots)
+        if (!sl.qp)
+            return true;
+    return false;
+}
+
+bool dest_qp_ok(const prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn)
+{
+    vq::qp_addr d;
+    d.dev = to_dev(peer);
+    d.qpn = peer_qpn;
+    int rc = vq::check_dest_qp(e->dom->ctx, &d, vq::qp_type::rc);
+    return rc == 0 || rc == -FI_EOPNOTSUPP; // the driver cannot tell: connecting will
+}
+
 int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool connect_now, int &slot_out)
 {
     int s = -1;
@@ -576,8 +593,11 @@ void cm_handle(prov_ep *e, const cm_msg &m)
                 return;
             c->peer = m.from;
         }
+        // Every check that can refuse the REQ runs before a QP is created
+        // for it: a free slot, the requester's address, its QP.
         int s = -1;
-        if ((!c->ah && !(c->ah = ah_for(e, m.from))) || slot_open(e, m.from, m.req_qpn, true, s) != 0) {
+        if (!slot_free(e) || (!c->ah && !(c->ah = ah_for(e, m.from))) || !dest_qp_ok(e, m.from, m.req_qpn) ||
+            slot_open(e, m.from, m.req_qpn, true, s) != 0) {
             cm_refused(e, key);
             if (fresh) {
                 if (fresh->ah)

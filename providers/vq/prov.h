@@ -639,6 +639,12 @@ int txq_setup(prov_ep *e, std::size_t entries, std::size_t data_size);
 /** A transmit context closes: its queued operations are dropped silently. */
 void txq_forget(prov_ep *e, util::ep_core *owner);
 void cm_handle(prov_ep *e, const cm_msg &m);
+/** Whether @p e has a slot without a QP (slot_open can find one). */
+bool slot_free(const prov_ep *e);
+/** Whether an RC QP of @p e could connect to QP @p peer_qpn at @p peer, as
+ *  far as the driver tells before a QP exists (vq::check_dest_qp): false
+ *  only when it could not. */
+bool dest_qp_ok(const prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn);
 int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool connect_now, int &slot_out);
 void slot_close(prov_ep *e, int slot);
 void slot_retire(prov_ep *e, int slot);

@@ -475,19 +475,20 @@ TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
     ASSERT_EQ(h.flood(me, whole(cm(cmw::cm_req, FI_EP_RDM, nowhere, 6)), 500, offsetof(cm_msg, from.name) + 3,
                       prog),
               0);
-    // And 100 from the hostile process's own address, each naming another
-    // QP it does not have (each costs the endpoint an RC QP created and
-    // destroyed: more would not fit the sender's 5 s on a loaded machine).
-    ASSERT_EQ(h.flood(me, whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, 0x7fff0000)), 100, offsetof(cm_msg, req_qpn),
+    // And 500 from the hostile process's own address, each naming another
+    // QP it does not have.
+    ASSERT_EQ(h.flood(me, whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, 0x7fff0000)), 500, offsetof(cm_msg, req_qpn),
                       prog),
               0);
     for (int i = 0; i < 2000; i++)
         prog();
     // None of the well-formed REQs above could be accepted (the QP or the
-    // segment they name does not exist): each was refused and left no
-    // connection record behind.
+    // segment they name does not exist): each was refused before the
+    // endpoint created a QP for it, and left no connection record behind.
     EXPECT_EQ(stat(cmb, "peers"), 0u) << "records of connections that were never made";
-    EXPECT_GE(stat(cmb, "refused"), 602u);
+    EXPECT_GE(stat(cmb, "refused"), 1002u);
+    EXPECT_EQ(stat(cmb, "qps_created"), 0u) << "RC QPs created for requests that were refused";
+    EXPECT_EQ(stat(cmb, "qps"), 0u);
     // Refusals are logged at the first, second, fourth ... one: a flood of
     // requests is not a flood of log lines.
     const std::string log = testing::internal::GetCapturedStderr();
