@@ -12,7 +12,9 @@ namespace shunt::prov::vqprov {
 
 SHUNT_TUNABLE(t_connect_ms, "SHUNT_VQ_CONNECT_TIMEOUT_MS", integer, "10000",
               "vq provider, RDM: a connection to a peer that does not answer within this many milliseconds "
-              "fails, and so do the operations queued for it (error completions, FI_ETIMEDOUT); 0: never",
+              "fails, and so do the operations queued for it (error completions, FI_ETIMEDOUT); a connection "
+              "the endpoint accepted that its requester does not finish within as long is given up and its "
+              "QP freed; 0: never",
               "vq");
 
 SHUNT_TUNABLE(t_rc_timeout, "SHUNT_VQ_RC_TIMEOUT", integer, "-1",
@@ -413,6 +415,8 @@ int slot_connect(prov_ep *e, int s, const ep_addr &peer, std::uint32_t peer_qpn)
 void slot_close(prov_ep *e, int s)
 {
     rc_slot &sl = e->slots[s];
+    if (sl.half_since)
+        half_done(e, sl);
     if (sl.qp) {
         (void)vq::destroy_qp(sl.qp);
         e->cm.qps.set(e->cm.qps.get() - 1);
@@ -541,7 +545,61 @@ namespace {
                   key.c_str(), static_cast<unsigned long long>(n), static_cast<unsigned long long>(2 * n));
 }
 
+/** Accepted connections of the requester process at @p from (its device
+ *  address) that it has not finished. */
+std::uint32_t half_open_of(const prov_ep *e, const ep_addr &from)
+{
+    std::uint32_t n = 0;
+    for (const rc_slot &sl : e->slots)
+        n += sl.half_since && sl.half_from.len == from.len && std::memcmp(sl.half_from.name, from.name, from.len) == 0;
+    return n;
+}
+
 } // namespace
+
+void half_done(prov_ep *e, rc_slot &sl)
+{
+    sl.half_since = 0;
+    e->cm.half_open.set(e->cm.half_open.get() - 1);
+}
+
+void half_open_expire(prov_ep *e)
+{
+    if (!e->connect_timeout_ns)
+        return; // SHUNT_VQ_CONNECT_TIMEOUT_MS=0: never given up
+    const std::uint64_t now = std::uint64_t(now_ns());
+    for (int s = 0; s < int(e->slots.size()); s++) {
+        rc_slot &sl = e->slots[s];
+        if (!sl.half_since || now - sl.half_since < e->connect_timeout_ns)
+            continue;
+        half_done(e, sl);
+        e->cm.expired.add();
+        conn *c = sl.c;
+        bool sent = false; // requests of ours that wait for their completions on this peer's QPs
+        for (const tx_entry &t : e->tx)
+            sent |= c && t.c == c;
+        SHUNT_LOG(prov_log, info, "vq: %s did not finish the connection it asked for: given up, its QP %s",
+                  addr_key(sl.half_from).c_str(), sent ? "kept (requests on it wait)" : "freed");
+        if (sent) {
+            // Destroying the QP would lose those completions: it fails as
+            // a broken connection does (its QP kept until the endpoint closes).
+            if (c->slot == s)
+                conn_broken(e, c);
+            continue;
+        }
+        if (c && c->slot == s) {
+            // We sent nothing over it yet: the next send connects anew.
+            c->ctl.clear();
+            conn_fail_queued(e, c, FI_ETIMEDOUT);
+            c->slot = -1;
+            c->state = conn::idle;
+        }
+        if (c && c->dead_slot == s)
+            c->dead_slot = -1;
+        frag_fail(e, s, FI_ECONNRESET);
+        slot_close(e, s);
+    }
+}
 
 void cm_handle(prov_ep *e, const cm_msg &m)
 {
@@ -594,9 +652,11 @@ void cm_handle(prov_ep *e, const cm_msg &m)
             c->peer = m.from;
         }
         // Every check that can refuse the REQ runs before a QP is created
-        // for it: a free slot, the requester's address, its QP.
+        // for it: the requester's unfinished connections, a free slot, its
+        // address, its QP.
         int s = -1;
-        if (!slot_free(e) || (!c->ah && !(c->ah = ah_for(e, m.from))) || !dest_qp_ok(e, m.from, m.req_qpn) ||
+        if (half_open_of(e, m.from) >= cm_half_open_max || !slot_free(e) ||
+            (!c->ah && !(c->ah = ah_for(e, m.from))) || !dest_qp_ok(e, m.from, m.req_qpn) ||
             slot_open(e, m.from, m.req_qpn, true, s) != 0) {
             cm_refused(e, key);
             if (fresh) {
@@ -614,6 +674,9 @@ void cm_handle(prov_ep *e, const cm_msg &m)
         conn_agree(e, c, cm_peer_flags(m));
         e->slots[s].c = c;
         e->slots[s].accepted_from = m.req_qpn;
+        e->slots[s].half_since = std::uint64_t(now_ns()); // until its w_hello (half_open_expire)
+        e->slots[s].half_from = m.from;
+        e->cm.half_open.set(e->cm.half_open.get() + 1);
         if (qp_up(c) && c->slot >= 0) {
             // A new REQ from a peer we are connected to: it lost its end of
             // that connection (its QP failed), so ours is dead too. Send over
@@ -661,6 +724,10 @@ void cm_handle(prov_ep *e, const cm_msg &m)
         if (slot_connect(e, c->slot, m.from, m.rep_qpn) == 0) {
             conn_agree(e, c, cm_peer_flags(m));
             c->state = up_state(c);
+            // The first message on the QP, before anything queued: the
+            // peer's accepted QP is finished (it frees unfinished ones).
+            static const std::uint8_t none = 0;
+            ctl_send(e, c, imm_wire(w_hello, 0, 0), &none, 0);
             conn_drain(e, c); // what was accepted while it was set up, in order
         } else {
             conn_give_up(e, c, FI_ECONNREFUSED);

@@ -556,6 +556,60 @@ TEST_F(cm_hostile, RdmEndpointRefusesRequestsOfAnotherType)
     n.close();
 }
 
+// RDM: a process that asks for connections and never finishes them (REQs
+// naming free RC QPs of its own that it never connects or sends on) gets
+// at most cm_half_open_max of the endpoint's RC QPs, not all of them: a good
+// peer still connects and exchanges checked bytes meanwhile, and the
+// unfinished connections are given up after SHUNT_VQ_CONNECT_TIMEOUT_MS,
+// their QPs freed. Waits are bounded.
+TEST_F(cm_hostile, RdmEndpointFreesConnectionsNeverFinished)
+{
+    ASSERT_EQ(::setenv("SHUNT_VQ_CONNECT_TIMEOUT_MS", "1500", 1), 0);
+    const std::vector<std::string> before = shunt::env::stats::list();
+    node n;
+    const int opened = n.open(FI_EP_RDM, false);
+    ::unsetenv("SHUNT_VQ_CONNECT_TIMEOUT_MS");
+    ASSERT_EQ(opened, 0);
+    const std::string cmb = cm_block(before);
+    ASSERT_NE(cmb, "");
+    std::size_t alen = sizeof n.addr;
+    ASSERT_EQ(getname(&n.ep->fid, n.addr, &alen), 0);
+    const ep_addr me = ep_of(n.addr);
+    seen s;
+    auto prog = progress_of(n.cq, n.eq, s);
+    // More REQs than the endpoint has RC QPs (63 on shm), each for another
+    // free QP of the hostile process.
+    std::vector<datagram> reqs;
+    for (int i = 0; i < 70; i++)
+        reqs.push_back(whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, h.rc_qp())));
+    ASSERT_EQ(h.send(me, reqs, prog), 0);
+    for (int i = 0; i < 2000; i++)
+        prog();
+    EXPECT_EQ(stat(cmb, "half_open"), cmw::cm_half_open_max) << "unfinished connections of one process";
+    EXPECT_EQ(stat(cmb, "qps"), cmw::cm_half_open_max) << "RC QPs held for connections never finished";
+    EXPECT_GE(stat(cmb, "refused"), 70u - cmw::cm_half_open_max);
+    // Meanwhile a good peer connects, and bytes flow both ways.
+    peer_proc p{"rdm"};
+    fi_addr_t to = FI_ADDR_UNSPEC;
+    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
+    ASSERT_EQ(p.set_peer(n.addr), 0);
+    echo_checked(n.ep, n.cq, to, 3000, 61);
+    if (HasFatalFailure())
+        return;
+    // The unfinished ones are given up after the timeout (1.5 s here;
+    // waited for up to 10 s), and only the good peer's QP is left.
+    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+         (stat(cmb, "half_open") != 0 || stat(cmb, "qps") != 1) && std::chrono::steady_clock::now() < end;)
+        prog();
+    EXPECT_EQ(stat(cmb, "half_open"), 0u) << "unfinished connections not given up";
+    EXPECT_EQ(stat(cmb, "expired"), cmw::cm_half_open_max);
+    EXPECT_EQ(stat(cmb, "qps"), 1u) << "QPs of unfinished connections not freed";
+    expect_nothing(s, "RDM endpoint");
+    // The good peer's connection was finished, so it stays.
+    echo_checked(n.ep, n.cq, to, 100000, 62);
+    n.close();
+}
+
 // MSG passive endpoint: a REQ of another endpoint type (an RDM endpoint's
 // hidden connection set-up) is no FI_CONNREQ and gets no reply; an MSG REQ
 // sent after it is one.
