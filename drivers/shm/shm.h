@@ -598,6 +598,7 @@ int create_qp(vq::pd *p, const vq::qp_init_attr *a, vq::qp **out);
 int destroy_qp(vq::qp *q);
 int modify_qp(vq::qp *q, const vq::qp_attr *a, unsigned mask);
 int query_qp(vq::qp *q, vq::qp_attr *out);
+int check_dest_qp(vq::context *c, const vq::qp_addr *dest, vq::qp_type type);
 vq::qp_state qp_state_of(const vq::qp *q);
 int create_cq(vq::context *c, const vq::cq_init_attr *a, vq::cq **out);
 int destroy_cq(vq::cq *c);

@@ -421,6 +421,7 @@ const vq::context_ops shm_ops{
     .destroy_qp = destroy_qp,
     .modify_qp = modify_qp,
     .query_qp = query_qp,
+    .check_dest_qp = check_dest_qp,
     .qp_state_of = qp_state_of,
 };
 

@@ -331,6 +331,53 @@ int destroy_qp(vq::qp *vq_)
     return 0;
 }
 
+namespace {
+
+/** The descriptor of peer QP @p qpn of type @p type at @p dest, and a
+ *  reference to its peer (context lock held). @return 0 (peer_put @p p
+ *  when done); -FI_ENOENT no such context or QP; -FI_EINVAL malformed, or
+ *  a QP of another type; what peer_get returns. */
+int dest_lookup(shm_ctx *c, const vq::dev_addr &dest, std::uint32_t qpn, vq::qp_type type, peer *&p, qp_desc *&rd)
+{
+    if (int rc = peer_get(c, dest, &p); rc < 0)
+        return rc;
+    std::uint32_t idx = qpn_index(qpn);
+    rd = idx < p->max_qp ? &p->qps()[idx] : nullptr;
+    if (!rd || rd->state.load(std::memory_order_acquire) == desc_free || rd->qpn != qpn) {
+        peer_put(c, p);
+        return -FI_ENOENT;
+    }
+    if (rd->type != static_cast<std::uint32_t>(type)) {
+        peer_put(c, p);
+        return -FI_EINVAL;
+    }
+    return 0;
+}
+
+} // namespace
+
+int check_dest_qp(vq::context *vc, const vq::qp_addr *dest, vq::qp_type type)
+{
+    shm_ctx *c = to_ctx(vc);
+    std::lock_guard<std::mutex> g(c->lock);
+    peer *p = nullptr;
+    qp_desc *rd = nullptr;
+    if (int rc = dest_lookup(c, dest->dev, dest->qpn, type, p, rd); rc < 0)
+        return rc;
+    // Only a look at its ring's owner word, where RTR would claim it: the
+    // ring must be one this driver could have made, inside the peer's heap,
+    // before it is read. No claim, so no announcement (entering) either.
+    const std::uint64_t roff = std::atomic_ref<std::uint64_t>(rd->ring_off).load(std::memory_order_acquire);
+    const std::uint32_t rslots = rd->ring_slots;
+    int rc = 0;
+    if (!ring_slots_ok(rslots) || (roff & 63) != 0 || !p->in_heap(roff, ring_bytes(rslots)))
+        rc = -FI_EINVAL;
+    else if (reinterpret_cast<ring_ctrl *>(p->base + roff)->owner.load(std::memory_order_acquire) != 0)
+        rc = -FI_EBUSY;
+    peer_put(c, p);
+    return rc;
+}
+
 int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
 {
     shm_qp *q = to_qp(vq_);
@@ -419,19 +466,9 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
         if (!(mask & vq::QP_ATTR_AV) || !(mask & vq::QP_ATTR_DEST_QPN))
             return -FI_EINVAL;
         peer *p = nullptr;
-        int rc = peer_get(c, a->dest, &p);
-        if (rc < 0)
-            return rc == -FI_EINVAL ? -FI_EINVAL : rc;
-        std::uint32_t idx = qpn_index(a->dest_qp_num);
-        qp_desc *rd = idx < p->max_qp ? &p->qps()[idx] : nullptr;
-        if (!rd || rd->state.load(std::memory_order_acquire) == desc_free || rd->qpn != a->dest_qp_num) {
-            peer_put(c, p);
-            return -FI_ENOENT;
-        }
-        if (rd->type != static_cast<std::uint32_t>(q->type)) {
-            peer_put(c, p);
-            return -FI_EINVAL;
-        }
+        qp_desc *rd = nullptr;
+        if (int rc = dest_lookup(c, a->dest, a->dest_qp_num, q->type, p, rd); rc < 0)
+            return rc;
         // Claim the peer's ring: announce ourselves (entering), read where it
         // is, CAS its owner word, re-check the descriptor. The owner of the
         // ring does not reuse its memory while we are counted or our claim

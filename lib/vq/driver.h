@@ -64,6 +64,8 @@ struct context_ops {
     int (*destroy_qp)(qp *) = detail::eopnotsupp;
     int (*modify_qp)(qp *, const qp_attr *, unsigned) = detail::eopnotsupp;
     int (*query_qp)(qp *, qp_attr *) = detail::eopnotsupp;
+    /** check_dest_qp (vq.h); the stub's -FI_EOPNOTSUPP says "cannot tell". */
+    int (*check_dest_qp)(context *, const qp_addr *, qp_type) = detail::eopnotsupp;
     /** Current state; must be cheap (get_qp_state). */
     qp_state (*qp_state_of)(const qp *) = nullptr;
 };

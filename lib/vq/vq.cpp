@@ -289,6 +289,14 @@ int query_qp(qp *q, qp_attr *out)
     return q->ctx->ops->query_qp(q, out);
 }
 
+int check_dest_qp(context *ctx, const qp_addr *dest, qp_type type)
+{
+    if (!ctx || !dest || dest->dev.len == 0 || dest->dev.len > sizeof(dest->dev.raw) ||
+        (type != qp_type::rc && type != qp_type::uc))
+        return -FI_EINVAL;
+    return ctx->ops->check_dest_qp(ctx, dest, type);
+}
+
 qp_state get_qp_state(const qp *q) noexcept
 {
     if (!q || !q->ctx->ops->qp_state_of)

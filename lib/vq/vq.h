@@ -317,6 +317,19 @@ const char *device_driver_name(const device *dev);
 [[nodiscard]] int modify_qp(qp *q, const qp_attr *attr, unsigned attr_mask);
 /** @return 0 and *out (state and the attributes set so far); -FI_EINVAL null. */
 [[nodiscard]] int query_qp(qp *q, qp_attr *out);
+/** Whether a new QP of @p type (RC or UC) on @p ctx could be connected to
+ *  the peer QP @p dest now, asked before creating one: the checks modify_qp
+ *  makes at RTR that need no QP of ours. Verbs has no counterpart (a
+ *  network peer is only heard from once connected); it lets a caller that
+ *  connects QPs on a peer's unauthenticated word refuse a peer that does
+ *  not exist without creating and destroying a QP for it. A hint: the peer
+ *  may change before RTR, which checks again.
+ *  @return 0 it could; -FI_EOPNOTSUPP the driver cannot tell before
+ *  connecting (connect and see); -FI_EINVAL null, a malformed address, a
+ *  type that does not connect, or a peer QP of another type; -FI_ENOENT no
+ *  such peer context or QP; -FI_EACCES the peer's segment belongs to
+ *  another user; -FI_EBUSY (shm) another QP is connected to it. */
+[[nodiscard]] int check_dest_qp(context *ctx, const qp_addr *dest, qp_type type);
 /** Current state (cheap). */
 qp_state get_qp_state(const qp *q) noexcept;
 

@@ -363,7 +363,8 @@ int ep_accept(fid_ep *ep, const void *param, std::size_t len)
     }
     cn->peer = cr->from;
     int s = -1;
-    int rc = slot_open(e, cr->rc_at, cr->req_qpn, true, s);
+    // A requester QP that does not exist is found without creating a QP.
+    int rc = dest_qp_ok(e, cr->rc_at, cr->req_qpn) ? slot_open(e, cr->rc_at, cr->req_qpn, true, s) : -FI_ENOENT;
     if (rc) {
         delete cn;
         delete cr;

@@ -19,6 +19,15 @@ struct ep_addr {
 static_assert(sizeof(ep_addr) == 64);
 
 inline constexpr std::uint32_t cm_data_max = 128; ///< CM data of connect/accept/reject
+/** RDM: connections one requester process (one device address, from.name)
+ *  may have accepted and not yet finished at a time (its w_hello has not
+ *  arrived over the accepted QP); a REQ beyond them goes unanswered until
+ *  one finishes or expires (SHUNT_VQ_CONNECT_TIMEOUT_MS), so a process that
+ *  never finishes its connections holds this many of an endpoint's RC QPs,
+ *  not all of them. A legitimate requester's connection is finished one
+ *  round trip after the REP; a repeated REQ (every 100 ms) gets the next
+ *  place. */
+inline constexpr std::uint32_t cm_half_open_max = 8;
 
 /** CM messages (UD). */
 enum : std::uint8_t { cm_req = 1, cm_rep = 2, cm_rej = 3, cm_rtu = 4 };

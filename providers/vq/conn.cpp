@@ -12,7 +12,9 @@ namespace shunt::prov::vqprov {
 
 SHUNT_TUNABLE(t_connect_ms, "SHUNT_VQ_CONNECT_TIMEOUT_MS", integer, "10000",
               "vq provider, RDM: a connection to a peer that does not answer within this many milliseconds "
-              "fails, and so do the operations queued for it (error completions, FI_ETIMEDOUT); 0: never",
+              "fails, and so do the operations queued for it (error completions, FI_ETIMEDOUT); a connection "
+              "the endpoint accepted that its requester does not finish within as long is given up and its "
+              "QP freed; 0: never",
               "vq");
 
 SHUNT_TUNABLE(t_rc_timeout, "SHUNT_VQ_RC_TIMEOUT", integer, "-1",
@@ -305,6 +307,23 @@ void conn_fail_queued(prov_ep *e, conn *c, int err)
     }
 }
 
+bool slot_free(const prov_ep *e)
+{
+    for (const rc_slot &sl : e->slots)
+        if (!sl.qp)
+            return true;
+    return false;
+}
+
+bool dest_qp_ok(const prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn)
+{
+    vq::qp_addr d;
+    d.dev = to_dev(peer);
+    d.qpn = peer_qpn;
+    int rc = vq::check_dest_qp(e->dom->ctx, &d, vq::qp_type::rc);
+    return rc == 0 || rc == -FI_EOPNOTSUPP; // the driver cannot tell: connecting will
+}
+
 int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool connect_now, int &slot_out)
 {
     int s = -1;
@@ -336,13 +355,14 @@ int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool conn
     int rc = vq::create_qp(e->dom->pd, &ia, &sl.qp);
     if (rc)
         return rc;
+    e->cm.qps_created.add();
+    e->cm.qps.set(e->cm.qps.get() + 1);
     vq::qp_attr a;
     a.state = vq::qp_state::init;
     // The peer's RMA and atomics land on this QP (regions still check their own flags).
     a.qp_access_flags = vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ | vq::ACCESS_REMOTE_ATOMIC;
     if ((rc = vq::modify_qp(sl.qp, &a, vq::QP_ATTR_STATE | vq::QP_ATTR_ACCESS_FLAGS))) {
-        (void)vq::destroy_qp(sl.qp);
-        sl.qp = nullptr;
+        slot_close(e, s);
         return rc;
     }
     if (!l.lend) {
@@ -395,8 +415,12 @@ int slot_connect(prov_ep *e, int s, const ep_addr &peer, std::uint32_t peer_qpn)
 void slot_close(prov_ep *e, int s)
 {
     rc_slot &sl = e->slots[s];
-    if (sl.qp)
+    if (sl.half_since)
+        half_done(e, sl);
+    if (sl.qp) {
         (void)vq::destroy_qp(sl.qp);
+        e->cm.qps.set(e->cm.qps.get() - 1);
+    }
     if (sl.bounce_mr)
         (void)vq::dereg_mr(sl.bounce_mr);
     delete[] sl.bounce;
@@ -521,7 +545,61 @@ namespace {
                   key.c_str(), static_cast<unsigned long long>(n), static_cast<unsigned long long>(2 * n));
 }
 
+/** Accepted connections of the requester process at @p from (its device
+ *  address) that it has not finished. */
+std::uint32_t half_open_of(const prov_ep *e, const ep_addr &from)
+{
+    std::uint32_t n = 0;
+    for (const rc_slot &sl : e->slots)
+        n += sl.half_since && sl.half_from.len == from.len && std::memcmp(sl.half_from.name, from.name, from.len) == 0;
+    return n;
+}
+
 } // namespace
+
+void half_done(prov_ep *e, rc_slot &sl)
+{
+    sl.half_since = 0;
+    e->cm.half_open.set(e->cm.half_open.get() - 1);
+}
+
+void half_open_expire(prov_ep *e)
+{
+    if (!e->connect_timeout_ns)
+        return; // SHUNT_VQ_CONNECT_TIMEOUT_MS=0: never given up
+    const std::uint64_t now = std::uint64_t(now_ns());
+    for (int s = 0; s < int(e->slots.size()); s++) {
+        rc_slot &sl = e->slots[s];
+        if (!sl.half_since || now - sl.half_since < e->connect_timeout_ns)
+            continue;
+        half_done(e, sl);
+        e->cm.expired.add();
+        conn *c = sl.c;
+        bool sent = false; // requests of ours that wait for their completions on this peer's QPs
+        for (const tx_entry &t : e->tx)
+            sent |= c && t.c == c;
+        SHUNT_LOG(prov_log, info, "vq: %s did not finish the connection it asked for: given up, its QP %s",
+                  addr_key(sl.half_from).c_str(), sent ? "kept (requests on it wait)" : "freed");
+        if (sent) {
+            // Destroying the QP would lose those completions: it fails as
+            // a broken connection does (its QP kept until the endpoint closes).
+            if (c->slot == s)
+                conn_broken(e, c);
+            continue;
+        }
+        if (c && c->slot == s) {
+            // We sent nothing over it yet: the next send connects anew.
+            c->ctl.clear();
+            conn_fail_queued(e, c, FI_ETIMEDOUT);
+            c->slot = -1;
+            c->state = conn::idle;
+        }
+        if (c && c->dead_slot == s)
+            c->dead_slot = -1;
+        frag_fail(e, s, FI_ECONNRESET);
+        slot_close(e, s);
+    }
+}
 
 void cm_handle(prov_ep *e, const cm_msg &m)
 {
@@ -573,8 +651,13 @@ void cm_handle(prov_ep *e, const cm_msg &m)
                 return;
             c->peer = m.from;
         }
+        // Every check that can refuse the REQ runs before a QP is created
+        // for it: the requester's unfinished connections, a free slot, its
+        // address, its QP.
         int s = -1;
-        if ((!c->ah && !(c->ah = ah_for(e, m.from))) || slot_open(e, m.from, m.req_qpn, true, s) != 0) {
+        if (half_open_of(e, m.from) >= cm_half_open_max || !slot_free(e) ||
+            (!c->ah && !(c->ah = ah_for(e, m.from))) || !dest_qp_ok(e, m.from, m.req_qpn) ||
+            slot_open(e, m.from, m.req_qpn, true, s) != 0) {
             cm_refused(e, key);
             if (fresh) {
                 if (fresh->ah)
@@ -591,6 +674,9 @@ void cm_handle(prov_ep *e, const cm_msg &m)
         conn_agree(e, c, cm_peer_flags(m));
         e->slots[s].c = c;
         e->slots[s].accepted_from = m.req_qpn;
+        e->slots[s].half_since = std::uint64_t(now_ns()); // until its w_hello (half_open_expire)
+        e->slots[s].half_from = m.from;
+        e->cm.half_open.set(e->cm.half_open.get() + 1);
         if (qp_up(c) && c->slot >= 0) {
             // A new REQ from a peer we are connected to: it lost its end of
             // that connection (its QP failed), so ours is dead too. Send over
@@ -638,6 +724,10 @@ void cm_handle(prov_ep *e, const cm_msg &m)
         if (slot_connect(e, c->slot, m.from, m.rep_qpn) == 0) {
             conn_agree(e, c, cm_peer_flags(m));
             c->state = up_state(c);
+            // The first message on the QP, before anything queued: the
+            // peer's accepted QP is finished (it frees unfinished ones).
+            static const std::uint8_t none = 0;
+            ctl_send(e, c, imm_wire(w_hello, 0, 0), &none, 0);
             conn_drain(e, c); // what was accepted while it was set up, in order
         } else {
             conn_give_up(e, c, FI_ECONNREFUSED);

@@ -179,6 +179,10 @@ struct one_way_stats {
 struct cm_stats {
     env::stats::gauge peers;      ///< connection records (by_addr): peers it knows
     env::stats::counter refused;  ///< REQs it could not accept
+    env::stats::gauge qps;        ///< RC QPs it holds (rc_slot::qp set)
+    env::stats::counter qps_created; ///< RC QPs it created
+    env::stats::gauge half_open;  ///< accepted connections the requester has not finished (rc_slot::half_since)
+    env::stats::counter expired;  ///< of those, given up after SHUNT_VQ_CONNECT_TIMEOUT_MS
 };
 
 /* ---- Connections ---- */
@@ -193,6 +197,11 @@ struct rc_slot {
     std::uint32_t unsignaled = 0;     ///< unsignaled sends since the last signaled one
     struct frag_msg *rx_frag = nullptr; ///< a fragmented message being received on this QP (frag.cpp)
     bool retired = false;             ///< failed QP kept until the endpoint closes
+    /** RDM, accepted from a REQ: when (now_ns), until the requester
+     *  finishes the connection (anything but an eager message arrives on
+     *  the QP, its w_hello first); 0: finished, or not accepted. */
+    std::uint64_t half_since = 0;
+    ep_addr half_from{};              ///< half_since set: the requester (its device address counts)
 };
 
 /** A small message for the peer that could not be posted yet (the send
@@ -637,6 +646,17 @@ int txq_setup(prov_ep *e, std::size_t entries, std::size_t data_size);
 /** A transmit context closes: its queued operations are dropped silently. */
 void txq_forget(prov_ep *e, util::ep_core *owner);
 void cm_handle(prov_ep *e, const cm_msg &m);
+/** The half-open connection on @p sl is finished (or given up). */
+void half_done(prov_ep *e, rc_slot &sl);
+/** RDM: free the QPs of accepted connections whose requester did not
+ *  finish them within SHUNT_VQ_CONNECT_TIMEOUT_MS (progress, lock held). */
+void half_open_expire(prov_ep *e);
+/** Whether @p e has a slot without a QP (slot_open can find one). */
+bool slot_free(const prov_ep *e);
+/** Whether an RC QP of @p e could connect to QP @p peer_qpn at @p peer, as
+ *  far as the driver tells before a QP exists (vq::check_dest_qp): false
+ *  only when it could not. */
+bool dest_qp_ok(const prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn);
 int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool connect_now, int &slot_out);
 void slot_close(prov_ep *e, int slot);
 void slot_retire(prov_ep *e, int slot);

@@ -66,7 +66,15 @@ inline int slot_of(prov_ep *e, const vq::wc &w, int &last)
 /** Everything but an eager message: rendezvous, fins, RMA requests, shutdown. */
 [[gnu::cold]] void rx_other(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p, std::size_t len)
 {
+    // The requester's QP is connected to this accepted one: its w_hello,
+    // or anything else it could only send over a finished connection (an
+    // eager message proves the same, but costs no state to lose, so the
+    // fast path does not look).
+    if (sl.half_since) [[unlikely]]
+        half_done(e, sl);
     switch (h.op) {
+    case w_hello:
+        return;
     case w_rts:
         rx_rts(e, sl, h, p, len);
         return;
@@ -345,6 +353,8 @@ int queue_fetch(prov_ep *e, util::rx_entry *en, const util::rx_fetch_req &r, con
     }
     if (!e->pending.empty())
         pending_progress(e);
+    if ((t & (ud_every - 1)) == 0 && e->cm.half_open.get())
+        half_open_expire(e);
 }
 
 } // namespace

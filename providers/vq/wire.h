@@ -48,6 +48,10 @@ enum : std::uint8_t {
     w_eager_ts = 14,   ///< stamped connection: TSC (8) then as w_eager
     w_rts_ts = 15,     ///< stamped connection: TSC (8) then as w_rts
     w_frag_first_ts = 16, ///< stamped connection: TSC (8) then as w_frag_first
+    /** RDM: the requester's first message on a connection it asked for
+     *  with a REQ (no body): its QP is connected to the one the REP named,
+     *  so the connection is finished (conn.cpp, "half-open"). */
+    w_hello = 17,
 };
 /** The op a stamped op carries after its stamp. */
 constexpr std::uint8_t unstamped_op(std::uint8_t op) noexcept

@@ -345,6 +345,58 @@ ssize_t next_event(fid_eq *eq, fid_cq *cq, std::uint32_t &ev, void *buf, std::si
     }
 }
 
+/** The probe of an RDM endpoint at @p to: the hostile process @p h sends
+ *  it a well-formed RDM REQ naming a new RC QP of its own, and gets a REP
+ *  for that QP from @p to's UD QP, into @p rep. @p what names the case in
+ *  failures; @p progress runs while @p h waits. */
+void probe_answered(hostile &h, const ep_addr &to, datagram &rep, const char *what,
+                    const std::function<void()> &progress)
+{
+    const std::uint32_t probe = h.rc_qp();
+    ASSERT_EQ(h.send(to, {whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, probe))}, progress), 0);
+    ASSERT_EQ(h.recv(rep, progress), 0) << what << ": no answer to a good REQ";
+    cm_msg r;
+    ASSERT_TRUE(cmw::cm_parse(rep.data(), rep.size(), r));
+    EXPECT_EQ(r.op, cmw::cm_rep) << what;
+    EXPECT_EQ(r.req_qpn, probe) << what;
+    EXPECT_EQ(r.from.qpn, to.qpn) << what;
+}
+
+/** The probe of a passive endpoint @p pep of @p n: the hostile process
+ *  @p h sends @p before, then a well-formed MSG REQ carrying CM data
+ *  "probe" (naming a new RC QP of its own), to @p to_pep. That REQ, and
+ *  nothing before it, is an FI_CONNREQ with that data; rejecting it with
+ *  @p rej_data (@p rej_len bytes) sends @p h a REJ for its QP, and no
+ *  other reply or event follows. @p what names the case in failures;
+ *  @p progress runs while @p h waits. */
+void probe_rejected(hostile &h, node &n, fid_pep *pep, const ep_addr &to_pep, std::vector<datagram> before,
+                    const char *what, const void *rej_data, std::size_t rej_len,
+                    const std::function<void()> &progress)
+{
+    cm_msg q = cm(cmw::cm_req, FI_EP_MSG, h.addr, h.rc_qp());
+    q.datalen = 6;
+    std::memcpy(q.data, "probe", 6);
+    before.push_back(whole(q));
+    ASSERT_EQ(h.send(to_pep, before, [] {}), 0);
+    std::uint32_t ev = 0;
+    std::uint8_t buf[512];
+    ssize_t rc = next_event(n.eq, nullptr, ev, buf, sizeof buf);
+    ASSERT_EQ(rc, ssize_t(sizeof(eq_cm_entry) + 6)) << what << ": not one FI_CONNREQ for the probe";
+    ASSERT_EQ(ev, FI_CONNREQ);
+    auto *ce = reinterpret_cast<eq_cm_entry *>(buf);
+    EXPECT_STREQ(reinterpret_cast<char *>(eq_cm_data(ce)), "probe");
+    ASSERT_EQ(fabric::reject(pep, ce->info->handle, rej_data, rej_len), 0);
+    freeinfo(ce->info);
+    datagram d;
+    ASSERT_EQ(h.recv(d, progress), 0) << what << ": no REJ";
+    cm_msg j;
+    ASSERT_TRUE(cmw::cm_parse(d.data(), d.size(), j));
+    EXPECT_EQ(j.op, cmw::cm_rej);
+    EXPECT_EQ(j.req_qpn, q.req_qpn) << what << ": a reply to another REQ";
+    EXPECT_EQ(h.recv(d, progress, 50), -FI_ETIMEDOUT) << what << ": a reply to garbage";
+    EXPECT_EQ(next_event(n.eq, nullptr, ev, buf, sizeof buf, 50), -FI_ETIMEDOUT) << what << ": another event";
+}
+
 /** Echo @p len checked bytes through the peer over endpoint @p ep. */
 void echo_checked(fid_ep *ep, fid_cq *cq, fi_addr_t to, std::size_t len, std::uint64_t seed)
 {
@@ -423,19 +475,20 @@ TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
     ASSERT_EQ(h.flood(me, whole(cm(cmw::cm_req, FI_EP_RDM, nowhere, 6)), 500, offsetof(cm_msg, from.name) + 3,
                       prog),
               0);
-    // And 100 from the hostile process's own address, each naming another
-    // QP it does not have (each costs the endpoint an RC QP created and
-    // destroyed: more would not fit the sender's 5 s on a loaded machine).
-    ASSERT_EQ(h.flood(me, whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, 0x7fff0000)), 100, offsetof(cm_msg, req_qpn),
+    // And 500 from the hostile process's own address, each naming another
+    // QP it does not have.
+    ASSERT_EQ(h.flood(me, whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, 0x7fff0000)), 500, offsetof(cm_msg, req_qpn),
                       prog),
               0);
     for (int i = 0; i < 2000; i++)
         prog();
     // None of the well-formed REQs above could be accepted (the QP or the
-    // segment they name does not exist): each was refused and left no
-    // connection record behind.
+    // segment they name does not exist): each was refused before the
+    // endpoint created a QP for it, and left no connection record behind.
     EXPECT_EQ(stat(cmb, "peers"), 0u) << "records of connections that were never made";
-    EXPECT_GE(stat(cmb, "refused"), 602u);
+    EXPECT_GE(stat(cmb, "refused"), 1002u);
+    EXPECT_EQ(stat(cmb, "qps_created"), 0u) << "RC QPs created for requests that were refused";
+    EXPECT_EQ(stat(cmb, "qps"), 0u);
     // Refusals are logged at the first, second, fourth ... one: a flood of
     // requests is not a flood of log lines.
     const std::string log = testing::internal::GetCapturedStderr();
@@ -445,15 +498,10 @@ TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
     EXPECT_GE(lines, 1u) << "a refused request is not logged at all";
     EXPECT_LE(lines, 12u) << "one log line per refused request";
     // The probe: a REQ for a QP the hostile process does have is answered.
-    const std::uint32_t probe = h.rc_qp();
-    ASSERT_EQ(h.send(me, {whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, probe))}, prog), 0);
     datagram rep;
-    ASSERT_EQ(h.recv(rep, prog), 0) << "no answer to a good REQ after the garbage";
-    cm_msg r;
-    ASSERT_TRUE(cmw::cm_parse(rep.data(), rep.size(), r));
-    EXPECT_EQ(r.op, cmw::cm_rep);
-    EXPECT_EQ(r.req_qpn, probe);
-    EXPECT_EQ(r.from.qpn, me.qpn);
+    probe_answered(h, me, rep, "after the garbage", prog);
+    if (HasFatalFailure())
+        return;
     EXPECT_EQ(stat(cmb, "peers"), 1u) << "the accepted REQ: one record";
     // Nothing else came back: no REP for garbage.
     datagram more;
@@ -499,18 +547,66 @@ TEST_F(cm_hostile, RdmEndpointRefusesRequestsOfAnotherType)
         EXPECT_EQ(r.req_qpn, q);
         EXPECT_EQ(stat(cmb, "peers"), 0u) << "a REQ of type " << int(type) << " made a connection record";
     }
-    const std::uint32_t probe = h.rc_qp();
-    ASSERT_EQ(h.send(me, {whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, probe))}, prog), 0);
     datagram rep;
-    ASSERT_EQ(h.recv(rep, prog), 0) << "no answer to an RDM REQ after them";
-    cm_msg r;
-    ASSERT_TRUE(cmw::cm_parse(rep.data(), rep.size(), r));
-    EXPECT_EQ(r.op, cmw::cm_rep);
-    EXPECT_EQ(r.req_qpn, probe);
+    probe_answered(h, me, rep, "after REQs of another type", prog);
     EXPECT_EQ(stat(cmb, "peers"), 1u);
     for (int i = 0; i < 200; i++)
         prog();
     expect_nothing(s, "RDM endpoint");
+    n.close();
+}
+
+// RDM: a process that asks for connections and never finishes them (REQs
+// naming free RC QPs of its own that it never connects or sends on) gets
+// at most cm_half_open_max of the endpoint's RC QPs, not all of them: a good
+// peer still connects and exchanges checked bytes meanwhile, and the
+// unfinished connections are given up after SHUNT_VQ_CONNECT_TIMEOUT_MS,
+// their QPs freed. Waits are bounded.
+TEST_F(cm_hostile, RdmEndpointFreesConnectionsNeverFinished)
+{
+    ASSERT_EQ(::setenv("SHUNT_VQ_CONNECT_TIMEOUT_MS", "1500", 1), 0);
+    const std::vector<std::string> before = shunt::env::stats::list();
+    node n;
+    const int opened = n.open(FI_EP_RDM, false);
+    ::unsetenv("SHUNT_VQ_CONNECT_TIMEOUT_MS");
+    ASSERT_EQ(opened, 0);
+    const std::string cmb = cm_block(before);
+    ASSERT_NE(cmb, "");
+    std::size_t alen = sizeof n.addr;
+    ASSERT_EQ(getname(&n.ep->fid, n.addr, &alen), 0);
+    const ep_addr me = ep_of(n.addr);
+    seen s;
+    auto prog = progress_of(n.cq, n.eq, s);
+    // More REQs than the endpoint has RC QPs (63 on shm), each for another
+    // free QP of the hostile process.
+    std::vector<datagram> reqs;
+    for (int i = 0; i < 70; i++)
+        reqs.push_back(whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, h.rc_qp())));
+    ASSERT_EQ(h.send(me, reqs, prog), 0);
+    for (int i = 0; i < 2000; i++)
+        prog();
+    EXPECT_EQ(stat(cmb, "half_open"), cmw::cm_half_open_max) << "unfinished connections of one process";
+    EXPECT_EQ(stat(cmb, "qps"), cmw::cm_half_open_max) << "RC QPs held for connections never finished";
+    EXPECT_GE(stat(cmb, "refused"), 70u - cmw::cm_half_open_max);
+    // Meanwhile a good peer connects, and bytes flow both ways.
+    peer_proc p{"rdm"};
+    fi_addr_t to = FI_ADDR_UNSPEC;
+    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
+    ASSERT_EQ(p.set_peer(n.addr), 0);
+    echo_checked(n.ep, n.cq, to, 3000, 61);
+    if (HasFatalFailure())
+        return;
+    // The unfinished ones are given up after the timeout (1.5 s here;
+    // waited for up to 10 s), and only the good peer's QP is left.
+    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+         (stat(cmb, "half_open") != 0 || stat(cmb, "qps") != 1) && std::chrono::steady_clock::now() < end;)
+        prog();
+    EXPECT_EQ(stat(cmb, "half_open"), 0u) << "unfinished connections not given up";
+    EXPECT_EQ(stat(cmb, "expired"), cmw::cm_half_open_max);
+    EXPECT_EQ(stat(cmb, "qps"), 1u) << "QPs of unfinished connections not freed";
+    expect_nothing(s, "RDM endpoint");
+    // The good peer's connection was finished, so it stays.
+    echo_checked(n.ep, n.cq, to, 100000, 62);
     n.close();
 }
 
@@ -530,28 +626,7 @@ TEST_F(cm_hostile, PassiveEndpointIgnoresRequestsOfAnotherType)
     std::vector<datagram> other;
     for (std::uint8_t type : {std::uint8_t(FI_EP_RDM), std::uint8_t(FI_EP_DGRAM), std::uint8_t(0)})
         other.push_back(whole(cm(cmw::cm_req, type, h.addr, h.rc_qp())));
-    cm_msg q = cm(cmw::cm_req, FI_EP_MSG, h.addr, h.rc_qp());
-    q.datalen = 6;
-    std::memcpy(q.data, "probe", 6);
-    other.push_back(whole(q));
-    ASSERT_EQ(h.send(to_pep, other, [] {}), 0);
-    std::uint32_t ev = 0;
-    std::uint8_t buf[512];
-    ssize_t rc = next_event(n.eq, nullptr, ev, buf, sizeof buf);
-    ASSERT_EQ(rc, ssize_t(sizeof(eq_cm_entry) + 6)) << "an FI_CONNREQ for a REQ of another type";
-    ASSERT_EQ(ev, FI_CONNREQ);
-    auto *ce = reinterpret_cast<eq_cm_entry *>(buf);
-    EXPECT_STREQ(reinterpret_cast<char *>(eq_cm_data(ce)), "probe");
-    ASSERT_EQ(fabric::reject(pep, ce->info->handle, nullptr, 0), 0);
-    freeinfo(ce->info);
-    datagram d;
-    ASSERT_EQ(h.recv(d, [] {}), 0);
-    cm_msg j;
-    ASSERT_TRUE(cmw::cm_parse(d.data(), d.size(), j));
-    EXPECT_EQ(j.op, cmw::cm_rej);
-    EXPECT_EQ(j.req_qpn, q.req_qpn) << "a reply to a REQ of another type";
-    EXPECT_EQ(h.recv(d, [] {}, 50), -FI_ETIMEDOUT);
-    EXPECT_EQ(next_event(n.eq, nullptr, ev, buf, sizeof buf, 50), -FI_ETIMEDOUT);
+    probe_rejected(h, n, pep, to_pep, other, "REQs of another type", nullptr, 0, [] {});
     EXPECT_EQ(close(&pep->fid), 0);
     n.close();
 }
@@ -584,33 +659,18 @@ TEST_F(cm_hostile, PassiveEndpointIgnoresMalformedCmDatagrams)
     for (int i = 0; i < 2000; i++)
         prog();
     expect_nothing(s, "passive endpoint");
-    // The probe: a REQ with CM data.
-    cm_msg q = cm(cmw::cm_req, FI_EP_MSG, h.addr, h.rc_qp());
-    q.datalen = 6;
-    std::memcpy(q.data, "probe", 6);
-    ASSERT_EQ(h.send(to_pep, {whole(q)}, [] {}), 0);
-    std::uint32_t ev = 0;
-    std::uint8_t buf[512];
-    ssize_t rc = next_event(n.eq, nullptr, ev, buf, sizeof buf);
-    ASSERT_EQ(rc, ssize_t(sizeof(eq_cm_entry) + 6)) << "the good REQ after the garbage";
-    ASSERT_EQ(ev, FI_CONNREQ);
-    auto *ce = reinterpret_cast<eq_cm_entry *>(buf);
-    EXPECT_STREQ(reinterpret_cast<char *>(eq_cm_data(ce)), "probe");
-    ASSERT_EQ(fabric::reject(pep, ce->info->handle, "go", 3), 0);
-    freeinfo(ce->info);
-    datagram rej;
-    ASSERT_EQ(h.recv(rej, prog), 0);
-    cm_msg j;
-    ASSERT_TRUE(cmw::cm_parse(rej.data(), rej.size(), j));
-    EXPECT_EQ(j.op, cmw::cm_rej);
-    EXPECT_EQ(j.req_qpn, q.req_qpn);
-    EXPECT_EQ(h.recv(rej, prog, 50), -FI_ETIMEDOUT) << "a reply to garbage";
-    EXPECT_EQ(next_event(n.eq, nullptr, ev, buf, sizeof buf, 50), -FI_ETIMEDOUT);
+    probe_rejected(h, n, pep, to_pep, {}, "the good REQ after the garbage", "go", 3, prog);
+    if (HasFatalFailure())
+        return;
 
     // A well-formed REQ naming a QP its sender does not have is a request
     // like any other, but accepting it makes no connection: accept fails
     // with FI_ECONNABORTED, no FI_CONNECTED follows, and the request is
     // gone (a second accept or a reject of it: -FI_EINVAL).
+    std::uint32_t ev = 0;
+    std::uint8_t buf[512];
+    auto *ce = reinterpret_cast<eq_cm_entry *>(buf);
+    datagram rej;
     cm_msg lie = cm(cmw::cm_req, FI_EP_MSG, h.addr, 0x7ffffff0);
     ASSERT_EQ(h.send(to_pep, {whole(lie)}, [] {}), 0);
     ASSERT_EQ(next_event(n.eq, nullptr, ev, buf, sizeof buf), ssize_t(sizeof(eq_cm_entry)));
@@ -649,7 +709,7 @@ TEST_F(cm_hostile, PassiveEndpointIgnoresMalformedCmDatagrams)
     ASSERT_EQ(ep_bind(cl, &n.cq->fid, FI_TRANSMIT | FI_RECV), 0);
     ASSERT_EQ(ep_bind(cl, &n.eq->fid, 0), 0);
     ASSERT_EQ(connect(cl, pa, "real", 5), 0);
-    rc = next_event(n.eq, n.cq, ev, buf, sizeof buf);
+    ssize_t rc = next_event(n.eq, n.cq, ev, buf, sizeof buf);
     ASSERT_EQ(rc, ssize_t(sizeof(eq_cm_entry) + 5));
     ASSERT_EQ(ev, FI_CONNREQ);
     ASSERT_EQ(endpoint(n.domain, ce->info, &sv, nullptr), 0);

@@ -85,6 +85,35 @@ TEST_F(msg_ep, RejectGivesConnRefusedWithTheRejectData)
     EXPECT_STREQ(static_cast<char *>(err.err_data), "no-room");
 }
 
+// An MSG endpoint connecting to an RDM endpoint of another process (its
+// address is no passive endpoint's) is refused as by a reject without data:
+// FI_ECONNREFUSED on its EQ within the bounded wait, and it stays
+// unconnected.
+TEST(MsgConnect, ToAnRdmEndpointIsRefused)
+{
+    peer_proc p{"rdm"};
+    node n;
+    ASSERT_EQ(n.open(FI_EP_MSG, false), 0);
+    ASSERT_EQ(endpoint(n.domain, n.fi, &n.ep, nullptr), 0);
+    ASSERT_EQ(ep_bind(n.ep, &n.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(ep_bind(n.ep, &n.eq->fid, 0), 0);
+    ASSERT_EQ(connect(n.ep, p.addr, "hello", 6), 0);
+    std::uint32_t ev = 0;
+    std::uint8_t buf[256];
+    ASSERT_EQ(wait_eq(n.eq, ev, buf, sizeof buf), -FI_EAVAIL) << "no refusal within 10 s";
+    eq_err_entry err{};
+    ASSERT_GT(eq_readerr(n.eq, &err, 0), 0);
+    EXPECT_EQ(err.err, FI_ECONNREFUSED);
+    EXPECT_EQ(err.fid, &n.ep->fid);
+    EXPECT_EQ(err.err_data_size, 0u);
+    std::uint8_t peer_addr[64];
+    std::size_t len = sizeof peer_addr;
+    EXPECT_EQ(getpeer(n.ep, peer_addr, &len), -FI_ENOTCONN);
+    EXPECT_EQ(send(n.ep, buf, 8, nullptr, 0, nullptr), -FI_ENOTCONN);
+    EXPECT_EQ(wait_eq(n.eq, ev, buf, sizeof buf, 50), -FI_EAGAIN) << "an event after the refusal";
+    n.close();
+}
+
 TEST(MsgPassive, ListenNeedsAnEqAndCmDataSizeIsReadOnly)
 {
     node n;

@@ -34,6 +34,34 @@ struct QpState : ::testing::Test {
     }
 };
 
+// check_dest_qp answers, before any QP of ours exists, what RTR would say
+// of the peer QP (the shm driver can tell).
+TEST_F(QpState, CheckDestQpAnswersAsRtrWould)
+{
+    vq::qp_addr d = vq::get_qp_addr(peer);
+    EXPECT_EQ(vq::check_dest_qp(e.ctx, &d, vq::qp_type::rc), 0);
+    EXPECT_EQ(vq::check_dest_qp(e.ctx, &d, vq::qp_type::uc), -FI_EINVAL) << "a peer QP of another type";
+    EXPECT_EQ(vq::check_dest_qp(e.ctx, &d, vq::qp_type::ud), -FI_EINVAL) << "UD does not connect";
+    EXPECT_EQ(vq::check_dest_qp(nullptr, &d, vq::qp_type::rc), -FI_EINVAL);
+    EXPECT_EQ(vq::check_dest_qp(e.ctx, nullptr, vq::qp_type::rc), -FI_EINVAL);
+    vq::qp_addr x = d;
+    x.qpn = 0xfff;
+    EXPECT_EQ(vq::check_dest_qp(e.ctx, &x, vq::qp_type::rc), -FI_ENOENT) << "no such QP";
+    x = d;
+    x.dev.len = 5;
+    std::memcpy(x.dev.raw, "nope0", 5);
+    EXPECT_EQ(vq::check_dest_qp(e.ctx, &x, vq::qp_type::rc), -FI_ENOENT) << "no such segment";
+    x.dev.len = 0;
+    EXPECT_EQ(vq::check_dest_qp(e.ctx, &x, vq::qp_type::rc), -FI_EINVAL);
+    // Once q is connected to it, another QP could not be.
+    ASSERT_EQ(to(vq::qp_state::init), 0);
+    vq::qp_attr a;
+    a.dest = d.dev;
+    a.dest_qp_num = d.qpn;
+    ASSERT_EQ(to(vq::qp_state::rtr, vq::QP_ATTR_AV | vq::QP_ATTR_DEST_QPN, a), 0);
+    EXPECT_EQ(vq::check_dest_qp(e.ctx, &d, vq::qp_type::rc), -FI_EBUSY);
+}
+
 TEST_F(QpState, TransitionsFollowVerbs)
 {
     EXPECT_EQ(to(vq::qp_state::rtr), -FI_EINVAL);
