@@ -82,10 +82,14 @@ fi
 
 # ThreadSanitizer, on request (SHUNT_TEST_TSAN=1): a third full build does
 # not fit CI's time. Builds build-tsan/ and runs the unit and integration
-# suites under it; a report fails the suite.
+# suites under it, each with three times its meson timeout
+# (SHUNT_TEST_TSAN_TIMEOUT_MULTIPLIER): instrumented code runs several
+# times slower, shunt-perf's end-to-end test longest. A report fails the
+# suite.
 if [ "${SHUNT_TEST_TSAN:-0}" = 1 ]; then
   if shunt_build build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug -Dbenchmarks=false; then
-    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 SHUNT_TEST_ARGS="--suite unit --suite integration" \
+    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+      SHUNT_TEST_ARGS="--suite unit --suite integration -t ${SHUNT_TEST_TSAN_TIMEOUT_MULTIPLIER:-3}" \
       run_suites build-tsan thread
   else
     failed=$((failed + 1))

@@ -357,6 +357,7 @@ int init(const options &given)
     argv.push_back(nullptr);
     // rte_eal_init may permute argv; give it copies.
     std::vector<std::string> copy = a;
+    detail::telemetry_commands();
     int rc = rte_eal_init(static_cast<int>(a.size()), argv.data());
     if (rc < 0) {
         char m[512];

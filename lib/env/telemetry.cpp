@@ -309,6 +309,23 @@ void client::close() noexcept
 
 namespace detail {
 
+void telemetry_commands()
+{
+    // DPDK's command table is guarded by a spinlock inside librte_telemetry,
+    // which is not instrumented: registered after rte_eal_init, the entries
+    // would reach the threads serving the socket by an order
+    // ThreadSanitizer cannot see (and a client connecting as soon as the
+    // socket appears could find no Shunt command). Before it, the thread
+    // creation orders them.
+    static std::once_flag commands;
+    std::call_once(commands, [] {
+        rte_telemetry_register_cmd("/shunt/info", cmd_info, "Shunt: pid, version, TSC Hz, number of statistics blocks");
+        rte_telemetry_register_cmd("/shunt/list", cmd_list, "Shunt: names of the statistics blocks");
+        rte_telemetry_register_cmd("/shunt/stats", cmd_stats,
+                                   "Shunt: one statistics block. Parameters: the block's name (see /shunt/list)");
+    });
+}
+
 void telemetry_started(const std::string &runtime_dir, bool socket)
 {
     if (runtime_dir.empty())
@@ -318,13 +335,6 @@ void telemetry_started(const std::string &runtime_dir, bool socket)
         rmdir(runtime_dir.c_str());
         return;
     }
-    static std::once_flag commands;
-    std::call_once(commands, [] {
-        rte_telemetry_register_cmd("/shunt/info", cmd_info, "Shunt: pid, version, TSC Hz, number of statistics blocks");
-        rte_telemetry_register_cmd("/shunt/list", cmd_list, "Shunt: names of the statistics blocks");
-        rte_telemetry_register_cmd("/shunt/stats", cmd_stats,
-                                   "Shunt: one statistics block. Parameters: the block's name (see /shunt/list)");
-    });
     dir_state &s = ds();
     std::lock_guard g(s.mu);
     std::snprintf(s.path, sizeof s.path, "%s", runtime_dir.c_str());

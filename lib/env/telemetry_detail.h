@@ -5,9 +5,13 @@
 
 namespace shunt::env::detail {
 
+/** env::init(), before rte_eal_init: registers Shunt's telemetry commands
+ *  (once), so that they exist before the socket does and the telemetry
+ *  threads rte_eal_init starts see them. */
+void telemetry_commands();
 /** env::init() succeeded: with @p socket (SHUNT_TELEMETRY on, --telemetry
- *  given) registers Shunt's telemetry commands and keeps @p runtime_dir
- *  until fini() or exit; without, removes the directory now. */
+ *  given) keeps @p runtime_dir until fini() or exit; without, removes the
+ *  directory now. */
 void telemetry_started(const std::string &runtime_dir, bool socket);
 /** env::fini(): removes the runtime directory (socket included). */
 void telemetry_stopped() noexcept;

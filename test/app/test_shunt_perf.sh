@@ -311,7 +311,10 @@ for _ in $(seq 100); do
   [ -n "$child" ] && break
   sleep 0.05
 done
-sleep 0.5
+# Mid-run: once the size's running line is out (bounded: a slow build, such
+# as ThreadSanitizer's, takes seconds to set up; killed before, the
+# initiator sees a failed handshake, not a dead responder).
+for _ in $(seq 150); do grep -q "^shunt-perf: pingpong size 8: [0-9]* s, " "$work/kill.err" && break; sleep 0.1; done
 [ -n "$child" ] && kill -9 "$child"
 start=$(date +%s)
 wait "$launcher"; rc=$?
@@ -343,7 +346,7 @@ for _ in $(seq 100); do
   [ -n "$child" ] && break
   sleep 0.05
 done
-sleep 0.5
+for _ in $(seq 150); do grep -q "^shunt-perf: pingpong size 8: [0-9]* s, " "$work/kill2.err" && break; sleep 0.1; done
 kill -9 "$launcher"; wait "$launcher" 2>/dev/null
 gone=1
 for _ in $(seq 100); do

@@ -35,6 +35,19 @@ wait_for() { # tries (of 0.1 s), command...
   for _ in $(seq "$n"); do "$@" && return 0; sleep 0.1; done
   return 1
 }
+running() { # pid: it exists and is not a zombie
+  kill -0 "$1" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
+}
+wait_exit() { # pid, seconds: its exit status; one that outlives them is a failure, killed (137)
+  local pid=$1 secs=$2 i
+  for ((i = 0; i < secs * 10; i++)); do running "$pid" || break; sleep 0.1; done
+  if running "$pid"; then
+    echo "FAIL process $pid still runs $secs s after Ctrl-C: killed"
+    fails=$((fails + 1))
+    kill -9 "$pid" 2>/dev/null
+  fi
+  wait "$pid"
+}
 
 # ---- a long ping-pong over the shm provider, its connection stamped ----
 # (both ends set SHUNT_TELEMETRY_ONE_WAY; they stamp only with an invariant TSC)
@@ -161,7 +174,7 @@ check "shunt-info --live (text): the perf block with rates and the last interval
 # ---- Ctrl-C: the initiator prints what it measured, both sides exit, both directories go ----
 kill -INT "$launcher"
 start=$(date +%s)
-wait "$launcher"; rc=$?
+wait_exit "$launcher" 30; rc=$?
 check "Ctrl-C: the initiator exits 130 within 10 s" test $rc -eq 130 -a $(( $(date +%s) - start )) -le 10
 check "Ctrl-C: the partial size is printed, marked interrupted" python3 -c "
 import json, sys
@@ -180,7 +193,7 @@ sleep 1.5
 check "SHUNT_TELEMETRY=0: no runtime directory while it runs" test ! -e "$(rundir "$off")"
 "$info" --live "$off" --count 1 >/dev/null 2>"$work/off.err"; rc=$?
 check "SHUNT_TELEMETRY=0: --live says there is no socket" bash -c 'test "$2" -eq 1 && grep -q "no telemetry socket" "$1"' _ "$work/off.err" "$rc"
-kill -INT "$off"; wait "$off"
+kill -INT "$off"; wait_exit "$off" 30
 
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

@@ -809,8 +809,10 @@ void rx_send(mport &p, mqp &q, const wire_pkt &h, const std::uint8_t *pl, bool f
     }
     std::uint64_t total = q.rx.offset + h.len;
     bool small = first && last && total <= scatter_cqe_max && q.type != vq::qp_type::ud && q.rcq->size == 64;
-    if (!small)
+    if (!small) {
+        [[maybe_unused]] receive_dma_scope dma;
         scatter(q.rx.sg, q.rx.offset, pl, h.len);
+    }
     q.rx.offset = total;
     if (rc)
         q.epsn = psn_add(h.psn, 1);
@@ -1009,8 +1011,11 @@ void rx_ud(mport &p, mqp &q, const wire_pkt &h, const std::uint8_t *pl)
     std::memcpy(grh + 8, a, 16);
     port_address(p.port_id, a);
     std::memcpy(grh + 24, a, 16);
-    scatter(sg, 0, grh, 40);
-    scatter(sg, 40, pl, h.len);
+    {
+        [[maybe_unused]] receive_dma_scope dma;
+        scatter(sg, 0, grh, 40);
+        scatter(sg, 40, pl, h.len);
+    }
     bool imm = h.opcode == ud_send_only_imm;
     cqe_resp(p, q, imm ? MLX5_CQE_RESP_SEND_IMM : MLX5_CQE_RESP_SEND, idx, total, imm ? h.imm : 0, h, true,
              nullptr, 0, false);
@@ -1037,7 +1042,10 @@ void rx_raw(mport &p, const wire_pkt &h, const std::uint8_t *pl)
                     vs_recv_bad_lkey);
             continue;
         }
-        scatter(sg, 0, pl, h.len);
+        {
+            [[maybe_unused]] receive_dma_scope dma;
+            scatter(sg, 0, pl, h.len);
+        }
         bool v4, l3, l4;
         rx_csum(pl, h.len, &v4, &l3, &l4);
         std::uint8_t bits = static_cast<std::uint8_t>((l3 ? MLX5_CQE_L3_OK : 0) | (l4 ? MLX5_CQE_L4_OK : 0));

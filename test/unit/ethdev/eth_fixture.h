@@ -60,7 +60,11 @@ struct ep {
     std::vector<vq::qp *> qps;
     std::vector<vq::ah *> ahs;
     std::deque<vq::wc> wcs;
+    bool up = false;
 
+    /** Opens the context and sets up the rest; a step that fails is a test
+     *  failure and leaves the rest unset: check ok() before using it (a
+     *  context or its memory can run out, as under hugepage exhaustion). */
     explicit ep(const char *dev, std::size_t bytes = 4u << 20, bool single_threaded = false)
     {
         vq::device *d = device(dev);
@@ -68,21 +72,44 @@ struct ep {
             ADD_FAILURE() << "no device " << dev;
             return;
         }
-        EXPECT_EQ(vq::open_device(d, &ctx), 0);
-        EXPECT_EQ(vq::alloc_pd(ctx, &pd), 0);
+        if (int rc = vq::open_device(d, &ctx); rc != 0) {
+            ctx = nullptr;
+            ADD_FAILURE() << "open_device(" << dev << "): " << shunt::strerror(rc);
+            return;
+        }
+        if (int rc = vq::alloc_pd(ctx, &pd); rc != 0) {
+            pd = nullptr;
+            ADD_FAILURE() << "alloc_pd on " << dev << ": " << shunt::strerror(rc);
+            return;
+        }
         vq::cq_init_attr ca;
         ca.cqe = 8192;
         ca.single_threaded = single_threaded;
-        EXPECT_EQ(vq::create_cq(ctx, &ca, &cq), 0);
+        if (int rc = vq::create_cq(ctx, &ca, &cq); rc != 0) {
+            cq = nullptr;
+            ADD_FAILURE() << "create_cq on " << dev << ": " << shunt::strerror(rc);
+            return;
+        }
         size = bytes;
         buf = static_cast<std::uint8_t *>(std::aligned_alloc(64, (bytes + 63) & ~std::size_t{63}));
+        if (!buf) {
+            ADD_FAILURE() << "no memory for a " << bytes << "-byte buffer";
+            return;
+        }
         std::memset(buf, 0, bytes);
-        EXPECT_EQ(vq::reg_mr(pd, buf, bytes,
-                             vq::ACCESS_LOCAL_WRITE | vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ |
-                                 vq::ACCESS_REMOTE_ATOMIC | vq::ACCESS_MW_BIND | vq::ACCESS_FLUSH_GLOBAL,
-                             &mr),
-                  0);
+        if (int rc = vq::reg_mr(pd, buf, bytes,
+                                vq::ACCESS_LOCAL_WRITE | vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ |
+                                    vq::ACCESS_REMOTE_ATOMIC | vq::ACCESS_MW_BIND | vq::ACCESS_FLUSH_GLOBAL,
+                                &mr);
+            rc != 0) {
+            mr = nullptr;
+            ADD_FAILURE() << "reg_mr on " << dev << ": " << shunt::strerror(rc);
+            return;
+        }
+        up = true;
     }
+    /** Every step of the set-up succeeded. */
+    bool ok() const { return up; }
     ~ep()
     {
         for (auto *q : qps)
@@ -119,6 +146,8 @@ struct ep {
         ia.cap = cap;
         ia.td = td;
         vq::qp *q = nullptr;
+        if (!up)
+            return nullptr; // the set-up failed (reported)
         int rc = vq::create_qp(pd, &ia, &q);
         EXPECT_EQ(rc, 0) << "create_qp";
         if (rc == 0)
@@ -189,6 +218,7 @@ inline void to_state(vq::qp *q, vq::qp_state s, vq::qp_attr a = {}, unsigned mas
 /** INIT/RTR/RTS for a UD or RAW_PACKET QP. */
 inline void ud_up(vq::qp *q, std::uint32_t qkey = 0x1111)
 {
+    ASSERT_NE(q, nullptr) << "no QP to bring up";
     vq::qp_attr a;
     a.qkey = qkey;
     to_state(q, vq::qp_state::init, a, q->type == vq::qp_type::ud ? vq::QP_ATTR_QKEY : 0);
@@ -199,6 +229,7 @@ inline void ud_up(vq::qp *q, std::uint32_t qkey = 0x1111)
 /** Connect RC/UC QP @p q to @p peer (on context @p pctx). @p extra: attributes for RTR/RTS. */
 inline void rc_up(vq::qp *q, vq::qp *peer, vq::qp_attr extra = {}, unsigned extra_mask = 0)
 {
+    ASSERT_TRUE(q && peer) << "no QP to connect";
     vq::qp_attr a = extra;
     a.qp_access_flags = vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ | vq::ACCESS_REMOTE_ATOMIC;
     to_state(q, vq::qp_state::init, a, vq::QP_ATTR_ACCESS_FLAGS);
@@ -223,6 +254,8 @@ struct ud_pair {
     vq::ah *ah = nullptr;
     ud_pair()
     {
+        if (!ok())
+            return;
         ud_up(qa);
         ud_up(qb);
         vq::ah_attr aa;
@@ -230,6 +263,8 @@ struct ud_pair {
         EXPECT_EQ(vq::create_ah(a.pd, &aa, &ah), 0);
         a.ahs.push_back(ah);
     }
+    /** Both endpoints and both QPs were set up. */
+    bool ok() const { return a.ok() && b.ok() && qa && qb; }
 };
 
 /* ---- An impairing forwarder between the two ring pairs ---- */
@@ -256,6 +291,8 @@ struct impair_fwd {
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
         EXPECT_TRUE(ready) << "the forwarder did not start";
     }
+    /** Whether the forwarder is running (start() waited for it). */
+    bool ok() const { return ready; }
     ~impair_fwd()
     {
         stop = true;
@@ -265,6 +302,8 @@ struct impair_fwd {
     void run()
     {
         ep a(dev0b, 1u << 22), b(dev1a, 1u << 22);
+        if (!a.ok() || !b.ok())
+            return; // reported; start() fails the test
         vq::qp *qa = a.qp(vq::qp_type::raw_packet, vq::OPS_SEND, {512, 512, 1, 1, 0});
         vq::qp *qb = b.qp(vq::qp_type::raw_packet, vq::OPS_SEND, {512, 512, 1, 1, 0});
         ud_up(qa);

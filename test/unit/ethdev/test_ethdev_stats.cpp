@@ -59,9 +59,12 @@ struct pair {
     {
         qa = a.qp(qp_type::rc, ops, {256, 256, 4, 4, 256});
         qb = b.qp(qp_type::rc, ops, {256, 256, 4, 4, 256});
+        if (!qa || !qb)
+            return; // reported: the test checks ok()
         rc_up(qa, qb, x, mask);
         rc_up(qb, qa, x, mask);
     }
+    bool ok() const { return a.ok() && b.ok() && qa && qb; }
 };
 
 /** Post @p n signalled sends of @p len bytes (retrying while the queue is full). */
@@ -80,6 +83,7 @@ TEST(EthdevStats, RcCountsMessagesBytesCompletionsAndDepthExactly)
     if (!st::enabled())
         GTEST_SKIP() << "SHUNT_TELEMETRY=0: no blocks";
     pair p(dev0a, dev0b);
+    ASSERT_TRUE(p.ok());
     constexpr std::uint32_t n = 40, len = 100, wlen = 3000;
     for (std::uint32_t i = 0; i < n; i++)
         ASSERT_EQ(p.b.recv(p.qb, i, i * len, len), 0);
@@ -134,10 +138,12 @@ TEST(EthdevStats, AFrameDroppedOnTheWireIsSentAgainAndEveryExtraFrameIsADropAtTh
     impair_fwd f;
     f.drop_at = 5; // the sixth frame from pair0a to pair1b
     f.start();
+    ASSERT_TRUE(f.ok());
     vq::qp_attr x;
     x.timeout = 12;
     x.retry_cnt = 7;
     pair p(dev0a, dev1b, x, vq::QP_ATTR_TIMEOUT | vq::QP_ATTR_RETRY_CNT);
+    ASSERT_TRUE(p.ok());
     const std::uint64_t full0 = counter(dev0b, eth::c_rx_qp_full);
     constexpr std::uint32_t n = 50, len = 200;
     for (std::uint32_t i = 0; i < n; i++)
@@ -180,6 +186,7 @@ TEST(EthdevStats, RnrNaksAreCountedOnBothSides)
     if (!st::enabled())
         GTEST_SKIP() << "SHUNT_TELEMETRY=0: no blocks";
     pair p(dev0a, dev0b);
+    ASSERT_TRUE(p.ok());
     ASSERT_EQ(vq::post_send(p.qa, 1, p.a.buf, 100, p.a.mr->lkey, vq::WR_SIGNALED), 0);
     EXPECT_TRUE(drain(p.a, {&p.b}, 30).empty()) << "completed without a receive at the peer";
     ASSERT_EQ(p.b.recv(p.qb, 9, 0, 4096), 0);
@@ -213,6 +220,7 @@ TEST(EthdevStats, UdCountsPayloadWithoutTheGrhAndAWrongQkeyAsADrop)
     if (!st::enabled())
         GTEST_SKIP() << "SHUNT_TELEMETRY=0: no blocks";
     ud_pair u;
+    ASSERT_TRUE(u.ok());
     ep &a = u.a, &b = u.b;
     vq::qp *qa = u.qa, *qb = u.qb;
     ASSERT_EQ(b.recv(qb, 7, 0, 4096), 0);
@@ -242,6 +250,7 @@ TEST(EthdevStats, ThePortBlockIsThePortsCounters)
         GTEST_SKIP() << "SHUNT_TELEMETRY=0: no blocks";
     {
         ud_pair u; // one datagram with a wrong Q_Key: counted by the port and the QP
+        ASSERT_TRUE(u.ok());
         send_ud(u, 0x2222);
         ASSERT_EQ(wait_wcs(u.a, 1, {&u.b}).size(), 1u);
         EXPECT_TRUE(drain(u.b, {&u.a}, 30).empty());
