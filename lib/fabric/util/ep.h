@@ -74,6 +74,10 @@ struct rx_fetch_req {
     std::size_t n = 0;           ///< bytes to fetch: min(len, room); fewer than len is FI_ETRUNC
     const void *desc = nullptr;  ///< the provider's description of the data (valid during the hook)
     std::size_t desc_len = 0;
+    /** The kit's record of this fetch, which keeps later completions from
+     *  the same source behind it (null: none could be had). The provider
+     *  hands r back unchanged in rx_fetch_done. */
+    held_rx *hold = nullptr;
 };
 
 /** What a provider adds to the endpoint base. Null slots: not supported. */

@@ -244,12 +244,12 @@ placement reserve(rxq *q, rx_entry *e, bool tagged, std::size_t len)
     return {0, std::min(len, e->total), e->iov_count ? e->iov[0].iov_base : nullptr};
 }
 
-/** Complete a message placed into @p e (CQ entry if due, counter, or the
+/** Report a message placed into @p e (CQ entry if due, counter, or the
  *  error) on @p c's CQ; the entry goes back to @p q's pool unless it is a
  *  multi-recv buffer that stays posted (or waits for its fetches). Rx lock
  *  held. @return true if the entry went back to the pool. */
-bool complete(ep_core *c, rxq *q, rx_entry *e, const placement &p, bool tagged, fi_addr_t src, std::uint64_t tag,
-              std::uint64_t data, std::uint64_t msg_flags, std::size_t len, int err)
+bool report(ep_core *c, rxq *q, rx_entry *e, const placement &p, bool tagged, fi_addr_t src, std::uint64_t tag,
+            std::uint64_t data, std::uint64_t msg_flags, std::size_t len, int err)
 {
     std::uint64_t cqf = FI_RECV | kind_flag(tagged) | (msg_flags & FI_REMOTE_CQ_DATA);
     const bool multi = e->flags & FI_MULTI_RECV;
@@ -270,6 +270,79 @@ bool complete(ep_core *c, rxq *q, rx_entry *e, const placement &p, bool tagged, 
     if (last)
         q->put(e);
     return last;
+}
+
+/* Receive completions in matching order, per source.
+ *
+ * A rendezvous receive completes when its fetch is over, so without care a
+ * smaller message the same peer sent after it would be reported first.
+ * fi_endpoint(3) allows that (completion order is comp_order's, 0 here),
+ * but applications that answer messages in the order they see them (an
+ * echo, a request/response pair of different sizes) then read one message
+ * into the buffer meant for the other. So while a fetch from a source is
+ * running, the completions of messages from that source matched after it
+ * are held (their bytes are in place already) and written, in order, when
+ * it is over. Other sources are not held up; with no fetch running (the
+ * common case, one test of rxq::nfetching) nothing is looked at. */
+
+/** Is a fetch from @p src running? Rx lock held. */
+bool fetch_running(const rxq *q, fi_addr_t src)
+{
+    for (const held_rx *h = q->fetching; h; h = h->fnext)
+        if (h->src == src)
+            return true;
+    return false;
+}
+
+/** Keep a completion behind a running fetch. @return false when no record
+ *  could be had (then it is reported now, out of order). Rx lock held. */
+[[gnu::cold]] bool hold(ep_core *c, rxq *q, rx_entry *e, const placement &p, bool tagged, fi_addr_t src,
+                        std::uint64_t tag, std::uint64_t data, std::uint64_t msg_flags, std::size_t len, int err)
+{
+    held_rx *h = q->held_get();
+    if (!h)
+        return false;
+    *h = held_rx{nullptr, nullptr, c, e, src, false, tagged, err, p.offset, p.n, p.buf, tag, data, msg_flags, len};
+    if (e->flags & FI_MULTI_RECV)
+        e->pending++; // the buffer is not released before this is reported
+    q->held.push(h);
+    return true;
+}
+
+/** Report, in order, what no running fetch from the same source precedes
+ *  any more. Rx lock held. */
+[[gnu::cold]] void flush_held(rxq *q)
+{
+    held_rx *prev = nullptr;
+    for (held_rx *h = q->held.head; h;) {
+        held_rx *next = h->next;
+        bool behind = h->fetching;
+        for (const held_rx *x = q->held.head; !behind && x != h; x = x->next)
+            behind = x->fetching && x->src == h->src;
+        if (behind) {
+            prev = h;
+        } else {
+            q->held.unlink(prev, h);
+            if (h->e->flags & FI_MULTI_RECV)
+                h->e->pending--;
+            (void)report(static_cast<ep_core *>(h->reporter), q, h->e, placement{h->offset, h->n, h->buf}, h->tagged,
+                         h->src, h->tag, h->data, h->msg_flags, h->len, h->err);
+            q->held_put(h);
+        }
+        h = next;
+    }
+}
+
+/** Complete a message placed into @p e: reported now, or held behind a
+ *  running fetch from its source. Rx lock held. @return true if the entry
+ *  went back to the pool. */
+bool complete(ep_core *c, rxq *q, rx_entry *e, const placement &p, bool tagged, fi_addr_t src, std::uint64_t tag,
+              std::uint64_t data, std::uint64_t msg_flags, std::size_t len, int err)
+{
+    if (q->nfetching && fetch_running(q, src)) [[unlikely]]
+        if (hold(c, q, e, p, tagged, src, tag, data, msg_flags, len, err))
+            return false;
+    return report(c, q, e, p, tagged, src, tag, data, msg_flags, len, err);
 }
 
 // Place a message into a matched entry and complete it: one copy, from
@@ -311,9 +384,23 @@ bool fetch(ep_core *c, rxq *q, rx_entry *e, bool tagged, fi_addr_t src, std::uin
     r.n = p.n;
     r.desc = desc;
     r.desc_len = desc_len;
+    // Its record, made before the fetch starts (the provider keeps r): later
+    // completions from src wait behind it. Without one (no memory) they are
+    // reported as they come.
+    r.hold = q->held_get();
     int rc = c->hooks && c->hooks->rx_fetch ? c->hooks->rx_fetch(c, e, r) : -FI_ENOSYS;
-    if (rc == 0)
+    if (rc == 0) {
+        if (held_rx *h = r.hold) {
+            *h = held_rx{nullptr, q->fetching, c, e, src, true, tagged, 0, p.offset, p.n, p.buf, tag, data, msg_flags,
+                         len};
+            q->fetching = h;
+            q->nfetching++;
+            q->held.push(h);
+        }
         return false;
+    }
+    if (r.hold)
+        q->held_put(r.hold);
     if (e->flags & FI_MULTI_RECV)
         e->pending--;
     return complete(c, q, e, p, tagged, src, tag, data, msg_flags, len, rc > 0 ? 0 : -rc);
@@ -561,10 +648,12 @@ int rx_deliver(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::u
     guard g(q->lock);
     rx_entry *e = q->match(tagged, src, tag);
     if (e) [[likely]] {
-        if (!(e->flags & FI_MULTI_RECV) && e->iov_count == 1 && len <= e->iov[0].iov_len) [[likely]] {
-            // The common receive: one buffer the whole message fits in. What
-            // place() does for it, without the multi-recv, scatter and
-            // truncation cases (those take place()).
+        if (!(e->flags & FI_MULTI_RECV) && e->iov_count == 1 && len <= e->iov[0].iov_len && !q->nfetching)
+            [[likely]] {
+            // The common receive: one buffer the whole message fits in, no
+            // fetch running. What place() does for it, without the
+            // multi-recv, scatter, truncation and ordering cases (those take
+            // place()).
             if (len)
                 std::memcpy(e->iov[0].iov_base, payload, len);
             if (e->flags & FI_COMPLETION)
@@ -595,11 +684,24 @@ int rx_deliver_fetch(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, 
 
 void rx_fetch_done(rx_entry *e, const rx_fetch_req &r, int err)
 {
-    guard g(r.queue->lock);
+    rxq *q = r.queue;
+    guard g(q->lock);
+    // Its record, if it is still running (none: no record could be had, or
+    // it was dropped with an endpoint leaving a shared receive context):
+    // reported in its turn.
+    held_rx *h = q->fetching;
+    while (h && h != r.hold)
+        h = h->fnext;
+    if (h) {
+        q->fetch_over(h);
+        h->err = err;
+        flush_held(q);
+        return;
+    }
     if (e->flags & FI_MULTI_RECV)
         e->pending--;
     void *buf = e->iov_count ? static_cast<std::uint8_t *>(e->iov[0].iov_base) + r.offset : nullptr;
-    complete(r.reporter, r.queue, e, placement{r.offset, r.n, buf}, r.tagged, r.src, r.tag, r.data, r.msg_flags, r.len,
+    complete(r.reporter, q, e, placement{r.offset, r.n, buf}, r.tagged, r.src, r.tag, r.data, r.msg_flags, r.len,
              err);
 }
 

@@ -121,6 +121,46 @@ void rxq::unexp_put(unexp_msg *u)
     ufree = u;
 }
 
+held_rx *rxq::held_get()
+{
+    if (!hfree) [[unlikely]] {
+        constexpr std::size_t chunk = 64;
+        auto *v = new (std::nothrow) held_rx[chunk];
+        if (!v)
+            return nullptr;
+        try {
+            hchunks.push_back(v);
+        } catch (...) {
+            delete[] v;
+            return nullptr;
+        }
+        for (std::size_t i = chunk; i-- > 0;)
+            held_put(&v[i]);
+    }
+    held_rx *h = hfree;
+    hfree = h->next;
+    *h = held_rx{};
+    return h;
+}
+
+void rxq::held_put(held_rx *h)
+{
+    h->next = hfree;
+    hfree = h;
+}
+
+void rxq::fetch_over(held_rx *h)
+{
+    for (held_rx **p = &fetching; *p; p = &(*p)->fnext)
+        if (*p == h) {
+            *p = h->fnext;
+            h->fnext = nullptr;
+            h->fetching = false;
+            nfetching--;
+            return;
+        }
+}
+
 rxq::~rxq()
 {
     clear();
@@ -131,6 +171,8 @@ rxq::~rxq()
             b = n;
         }
     for (unexp_msg *v : uchunks)
+        delete[] v;
+    for (held_rx *v : hchunks)
         delete[] v;
 }
 
@@ -183,6 +225,25 @@ rx_entry *rxq::remove_ctx(void *context)
 
 void rxq::drop_owned(const void *owner)
 {
+    // Its held completions go with it (its fetches are dropped with it).
+    held_rx *hprev = nullptr;
+    for (held_rx *h = held.head; h;) {
+        held_rx *next = h->next;
+        if (h->reporter == owner) {
+            if (h->fetching) {
+                fetch_over(h);
+            } else if (!(h->e->flags & FI_MULTI_RECV)) {
+                put(h->e);
+            } else if (--h->e->pending == 0 && h->e->released) {
+                put(h->e);
+            }
+            held.unlink(hprev, h);
+            held_put(h);
+        } else {
+            hprev = h;
+        }
+        h = next;
+    }
     for (fifo<unexp_msg> *l : {&umsg, &utagged}) {
         unexp_msg *prev = nullptr;
         for (unexp_msg *u = l->head; u;) {
@@ -206,6 +267,12 @@ void rxq::clear()
             unexp_put(u);
         }
     }
+    while (held_rx *h = held.head) {
+        held.unlink(nullptr, h);
+        held_put(h);
+    }
+    fetching = nullptr;
+    nfetching = 0;
     msg = {};
     tagged = {};
     free = nullptr;

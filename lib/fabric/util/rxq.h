@@ -88,6 +88,26 @@ struct fifo {
     bool empty() const { return !head; }
 };
 
+/** A receive completion kept back so that one source's receive
+ *  completions are reported in the order its messages were matched
+ *  (ep_data.cpp): a fetch (rendezvous) still running, or a completion
+ *  matched after a running fetch from the same source. */
+struct held_rx {
+    held_rx *next = nullptr;      ///< in rxq::held (matching order)
+    held_rx *fnext = nullptr;     ///< in rxq::fetching (fetches still running)
+    void *reporter = nullptr;     ///< the ep_core whose CQ and counter report it
+    rx_entry *e = nullptr;
+    fi_addr_t src = FI_ADDR_NOTAVAIL;
+    bool fetching = false;        ///< the provider has not finished the fetch yet
+    bool tagged = false;
+    int err = 0;                  ///< positive error code, 0 success
+    std::size_t offset = 0;       ///< placement in e's buffer
+    std::size_t n = 0;
+    void *buf = nullptr;
+    std::uint64_t tag = 0, data = 0, msg_flags = 0;
+    std::size_t len = 0;
+};
+
 /** Does a posted receive accept a message? */
 inline bool rx_matches(const rx_entry *r, bool directed, fi_addr_t src, std::uint64_t tag, bool tagged)
 {
@@ -112,6 +132,14 @@ struct rxq {
     std::vector<unexp_msg *> uchunks;            ///< their storage (freed at destruction)
     void *bfree[unexp_classes] = {};             ///< free payload buffers per class (linked through their first word)
 
+    /* Completions held for order (ep_data.cpp). nfetching is what the fast
+     * path tests: with no fetch running, nothing is held. */
+    fifo<held_rx> held;                          ///< every held completion, in matching order
+    held_rx *fetching = nullptr;                 ///< the running fetches among them (through fnext)
+    std::size_t nfetching = 0;
+    held_rx *hfree = nullptr;                    ///< free records
+    std::vector<held_rx *> hchunks;              ///< their storage (freed at destruction)
+
     /** Allocate the pool. @return 0 or -FI_ENOMEM. */
     int init(std::size_t depth);
     /** An unexpected entry with room for @p n payload bytes (entry fields
@@ -119,6 +147,12 @@ struct rxq {
     unexp_msg *unexp_get(std::size_t n);
     /** Return an entry and its payload to the store. Lock held. */
     void unexp_put(unexp_msg *u);
+    /** A reset hold record (from a free list that grows the first time it
+     *  runs short). Null when memory is exhausted. Lock held. */
+    held_rx *held_get();
+    void held_put(held_rx *h);
+    /** Unlink @p h from the running fetches. Lock held. */
+    void fetch_over(held_rx *h);
     ~rxq();
     rx_entry *get()
     {

@@ -20,12 +20,47 @@ namespace shunt::test {
 
 using namespace fabric;
 int loop_transmits = 0;
+std::size_t loop_rndv_bytes = 0;
 
 namespace {
 
 std::mutex reg_mu;
 std::unordered_map<std::uint64_t, util::ep_core *> endpoints;
 std::uint64_t next_id = 1;
+
+/** A rendezvous message's description: its bytes, kept on the sender's side. */
+struct rndv_desc {
+    std::vector<std::uint8_t> *bytes;
+};
+
+struct running_fetch {
+    util::rx_entry *e;
+    util::rx_fetch_req r;
+    std::vector<std::uint8_t> *bytes;
+};
+std::vector<running_fetch> fetches; // under reg_mu
+
+int loop_rx_fetch(util::ep_core *, util::rx_entry *e, const util::rx_fetch_req &r)
+{
+    rndv_desc d;
+    if (r.desc_len != sizeof d)
+        return -FI_EINVAL;
+    std::memcpy(&d, r.desc, sizeof d);
+    running_fetch f{e, r, d.bytes};
+    f.r.desc = nullptr;
+    std::lock_guard g(reg_mu);
+    fetches.push_back(f);
+    return 0;
+}
+
+void loop_rx_discard(util::ep_core *, const void *desc, std::size_t len)
+{
+    rndv_desc d;
+    if (len == sizeof d) {
+        std::memcpy(&d, desc, sizeof d);
+        delete d.bytes;
+    }
+}
 
 info *offer(ep_type t)
 {
@@ -143,6 +178,17 @@ ssize_t loop_transmit(util::ep_core *c, const util::tx_req &r)
     switch (r.kind) {
     case util::tx_req::send:
     case util::tx_req::tsend: {
+        if (loop_rndv_bytes && r.len >= loop_rndv_bytes && c->type != FI_EP_DGRAM) {
+            rndv_desc d{new std::vector<std::uint8_t>(std::move(buf))};
+            int rc = util::rx_deliver_fetch(t, r.kind == util::tx_req::tsend, src_in(t, c), r.tag, r.data,
+                                            r.flags & FI_REMOTE_CQ_DATA, r.len, &d, sizeof d);
+            if (rc < 0) {
+                delete d.bytes;
+                return rc;
+            }
+            util::tx_done(c, r.flags, r.context, FI_SEND | kindf, r.len);
+            return 0;
+        }
         int rc = util::rx_deliver(t, r.kind == util::tx_req::tsend, src_in(t, c), r.tag, r.data,
                                   r.flags & FI_REMOTE_CQ_DATA, buf.data(), r.len, c->type != FI_EP_DGRAM);
         if (rc < 0)
@@ -211,6 +257,13 @@ void loop_close(util::ep_core *c)
 {
     std::lock_guard g(reg_mu);
     endpoints.erase(id_of(c));
+    // Its running fetches are dropped (no completions, as on close).
+    std::erase_if(fetches, [c](running_fetch &f) {
+        if (f.r.reporter != c)
+            return false;
+        delete f.bytes;
+        return true;
+    });
 }
 
 ssize_t loop_tx_left(util::ep_core *) { return 256; }
@@ -224,6 +277,8 @@ const util::ep_hooks loop_hooks = [] {
     h.close = loop_close;
     h.transmit = loop_transmit;
     h.tx_size_left = loop_tx_left;
+    h.rx_fetch = loop_rx_fetch;
+    h.rx_discard = loop_rx_discard;
     return h;
 }();
 
@@ -415,6 +470,31 @@ void loop_env::close()
     domain = nullptr;
     fabric = nullptr;
     info = nullptr;
+}
+
+std::size_t loop_fetches_running()
+{
+    std::lock_guard g(reg_mu);
+    return fetches.size();
+}
+
+std::size_t loop_finish_fetches(bool newest_first)
+{
+    std::vector<running_fetch> v;
+    {
+        std::lock_guard g(reg_mu);
+        v.swap(fetches);
+    }
+    if (newest_first)
+        std::reverse(v.begin(), v.end());
+    for (running_fetch &f : v) {
+        // The loop's receives here are one buffer (iov[0]).
+        if (f.r.n && f.e->iov_count)
+            std::memcpy(static_cast<std::uint8_t *>(f.e->iov[0].iov_base) + f.r.offset, f.bytes->data(), f.r.n);
+        delete f.bytes;
+        util::rx_fetch_done(f.e, f.r, 0);
+    }
+    return v.size();
 }
 
 } // namespace shunt::test

@@ -4,6 +4,8 @@
 // reach each other by an 8-byte id; data moves at post time.
 #pragma once
 
+#include <cstddef>
+
 #include "fabric/api.h"
 
 namespace shunt::test {
@@ -25,5 +27,16 @@ struct loop_env {
 
 /** Counts of loop transmits (for tests of what reaches the provider). */
 extern int loop_transmits;
+
+/** Messages of at least this many bytes (0: none) go as a rendezvous: the
+ *  receiver gets a description (rx_deliver_fetch) and a matched receive's
+ *  fetch stays running until loop_finish_fetches. */
+extern std::size_t loop_rndv_bytes;
+/** Fetches started and not yet finished. */
+std::size_t loop_fetches_running();
+/** Finish the running fetches, oldest first (@p newest_first: newest
+ *  first): the bytes are copied and each receive is handed back to the
+ *  kit. @return how many. */
+std::size_t loop_finish_fetches(bool newest_first = false);
 
 } // namespace shunt::test
