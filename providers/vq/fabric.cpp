@@ -25,13 +25,15 @@ SHUNT_TUNABLE(single_host_tunable, "SHUNT_VQ_SINGLE_HOST", boolean, "0",
               "every peer is on this host: host-local devices (shm) report FI_REMOTE_COMM too, for applications "
               "that demand it (Open MPI's OFI MTL); a peer on another host stays unreachable",
               "vq");
-SHUNT_TUNABLE(t_rndv_bytes, "SHUNT_VQ_RNDV_BYTES", integer, "4194304",
+SHUNT_TUNABLE(t_rndv_bytes, "SHUNT_VQ_RNDV_BYTES", integer, "6144",
               "vq provider: messages from private memory of at least this many bytes are copied once by the "
-              "receiver (rendezvous, cross-memory attach on shm); smaller ones go through the ring (two copies)",
+              "receiver (rendezvous, cross-memory attach on shm); smaller ones go through the ring (two copies); "
+              "0: never",
               "vq");
-SHUNT_TUNABLE(t_rndv_shared_bytes, "SHUNT_VQ_RNDV_SHARED_BYTES", integer, "16384",
+SHUNT_TUNABLE(t_rndv_shared_bytes, "SHUNT_VQ_RNDV_SHARED_BYTES", integer, "2048",
               "vq provider: messages from memory peers reach directly (shunt_mem) of at least this many bytes are "
-              "copied once by the receiver (rendezvous, memcpy on shm); smaller ones go through the ring",
+              "copied once by the receiver (rendezvous, memcpy on shm); smaller ones go through the ring; unset: "
+              "2048 on host-local devices (shm), 16384 on network devices (every buffer counts as reachable); 0: never",
               "vq");
 
 namespace {
@@ -364,8 +366,11 @@ int fabric_open_op(fabric_attr *attr, fid_fabric **out, void *context)
 
 namespace {
 
+/** @p t's value, or @p def when it is not set. */
 std::uint64_t rndv_threshold(const env::tunable &t, std::uint64_t def)
 {
+    if (!t.is_set())
+        return def;
     std::int64_t v = std::int64_t(def);
     if (t.as_int(v) < 0 || v < 0) {
         SHUNT_LOG(prov_log, warning, "%s is not a byte count: using %llu", t.name, static_cast<unsigned long long>(def));
@@ -396,9 +401,8 @@ int limits_of(const vq::device_attr &a, dev_limits &out)
     l.inject_max = std::min<std::uint32_t>(1024, l.inline_max - std::uint32_t(sizeof(rma_hdr)));
     l.slot_max = a.max_inline_slot ? a.max_inline_slot : l.inline_max;
     l.lend = a.lend_qp_types & (1u << static_cast<unsigned>(vq::qp_type::rc));
-    // Eager up to 16 KiB (the crossover against a rendezvous with a cross-
-    // memory read, doc/guides/perf.md), bounded by what one lent receive
-    // takes; without lent receives every receive buffer holds that much.
+    // One message up to 16 KiB, bounded by what one lent receive takes;
+    // without lent receives every receive buffer holds that much.
     l.eager_max = l.lend ? 16384 : 4096;
     if (l.lend && a.max_lend_msg)
         l.eager_max = std::min<std::uint32_t>(l.eager_max, a.max_lend_msg - 32);
@@ -406,11 +410,17 @@ int limits_of(const vq::device_attr &a, dev_limits &out)
     // several are in the ring at once (the sender fills one while the
     // receiver empties another).
     l.frag_max = std::min<std::uint32_t>(8192, l.eager_max);
-    // Without RDMA to private memory (shm without cross-memory attach) a
-    // message from it goes through the ring whatever its size, as far as the
-    // send queue holds its fragments.
-    l.rndv_private = a.rdma_private ? rndv_threshold(t_rndv_bytes, 4u << 20) : ~std::uint64_t(0);
-    l.rndv_shared = rndv_threshold(t_rndv_shared_bytes, 16384);
+    // Rendezvous from where one copy by the receiver beats two through the
+    // ring on shm (doc/guides/perf.md, "Where the rendezvous starts"):
+    // between 4 and 6 KiB from private memory (a cross-memory read is a
+    // system call), between 1 and 2 KiB from shareable memory (a memcpy).
+    // On a network device every buffer counts as reachable (RDMA in the
+    // device) and its RDMA read is no cheaper than a send plus a round
+    // trip: from 16 KiB there. Without RDMA to private memory (shm without
+    // cross-memory attach) a message from it goes through the ring whatever
+    // its size, as far as the send queue holds its fragments.
+    l.rndv_private = a.rdma_private ? rndv_threshold(t_rndv_bytes, 6144) : ~std::uint64_t(0);
+    l.rndv_shared = rndv_threshold(t_rndv_shared_bytes, a.host_local ? 2048 : 16384);
     l.rma_inline = std::min<std::uint32_t>(1024, l.inline_max - std::uint32_t(sizeof(rma_hdr)));
     // A datagram is one UD message: up to the UD MTU from the user's
     // buffers, up to the inline size copied at the call (inject).

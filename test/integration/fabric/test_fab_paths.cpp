@@ -2,9 +2,11 @@
 // RMA takes by its size and by where its memory lies, bytes checked.
 //
 // The peer's memory is private (heap) or shareable (shunt_mem); with
-// SHUNT_VQ_RNDV_BYTES=16384 in its environment the peer sends from private
-// memory by rendezvous (the receiver pulls with cross-memory attach) from
-// the size where it would otherwise fragment. So each size class of the
+// SHUNT_VQ_RNDV_BYTES=0 in its environment the peer sends from private
+// memory through the ring at every size (in fragments beyond 16 KiB), with
+// SHUNT_VQ_RNDV_BYTES=16384 by rendezvous (the receiver pulls with cross-
+// memory attach) from the size where it would otherwise fragment. So each
+// size class of the
 // unexpected store, eager / fragmented / rendezvous sends and RMA of every
 // size run against private and shareable memory on both sides; and a peer
 // killed while a rendezvous is outstanding fails the operation with an
@@ -22,12 +24,13 @@ struct peer_mode {
     const char *name;
     const char *mem;                 ///< the peer's memory: "private" or "shared"
     std::vector<std::string> env;    ///< tunables in the peer's environment
+    bool rndv;                       ///< its messages of 16 KiB and more go by rendezvous
 };
 void PrintTo(const peer_mode &m, std::ostream *os) { *os << m.name; }
 const peer_mode modes[] = {
-    {"PrivateFragments", "private", {}},
-    {"Shared", "shared", {}},
-    {"PrivateRendezvous", "private", {"SHUNT_VQ_RNDV_BYTES=16384"}},
+    {"PrivateFragments", "private", {"SHUNT_VQ_RNDV_BYTES=0"}, false},
+    {"Shared", "shared", {}, true},
+    {"PrivateRendezvous", "private", {"SHUNT_VQ_RNDV_BYTES=16384"}, true},
 };
 
 /** A buffer of the test process: heap, or shareable memory of its domain. */
@@ -321,7 +324,7 @@ TEST_P(paths, PeerKilledBeforeItsUnexpectedMessageIsTaken)
     r.b = len;
     ASSERT_EQ(p.call(r).rc, 0);
     ASSERT_NO_FATAL_FAILURE(wait_unexpected(0x7001, len));
-    const bool rndv = std::string(GetParam().mem) == "shared" || !GetParam().env.empty();
+    const bool rndv = GetParam().rndv;
     p.kill();
     std::vector<std::uint8_t> in(len, 0xee), want(len);
     fill_pattern(want.data(), len, 0);
