@@ -673,6 +673,7 @@ void cm_handle(prov_ep *e, const cm_msg &m)
         }
         conn_agree(e, c, cm_peer_flags(m));
         e->slots[s].c = c;
+        c->acc_slot = s;
         e->slots[s].accepted_from = m.req_qpn;
         e->slots[s].half_since = std::uint64_t(now_ns()); // until its w_hello (half_open_expire)
         e->slots[s].half_from = m.from;

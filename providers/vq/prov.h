@@ -249,6 +249,10 @@ struct conn {
     std::uint64_t req_sent_ns = 0;
     std::uint32_t req_qpn = 0;    ///< our QP the REQ announced (connecting)
     int dead_slot = -1;           ///< QP that failed, closed by progress
+    /** The QP last accepted from this peer: its messages arrive there, and
+     *  while ours is not up (a simultaneous connect) control messages and
+     *  rendezvous reads for the peer go over it (ctl_slot). -1: none. */
+    int acc_slot = -1;
     std::vector<ctl_msg> ctl;     ///< control messages waiting for send-queue room
     bool pending = false;         ///< on the endpoint's pending list
     std::uint64_t connect_ns = 0; ///< RDM: when the first REQ of this attempt went
@@ -624,6 +628,25 @@ conn *conn_of(prov_ep *e, const util::tx_req &r);
  *  @return 0 or the vq error. Lock held. */
 int post_imm(prov_ep *e, conn *c, std::uint32_t imm, const vq::data_buf *bufs, std::size_t n, bool signaled,
              std::uint64_t wr_id);
+/** The same on slot @p s. */
+int post_imm_on(prov_ep *e, int s, std::uint32_t imm, const vq::data_buf *bufs, std::size_t n, bool signaled,
+                std::uint64_t wr_id);
+
+/** Where control messages (fins) and rendezvous reads for @p c go: its own
+ *  QP once up; while that is being set up, the QP accepted from the peer
+ *  (connected, since the peer's messages arrive on it: a rendezvous that
+ *  comes in during a simultaneous connect is pulled and answered at once,
+ *  outside the order of our messages, which neither needs). -1: neither. */
+inline int ctl_slot(const prov_ep *e, const conn *c)
+{
+    if (qp_up(c) && c->slot >= 0)
+        return c->slot;
+    const int s = c->acc_slot;
+    if (s >= 0 && std::size_t(s) < e->slots.size() && e->slots[std::size_t(s)].qp &&
+        !e->slots[std::size_t(s)].retired && e->slots[std::size_t(s)].c == c)
+        return s;
+    return -1;
+}
 
 /** A connection's QP failed: RDM forgets it (the next send reconnects),
  *  MSG marks the connection failed; operations waiting on the peer fail.

@@ -237,7 +237,7 @@ int fetch_start(prov_ep *e, util::rx_entry *en, const util::rx_fetch_req &r, con
     if (dlen < offsetof(fetch_blob, d) + 16)
         return -FI_EINVAL;
     int rc = -FI_EHOSTUNREACH; // the sender's connection is gone
-    if (b.c && qp_up(b.c) && b.c->slot >= 0) {
+    if (b.c && ctl_slot(e, b.c) >= 0) {
         rx_op *o = rx_op_get(e);
         rc = -FI_ENOMEM;
         if (o) {
@@ -474,7 +474,11 @@ void rx_op_done(prov_ep *e, rx_op *o, vq::wc_status st)
 int rdma_move(prov_ep *e, conn *c, bool read, const rndv_desc &remote, const iovec *iov, std::size_t count,
               std::size_t offset, std::size_t n, void **desc, mr_ref *mrs, std::uint32_t *nmrs, std::uint64_t wr_id)
 {
-    if (c->slot < 0)
+    // Our QP to the peer; while it is being set up, the one accepted from it.
+    int s = ctl_slot(e, c);
+    if (s < 0)
+        s = c->slot;
+    if (s < 0)
         return -FI_EHOSTUNREACH;
     // Local pieces of [offset, offset + n), with their keys.
     vq::sge loc[iov_max];
@@ -500,7 +504,7 @@ int rdma_move(prov_ep *e, conn *c, bool read, const rndv_desc &remote, const iov
     }
     // One request per remote piece (split at the device's message size and
     // at the send SGE limit), the last one signaled.
-    vq::qp *q = e->slots[c->slot].qp;
+    vq::qp *q = e->slots[std::size_t(s)].qp;
     const std::uint64_t max_req = e->dom->dattr.max_msg_sz ? e->dom->dattr.max_msg_sz : (1u << 30);
     const std::size_t max_sge = e->dom->lim.send_sge ? e->dom->lim.send_sge : 1;
     vq::wr_start(q);

@@ -391,10 +391,10 @@ conn *conn_of(prov_ep *e, const util::tx_req &r)
 namespace {
 
 /** post_imm's body, inlined into the inject fast path. */
-[[gnu::always_inline]] inline int post_imm_inl(prov_ep *e, conn *c, std::uint32_t imm, const vq::data_buf *bufs,
+[[gnu::always_inline]] inline int post_imm_inl(prov_ep *e, int s, std::uint32_t imm, const vq::data_buf *bufs,
                                                std::size_t n, bool signaled, std::uint64_t wr_id)
 {
-    rc_slot &sl = e->slots[c->slot];
+    rc_slot &sl = e->slots[std::size_t(s)];
     unsigned fl = 0;
     if (signaled) {
         fl = vq::WR_SIGNALED;
@@ -421,7 +421,13 @@ namespace {
 int post_imm(prov_ep *e, conn *c, std::uint32_t imm, const vq::data_buf *bufs, std::size_t n, bool signaled,
              std::uint64_t wr_id)
 {
-    return post_imm_inl(e, c, imm, bufs, n, signaled, wr_id);
+    return post_imm_inl(e, c->slot, imm, bufs, n, signaled, wr_id);
+}
+
+int post_imm_on(prov_ep *e, int s, std::uint32_t imm, const vq::data_buf *bufs, std::size_t n, bool signaled,
+                std::uint64_t wr_id)
+{
+    return post_imm_inl(e, s, imm, bufs, n, signaled, wr_id);
 }
 
 /** Statistics of a transmit call that returned @p rc. */
@@ -516,11 +522,12 @@ void tx_fin(prov_ep *e, std::uint64_t id, int err)
 
 void ctl_send(prov_ep *e, conn *c, std::uint32_t imm, const void *bytes, std::size_t len)
 {
-    if (!c || c->slot < 0 || !qp_up(c))
+    const int s = c ? ctl_slot(e, c) : -1;
+    if (s < 0)
         return; // the connection is gone: the peer learns it from its own QP
     if (c->ctl.empty()) [[likely]] {
         vq::data_buf b{bytes, len};
-        int rc = post_imm(e, c, imm, &b, 1, false, ~0ULL);
+        int rc = post_imm_on(e, s, imm, &b, 1, false, ~0ULL);
         if (rc != -FI_EAGAIN)
             return; // posted, or the QP failed (reported by its completions)
     }
@@ -541,12 +548,13 @@ bool ctl_flush(prov_ep *e, conn *c)
 {
     std::size_t i = 0;
     for (; i < c->ctl.size(); i++) {
-        if (c->slot < 0 || !qp_up(c)) {
+        const int s = ctl_slot(e, c);
+        if (s < 0) {
             i = c->ctl.size(); // gone: nothing more can be said on it
             break;
         }
         vq::data_buf b{c->ctl[i].bytes, c->ctl[i].len};
-        int rc = post_imm(e, c, c->ctl[i].imm, &b, 1, false, ~0ULL);
+        int rc = post_imm_on(e, s, c->ctl[i].imm, &b, 1, false, ~0ULL);
         if (rc == -FI_EAGAIN)
             break;
     }
@@ -591,7 +599,7 @@ template <bool Tagged>
             conn *cn = e->by_index[pe->index];
             if (cn && cn->state == conn::connected) [[likely]] {
                 vq::data_buf b[2] = {{&tag, 8}, {buf, len}};
-                int rc = post_imm_inl(e, cn, imm_wire(w_eager, Tagged ? wf_tagged : 0, rx_index_of(c, dest)),
+                int rc = post_imm_inl(e, cn->slot, imm_wire(w_eager, Tagged ? wf_tagged : 0, rx_index_of(c, dest)),
                                       Tagged ? b : b + 1, Tagged ? 2 : 1, false, ~0ULL);
                 if (rc == 0) [[likely]] {
                     c->inc_send(c->c_send);
