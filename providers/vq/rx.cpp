@@ -138,6 +138,16 @@ inline int slot_of(prov_ep *e, const vq::wc &w, int &last)
     }
 }
 
+/** A message of slot @p sl: its header word @p imm (wire order) and bytes. */
+inline void rc_msg(prov_ep *e, rc_slot &sl, std::uint32_t imm, const std::uint8_t *p, std::size_t len)
+{
+    hdr_word h = hdr_of(imm);
+    if (h.op == w_eager) [[likely]]
+        rx_eager(e, sl, h, p, len);
+    else
+        rx_other(e, sl, h, p, len);
+}
+
 inline void rc_rx(prov_ep *e, const vq::wc &w, int &last)
 {
     int s = slot_of(e, w, last);
@@ -158,11 +168,7 @@ inline void rc_rx(prov_ep *e, const vq::wc &w, int &last)
         if (c)
             util::rx_remote_data(c, ntohl(w.imm_data), FI_RMA | FI_REMOTE_WRITE, w.byte_len);
     } else if (w.wc_flags & vq::WC_WITH_IMM) [[likely]] {
-        hdr_word h = hdr_of(w.imm_data);
-        if (h.op == w_eager) [[likely]]
-            rx_eager(e, sl, h, p, w.byte_len);
-        else
-            rx_other(e, sl, h, p, w.byte_len);
+        rc_msg(e, sl, w.imm_data, p, w.byte_len);
     }
     // Posted receives (a device without lent receives): give the buffer
     // back. Not by w.data: a lent RDMA write with immediate has none either.
