@@ -636,6 +636,9 @@ inline void cq_push(shm_cq *c, const vq::wc &w) noexcept
 void sq_progress(shm_qp *q, bool cq_locked) noexcept;
 /** sq_progress without publishing sq_busy. */
 void sq_run(shm_qp *q, bool cq_locked) noexcept;
+/** poll_lent of a lent-receive RC/UC QP (shm_lend.cpp); other QPs keep
+ *  the stub. Call after install_fast_path. */
+void install_poll_lent(shm_qp *q) noexcept;
 /** Receive-side progress for one QP (recv CQ lock held). @return completions added. */
 unsigned rx_progress(shm_qp *q, unsigned budget) noexcept;
 /** Move a QP to ERR and tell its peer (any thread). */

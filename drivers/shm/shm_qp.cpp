@@ -293,6 +293,7 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
     d->state.store(st(qp_state::reset), std::memory_order_release);
     q->attr.state = qp_state::reset;
     install_fast_path(q);
+    install_poll_lent(q);
     c->qp_obj[idx] = q;
     c->nqp++;
     static_cast<shm_pd *>(vp)->refs++;

@@ -112,6 +112,13 @@ inline int session_send_imm_inline(qp *q, std::uint64_t wr_id, std::uint32_t imm
     return wr_complete(q);
 }
 
+/** poll_lent of a QP that does not offer it (vq/qp_fp.h): every driver's
+ *  QPs have the slot. */
+inline int poll_lent_unsupported(qp *, int, lent_msg *) noexcept
+{
+    return -FI_EOPNOTSUPP;
+}
+
 /** Per-QP fast-path stubs for the slots a driver leaves null. @p Latch is the
  *  driver's "latch this error into the current batch" function. */
 template <void (*Latch)(qp *, int)>
@@ -157,6 +164,8 @@ struct qp_stubs {
             q->post_recv_fn = [](qp *, u64, const sge *, u32) { return -FI_EOPNOTSUPP; };
         if (!q->post_send_imm_inline_fn)
             q->post_send_imm_inline_fn = session_send_imm_inline;
+        if (!q->poll_lent_fn)
+            q->poll_lent_fn = poll_lent_unsupported;
     }
 };
 

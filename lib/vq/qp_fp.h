@@ -112,13 +112,14 @@ struct alignas(64) qp {
     int (*post_send_fn)(qp *, std::uint64_t wr_id, const void *buf, std::uint32_t length,
                         std::uint32_t lkey, unsigned flags) = nullptr;
 
-    /* Cache line 3: the other single-call posts and receive. */
+    /* Cache line 3: the other single-call posts, receive and the lent-receive poll. */
     int (*post_write_fn)(qp *, std::uint64_t wr_id, const void *buf, std::uint32_t length,
                          std::uint32_t lkey, std::uint32_t rkey, std::uint64_t remote_addr,
                          unsigned flags) = nullptr;
     int (*post_recv_fn)(qp *, std::uint64_t wr_id, const sge *sg_list, std::uint32_t num_sge) = nullptr;
     int (*post_send_imm_inline_fn)(qp *, std::uint64_t wr_id, std::uint32_t imm_data, const data_buf *buf_list,
                                    std::size_t num_buf, unsigned flags) = nullptr;
+    int (*poll_lent_fn)(qp *, int num_entries, lent_msg *out) = nullptr;
 
     /* Cold: read-only description, set at creation. */
     context *ctx = nullptr;
@@ -310,11 +311,40 @@ inline void wr_set_xrc_srqn(qp *q, std::uint32_t remote_srqn) noexcept
     return q->post_recv_fn(q, wr_id, &s, 1);
 }
 
+/** Read the messages ready on one lent-receive QP (qp_init_attr::lend_recv)
+ *  in place, without its CQ: up to @p num_entries of them, oldest first,
+ *  into @p out. Each is the successful receive completion poll_cq would
+ *  give for it (opcode recv, wr_id 0, this QP's qp_num, the peer's src_qp),
+ *  consumed here instead: poll_cq does not report it again. The call
+ *  carries only whole sends and send_imms that lie in place in the
+ *  driver's buffer; it stops before anything else — an error or a flush,
+ *  a send_inv, an RDMA write with immediate, a message the driver would
+ *  lend from a bounce copy, completions the receive CQ already holds — and
+ *  leaves it, and what follows it, to poll_cq, which goes on from the same
+ *  point in the same order. So 0 means "poll the CQ", not "nothing came".
+ *  Loans: the bytes are lent at least until the next poll_lent of this QP
+ *  or the next poll_cq / start_poll of its receive CQ; a poll_lent ends the
+ *  loans of this QP's earlier messages, whichever call lent them. Takes the
+ *  receive CQ's lock unless it is single-threaded (then call it from the
+ *  thread that polls that CQ). The mlx5 counterpart is reading the next
+ *  CQE of a CQ that serves one striding or scatter-to-CQE receive queue
+ *  (doc/guides/vq.md, "Lent receives").
+ *  @return the number written, 0..num_entries (num_entries 0: 0 where the
+ *  QP offers the call, which makes it a probe at setup); -FI_EINVAL
+ *  num_entries < 0, or out null with num_entries > 0; -FI_EOPNOTSUPP the
+ *  QP has no lent receives, or its driver or type does not offer the call
+ *  (shm offers it on RC and UC). */
+[[nodiscard]] inline int poll_lent(qp *q, int num_entries, lent_msg *out) noexcept
+{
+    return q->poll_lent_fn(q, num_entries, out);
+}
+
 static_assert(offsetof(qp, wr_id) == 0);
 static_assert(offsetof(qp, set_inline_data_fn) == 56, "hot posting pointers must fill line 0");
 static_assert(offsetof(qp, wr_abort_fn) == 64);
 static_assert(offsetof(qp, bind_mw_fn) == 128);
 static_assert(offsetof(qp, post_write_fn) == 192);
 static_assert(offsetof(qp, post_send_imm_inline_fn) == 208, "single-call posts share line 3");
+static_assert(offsetof(qp, poll_lent_fn) == 216, "the lent-receive poll shares line 3");
 
 } // namespace shunt::vq

@@ -194,6 +194,19 @@ struct wc {
     const std::uint8_t *data;
 };
 
+/** A message of a lent-receive QP read in place by poll_lent (qp_fp.h):
+ *  what the receive completion poll_cq would give for it carries, less
+ *  what poll_lent's contract fixes (status success, opcode recv, wr_id 0,
+ *  the polled QP's qp_num and, RC/UC, its peer's src_qp). A Shunt addition
+ *  (see doc/guides/vq.md, "Lent receives"). */
+struct lent_msg {
+    const std::uint8_t *data;       ///< the byte_len bytes, in the driver's buffer (lent as wc::data)
+    std::uint32_t byte_len;
+    std::uint32_t imm_data;         ///< network byte order, when WC_WITH_IMM
+    unsigned wc_flags;              ///< WC_WITH_IMM, WC_SOLICITED
+    std::uint32_t reserved;
+};
+
 /** Address of a device endpoint (a context), as a peer needs it to reach the
  *  context's QPs together with a QP number. Opaque bytes defined by the driver
  *  (shm: the name of the context's shared segment); copy it out of band. */

@@ -263,6 +263,8 @@ int create_qp(pd *p, const qp_init_attr *attr, qp **out)
     rc = created(ctx->ops->create_qp(p, attr, out), counts.qps);
     if (rc == 0 && *out && !(*out)->post_send_imm_inline_fn)
         (*out)->post_send_imm_inline_fn = session_send_imm_inline; // a driver without qp_stubs
+    if (rc == 0 && *out && !(*out)->poll_lent_fn)
+        (*out)->poll_lent_fn = poll_lent_unsupported;
     return rc;
 }
 

@@ -355,6 +355,7 @@ int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool conn
     int rc = vq::create_qp(e->dom->pd, &ia, &sl.qp);
     if (rc)
         return rc;
+    sl.lent_poll = l.lend && vq::poll_lent(sl.qp, 0, nullptr) == 0; // a probe: 0 where the QP offers it
     e->cm.qps_created.add();
     e->cm.qps.set(e->cm.qps.get() + 1);
     vq::qp_attr a;

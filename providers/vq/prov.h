@@ -197,6 +197,9 @@ struct rc_slot {
     std::uint32_t unsignaled = 0;     ///< unsignaled sends since the last signaled one
     struct frag_msg *rx_frag = nullptr; ///< a fragmented message being received on this QP (frag.cpp)
     bool retired = false;             ///< failed QP kept until the endpoint closes
+    /** Its lent receives are read in place with vq::poll_lent (the QP
+     *  offers it): progress takes the hot slot's messages without the CQ. */
+    bool lent_poll = false;
     /** RDM, accepted from a REQ: when (now_ns), until the requester
      *  finishes the connection (anything but an eager message arrives on
      *  the QP, its w_hello first); 0: finished, or not accepted. */

@@ -138,6 +138,16 @@ inline int slot_of(prov_ep *e, const vq::wc &w, int &last)
     }
 }
 
+/** A message of slot @p sl: its header word @p imm (wire order) and bytes. */
+inline void rc_msg(prov_ep *e, rc_slot &sl, std::uint32_t imm, const std::uint8_t *p, std::size_t len)
+{
+    hdr_word h = hdr_of(imm);
+    if (h.op == w_eager) [[likely]]
+        rx_eager(e, sl, h, p, len);
+    else
+        rx_other(e, sl, h, p, len);
+}
+
 inline void rc_rx(prov_ep *e, const vq::wc &w, int &last)
 {
     int s = slot_of(e, w, last);
@@ -158,11 +168,7 @@ inline void rc_rx(prov_ep *e, const vq::wc &w, int &last)
         if (c)
             util::rx_remote_data(c, ntohl(w.imm_data), FI_RMA | FI_REMOTE_WRITE, w.byte_len);
     } else if (w.wc_flags & vq::WC_WITH_IMM) [[likely]] {
-        hdr_word h = hdr_of(w.imm_data);
-        if (h.op == w_eager) [[likely]]
-            rx_eager(e, sl, h, p, w.byte_len);
-        else
-            rx_other(e, sl, h, p, w.byte_len);
+        rc_msg(e, sl, w.imm_data, p, w.byte_len);
     }
     // Posted receives (a device without lent receives): give the buffer
     // back. Not by w.data: a lent RDMA write with immediate has none either.
@@ -196,6 +202,46 @@ inline void rc_rx(prov_ep *e, const vq::wc &w, int &last)
             cm_handle(e, m);
     }
     repost_ud(e, w.wr_id);
+}
+
+/** Progress reads the hot slot's messages in place (hot_rx) and polls the
+ *  receive CQ (cq_rx) on every cq_every-th call, and on every call the hot
+ *  slot gives nothing. */
+constexpr std::uint32_t cq_every = 16;
+static_assert((cq_every & (cq_every - 1)) == 0, "due on low bits of prov_ep::tick");
+
+/** The receive CQ: every QP's messages and completions. */
+void cq_rx(prov_ep *e)
+{
+    vq::wc w[16];
+    int n = vq::poll_cq(e->rcq, 16, w);
+    int last = e->rx_last;
+    for (int k = 0; k < n; k++) {
+        if (e->ud && w[k].qp_num == e->ud->qp_num) [[unlikely]]
+            ud_rx(e, w[k]);
+        else
+            rc_rx(e, w[k], last);
+    }
+    e->rx_last = last;
+}
+
+/** The messages of the slot that delivered last, read in place from its
+ *  QP (vq::poll_lent: whole messages only, everything else is left to the
+ *  CQ, in order). @return how many; 0 (or a negative code): poll the CQ. */
+inline int hot_rx(prov_ep *e)
+{
+    const int s = e->rx_last;
+    if (s < 0)
+        return 0;
+    rc_slot &sl = e->slots[s];
+    if (!sl.lent_poll || sl.retired) [[unlikely]]
+        return 0;
+    vq::lent_msg m[16];
+    const int n = vq::poll_lent(sl.qp, 16, m);
+    for (int k = 0; k < n; k++)
+        if (m[k].wc_flags & vq::WC_WITH_IMM) [[likely]]
+            rc_msg(e, sl, m[k].imm_data, m[k].data, m[k].byte_len);
+    return n;
 }
 
 /** RDM: poll the UD QP's own CQ (prov_ep::ucq) every ud_every-th progress
@@ -569,21 +615,17 @@ void progress(util::ep_core *c)
     }
     if (e->pep_ud) [[unlikely]]
         adopted_progress(e);
-    vq::wc w[16];
-    int n = vq::poll_cq(e->rcq, 16, w);
-    int last = e->rx_last;
-    for (int k = 0; k < n; k++) {
-        if (e->ud && w[k].qp_num == e->ud->qp_num) [[unlikely]]
-            ud_rx(e, w[k]);
-        else
-            rc_rx(e, w[k], last);
-    }
-    e->rx_last = last;
+    const std::uint32_t t = ++e->tick;
+    // The slot that delivered last, read in place (one peer's messages come
+    // in runs); the receive CQ when that has nothing for us, and on every
+    // cq_every-th call whatever it had, so that the other QPs' messages
+    // and the hot QP's other completions wait at most that many calls.
+    if (hot_rx(e) <= 0 || (t & (cq_every - 1)) == 0)
+        cq_rx(e);
     // Everything but the receive CQ, in one test on the common path: the
     // periodic work comes due on the tick; the rest is state that progress
     // must act on while it lasts (pending_progress and the send-CQ poll
     // clear what they finish).
-    const std::uint32_t t = ++e->tick;
     if (((t & (ud_every - 1)) == 0) | (e->scq_pending != 0) | e->tx_unpolled | !e->pending.empty() |
         e->fetch_waiting.load(std::memory_order_acquire)) [[unlikely]]
         rare_progress(e, t);
