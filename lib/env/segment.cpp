@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <mntent.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -19,6 +20,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <utility>
 
 /* Protocol (all of it is setup, none of it is a fast path):
@@ -195,7 +197,7 @@ constexpr int max_huge_mounts = 8;
 
 // Every hugetlbfs mount, writable by us or not (attach: another user's
 // segment may be in one we cannot create files in). @return how many.
-int all_huge_mounts(char (&out)[max_huge_mounts][path_max]) noexcept
+int read_huge_mounts(char (&out)[max_huge_mounts][path_max]) noexcept
 {
     FILE *f = setmntent("/proc/mounts", "re");
     if (!f)
@@ -208,6 +210,64 @@ int all_huge_mounts(char (&out)[max_huge_mounts][path_max]) noexcept
             std::snprintf(out[n++], path_max, "%s", ent.mnt_dir);
     }
     endmntent(f);
+    return n;
+}
+
+/* The list read_huge_mounts() gives, kept between attaches: reading
+ * /proc/mounts takes about 100 us, and a connection to a new peer attaches
+ * its segment on both sides. It is read again when the mount table may have
+ * changed: /proc/self/mounts, kept open, is pollable, and a mount or unmount
+ * in its namespace marks it with POLLPRI (proc(5)); a process that moved to
+ * another mount namespace (setns, unshare) opens it anew. Where it cannot be
+ * kept open or polled, every call reads the table. */
+struct mount_cache {
+    std::mutex mu;
+    int fd = -1;     ///< /proc/self/mounts, polled for changes
+    ino_t ns = 0;    ///< the mount namespace fd was opened in
+    bool valid = false;
+    int n = 0;
+    char dirs[max_huge_mounts][path_max];
+};
+
+ino_t mount_ns() noexcept
+{
+    struct stat st;
+    return stat("/proc/self/ns/mnt", &st) == 0 ? st.st_ino : 0;
+}
+
+int all_huge_mounts(char (&out)[max_huge_mounts][path_max]) noexcept
+{
+    static mount_cache mc;
+    std::lock_guard<std::mutex> g(mc.mu);
+    const ino_t ns = mount_ns();
+    if (mc.fd >= 0 && (ns == 0 || ns != mc.ns)) {
+        ::close(mc.fd);
+        mc.fd = -1;
+        mc.valid = false;
+    }
+    if (mc.fd < 0 && ns != 0) {
+        mc.fd = open("/proc/self/mounts", O_RDONLY | O_CLOEXEC);
+        mc.ns = ns;
+        mc.valid = false;
+    }
+    if (mc.fd >= 0 && mc.valid) {
+        // A change since the last poll (or since the open, for the first):
+        // POLLPRI | POLLERR. This poll takes the event, so the table read
+        // below is at least as new as it; a later change shows at the next.
+        struct pollfd p{mc.fd, POLLPRI, 0};
+        if (poll(&p, 1, 0) != 0)
+            mc.valid = false;
+    }
+    if (mc.fd >= 0 && mc.valid) {
+        std::memcpy(out, mc.dirs, sizeof mc.dirs);
+        return mc.n;
+    }
+    const int n = read_huge_mounts(out);
+    if (mc.fd >= 0) {
+        std::memcpy(mc.dirs, out, sizeof mc.dirs);
+        mc.n = n;
+        mc.valid = true;
+    }
     return n;
 }
 
@@ -383,6 +443,12 @@ int segment::create(const std::string &name, std::size_t size, segment_backing b
         return fail(-FI_EINVAL, "bad name (use [A-Za-z0-9_.-], 1..200 characters)", name.c_str());
     if (size == 0)
         return fail(-FI_EINVAL, "size 0", name.c_str());
+    {
+        // A process that creates a segment soon attaches its peers', each in
+        // a connection's setup: the mount table is read here, before any.
+        char huge[max_huge_mounts][path_max];
+        (void)all_huge_mounts(huge);
+    }
     const std::size_t limit = std::size_t{1} << 50; // far above any memory; keeps sums exact
     if (size > limit)
         return fail(-FI_ENOMEM, "impossible size", name.c_str());
@@ -468,7 +534,6 @@ int segment::attach(const std::string &name)
     // we may not use must be reported as such, not as missing.
     char huge[max_huge_mounts][path_max];
     const int nhuge = all_huge_mounts(huge);
-
     uid_lock lk;
     if (lk.status() != 0)
         return fail(lk.status(), "no per-user lock (see above)", name.c_str());

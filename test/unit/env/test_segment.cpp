@@ -13,6 +13,8 @@
 #include <grp.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -505,6 +507,63 @@ TEST(Segment, WrittenByOneProcessReadByAnother)
         ASSERT_EQ(p[pattern_bytes + i], static_cast<unsigned char>(~pattern(i))) << "at " << i;
     EXPECT_TRUE(file_exists(s.path())) << "the child's close must not unlink: we still hold it";
     EXPECT_TRUE(segment_exists(name));
+}
+
+// Helper: attach finds segments in hugetlbfs mounts made after its last
+// call (it keeps the mount list), in the same mount namespace and after a
+// move to a new one. Runs in its own process, in a private mount namespace:
+// nothing it mounts is seen outside. Exit 77: this machine cannot (not
+// root, no hugetlbfs, fewer than 2 free hugepages).
+TEST(Segment, DISABLED_ChildMountsAfterAttach)
+{
+    const char *base = helper_name();
+    if (!base)
+        GTEST_SKIP() << "run by Segment.AttachSeesHugetlbfsMountedLater";
+    if (!huge_usable())
+        _exit(77);
+    segment probe;
+    ASSERT_EQ(probe.attach(std::string(base) + "-none"), -FI_ENOENT); // the list is read and kept
+    if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+        _exit(77);
+    // The namespace changed: the next create and attach must read it anew.
+    const std::string old_mount = probe_hugepages().mount;
+    char d1[] = "/tmp/shunt-huge1-XXXXXX", d2[] = "/tmp/shunt-huge2-XXXXXX";
+    ASSERT_NE(mkdtemp(d1), nullptr);
+    ASSERT_NE(mkdtemp(d2), nullptr);
+    struct rm_dirs { // the mounts go with this process's namespace; the directories stay outside it
+        const char *a, *b;
+        ~rm_dirs() { (void)rmdir(a), (void)rmdir(b); }
+    } rm{d1, d2};
+    ASSERT_EQ(umount2(old_mount.c_str(), MNT_DETACH), 0) << std::strerror(errno);
+    if (mount("none", d1, "hugetlbfs", 0, "mode=0700") != 0)
+        _exit(77);
+    segment a, a2;
+    ASSERT_EQ(a.create(std::string(base) + "-1", 4096, segment_backing::hugepages), 0);
+    ASSERT_EQ(a.path().rfind(std::string(d1) + "/", 0), 0u) << a.path();
+    ASSERT_EQ(a2.attach(std::string(base) + "-1"), 0) << "a mount of a new namespace not seen";
+    // The same namespace: a mount and an unmount after the last attach.
+    ASSERT_EQ(mount("none", d2, "hugetlbfs", 0, "mode=0700"), 0) << std::strerror(errno);
+    ASSERT_EQ(umount2(d1, MNT_DETACH), 0) << std::strerror(errno);
+    segment b, b2;
+    ASSERT_EQ(b.create(std::string(base) + "-2", 4096, segment_backing::hugepages), 0);
+    ASSERT_EQ(b.path().rfind(std::string(d2) + "/", 0), 0u) << b.path();
+    ASSERT_EQ(b2.attach(std::string(base) + "-2"), 0) << "a mount made after the last attach not seen";
+    b2.close();
+    b.close();
+    a2.close();
+    a.close();
+    (void)umount2(d2, MNT_DETACH);
+}
+
+TEST(Segment, AttachSeesHugetlbfsMountedLater)
+{
+    pid_t pid = spawn_helper("ChildMountsAfterAttach", test::unique_name("mnt"));
+    ASSERT_GT(pid, 0);
+    int st = 0;
+    ASSERT_TRUE(reap(pid, st)) << "helper did not finish in time";
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
+        GTEST_SKIP() << "needs root, hugetlbfs and 2 free hugepages (sysctl vm.nr_hugepages=N)";
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "helper failed, status " << st;
 }
 
 // Helper: create, fill, wait (bounded) for the parent's go word, check its reply.
