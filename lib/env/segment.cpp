@@ -583,7 +583,7 @@ int segment::attach(const std::string &name)
         const std::size_t total = static_cast<std::size_t>(st.st_size);
         if (total <= segment_header_size)
             return fail(-FI_EINVAL, "not a Shunt segment (too small)", name.c_str());
-        void *m = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd.fd, 0);
+        void *m = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd.fd, 0);
         if (m == MAP_FAILED)
             return fail(neg_errno(errno), "mmap", name.c_str());
         auto *h = static_cast<seg_header *>(m);
