@@ -1,9 +1,10 @@
-// poll_lent on shm: a lent-receive RC QP's messages read in place, in order
-// with what poll_cq reports of the same QP, each exactly once; the probe;
-// the stub on a QP without lent receives.
+// poll_lent on shm: a lent-receive RC or UC QP's messages read in place, in
+// order with what poll_cq reports of the same QP, each exactly once; the
+// probe; the stub on a QP without lent receives.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 
 #include "vq_fixture.h"
 
@@ -15,11 +16,12 @@ struct lent_pair {
     vq_env &e;
     cq *cq_a = nullptr, *cq_b = nullptr;
     qp *a = nullptr, *b = nullptr; ///< a sends, b lends
-    explicit lent_pair(vq_env &env) : e(env)
+    lent_pair(vq_env &env, qp_type t) : e(env)
     {
         cq_a = e.cq();
         cq_b = e.cq();
         qp_init_attr ia;
+        ia.type = t;
         ia.send_cq = ia.recv_cq = cq_a;
         ia.send_ops_flags = OPS_SEND | OPS_SEND_WITH_IMM;
         ia.cap.max_inline_data = 256;
@@ -27,8 +29,9 @@ struct lent_pair {
         ia.send_cq = ia.recv_cq = cq_b;
         ia.lend_recv = true;
         EXPECT_EQ(create_qp(e.pd, &ia, &b), 0);
-        EXPECT_EQ(connect_qp(a, get_qp_addr(b)), 0);
-        EXPECT_EQ(connect_qp(b, get_qp_addr(a)), 0);
+        const unsigned access = t == qp_type::uc ? unsigned(ACCESS_REMOTE_WRITE) : all_remote;
+        EXPECT_EQ(connect_qp(a, get_qp_addr(b), access), 0);
+        EXPECT_EQ(connect_qp(b, get_qp_addr(a), access), 0);
     }
     ~lent_pair()
     {
@@ -46,19 +49,21 @@ struct lent_pair {
     }
 };
 
-TEST(PollLent, ProbeAndStub)
+struct PollLent : ::testing::TestWithParam<qp_type> {};
+
+TEST_P(PollLent, ProbeAndStub)
 {
     vq_env e;
-    lent_pair p(e);
-    EXPECT_EQ(poll_lent(p.b, 0, nullptr), 0) << "the lent-receive RC QP offers it";
+    lent_pair p(e, GetParam());
+    EXPECT_EQ(poll_lent(p.b, 0, nullptr), 0) << "the lent-receive QP offers it";
     EXPECT_EQ(poll_lent(p.b, -1, nullptr), -FI_EINVAL);
     EXPECT_EQ(poll_lent(p.a, 0, nullptr), -FI_EOPNOTSUPP) << "a QP with a receive queue does not";
 }
 
-TEST(PollLent, InterleavedWithPollCqEveryMessageOnceInOrderBytesInPlace)
+TEST_P(PollLent, InterleavedWithPollCqEveryMessageOnceInOrderBytesInPlace)
 {
     vq_env e;
-    lent_pair p(e);
+    lent_pair p(e, GetParam());
     constexpr std::uint32_t total = 3000; // several turns of the ring: credits come back
     std::uint32_t sent = 0, seen = 0, lent_calls = 0, via_lent = 0;
     auto check = [&](std::uint32_t imm, std::uint32_t len, const std::uint8_t *d) {
@@ -100,10 +105,10 @@ TEST(PollLent, InterleavedWithPollCqEveryMessageOnceInOrderBytesInPlace)
     EXPECT_EQ(poll_cq(p.cq_b, 4, w), 0) << "nothing is reported twice";
 }
 
-TEST(PollLent, LeavesAnErrorToPollCq)
+TEST_P(PollLent, LeavesAnErrorToPollCq)
 {
     vq_env e;
-    lent_pair p(e);
+    lent_pair p(e, GetParam());
     qp_attr a;
     a.state = qp_state::err;
     ASSERT_EQ(modify_qp(p.b, &a, QP_ATTR_STATE), 0);
@@ -113,6 +118,11 @@ TEST(PollLent, LeavesAnErrorToPollCq)
     ASSERT_EQ(w.size(), 1u);
     EXPECT_EQ(w[0].status, wc_status::wr_flush_err);
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, PollLent, ::testing::Values(qp_type::rc, qp_type::uc),
+                         [](const ::testing::TestParamInfo<qp_type> &i) {
+                             return std::string(i.param == qp_type::rc ? "RC" : "UC");
+                         });
 
 } // namespace
 } // namespace shunt::test
