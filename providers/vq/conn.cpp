@@ -17,6 +17,13 @@ SHUNT_TUNABLE(t_connect_ms, "SHUNT_VQ_CONNECT_TIMEOUT_MS", integer, "10000",
               "QP freed; 0: never",
               "vq");
 
+SHUNT_TUNABLE(t_av_attach, "SHUNT_VQ_AV_ATTACH", integer, "256",
+              "vq provider, host-local devices (shm): the first this many addresses inserted into a domain's AVs "
+              "have their peer's memory attached by the insert, so that the first operation to the peer does "
+              "not wait for it; the others, and peers not there yet, are attached by their first operation; "
+              "0: always by the first operation",
+              "vq");
+
 SHUNT_TUNABLE(t_rc_timeout, "SHUNT_VQ_RC_TIMEOUT", integer, "-1",
               "vq provider, RDM and MSG: the RC QPs' retransmit timeout, verbs' qp_attr timeout "
               "(4.096 us x 2^T, 0..31; 0: wait for ever); -1: the driver's default (ethdev: 16, 268 ms)",
@@ -447,6 +454,40 @@ vq::ah *ah_for(prov_ep *e, const ep_addr &a)
     at.dest = to_dev(a);
     vq::ah *ah = nullptr;
     return vq::create_ah(e->dom->pd, &at, &ah) == 0 ? ah : nullptr;
+}
+
+int av_attach(util::domain_obj *d, util::av_entry *a)
+{
+    prov_domain *pd = dom_of(d);
+    std::int64_t max = 0;
+    if (!pd->lim.host_local || t_av_attach.as_int(max) < 0 || max <= 0)
+        return 0;
+    if (pd->av_attached.fetch_add(1, std::memory_order_relaxed) >= std::uint64_t(max)) {
+        pd->av_attached.fetch_sub(1, std::memory_order_relaxed);
+        return 0;
+    }
+    ep_addr x;
+    std::memcpy(&x, a->addr, sizeof x);
+    vq::ah_attr at;
+    at.dest = to_dev(x);
+    vq::ah *ah = nullptr;
+    if (vq::create_ah(pd->pd, &at, &ah) != 0) {
+        // A peer that is not there (yet): its first operation tries again
+        // and reports what it finds then. The insert stands.
+        pd->av_attached.fetch_sub(1, std::memory_order_relaxed);
+        return 0;
+    }
+    a->prov = ah;
+    return 0;
+}
+
+void av_detach(util::domain_obj *d, util::av_entry *a)
+{
+    if (!a->prov)
+        return;
+    (void)vq::destroy_ah(static_cast<vq::ah *>(a->prov));
+    a->prov = nullptr;
+    dom_of(d)->av_attached.fetch_sub(1, std::memory_order_relaxed);
 }
 
 int ud_send(prov_ep *e, vq::ah *ah, std::uint32_t qpn, const void *buf, std::size_t len)

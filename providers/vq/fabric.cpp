@@ -283,6 +283,8 @@ const util::domain_hooks hooks = [] {
     h.query_atomic = query_atomic_hook;
     h.mr_reg = mr_reg_hook;
     h.mr_dereg = mr_dereg_hook;
+    h.av_insert = av_attach;
+    h.av_remove = av_detach;
     h.close = domain_close_hook;
     h.ops_open = mem_ops_open;
     return h;

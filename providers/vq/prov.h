@@ -331,6 +331,7 @@ struct prov_domain : util::domain_obj {
     };
     std::vector<shared_buf> shared;
     util::maybe_lock shared_lock;
+    std::atomic<std::uint32_t> av_attached{0}; ///< AV entries holding a peer's address handle (av_attach)
 };
 
 /** A passive endpoint's UD QP (its address) taken over by an active MSG
@@ -689,6 +690,11 @@ void slot_retire(prov_ep *e, int slot);
 int slot_connect(prov_ep *e, int slot, const ep_addr &peer, std::uint32_t peer_qpn);
 int ud_send(prov_ep *e, vq::ah *ah, std::uint32_t qpn, const void *buf, std::size_t len);
 vq::ah *ah_for(prov_ep *e, const ep_addr &a);
+/** AV hooks: on a host-local device, an inserted address's peer is
+ *  reached (its memory attached) at the insert, for the first
+ *  SHUNT_VQ_AV_ATTACH addresses of the domain; av_detach lets it go. */
+int av_attach(util::domain_obj *d, util::av_entry *a);
+void av_detach(util::domain_obj *d, util::av_entry *a);
 fi_addr_t conn_src(prov_ep *e, conn *c);
 
 /** Address helpers (addr.cpp). */

@@ -6,9 +6,12 @@
 // byte for byte; operations queued meanwhile keep their order
 // (FI_ORDER_SAS); a full queue is -FI_EAGAIN; a peer that never answers
 // fails them with error completions after SHUNT_VQ_CONNECT_TIMEOUT_MS, and
-// nothing reaches it.
+// nothing reaches it. fi_av_insert attaches a host-local peer, fi_av_remove
+// lets it go.
 #include <cstdlib>
 
+#include "cm_wire.h"
+#include "env/segment.h"
 #include "fab_client.h"
 #include "fabric/atomic.h"
 #include "fabric/rma.h"
@@ -461,5 +464,29 @@ TEST(FirstOpNoAnswer, PeerThatWakesUpAndConnectsIsReachableAgain)
         ASSERT_EQ(wait_cq(n.cq, x), 1) << "send and its echo";
     }
     EXPECT_EQ(back, msg);
+    n.close();
+}
+
+// On a host-local device fi_av_insert attaches the peer's memory, so that the
+// first operation does not wait for it (SHUNT_VQ_AV_ATTACH), and fi_av_remove
+// lets it go: a peer that exits while its address is in our AV leaves its
+// segment held by us until the address is removed, and not after.
+TEST(AvAttach, InsertHoldsThePeersSegmentUntilTheAddressIsRemoved)
+{
+    auto p = std::make_unique<peer_proc>("rdm");
+    shunt::prov::vqprov::ep_addr a;
+    std::memcpy(&a, p->addr, sizeof a);
+    ASSERT_GT(a.len, 0u);
+    ASSERT_LE(a.len, sizeof a.name);
+    const std::string seg(a.name, a.len);
+    ASSERT_TRUE(env::segment_exists(seg)) << seg;
+    node n;
+    ASSERT_EQ(n.open(FI_EP_RDM, false), 0);
+    fi_addr_t to = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(av_insert(n.av, p->addr, 1, &to, 0, nullptr), 1);
+    p.reset(); // the peer closes everything and exits
+    EXPECT_TRUE(env::segment_exists(seg)) << "the insert did not attach the peer's segment";
+    ASSERT_EQ(av_remove(n.av, &to, 1, 0), 0);
+    EXPECT_FALSE(env::segment_exists(seg)) << "the removed address still holds the peer's segment";
     n.close();
 }
