@@ -1,6 +1,7 @@
 // vq provider: RC QP slots of an endpoint, and the hidden connection
 // set-up of RDM endpoints (REQ / REP over the endpoint's UD QP).
 #include <cstring>
+#include <utility>
 #include <ctime>
 
 #include "env/errors.h"
@@ -314,12 +315,21 @@ void conn_fail_queued(prov_ep *e, conn *c, int err)
     }
 }
 
+namespace {
+
+int no_qp_slot(const prov_ep *e)
+{
+    for (int i = 0; i < int(e->slots.size()); i++)
+        if (!e->slots[i].qp)
+            return i;
+    return -1;
+}
+
+} // namespace
+
 bool slot_free(const prov_ep *e)
 {
-    for (const rc_slot &sl : e->slots)
-        if (!sl.qp)
-            return true;
-    return false;
+    return e->spare_slot >= 0 || no_qp_slot(e) >= 0;
 }
 
 bool dest_qp_ok(const prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn)
@@ -331,16 +341,11 @@ bool dest_qp_ok(const prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn)
     return rc == 0 || rc == -FI_EOPNOTSUPP; // the driver cannot tell: connecting will
 }
 
-int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool connect_now, int &slot_out)
+namespace {
+
+/** Slot @p s gets an RC QP in INIT, its receives posted. */
+int slot_make(prov_ep *e, int s)
 {
-    int s = -1;
-    for (int i = 0; i < int(e->slots.size()); i++)
-        if (!e->slots[i].qp) {
-            s = i;
-            break;
-        }
-    if (s < 0)
-        return -FI_ENOSPC;
     rc_slot &sl = e->slots[s];
     vq::qp_init_attr ia;
     ia.type = vq::qp_type::rc;
@@ -394,10 +399,34 @@ int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool conn
             }
         }
     }
-    if (connect_now && (rc = slot_connect(e, s, peer, peer_qpn))) {
-        slot_close(e, s);
-        return rc;
+    return 0;
+}
+
+} // namespace
+
+void slot_prepare(prov_ep *e)
+{
+    if (e->spare_slot >= 0)
+        return;
+    const int s = no_qp_slot(e);
+    if (s >= 0 && slot_make(e, s) == 0)
+        e->spare_slot = s;
+}
+
+int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool connect_now, int &slot_out)
+{
+    int s = std::exchange(e->spare_slot, -1);
+    if (s < 0) {
+        if ((s = no_qp_slot(e)) < 0)
+            return -FI_ENOSPC;
+        if (int rc = slot_make(e, s))
+            return rc;
     }
+    if (connect_now)
+        if (int rc = slot_connect(e, s, peer, peer_qpn)) {
+            slot_close(e, s);
+            return rc;
+        }
     slot_out = s;
     return 0;
 }

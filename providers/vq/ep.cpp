@@ -48,6 +48,8 @@ int enable_hook(util::ep_core *c)
     if (is_ctx(c))
         return 0; // a context of a scalable endpoint: the endpoint's transport (and poller) serve it
     prov_ep *e = ep_of(c);
+    if (!e->msg_type && !e->dgram)
+        slot_prepare(e); // before the poller: no lock is needed yet
     if (e->dom->data_progress == FI_PROGRESS_AUTO && !e->progress_handle) {
         int h = env::progress::add(poller, c);
         if (h < 0)

@@ -456,6 +456,7 @@ struct prov_ep {
     std::uint32_t sq_depth = 0;   ///< send queue entries per RC QP: tx_attr.size, at most lim.sq_depth
     std::uint32_t signal_every = 0; ///< an unsignaled send in this many is signaled (a quarter of sq_depth)
     int progress_handle = 0;      ///< auto progress poller, 0 if none
+    int spare_slot = -1;          ///< a slot with a QP in INIT for the next connection (slot_prepare)
     bool msg_type = false;        ///< FI_EP_MSG
     conn *msg_conn = nullptr;     ///< FI_EP_MSG: the connection
     bool dgram = false;
@@ -678,13 +679,19 @@ void half_done(prov_ep *e, rc_slot &sl);
 /** RDM: free the QPs of accepted connections whose requester did not
  *  finish them within SHUNT_VQ_CONNECT_TIMEOUT_MS (progress, lock held). */
 void half_open_expire(prov_ep *e);
-/** Whether @p e has a slot without a QP (slot_open can find one). */
+/** Whether @p e has a slot slot_open can take (no QP yet, or the spare). */
 bool slot_free(const prov_ep *e);
 /** Whether an RC QP of @p e could connect to QP @p peer_qpn at @p peer, as
  *  far as the driver tells before a QP exists (vq::check_dest_qp): false
  *  only when it could not. */
 bool dest_qp_ok(const prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn);
+/** A slot with an RC QP for a connection to @p peer (QP @p peer_qpn,
+ *  connected to it when @p connect_now): the spare if there is one. */
 int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool connect_now, int &slot_out);
+/** RDM: the spare, a slot whose QP is made before any connection needs it
+ *  (at enable), so that the first connection, on either side, does not
+ *  wait for a QP's creation; not made again once taken. */
+void slot_prepare(prov_ep *e);
 void slot_close(prov_ep *e, int slot);
 void slot_retire(prov_ep *e, int slot);
 int slot_connect(prov_ep *e, int slot, const ep_addr &peer, std::uint32_t peer_qpn);

@@ -442,6 +442,9 @@ TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
     const std::string cmb = cm_block(before);
     ASSERT_NE(cmb, "") << "no vq.ep.<n>.cm block for the endpoint";
     ASSERT_EQ(stat(cmb, "peers"), 0u);
+    // fi_enable made the spare: one RC QP, in INIT, for the first connection.
+    EXPECT_EQ(stat(cmb, "qps_created"), 1u) << "the spare QP";
+    EXPECT_EQ(stat(cmb, "qps"), 1u) << "the spare QP";
     std::size_t alen = sizeof n.addr;
     ASSERT_EQ(getname(&n.ep->fid, n.addr, &alen), 0);
     ASSERT_EQ(alen, sizeof(ep_addr));
@@ -484,11 +487,12 @@ TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
         prog();
     // None of the well-formed REQs above could be accepted (the QP or the
     // segment they name does not exist): each was refused before the
-    // endpoint created a QP for it, and left no connection record behind.
+    // endpoint created a QP for it or took the spare, and left no connection
+    // record behind.
     EXPECT_EQ(stat(cmb, "peers"), 0u) << "records of connections that were never made";
     EXPECT_GE(stat(cmb, "refused"), 1002u);
-    EXPECT_EQ(stat(cmb, "qps_created"), 0u) << "RC QPs created for requests that were refused";
-    EXPECT_EQ(stat(cmb, "qps"), 0u);
+    EXPECT_EQ(stat(cmb, "qps_created"), 1u) << "RC QPs created for requests that were refused";
+    EXPECT_EQ(stat(cmb, "qps"), 1u);
     // Refusals are logged at the first, second, fourth ... one: a flood of
     // requests is not a flood of log lines.
     const std::string log = testing::internal::GetCapturedStderr();
@@ -503,6 +507,8 @@ TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
     if (HasFatalFailure())
         return;
     EXPECT_EQ(stat(cmb, "peers"), 1u) << "the accepted REQ: one record";
+    EXPECT_EQ(stat(cmb, "qps_created"), 1u) << "the accepted REQ did not take the spare";
+    EXPECT_EQ(stat(cmb, "qps"), 1u);
     // Nothing else came back: no REP for garbage.
     datagram more;
     EXPECT_EQ(h.recv(more, prog, 50), -FI_ETIMEDOUT) << "a reply to garbage";
