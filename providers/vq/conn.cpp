@@ -477,12 +477,21 @@ void slot_retire(prov_ep *e, int s)
     sl.retired = true;
 }
 
-vq::ah *ah_for(prov_ep *e, const ep_addr &a)
+namespace {
+
+vq::ah *ah_make(prov_domain *d, const ep_addr &a)
 {
     vq::ah_attr at;
     at.dest = to_dev(a);
     vq::ah *ah = nullptr;
-    return vq::create_ah(e->dom->pd, &at, &ah) == 0 ? ah : nullptr;
+    return vq::create_ah(d->pd, &at, &ah) == 0 ? ah : nullptr;
+}
+
+} // namespace
+
+vq::ah *ah_for(prov_ep *e, const ep_addr &a)
+{
+    return ah_make(e->dom, a);
 }
 
 int av_attach(util::domain_obj *d, util::av_entry *a)
@@ -497,10 +506,8 @@ int av_attach(util::domain_obj *d, util::av_entry *a)
     }
     ep_addr x;
     std::memcpy(&x, a->addr, sizeof x);
-    vq::ah_attr at;
-    at.dest = to_dev(x);
-    vq::ah *ah = nullptr;
-    if (vq::create_ah(pd->pd, &at, &ah) != 0) {
+    vq::ah *ah = ah_make(pd, x);
+    if (!ah) {
         // A peer that is not there (yet): its first operation tries again
         // and reports what it finds then. The insert stands.
         pd->av_attached.fetch_sub(1, std::memory_order_relaxed);
