@@ -208,11 +208,13 @@ struct rc_slot {
 };
 
 /** A small message for the peer that could not be posted yet (the send
- *  queue was full): sent from progress, in order, never dropped. */
+ *  queue was full): sent from progress, in order, never dropped. The
+ *  largest is a small read's answer (its id, then up to
+ *  dev_limits::rma_inline bytes, at most 1 KiB). */
 struct ctl_msg {
     std::uint32_t imm = 0;
     std::uint16_t len = 0;
-    std::uint8_t bytes[64];
+    std::uint8_t bytes[8 + 1024];
 };
 
 /** An operation to an RDM peer whose connection is being set up, accepted

@@ -532,6 +532,10 @@ void ctl_send(prov_ep *e, conn *c, std::uint32_t imm, const void *bytes, std::si
             return; // posted, or the QP failed (reported by its completions)
     }
     ctl_msg m;
+    if (len > sizeof m.bytes) [[unlikely]] {
+        SHUNT_LOG(prov_log, error, "vq: a control message of %zu bytes does not fit the queue; not sent", len);
+        return;
+    }
     m.imm = imm;
     m.len = std::uint16_t(len);
     std::memcpy(m.bytes, bytes, len);

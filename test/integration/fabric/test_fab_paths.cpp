@@ -121,6 +121,8 @@ struct paths : ::testing::TestWithParam<peer_mode> {
         EXPECT_EQ(in[len], 0xee) << "nothing written past the message";
     }
 
+    void reads_while_the_peers_send_queue_is_full(std::size_t len, std::uint64_t tag);
+
     /** Send @p len bytes from @p out (pattern @p seed) and check the echo. */
     void echo(buffer &out, std::size_t len, std::uint64_t seed)
     {
@@ -265,6 +267,71 @@ TEST_P(paths, RmaOfEverySize)
         EXPECT_EQ(s.n, 0xabc0u + shared);
     }
     EXPECT_EQ(p.stats().c, 0u);
+}
+
+// Reads of @p len bytes while the peer's send queue is full: the peer sends
+// eight messages of 1 MiB that this process does not take yet (in
+// fragments from private memory, 1024 work requests), then this process
+// reads @p len bytes 64 times. The peer cannot post what answers them and
+// keeps it queued until there is room. Every byte of every read and of
+// every message is checked.
+void paths::reads_while_the_peers_send_queue_is_full(std::size_t len, std::uint64_t tag)
+{
+    constexpr std::size_t count = 64, msgs = 8, msg_len = 1 << 20;
+    request r;
+    r.op = send_tagged;
+    r.n = msgs;
+    r.a = tag;
+    r.b = msg_len;
+    ASSERT_EQ(p.call(r).rc, 0);
+    for (std::size_t i = 0; i < count; i++)
+        p.fill(i * len, len, 500 + i);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100)); // the peer fills its send queue
+    std::vector<std::uint8_t> in(count * len, 0xee);
+    std::vector<context> ctx(count + msgs);
+    std::vector<cq_tagged_entry> seen;
+    for (std::size_t i = 0; i < count; i++)
+        ASSERT_EQ(retry(n.cq, [&] { return read(n.ep, &in[i * len], len, nullptr, to, p.mem + i * len, p.key, &ctx[i]); },
+                        &seen),
+                  0)
+            << "read " << i;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200)); // the peer queues the answers
+    std::vector<std::vector<std::uint8_t>> got(msgs, std::vector<std::uint8_t>(msg_len));
+    for (std::size_t i = 0; i < msgs; i++)
+        ASSERT_EQ(trecv(n.ep, got[i].data(), msg_len, nullptr, FI_ADDR_UNSPEC, tag + i, 0, &ctx[count + i]), 0);
+    while (seen.size() < count + msgs) {
+        cq_tagged_entry e{};
+        ssize_t rc = wait_cq(n.cq, e);
+        cq_err_entry err{};
+        if (rc == -FI_EAVAIL && cq_readerr(n.cq, &err, 0) == 1)
+            FAIL() << "error " << err.err << " (" << shunt::strerror(int(err.err)) << ") after " << seen.size()
+                   << " completions, on " << (static_cast<context *>(err.op_context) - ctx.data());
+        ASSERT_EQ(rc, 1) << "after " << seen.size() << " of " << count << " reads and " << msgs << " messages";
+        seen.push_back(e);
+    }
+    for (const cq_tagged_entry &e : seen) {
+        const auto k = std::size_t(static_cast<context *>(e.op_context) - ctx.data());
+        ASSERT_LT(k, ctx.size());
+        EXPECT_EQ(e.flags, k < count ? FI_RMA | FI_READ : FI_RECV | FI_TAGGED) << k;
+    }
+    for (std::size_t i = 0; i < count; i++) {
+        std::vector<std::uint8_t> want(len);
+        fill_pattern(want.data(), len, 500 + i);
+        ASSERT_EQ(std::memcmp(&in[i * len], want.data(), len), 0) << "read " << i;
+    }
+    std::vector<std::uint8_t> want(msg_len);
+    for (std::size_t i = 0; i < msgs; i++) {
+        fill_pattern(want.data(), msg_len, i);
+        ASSERT_EQ(std::memcmp(got[i].data(), want.data(), msg_len), 0) << "message " << i;
+    }
+    EXPECT_EQ(p.stats().c, 0u) << "the peer saw no error";
+}
+
+// Answers of up to 984 bytes (a small read's: its id and the bytes) wait
+// in the peer's queue of control messages.
+TEST_P(paths, SmallReadAnswersWaitWhileThePeersSendQueueIsFull)
+{
+    reads_while_the_peers_send_queue_is_full(984, 0x70000);
 }
 
 // The peer is killed while the test's rendezvous send waits for the peer
