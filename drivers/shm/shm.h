@@ -516,7 +516,7 @@ const limits &lim() noexcept;
 
 inline constexpr std::uint32_t max_wr = 1u << 15;
 inline constexpr std::uint32_t max_sge = 32;
-inline constexpr std::uint32_t max_inline = 1024;
+inline constexpr std::uint32_t max_inline = 4160;
 inline constexpr std::uint32_t default_wr = 256;
 inline constexpr std::uint32_t default_inline = 64;
 inline constexpr std::uint32_t max_msg = 1u << 30;

@@ -139,9 +139,7 @@ int txq_push(prov_ep *e, conn *c, util::ep_core *core, const util::tx_req &r)
     // send, a small write, an atomic's operands) is copied here too, so the
     // caller's buffer is as free at return as it would be then; an inject's
     // always. Larger ones are read from the caller's buffers when they go.
-    const std::size_t copy_max = r.kind == util::tx_req::write
-                                     ? std::min<std::size_t>(e->txq_data_size, e->dom->lim.rma_inline)
-                                     : e->txq_data_size;
+    const std::size_t copy_max = std::min<std::size_t>(e->txq_data_size, e->dom->lim.small_max);
     const bool copy = inject || (r.kind != util::tx_req::read && r.len <= copy_max);
     const bool copy_cmp = cmp_len && r.compare_count == 1 && cmp_len <= sizeof(queued_tx::cmp);
     queued_tx *q = e->txq_free;
@@ -361,7 +359,7 @@ int slot_make(prov_ep *e, int s)
     ia.cap.max_recv_wr = l.rq_depth;
     ia.cap.max_send_sge = l.send_sge;
     ia.cap.max_recv_sge = 1;
-    ia.cap.max_inline_data = l.inline_max;
+    ia.cap.max_inline_data = l.rc_inline; // injects up to inject_size are one inline send
     ia.td = e->dom->td;
     ia.lend_recv = l.lend; // messages are matched and copied once, from where the QP lends them
     int rc = vq::create_qp(e->dom->pd, &ia, &sl.qp);

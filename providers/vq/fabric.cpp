@@ -393,14 +393,14 @@ int limits_of(const vq::device_attr &a, dev_limits &out)
     l.host_local = a.host_local;
     // A CM message, and an RC message's fields plus a useful payload, must
     // fit one inline send.
-    l.inline_max = a.max_inline_data;
+    // Sends, writes and datagrams go inline (copied at the call) up to
+    // 1 KiB; above, the driver reads the caller's buffers once instead of
+    // a copy into the send queue and another out of it.
+    l.inline_max = std::min<std::uint32_t>(a.max_inline_data, send_inline_max);
+    l.rc_inline = a.max_inline_data;
     if (l.inline_max < sizeof(cm_msg) || l.inline_max <= 32 + dgram_hdr_max || a.max_qp_wr < 2 ||
         a.max_sge < 1 || a.max_qp < 2 || a.max_cq < 2)
         return -FI_ENODATA;
-    // inject_size leaves room for every field a message may carry (32
-    // bytes), and for the head of an RMA write to private memory (rma_hdr,
-    // 40): an inject of any kind is copied during the call.
-    l.inject_max = std::min<std::uint32_t>(1024, l.inline_max - std::uint32_t(sizeof(rma_hdr)));
     l.slot_max = a.max_inline_slot ? a.max_inline_slot : l.inline_max;
     l.lend = a.lend_qp_types & (1u << static_cast<unsigned>(vq::qp_type::rc));
     // One message up to 16 KiB, bounded by what one lent receive takes;
@@ -412,6 +412,15 @@ int limits_of(const vq::device_attr &a, dev_limits &out)
     // several are in the ring at once (the sender fills one while the
     // receiver empties another).
     l.frag_max = std::min<std::uint32_t>(8192, l.eager_max);
+    // inject_size: an inject of any kind is copied during the call, so it
+    // is one inline send on an RC QP (the device's whole inline size) with
+    // room for its largest head (an RMA write's to private memory, rma_hdr;
+    // a stamped message's is shorter), and one message a lent receive
+    // takes; at most 4 KiB, libfabric's shm's.
+    const std::uint32_t head = std::uint32_t(std::max(sizeof(rma_hdr), stamp_len + fields_max));
+    l.inject_max = std::min<std::uint32_t>(inject_max_cap, l.rc_inline - head);
+    if (l.lend)
+        l.inject_max = std::min<std::uint32_t>(l.inject_max, l.eager_max + 32 - head);
     // Rendezvous from where one copy by the receiver beats two through the
     // ring on shm (doc/guides/perf.md, "Where the rendezvous starts"):
     // between 4 and 6 KiB from private memory (a cross-memory read is a
@@ -423,7 +432,10 @@ int limits_of(const vq::device_attr &a, dev_limits &out)
     // its size, as far as the send queue holds its fragments.
     l.rndv_private = a.rdma_private ? rndv_threshold(t_rndv_bytes, 6144) : ~std::uint64_t(0);
     l.rndv_shared = rndv_threshold(t_rndv_shared_bytes, a.host_local ? 2048 : 16384);
-    l.rma_inline = std::min<std::uint32_t>(1024, l.inline_max - std::uint32_t(sizeof(rma_hdr)));
+    // Writes to private memory up to inject_size are carried in the message
+    // (the target copies them); a read's answer up to small_max.
+    l.rma_inline = l.inject_max;
+    l.small_max = l.inline_max - std::uint32_t(sizeof(rma_hdr));
     // A datagram is one UD message: up to the UD MTU from the user's
     // buffers, up to the inline size copied at the call (inject).
     l.dgram_inject = l.inline_max - dgram_hdr_max;

@@ -58,6 +58,8 @@ inline constexpr std::uint32_t qkey = 0x5348;                ///< "SH"
 inline constexpr std::size_t max_msg = std::size_t(64) << 20; ///< largest message
 inline constexpr std::size_t iov_max = 4;                    ///< iov_limit of sends and receives
 inline constexpr std::uint32_t tso_segments_max = 64;        ///< TSO extension: segments per send
+inline constexpr std::uint32_t send_inline_max = 1024;       ///< sends and writes copied at the call up to this
+inline constexpr std::uint32_t inject_max_cap = 4096;        ///< inject_size at most
 inline constexpr std::size_t txq_max = 64;                   ///< RDM: operations queued while peers connect
 /** Header of a DGRAM message (dgram.cpp): op, flags, padding, the sender's
  *  address; a tag and remote CQ data follow when present. */
@@ -74,14 +76,17 @@ inline constexpr std::uint64_t key_direct = std::uint64_t(1) << 33;
 /** What the provider uses of one vq device, derived from its device_attr by
  *  limits_of(): each is the provider's wish bounded by the device. */
 struct dev_limits {
-    std::uint32_t inline_max = 0;  ///< bytes one send carries inline (max_inline_data)
-    std::uint32_t inject_max = 0;  ///< RDM/MSG inject_size: inline_max minus the largest header fields
+    std::uint32_t inline_max = 0;  ///< sends, writes, datagrams inline up to this (max_inline_data, at most 1 KiB)
+    std::uint32_t rc_inline = 0;   ///< an RC QP's inline size (max_inline_data): what an inject may take
+    std::uint32_t inject_max = 0;  ///< RDM/MSG inject_size: rc_inline minus the largest head, at most 4 KiB
     std::uint32_t slot_max = 0;    ///< payload of the cheapest send (max_inline_slot; 0: inline_max)
     std::uint32_t eager_max = 0;   ///< messages up to this are one message through the ring
     std::uint32_t frag_max = 0;    ///< larger ones sent through the ring go in fragments of this payload
     std::uint64_t rndv_private = 0; ///< messages from private memory of at least this go by rendezvous (SHUNT_VQ_RNDV_BYTES)
     std::uint64_t rndv_shared = 0; ///< from memory peers reach directly (SHUNT_VQ_RNDV_SHARED_BYTES)
-    std::uint32_t rma_inline = 0;  ///< RMA to private memory up to this is carried in the message
+    std::uint32_t rma_inline = 0;  ///< a write to private memory up to this is carried in the message
+    std::uint32_t small_max = 0;   ///< inline_max minus the largest head: any operation this small, a read's
+                                   ///< answer included, is copied at the call
     std::uint32_t dgram_max = 0;   ///< DGRAM message: the UD MTU (inline_max without one) - the datagram header
     std::uint32_t dgram_inject = 0; ///< DGRAM inject_size: inline_max - the datagram header
     std::uint32_t sq_depth = 0;    ///< send queue entries per QP (wish 1024)
@@ -210,11 +215,11 @@ struct rc_slot {
 /** A small message for the peer that could not be posted yet (the send
  *  queue was full): sent from progress, in order, never dropped. The
  *  largest is a small read's answer (its id, then up to
- *  dev_limits::rma_inline bytes, at most 1 KiB). */
+ *  dev_limits::small_max bytes). */
 struct ctl_msg {
     std::uint32_t imm = 0;
     std::uint16_t len = 0;
-    std::uint8_t bytes[8 + 1024];
+    std::uint8_t bytes[8 + send_inline_max];
 };
 
 /** An operation to an RDM peer whose connection is being set up, accepted

@@ -109,7 +109,7 @@ ssize_t rma_direct(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn 
     tx_entry *t = new_tx(e, core, r, c, cqf);
     if (!t)
         return -FI_EAGAIN;
-    const bool inl = write && r.len <= e->dom->lim.inline_max;
+    const bool inl = write && r.len <= ((r.flags & FI_INJECT) ? e->dom->lim.rc_inline : e->dom->lim.inline_max);
     vq::sge sg[iov_max];
     std::size_t ns = 0;
     if (!inl) {
@@ -181,7 +181,7 @@ ssize_t rma_by_target(prov_ep *e, util::ep_core *core, const util::tx_req &r, co
 {
     const bool write = r.kind == util::tx_req::write;
     const dev_limits &l = e->dom->lim;
-    const bool small = r.len <= l.rma_inline;
+    const bool small = r.len <= (write ? l.rma_inline : l.small_max);
     const bool at_post = write && small && completes_at_post(r.flags);
     tx_entry *t = nullptr;
     if (!at_post) {
@@ -307,13 +307,13 @@ void exec_read_small(prov_ep *e, conn *c, const std::uint8_t *p, std::size_t len
     std::memcpy(&h, p, sizeof h);
     void *ptr = nullptr;
     util::mr_obj *m = nullptr;
-    int err = len != sizeof h || h.len > e->dom->lim.rma_inline ? FI_EINVAL
+    int err = len != sizeof h || h.len > e->dom->lim.small_max ? FI_EINVAL
                                                                 : verify(e, h.key, h.addr, h.len, FI_REMOTE_READ, &ptr, &m);
     if (err) {
         answer(e, c, h.id, err);
         return;
     }
-    std::uint8_t resp[8 + 1024];
+    std::uint8_t resp[8 + send_inline_max];
     std::memcpy(resp, &h.id, 8);
     std::memcpy(resp + 8, ptr, h.len);
     if (counts_access(e)) [[unlikely]]

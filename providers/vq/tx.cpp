@@ -252,7 +252,10 @@ ssize_t send_on(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c)
     const bool tagged = r.kind == util::tx_req::tsend;
     const std::uint64_t cqf = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
     std::uint8_t fl = std::uint8_t((tagged ? wf_tagged : 0) | ((r.flags & FI_REMOTE_CQ_DATA) ? wf_data : 0));
-    if (r.len > l.inline_max) [[unlikely]] {
+    // An inject is copied at the call whatever its size (inject_size
+    // bounds it); other sends are copied at the call up to inline_max.
+    const std::size_t inl_max = (r.flags & FI_INJECT) ? l.rc_inline : l.inline_max;
+    if (r.len > inl_max) [[unlikely]] {
         if (r.len >= (reachable(e, r) ? l.rndv_shared : l.rndv_private))
             return send_rndv<Stamp>(e, core, r, c, fl, cqf);
         // Fragments of one message are one batch: at most half the send
@@ -265,7 +268,7 @@ ssize_t send_on(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c)
     }
     const bool delivery = r.flags & FI_DELIVERY_COMPLETE;
     const bool inl =
-        (Stamp ? stamp_len : 0) + fields_len(std::uint8_t(fl | (delivery ? wf_ack : 0))) + r.len <= l.inline_max;
+        (Stamp ? stamp_len : 0) + fields_len(std::uint8_t(fl | (delivery ? wf_ack : 0))) + r.len <= inl_max;
     const bool at_post = inl && completes_at_post(r.flags);
     tx_entry *t = nullptr;
     if (!at_post) {

@@ -212,11 +212,18 @@ TEST(VqDevices, EveryDeviceIsADomainWithLimitsFromItsAttributes)
             EXPECT_EQ(out->domain_attr->mr_cnt, a.max_mr);
             const std::size_t dgram_hdr = 8 + 64 + 16; // op/flags, sender address, tag, data
             if (t == FI_EP_DGRAM) {
-                // one UD message (the UD MTU) minus the header; inject: one inline send
-                EXPECT_EQ(out->ep_attr->max_msg_size, std::max(a.ud_mtu, a.max_inline_data) - dgram_hdr);
-                EXPECT_EQ(out->tx_attr->inject_size, a.max_inline_data - dgram_hdr);
+                // one UD message (the UD MTU) minus the header; inject: one
+                // inline send, at most 1 KiB
+                const std::size_t inl = std::min<std::size_t>(1024, a.max_inline_data);
+                EXPECT_EQ(out->ep_attr->max_msg_size, std::max<std::size_t>(a.ud_mtu, inl) - dgram_hdr);
+                EXPECT_EQ(out->tx_attr->inject_size, inl - dgram_hdr);
             } else {
-                EXPECT_EQ(out->tx_attr->inject_size, std::min<std::size_t>(1024, a.max_inline_data - 40)); // one inline send minus the largest head (an RMA write's)
+                // one inline send on an RC QP minus the largest head (an RMA
+                // write's), within one lent receive, at most 4 KiB
+                std::size_t want = std::min<std::size_t>(4096, a.max_inline_data - 40);
+                if (a.lend_qp_types & (1u << unsigned(vq::qp_type::rc)) && a.max_lend_msg)
+                    want = std::min<std::size_t>(want, std::min<std::size_t>(16384 + 32, a.max_lend_msg) - 40);
+                EXPECT_EQ(out->tx_attr->inject_size, want);
             }
             EXPECT_EQ(bool(out->caps & FI_REMOTE_COMM), !a.host_local);
             EXPECT_TRUE(out->caps & FI_LOCAL_COMM);

@@ -154,19 +154,19 @@ TEST_F(rdm, InjectReturnsBufferAtOnceUpToInjectSize)
     }
     std::vector<std::uint8_t> big(n.fi->tx_attr->inject_size + 1);
     EXPECT_EQ(inject(n.ep, big.data(), big.size(), to), -FI_EMSGSIZE);
-    std::uint8_t in[1024] = {};
+    std::vector<std::uint8_t> in(big.size());
     context rctx;
-    ASSERT_EQ(recv(n.ep, in, sizeof in, nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+    ASSERT_EQ(recv(n.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
     fill_pattern(big.data(), big.size() - 1, 9);
     ASSERT_EQ(retry(n.cq, [&] { return tinject(n.ep, big.data(), big.size() - 1, to, 77); }), 0);
-    std::uint8_t tin[1024];
+    std::vector<std::uint8_t> tin(big.size());
     context tctx;
-    ASSERT_EQ(trecv(n.ep, tin, sizeof tin, nullptr, FI_ADDR_UNSPEC, 78, 0, &tctx), 0);
+    ASSERT_EQ(trecv(n.ep, tin.data(), tin.size(), nullptr, FI_ADDR_UNSPEC, 78, 0, &tctx), 0);
     cq_tagged_entry e{};
     ASSERT_EQ(wait_cq(n.cq, e), 1);
     EXPECT_EQ(e.op_context, &tctx);
     EXPECT_EQ(e.len, big.size() - 1);
-    EXPECT_EQ(std::memcmp(tin, big.data(), big.size() - 1), 0);
+    EXPECT_EQ(std::memcmp(tin.data(), big.data(), big.size() - 1), 0);
     EXPECT_EQ(cancel(n.ep, &rctx), 0);
 }
 
