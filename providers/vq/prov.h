@@ -243,6 +243,8 @@ struct queued_tx {
     std::uint8_t cmp[64];          ///< a compare-atomic's compare operand
 };
 
+struct rx_op;
+
 /** A peer as seen by one endpoint. */
 struct conn {
     /** draining (RDM): the QP is up, but operations queued while it was set
@@ -264,6 +266,8 @@ struct conn {
      *  rendezvous reads for the peer go over it (ctl_slot). -1: none. */
     int acc_slot = -1;
     std::vector<ctl_msg> ctl;     ///< control messages waiting for send-queue room
+    rx_op *moves = nullptr;       ///< pulls and pushes waiting for send-queue room, in order
+    rx_op *moves_tail = nullptr;
     bool pending = false;         ///< on the endpoint's pending list
     std::uint64_t connect_ns = 0; ///< RDM: when the first REQ of this attempt went
     queued_tx *q_head = nullptr;  ///< RDM: operations waiting for the connection, oldest first
@@ -322,6 +326,11 @@ struct rx_op {
     std::uint32_t nmrs = 0;
     std::uint32_t gen = 0;
     std::uint32_t index = 0;      ///< in prov_ep::rx_by_index (its id)
+    // What posting its vq RDMA needs (move_start), kept while it waits on
+    // conn::moves for send-queue room:
+    rndv_desc d{};                ///< the peer's buffers
+    iovec v{};                    ///< rma_write / rma_read: the bytes of the region
+    void *vdesc = nullptr;        ///< their fabric MR
 };
 
 struct prov_domain : util::domain_obj {
@@ -581,6 +590,16 @@ void discard_hook(util::ep_core *c, const void *desc, std::size_t desc_len);
  *  @return 0; a vq error (nothing posted). Lock held. */
 int rdma_move(prov_ep *e, conn *c, bool read, const rndv_desc &remote, const iovec *iov, std::size_t count,
               std::size_t offset, std::size_t n, void **desc, mr_ref *mrs, std::uint32_t *nmrs, std::uint64_t wr_id);
+/** Post the vq RDMA of @p o (kind, c, peer_id and the move's fields set;
+ *  its receive or region as its kind says): now, or from progress once the
+ *  send queue has room, behind the moves already waiting on its connection.
+ *  @return 0 posted or waiting; else the error, and @p o is the caller's.
+ *  Lock held. */
+int move_start(prov_ep *e, rx_op *o);
+/** Progress: post the moves waiting on @p c, in order, as far as the send
+ *  queue takes them; one that fails ends with its error. @return true when
+ *  none waits. Lock held. */
+bool moves_flush(prov_ep *e, conn *c);
 /** A target-executed RMA request arrived (rma.cpp). Lock held. */
 void rma_request(prov_ep *e, conn *c, hdr_word h, const std::uint8_t *p, std::size_t len);
 /** The cm_msg flags of @p e's REQ and REP (cm_f_rma_event, cm_f_one_way),
@@ -596,6 +615,9 @@ ssize_t rma(prov_ep *e, util::ep_core *core, const util::tx_req &r);
 ssize_t atomic_op(prov_ep *e, util::ep_core *core, const util::tx_req &r);
 /** An rx_op's RDMA finished (rma.cpp for RMA kinds, rx.cpp for receives). Lock held. */
 void rx_op_done(prov_ep *e, rx_op *o, vq::wc_status st);
+/** An rx_op ends with positive error @p err (0: success): its receive or
+ *  request completes, the peer is told, the op is freed. Lock held. */
+void rx_op_end(prov_ep *e, rx_op *o, int err);
 
 /** Transmit entries (tx.cpp). Lock held. */
 tx_entry *tx_get(prov_ep *e);

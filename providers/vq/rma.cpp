@@ -292,9 +292,10 @@ void exec_move(prov_ep *e, conn *c, bool write, std::uint8_t flags, const std::u
     o->data = h.data;
     o->key = h.key;
     o->addr = h.addr;
-    iovec v{ptr, h.len};
-    void *desc[1] = {m};
-    int rc = rdma_move(e, c, write, d, &v, 1, 0, h.len, desc, o->mrs, &o->nmrs, rx_op_id(o));
+    o->d = d;
+    o->v = iovec{ptr, h.len};
+    o->vdesc = m;
+    int rc = move_start(e, o);
     if (rc) {
         rx_op_put(e, o);
         answer(e, c, h.id, -rc);
@@ -522,9 +523,8 @@ void rma_request(prov_ep *e, conn *c, hdr_word h, const std::uint8_t *p, std::si
     }
 }
 
-void rma_op_done(prov_ep *e, rx_op *o, vq::wc_status st)
+void rma_op_done(prov_ep *e, rx_op *o, int err)
 {
-    int err = st == vq::wc_status::success ? 0 : wc_to_err(st);
     if (!err && counts_access(e)) [[unlikely]]
         count_access(e, o->key, o->addr, o->len, o->kind == rx_op::rma_write ? ra_write : ra_read);
     if (!err && o->kind == rx_op::rma_write && o->has_data)

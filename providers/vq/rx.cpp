@@ -16,7 +16,7 @@ namespace shunt::prov::vqprov {
 void dgram_rx(prov_ep *e, const std::uint8_t *buf, std::size_t len); // dgram.cpp
 void msg_event(prov_ep *e, std::uint32_t event);                      // cm.cpp
 void pep_cm(prov_ep *e, const cm_msg &m);                             // cm.cpp
-void rma_op_done(prov_ep *e, rx_op *o, vq::wc_status st);             // rma.cpp
+void rma_op_done(prov_ep *e, rx_op *o, int err);                       // rma.cpp
 
 namespace {
 
@@ -293,8 +293,8 @@ int fetch_start(prov_ep *e, util::rx_entry *en, const util::rx_fetch_req &r, con
             o->r.desc = nullptr;
             o->c = b.c;
             o->peer_id = b.peer_id;
-            rc = rdma_move(e, b.c, true, b.d, en->iov, en->iov_count, r.offset, r.n, en->desc, o->mrs, &o->nmrs,
-                           rx_op_id(o));
+            o->d = b.d;
+            rc = move_start(e, o);
             if (rc == 0)
                 return 0;
             rx_op_put(e, o);
@@ -364,8 +364,8 @@ int queue_fetch(prov_ep *e, util::rx_entry *en, const util::rx_fetch_req &r, con
             (void)conn_start(e, cn); // resend a lost REQ after a while; give up after the timeout
         if (cn->state == conn::draining)
             conn_drain(e, cn); // operations queued while it was set up, where the send queue was full
-        bool idle = ctl_flush(e, cn) && cn->dead_slot < 0 && !(cn->state == conn::connecting && !e->msg_type) &&
-                    cn->state != conn::draining;
+        bool idle = ctl_flush(e, cn) && moves_flush(e, cn) && cn->dead_slot < 0 &&
+                    !(cn->state == conn::connecting && !e->msg_type) && cn->state != conn::draining;
         if (idle) {
             cn->pending = false;
             e->pending[i] = e->pending.back();
@@ -504,17 +504,82 @@ rx_op *rx_op_from_id(prov_ep *e, std::uint64_t id)
 
 void rx_op_done(prov_ep *e, rx_op *o, vq::wc_status st)
 {
+    rx_op_end(e, o, st == vq::wc_status::success ? 0 : wc_to_err(st));
+}
+
+void rx_op_end(prov_ep *e, rx_op *o, int err)
+{
     if (o->kind != rx_op::fetch_recv) {
-        rma_op_done(e, o, st);
+        rma_op_done(e, o, err);
         return;
     }
-    int err = st == vq::wc_status::success ? 0 : wc_to_err(st);
     if (err)
         env::stats::on_error(e->io);
     util::rx_fetch_done(o->e, o->r, err);
     fin_body fb{o->peer_id, err, 0};
     ctl_send(e, o->c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
     rx_op_put(e, o);
+}
+
+namespace {
+
+/** rdma_move of @p o as its kind says; on failure nothing is posted and
+ *  the registrations it took are released. */
+int move_post(prov_ep *e, rx_op *o)
+{
+    int rc;
+    if (o->kind == rx_op::fetch_recv) {
+        rc = rdma_move(e, o->c, true, o->d, o->e->iov, o->e->iov_count, o->r.offset, o->r.n, o->e->desc, o->mrs,
+                       &o->nmrs, rx_op_id(o));
+    } else {
+        void *desc[1] = {o->vdesc};
+        rc = rdma_move(e, o->c, o->kind == rx_op::rma_write, o->d, &o->v, 1, 0, o->len, desc, o->mrs, &o->nmrs,
+                       rx_op_id(o));
+    }
+    if (rc) {
+        for (std::uint32_t i = 0; i < o->nmrs; i++)
+            mr_put(e->dom, o->mrs[i]);
+        o->nmrs = 0;
+    }
+    return rc;
+}
+
+} // namespace
+
+int move_start(prov_ep *e, rx_op *o)
+{
+    conn *c = o->c;
+    if (!c->moves) [[likely]] {
+        int rc = move_post(e, o);
+        if (rc != -FI_EAGAIN)
+            return rc;
+    }
+    // The send queue is full (or others wait already): progress posts it
+    // once completions make room.
+    o->next = nullptr;
+    if (c->moves_tail)
+        c->moves_tail->next = o;
+    else
+        c->moves = o;
+    c->moves_tail = o;
+    conn_pend(e, c);
+    return 0;
+}
+
+bool moves_flush(prov_ep *e, conn *c)
+{
+    while (rx_op *o = c->moves) {
+        int rc = move_post(e, o);
+        if (rc == -FI_EAGAIN)
+            return false;
+        c->moves = o->next;
+        if (!c->moves)
+            c->moves_tail = nullptr;
+        o->next = nullptr;
+        if (rc)
+            rx_op_end(e, o, -rc);
+    }
+    return true;
 }
 
 int rdma_move(prov_ep *e, conn *c, bool read, const rndv_desc &remote, const iovec *iov, std::size_t count,

@@ -121,6 +121,8 @@ struct paths : ::testing::TestWithParam<peer_mode> {
         EXPECT_EQ(in[len], 0xee) << "nothing written past the message";
     }
 
+    template <class Post>
+    void while_the_peers_send_queue_is_full(std::uint64_t tag, const std::vector<std::uint64_t> &flags, Post &&post);
     void reads_while_the_peers_send_queue_is_full(std::size_t len, std::uint64_t tag);
 
     /** Send @p len bytes from @p out (pattern @p seed) and check the echo. */
@@ -269,33 +271,29 @@ TEST_P(paths, RmaOfEverySize)
     EXPECT_EQ(p.stats().c, 0u);
 }
 
-// Reads of @p len bytes while the peer's send queue is full: the peer sends
-// eight messages of 1 MiB that this process does not take yet (in
-// fragments from private memory, 1024 work requests), then this process
-// reads @p len bytes 64 times. The peer cannot post what answers them and
-// keeps it queued until there is room. Every byte of every read and of
-// every message is checked.
-void paths::reads_while_the_peers_send_queue_is_full(std::size_t len, std::uint64_t tag)
+// With the peer's send queue full: the peer sends eight messages of 1 MiB
+// that this process does not take yet (fragments from private memory, 1024
+// work requests); then @p post(i, context) posts operation i of
+// flags.size(), whose answer the peer cannot post and keeps until there is
+// room; then this process takes the messages. Every completion is checked
+// for its kind (flags[i] for operation i), every message byte by byte.
+template <class Post>
+void paths::while_the_peers_send_queue_is_full(std::uint64_t tag, const std::vector<std::uint64_t> &flags, Post &&post)
 {
-    constexpr std::size_t count = 64, msgs = 8, msg_len = 1 << 20;
+    constexpr std::size_t msgs = 8, msg_len = 1 << 20;
+    const std::size_t count = flags.size();
     request r;
     r.op = send_tagged;
     r.n = msgs;
     r.a = tag;
     r.b = msg_len;
     ASSERT_EQ(p.call(r).rc, 0);
-    for (std::size_t i = 0; i < count; i++)
-        p.fill(i * len, len, 500 + i);
     std::this_thread::sleep_for(std::chrono::milliseconds(100)); // the peer fills its send queue
-    std::vector<std::uint8_t> in(count * len, 0xee);
     std::vector<context> ctx(count + msgs);
     std::vector<cq_tagged_entry> seen;
     for (std::size_t i = 0; i < count; i++)
-        ASSERT_EQ(retry(n.cq, [&] { return read(n.ep, &in[i * len], len, nullptr, to, p.mem + i * len, p.key, &ctx[i]); },
-                        &seen),
-                  0)
-            << "read " << i;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200)); // the peer queues the answers
+        ASSERT_EQ(retry(n.cq, [&] { return post(i, &ctx[i]); }, &seen), 0) << "operation " << i;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200)); // the peer queues its answers
     std::vector<std::vector<std::uint8_t>> got(msgs, std::vector<std::uint8_t>(msg_len));
     for (std::size_t i = 0; i < msgs; i++)
         ASSERT_EQ(trecv(n.ep, got[i].data(), msg_len, nullptr, FI_ADDR_UNSPEC, tag + i, 0, &ctx[count + i]), 0);
@@ -306,18 +304,13 @@ void paths::reads_while_the_peers_send_queue_is_full(std::size_t len, std::uint6
         if (rc == -FI_EAVAIL && cq_readerr(n.cq, &err, 0) == 1)
             FAIL() << "error " << err.err << " (" << shunt::strerror(int(err.err)) << ") after " << seen.size()
                    << " completions, on " << (static_cast<context *>(err.op_context) - ctx.data());
-        ASSERT_EQ(rc, 1) << "after " << seen.size() << " of " << count << " reads and " << msgs << " messages";
+        ASSERT_EQ(rc, 1) << "after " << seen.size() << " of " << count << " operations and " << msgs << " messages";
         seen.push_back(e);
     }
     for (const cq_tagged_entry &e : seen) {
         const auto k = std::size_t(static_cast<context *>(e.op_context) - ctx.data());
         ASSERT_LT(k, ctx.size());
-        EXPECT_EQ(e.flags, k < count ? FI_RMA | FI_READ : FI_RECV | FI_TAGGED) << k;
-    }
-    for (std::size_t i = 0; i < count; i++) {
-        std::vector<std::uint8_t> want(len);
-        fill_pattern(want.data(), len, 500 + i);
-        ASSERT_EQ(std::memcmp(&in[i * len], want.data(), len), 0) << "read " << i;
+        EXPECT_EQ(e.flags, k < count ? flags[k] : FI_RECV | FI_TAGGED) << k;
     }
     std::vector<std::uint8_t> want(msg_len);
     for (std::size_t i = 0; i < msgs; i++) {
@@ -327,11 +320,77 @@ void paths::reads_while_the_peers_send_queue_is_full(std::size_t len, std::uint6
     EXPECT_EQ(p.stats().c, 0u) << "the peer saw no error";
 }
 
+// 64 reads of @p len bytes of the peer's memory while its send queue is
+// full, every byte checked.
+void paths::reads_while_the_peers_send_queue_is_full(std::size_t len, std::uint64_t tag)
+{
+    constexpr std::size_t count = 64;
+    for (std::size_t i = 0; i < count; i++)
+        p.fill(i * len, len, 500 + i);
+    std::vector<std::uint8_t> in(count * len, 0xee);
+    ASSERT_NO_FATAL_FAILURE(while_the_peers_send_queue_is_full(
+        tag, std::vector<std::uint64_t>(count, FI_RMA | FI_READ),
+        [&](std::size_t i, context *c) { return read(n.ep, &in[i * len], len, nullptr, to, p.mem + i * len, p.key, c); }));
+    for (std::size_t i = 0; i < count; i++) {
+        std::vector<std::uint8_t> want(len);
+        fill_pattern(want.data(), len, 500 + i);
+        ASSERT_EQ(std::memcmp(&in[i * len], want.data(), len), 0) << "read " << i;
+    }
+}
+
 // Answers of up to 984 bytes (a small read's: its id and the bytes) wait
 // in the peer's queue of control messages.
 TEST_P(paths, SmallReadAnswersWaitWhileThePeersSendQueueIsFull)
 {
     reads_while_the_peers_send_queue_is_full(984, 0x70000);
+}
+
+// Larger reads are one RDMA write by the peer, which waits for room in its
+// send queue.
+TEST_P(paths, LargeReadsWaitWhileThePeersSendQueueIsFull)
+{
+    reads_while_the_peers_send_queue_is_full(2000, 0x80000);
+}
+
+// Rendezvous sends from this process's private memory: the peer's pulls
+// (RDMA reads) wait for room in its send queue. 64 small reads go first, so
+// that their answers take what room the send queue still had. The peer
+// echoes every message, and each echo is one of the messages sent, byte by
+// byte.
+TEST_P(paths, RendezvousPullsWaitWhileThePeersSendQueueIsFull)
+{
+    constexpr std::size_t len = 8192, count = 8, reads = 64, read_len = 984;
+    for (std::size_t i = 0; i < reads; i++)
+        p.fill(i * read_len, read_len, 500 + i);
+    std::vector<std::uint8_t> back(reads * read_len);
+    std::vector<std::vector<std::uint8_t>> out(count, std::vector<std::uint8_t>(len)),
+        in(count, std::vector<std::uint8_t>(len + 16, 0xee));
+    for (std::size_t i = 0; i < count; i++)
+        fill_pattern(out[i].data(), len, 1000 + i);
+    std::vector<std::uint64_t> flags(reads, FI_RMA | FI_READ);
+    flags.resize(reads + count, FI_RECV | FI_MSG);
+    flags.resize(reads + 2 * count, FI_SEND | FI_MSG);
+    ASSERT_NO_FATAL_FAILURE(while_the_peers_send_queue_is_full(0x90000, flags, [&](std::size_t i, context *c) {
+        if (i < reads)
+            return read(n.ep, &back[i * read_len], read_len, nullptr, to, p.mem + i * read_len, p.key, c);
+        i -= reads;
+        return i < count ? recv(n.ep, in[i].data(), in[i].size(), nullptr, to, c)
+                         : send(n.ep, out[i - count].data(), len, nullptr, to, c);
+    }));
+    std::vector<bool> echoed(count, false);
+    for (std::size_t j = 0; j < count; j++) {
+        std::size_t i = 0;
+        while (i < count && (echoed[i] || std::memcmp(in[j].data(), out[i].data(), len) != 0))
+            i++;
+        ASSERT_LT(i, count) << "echo " << j << " is none of the messages sent";
+        echoed[i] = true;
+        EXPECT_EQ(in[j][len], 0xee) << "nothing written past the message";
+    }
+    for (std::size_t i = 0; i < reads; i++) {
+        std::vector<std::uint8_t> want(read_len);
+        fill_pattern(want.data(), read_len, 500 + i);
+        ASSERT_EQ(std::memcmp(&back[i * read_len], want.data(), read_len), 0) << "read " << i;
+    }
 }
 
 // The peer is killed while the test's rendezvous send waits for the peer
