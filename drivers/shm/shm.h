@@ -212,6 +212,11 @@ struct peer {
     ctx_hdr *hdr = nullptr; ///< for the peer-written words only (closed): geometry is below
     int pid = 0;
     std::uint64_t start_time = 0;
+    /** A pidfd of the owner (pidfd_open), taken at attach once its start
+     *  time matched the header's: readable once the process exited, one
+     *  poll(2) per check; -1 where the kernel or the fd limit refused it
+     *  (then kill(2) and /proc/<pid>/stat are asked). */
+    int pidfd = -1;
     int refs = 0;
     bool self = false;
     std::atomic<bool> dead{false};
@@ -225,6 +230,11 @@ struct peer {
     mr_entry *mrs() const noexcept { return reinterpret_cast<mr_entry *>(base + mr_off); }
     qp_desc *qps() const noexcept { return reinterpret_cast<qp_desc *>(base + qp_off); }
     lock_line *locks() const noexcept { return reinterpret_cast<lock_line *>(base + locks_off); }
+    peer() = default;
+    peer(const peer &) = delete;
+    peer &operator=(const peer &) = delete;
+    ~peer();
+
     /** Does [off, off + len) lie inside the heap of this segment? Overflow-safe. */
     bool in_heap(std::uint64_t off, std::uint64_t len) const noexcept
     {

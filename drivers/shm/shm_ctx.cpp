@@ -1,11 +1,13 @@
 /* drivers/shm: device, context, protection domains, regions, windows,
  * address handles, peers and the segment heap. */
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -126,7 +128,27 @@ limits make_limits()
 }
 
 /** Start time of @p pid (0 if unknown); its state letter in *state when given. */
-std::uint64_t read_start_time(int pid, char *state = nullptr)
+std::uint64_t read_start_time(int pid, char *state = nullptr);
+
+/** A pidfd of @p pid if that process started at @p start_time (the
+ *  header's word; a peer writes its own header, so a pid is only trusted
+ *  with the start time /proc gives for it), else -1. Opened first and
+ *  compared after: if the pid was reused in between, the times differ. */
+int open_pidfd(int pid, std::uint64_t start_time)
+{
+    if (pid <= 0 || start_time == 0)
+        return -1;
+    int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (fd < 0)
+        return -1;
+    if (read_start_time(pid) != start_time) {
+        ::close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+std::uint64_t read_start_time(int pid, char *state)
 {
     char path[64];
     std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
@@ -816,6 +838,7 @@ int peer_get(shm_ctx *c, const vq::dev_addr &a, peer **out)
     p->addr = a;
     p->pid = h->pid;
     p->start_time = h->start_time;
+    p->pidfd = open_pidfd(p->pid, p->start_time);
     p->refs = 1;
     try {
         c->peers.push_back(p);
@@ -845,6 +868,12 @@ void peer_put(shm_ctx *c, peer *p)
     delete p; // detaches: the segment goes away with its last holder
 }
 
+peer::~peer()
+{
+    if (pidfd >= 0)
+        ::close(pidfd);
+}
+
 bool peer_dead(peer *p) noexcept
 {
     if (p->self)
@@ -852,9 +881,15 @@ bool peer_dead(peer *p) noexcept
     if (p->dead.load(std::memory_order_relaxed))
         return true;
     bool dead = p->hdr->closed.load(std::memory_order_acquire) != 0;
-    if (!dead && ::kill(p->pid, 0) < 0 && errno == ESRCH)
+    if (!dead && p->pidfd >= 0) {
+        // Readable once the process exited (a zombie not yet reaped
+        // included); the pid cannot name another process meanwhile.
+        pollfd f{p->pidfd, POLLIN, 0};
+        dead = ::poll(&f, 1, 0) > 0;
+    } else if (!dead && ::kill(p->pid, 0) < 0 && errno == ESRCH) {
         dead = true;
-    if (!dead) {
+    }
+    if (!dead && p->pidfd < 0) {
         // A killed process stays a zombie (kill() still finds it) until reaped.
         char state = 0;
         std::uint64_t t = read_start_time(p->pid, &state);
