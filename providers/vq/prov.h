@@ -268,6 +268,7 @@ struct conn {
     std::vector<ctl_msg> ctl;     ///< control messages waiting for send-queue room
     rx_op *moves = nullptr;       ///< pulls and pushes waiting for send-queue room, in order
     rx_op *moves_tail = nullptr;
+    std::uint32_t nmoves = 0;     ///< how many (at most max_ctx x dev_limits::sq_depth)
     bool pending = false;         ///< on the endpoint's pending list
     std::uint64_t connect_ns = 0; ///< RDM: when the first REQ of this attempt went
     queued_tx *q_head = nullptr;  ///< RDM: operations waiting for the connection, oldest first
@@ -593,8 +594,12 @@ int rdma_move(prov_ep *e, conn *c, bool read, const rndv_desc &remote, const iov
 /** Post the vq RDMA of @p o (kind, c, peer_id and the move's fields set;
  *  its receive or region as its kind says): now, or from progress once the
  *  send queue has room, behind the moves already waiting on its connection.
- *  @return 0 posted or waiting; else the error, and @p o is the caller's.
- *  Lock held. */
+ *  A peer has at most its transmit entries outstanding (max_ctx contexts of
+ *  at most dev_limits::sq_depth each), so no more than that many wait:
+ *  beyond, a peer that asks without taking what it gets has its request
+ *  fail.
+ *  @return 0 posted or waiting; else the error (-FI_EAGAIN: too many
+ *  waiting), and @p o is the caller's. Lock held. */
 int move_start(prov_ep *e, rx_op *o);
 /** Progress: post the moves waiting on @p c, in order, as far as the send
  *  queue takes them; one that fails ends with its error. @return true when

@@ -556,6 +556,9 @@ int move_start(prov_ep *e, rx_op *o)
     }
     // The send queue is full (or others wait already): progress posts it
     // once completions make room.
+    if (c->nmoves >= max_ctx * e->dom->lim.sq_depth) [[unlikely]]
+        return -FI_EAGAIN;
+    c->nmoves++;
     o->next = nullptr;
     if (c->moves_tail)
         c->moves_tail->next = o;
@@ -575,6 +578,7 @@ bool moves_flush(prov_ep *e, conn *c)
         c->moves = o->next;
         if (!c->moves)
             c->moves_tail = nullptr;
+        c->nmoves--;
         o->next = nullptr;
         if (rc)
             rx_op_end(e, o, -rc);
