@@ -266,6 +266,7 @@ struct conn {
      *  rendezvous reads for the peer go over it (ctl_slot). -1: none. */
     int acc_slot = -1;
     std::vector<ctl_msg> ctl;     ///< control messages waiting for send-queue room
+    std::uint64_t ctl_dropped = 0; ///< dropped: the queue was at its bound (ctl_send)
     rx_op *moves = nullptr;       ///< pulls and pushes waiting for send-queue room, in order
     rx_op *moves_tail = nullptr;
     std::uint32_t nmoves = 0;     ///< how many (at most max_ctx x dev_limits::sq_depth)
@@ -556,7 +557,9 @@ extern const ops_msg msg_ops;
 extern const ops_tagged tagged_ops;
 
 /** Post a small control message (fin, ack, response, nak) on @p c, or queue
- *  it on the connection when the send queue is full (never dropped). Lock held. */
+ *  it on the connection when the send queue is full: never dropped, but for
+ *  a peer with more queued than it can have asked for (twice max_ctx x
+ *  dev_limits::sq_depth), which takes none of them. Lock held. */
 void ctl_send(prov_ep *e, conn *c, std::uint32_t imm, const void *bytes, std::size_t len);
 /** Send the queued control messages of @p c. @return true when none is left. Lock held. */
 bool ctl_flush(prov_ep *e, conn *c);

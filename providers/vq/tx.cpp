@@ -539,6 +539,15 @@ void ctl_send(prov_ep *e, conn *c, std::uint32_t imm, const void *bytes, std::si
         SHUNT_LOG(prov_log, error, "vq: a control message of %zu bytes does not fit the queue; not sent", len);
         return;
     }
+    // One answer per operation a peer has outstanding (max_ctx contexts of at
+    // most sq_depth each) and one fin per message it sent: more waiting means
+    // a peer that asks without taking what it gets; its answers are dropped.
+    if (c->ctl.size() >= 2 * max_ctx * e->dom->lim.sq_depth) [[unlikely]] {
+        if (c->ctl_dropped++ == 0)
+            SHUNT_LOG(prov_log, error, "vq: %s takes none of its answers; dropping them",
+                      addr_key(c->peer).c_str());
+        return;
+    }
     m.imm = imm;
     m.len = std::uint16_t(len);
     std::memcpy(m.bytes, bytes, len);
