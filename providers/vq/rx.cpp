@@ -477,11 +477,21 @@ rx_op *rx_op_get(prov_ep *e)
     return o;
 }
 
-void rx_op_put(prov_ep *e, rx_op *o)
+namespace {
+
+/** Release the registrations @p o holds. */
+void rx_op_unref(prov_ep *e, rx_op *o)
 {
     for (std::uint32_t i = 0; i < o->nmrs; i++)
         mr_put(e->dom, o->mrs[i]);
     o->nmrs = 0;
+}
+
+} // namespace
+
+void rx_op_put(prov_ep *e, rx_op *o)
+{
+    rx_op_unref(e, o);
     o->gen++;
     o->next = e->rx_free;
     e->rx_free = o;
@@ -536,11 +546,8 @@ int move_post(prov_ep *e, rx_op *o)
         rc = rdma_move(e, o->c, o->kind == rx_op::rma_write, o->d, &o->v, 1, 0, o->len, desc, o->mrs, &o->nmrs,
                        rx_op_id(o));
     }
-    if (rc) {
-        for (std::uint32_t i = 0; i < o->nmrs; i++)
-            mr_put(e->dom, o->mrs[i]);
-        o->nmrs = 0;
-    }
+    if (rc)
+        rx_op_unref(e, o);
     return rc;
 }
 
