@@ -391,13 +391,13 @@ int limits_of(const vq::device_attr &a, dev_limits &out)
         return -FI_ENODATA; // RDM and MSG ride RC QPs (send_imm, RDMA read), CM and DGRAM a UD QP
     dev_limits l;
     l.host_local = a.host_local;
-    // A CM message, and an RC message's fields plus a useful payload, must
-    // fit one inline send.
     // Sends, writes and datagrams go inline (copied at the call) up to
     // 1 KiB; above, the driver reads the caller's buffers once instead of
     // a copy into the send queue and another out of it.
     l.inline_max = std::min<std::uint32_t>(a.max_inline_data, send_inline_max);
     l.rc_inline = a.max_inline_data;
+    // A CM message, and an RC message's fields plus a useful payload, must
+    // fit one inline send.
     if (l.inline_max < sizeof(cm_msg) || l.inline_max <= 32 + dgram_hdr_max || a.max_qp_wr < 2 ||
         a.max_sge < 1 || a.max_qp < 2 || a.max_cq < 2)
         return -FI_ENODATA;
