@@ -121,22 +121,27 @@ void rxq::unexp_put(unexp_msg *u)
     ufree = u;
 }
 
+bool rxq::held_grow()
+{
+    constexpr std::size_t chunk = 64;
+    auto *v = new (std::nothrow) held_rx[chunk];
+    if (!v)
+        return false;
+    try {
+        hchunks.push_back(v);
+    } catch (...) {
+        delete[] v;
+        return false;
+    }
+    for (std::size_t i = chunk; i-- > 0;)
+        held_put(&v[i]);
+    return true;
+}
+
 held_rx *rxq::held_get()
 {
-    if (!hfree) [[unlikely]] {
-        constexpr std::size_t chunk = 64;
-        auto *v = new (std::nothrow) held_rx[chunk];
-        if (!v)
-            return nullptr;
-        try {
-            hchunks.push_back(v);
-        } catch (...) {
-            delete[] v;
-            return nullptr;
-        }
-        for (std::size_t i = chunk; i-- > 0;)
-            held_put(&v[i]);
-    }
+    if (!hfree && !held_grow()) [[unlikely]]
+        return nullptr;
     held_rx *h = hfree;
     hfree = h->next;
     *h = held_rx{};

@@ -150,6 +150,8 @@ struct rxq {
     /** A reset hold record (from a free list that grows the first time it
      *  runs short). Null when memory is exhausted. Lock held. */
     held_rx *held_get();
+    /** One more chunk of free hold records. @return false: no memory. */
+    bool held_grow();
     void held_put(held_rx *h);
     /** Unlink @p h from the running fetches. Lock held. */
     void fetch_over(held_rx *h);
