@@ -64,6 +64,10 @@ int rxq::init(std::size_t depth)
         }
         add_entries(*this, v, n);
     }
+    // The first chunk of held records too: the first receive that a fetch
+    // completes (a rendezvous) then neither allocates nor faults its pages in.
+    if (hchunks.empty() && !held_grow())
+        return -FI_ENOMEM;
     return 0;
 }
 

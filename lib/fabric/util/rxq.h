@@ -147,7 +147,7 @@ struct rxq {
     unexp_msg *unexp_get(std::size_t n);
     /** Return an entry and its payload to the store. Lock held. */
     void unexp_put(unexp_msg *u);
-    /** A reset hold record (from a free list that grows the first time it
+    /** A reset hold record (from a free list made by init and grown when it
      *  runs short). Null when memory is exhausted. Lock held. */
     held_rx *held_get();
     /** One more chunk of free hold records. @return false: no memory. */
