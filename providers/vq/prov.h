@@ -581,8 +581,11 @@ void frag_fail(prov_ep *e, int slot, int err);
 /** Release every fragmented message and staging buffer (endpoint close). */
 void frag_destroy(prov_ep *e);
 
-/** Receive-side operations (rx.cpp). */
+/** Receive-side operations (rx.cpp): a free one, from chunks made by
+ *  rx_op_grow when that many are in flight for the first time. */
 rx_op *rx_op_get(prov_ep *e);
+/** One more chunk of free receive-side operations. @return false: no memory. */
+bool rx_op_grow(prov_ep *e);
 void rx_op_put(prov_ep *e, rx_op *o);
 std::uint64_t rx_op_id(const rx_op *o);
 rx_op *rx_op_from_id(prov_ep *e, std::uint64_t id);

@@ -446,28 +446,32 @@ void discard_hook(util::ep_core *c, const void *desc, std::size_t dlen)
 /* ---- receive-side operations ---- */
 
 
+bool rx_op_grow(prov_ep *e)
+{
+    constexpr std::size_t chunk = 64;
+    std::unique_ptr<rx_op[]> v(new (std::nothrow) rx_op[chunk]);
+    if (!v)
+        return false;
+    try {
+        e->rx_by_index.reserve(e->rx_by_index.size() + chunk);
+        e->rx_chunks.push_back(std::move(v));
+    } catch (...) {
+        return false;
+    }
+    rx_op *base = e->rx_chunks.back().get();
+    for (std::size_t i = 0; i < chunk; i++) {
+        base[i].index = std::uint32_t(e->rx_by_index.size());
+        e->rx_by_index.push_back(&base[i]);
+        base[i].next = e->rx_free;
+        e->rx_free = &base[i];
+    }
+    return true;
+}
+
 rx_op *rx_op_get(prov_ep *e)
 {
-    if (!e->rx_free) [[unlikely]] {
-        // First time this many are in flight: grow (kept for later ones).
-        constexpr std::size_t chunk = 64;
-        std::unique_ptr<rx_op[]> v(new (std::nothrow) rx_op[chunk]);
-        if (!v)
-            return nullptr;
-        try {
-            e->rx_by_index.reserve(e->rx_by_index.size() + chunk);
-            e->rx_chunks.push_back(std::move(v));
-        } catch (...) {
-            return nullptr;
-        }
-        rx_op *base = e->rx_chunks.back().get();
-        for (std::size_t i = 0; i < chunk; i++) {
-            base[i].index = std::uint32_t(e->rx_by_index.size());
-            e->rx_by_index.push_back(&base[i]);
-            base[i].next = e->rx_free;
-            e->rx_free = &base[i];
-        }
-    }
+    if (!e->rx_free && !rx_op_grow(e)) [[unlikely]]
+        return nullptr; // more in flight than ever before, and no memory for them
     rx_op *o = e->rx_free;
     e->rx_free = o->next;
     std::uint32_t gen = o->gen + 1, index = o->index;
