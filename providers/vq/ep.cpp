@@ -48,8 +48,13 @@ int enable_hook(util::ep_core *c)
     if (is_ctx(c))
         return 0; // a context of a scalable endpoint: the endpoint's transport (and poller) serve it
     prov_ep *e = ep_of(c);
+    // Before the poller: no lock is needed yet. The first chunk of receive-side
+    // operations, so that the first rendezvous or RMA neither allocates nor
+    // faults its pages in; without memory now they are made when needed.
+    if (!e->dgram && e->rx_chunks.empty())
+        (void)rx_op_grow(e);
     if (!e->msg_type && !e->dgram)
-        slot_prepare(e); // before the poller: no lock is needed yet
+        slot_prepare(e);
     if (e->dom->data_progress == FI_PROGRESS_AUTO && !e->progress_handle) {
         int h = env::progress::add(poller, c);
         if (h < 0)

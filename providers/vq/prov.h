@@ -582,7 +582,7 @@ void frag_fail(prov_ep *e, int slot, int err);
 void frag_destroy(prov_ep *e);
 
 /** Receive-side operations (rx.cpp): a free one, from chunks made by
- *  rx_op_grow when that many are in flight for the first time. */
+ *  rx_op_grow (the first at enable, more when that many are in flight). */
 rx_op *rx_op_get(prov_ep *e);
 /** One more chunk of free receive-side operations. @return false: no memory. */
 bool rx_op_grow(prov_ep *e);
