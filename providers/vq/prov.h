@@ -27,6 +27,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -265,7 +266,7 @@ struct conn {
      *  while ours is not up (a simultaneous connect) control messages and
      *  rendezvous reads for the peer go over it (ctl_slot). -1: none. */
     int acc_slot = -1;
-    std::vector<ctl_msg> ctl;     ///< control messages waiting for send-queue room
+    std::deque<ctl_msg> ctl;      ///< control messages waiting for send-queue room, oldest first
     std::uint64_t ctl_dropped = 0; ///< dropped: the queue was at its bound (ctl_send)
     rx_op *moves = nullptr;       ///< pulls and pushes waiting for send-queue room, in order
     rx_op *moves_tail = nullptr;
