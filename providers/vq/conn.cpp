@@ -665,7 +665,7 @@ void half_open_expire(prov_ep *e)
         }
         if (c && c->slot == s) {
             // We sent nothing over it yet: the next send connects anew.
-            c->ctl.clear();
+            ctl_forget(e, c, c->ctl.size());
             conn_fail_queued(e, c, FI_ETIMEDOUT);
             c->slot = -1;
             c->state = conn::idle;
@@ -822,7 +822,7 @@ void conn_broken(prov_ep *e, conn *c)
     for (tx_entry &t : e->tx)
         if (t.c == c && t.waits != tx_entry::on_wc)
             tx_abort(e, &t, FI_EHOSTUNREACH);
-    c->ctl.clear();
+    ctl_forget(e, c, c->ctl.size());
     conn_fail_queued(e, c, FI_EHOSTUNREACH);
     if (e->msg_type) {
         c->state = conn::failed;

@@ -32,8 +32,12 @@ const env::stats::field cm_fields[] = {
                       "connections it accepted that the requester has not finished (its first message)"),
     SHUNT_STATS_FIELD(cm_stats, expired, counter, none,
                       "accepted connections given up unfinished after SHUNT_VQ_CONNECT_TIMEOUT_MS, their QPs freed"),
+    SHUNT_STATS_FIELD(cm_stats, ctl_waiting, gauge, none,
+                      "control messages (answers, fins) waiting for send-queue room, all peers"),
+    SHUNT_STATS_FIELD(cm_stats, ctl_dropped, counter, none,
+                      "control messages dropped because one peer's queue of them was at its bound"),
 };
-const env::stats::schema cm_schema{"vq.cm", cm_fields, 6};
+const env::stats::schema cm_schema{"vq.cm", cm_fields, 8};
 
 int poller(void *arg) noexcept
 {

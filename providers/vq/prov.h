@@ -189,6 +189,8 @@ struct cm_stats {
     env::stats::counter qps_created; ///< RC QPs it created
     env::stats::gauge half_open;  ///< accepted connections the requester has not finished (rc_slot::half_since)
     env::stats::counter expired;  ///< of those, given up after SHUNT_VQ_CONNECT_TIMEOUT_MS
+    env::stats::gauge ctl_waiting;   ///< control messages waiting for send-queue room (conn::ctl), all peers
+    env::stats::counter ctl_dropped; ///< control messages dropped at the bound of one peer's queue (ctl_send)
 };
 
 /* ---- Connections ---- */
@@ -564,6 +566,9 @@ extern const ops_tagged tagged_ops;
 void ctl_send(prov_ep *e, conn *c, std::uint32_t imm, const void *bytes, std::size_t len);
 /** Send the queued control messages of @p c. @return true when none is left. Lock held. */
 bool ctl_flush(prov_ep *e, conn *c);
+/** Drop the oldest @p n queued control messages of @p c (sent, or the
+ *  connection is gone), keeping the endpoint's count of them. Lock held. */
+void ctl_forget(prov_ep *e, conn *c, std::size_t n);
 /** Put @p c on the pending list (idempotent). Lock held. */
 void conn_pend(prov_ep *e, conn *c);
 

@@ -1,5 +1,6 @@
 // vq provider: the transmit side of messages (eager and rendezvous), the
 // inject fast path, transmit entries and control messages.
+#include <algorithm>
 #include <cstring>
 
 #include "env/errors.h"
@@ -543,6 +544,7 @@ void ctl_send(prov_ep *e, conn *c, std::uint32_t imm, const void *bytes, std::si
     // most sq_depth each) and one fin per message it sent: more waiting means
     // a peer that asks without taking what it gets; its answers are dropped.
     if (c->ctl.size() >= 2 * max_ctx * e->dom->lim.sq_depth) [[unlikely]] {
+        e->cm.ctl_dropped.add();
         if (c->ctl_dropped++ == 0)
             SHUNT_LOG(prov_log, error, "vq: %s takes none of its answers; dropping them",
                       addr_key(c->peer).c_str());
@@ -557,6 +559,7 @@ void ctl_send(prov_ep *e, conn *c, std::uint32_t imm, const void *bytes, std::si
         SHUNT_LOG(prov_log, error, "vq: out of memory queueing a control message; the peer's operation will fail");
         return;
     }
+    e->cm.ctl_waiting.set(e->cm.ctl_waiting.get() + 1);
     conn_pend(e, c);
 }
 
@@ -574,8 +577,15 @@ bool ctl_flush(prov_ep *e, conn *c)
         if (rc == -FI_EAGAIN)
             break;
     }
-    c->ctl.erase(c->ctl.begin(), c->ctl.begin() + long(i));
+    ctl_forget(e, c, i);
     return c->ctl.empty();
+}
+
+void ctl_forget(prov_ep *e, conn *c, std::size_t n)
+{
+    n = std::min(n, c->ctl.size());
+    c->ctl.erase(c->ctl.begin(), c->ctl.begin() + long(n));
+    e->cm.ctl_waiting.set(e->cm.ctl_waiting.get() - n);
 }
 
 void conn_pend(prov_ep *e, conn *c)
