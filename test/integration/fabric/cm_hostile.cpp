@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "cm_hostile_proto.h"
@@ -34,6 +35,8 @@ struct state {
     std::vector<vq::qp *> rc; // RC QPs handed out (kept until exit)
     std::uint32_t outstanding = 0;
     int send_errors = 0;
+    std::uint32_t rc_outstanding = 0; // RC sends not completed yet
+    int rc_errors = 0;
     std::vector<std::vector<std::uint8_t>> got; // datagrams received, oldest first
 };
 
@@ -47,8 +50,14 @@ void poll_some(state &s)
     vq::wc w[32];
     int n = vq::poll_cq(s.cq, 32, w);
     for (int k = 0; k < n; k++) {
-        if (w[k].qp_num != s.ud->qp_num)
+        if (w[k].qp_num != s.ud->qp_num) {
+            if (w[k].opcode == vq::wc_opcode::send) {
+                s.rc_outstanding--;
+                if (w[k].status != vq::wc_status::success)
+                    s.rc_errors++;
+            }
             continue;
+        }
         if (w[k].opcode == vq::wc_opcode::send) {
             s.outstanding--;
             if (w[k].status != vq::wc_status::success)
@@ -134,7 +143,7 @@ int rc_qp(state &s, std::uint32_t &qpn)
     vq::qp_init_attr ia;
     ia.type = vq::qp_type::rc;
     ia.send_cq = ia.recv_cq = s.cq;
-    ia.send_ops_flags = vq::OPS_SEND;
+    ia.send_ops_flags = vq::OPS_SEND | vq::OPS_SEND_WITH_IMM;
     ia.cap.max_send_wr = 16;
     ia.cap.max_recv_wr = 16;
     ia.cap.max_send_sge = 1;
@@ -151,6 +160,70 @@ int rc_qp(state &s, std::uint32_t &qpn)
     s.rc.push_back(q);
     qpn = q->qp_num;
     return 0;
+}
+
+vq::qp *rc_of(state &s, std::uint64_t qpn)
+{
+    for (vq::qp *q : s.rc)
+        if (q->qp_num == qpn)
+            return q;
+    return nullptr;
+}
+
+/** RC QP r.a, in INIT, to RTR and RTS towards r.to. */
+int rc_connect(state &s, const hp::request &r)
+{
+    vq::qp *q = rc_of(s, r.a);
+    if (!q)
+        return -FI_EINVAL;
+    vq::qp_attr a;
+    a.state = vq::qp_state::rtr;
+    a.dest = r.to.dev;
+    a.dest_qp_num = r.to.qpn;
+    if (int rc = vq::modify_qp(q, &a, vq::QP_ATTR_STATE | vq::QP_ATTR_AV | vq::QP_ATTR_DEST_QPN))
+        return rc;
+    a.state = vq::qp_state::rts;
+    return vq::modify_qp(q, &a, vq::QP_ATTR_STATE);
+}
+
+/** r.n sends with immediate r.b on RC QP r.a, each carrying @p bytes; at
+ *  most 16 outstanding. Bounded: 30 s. */
+int rc_send(state &s, const hp::request &r, const std::vector<std::uint8_t> &bytes)
+{
+    vq::qp *q = rc_of(s, r.a);
+    if (!q || bytes.size() > rbuf)
+        return -FI_EINVAL;
+    // Every send carries the same bytes: one buffer (after the UD ones).
+    std::uint8_t *m = s.mem.data() + std::size_t(nbufs) * rbuf;
+    if (!bytes.empty())
+        std::memcpy(m, bytes.data(), bytes.size());
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    s.rc_errors = 0;
+    for (std::uint32_t i = 0; i < r.n;) {
+        if (std::chrono::steady_clock::now() > end)
+            return -FI_ETIMEDOUT;
+        if (s.rc_outstanding >= 16) {
+            poll_some(s);
+            continue;
+        }
+        vq::wr_start(q);
+        q->wr_id = i;
+        q->wr_flags = vq::WR_SIGNALED;
+        vq::wr_send_imm(q, std::uint32_t(r.b));
+        vq::wr_set_sge(q, s.mr->lkey, reinterpret_cast<std::uint64_t>(m), std::uint32_t(bytes.size()));
+        int rc = vq::wr_complete(q);
+        if (rc == -FI_EAGAIN) {
+            poll_some(s);
+            continue;
+        }
+        if (rc)
+            return rc;
+        s.rc_outstanding++;
+        i++;
+    }
+    while (s.rc_outstanding && std::chrono::steady_clock::now() < end)
+        poll_some(s);
+    return s.rc_outstanding ? -FI_ETIMEDOUT : s.rc_errors ? -FI_EIO : 0;
 }
 
 } // namespace
@@ -228,6 +301,12 @@ int main()
             }
             break;
         }
+        case hp::rc_connect:
+            o.rc = rc_connect(s, r);
+            break;
+        case hp::rc_send:
+            o.rc = rc_send(s, r, bytes);
+            break;
         case hp::forget:
             poll_some(s);
             o.len = std::uint32_t(s.got.size());

@@ -21,6 +21,9 @@ enum op : std::uint32_t {
     recv,      ///< the oldest datagram received, waiting up to a ms → rc, len, then the bytes
     forget,    ///< drop what it received → len: how many
     quit,
+    rc_connect, ///< RC QP a (one `rc` made) to RTR and RTS, connected to `to` → rc
+    rc_send,    ///< n sends with immediate b (as given: network order) on RC QP a, each carrying the bytes
+                ///< that follow (at most 4096); it never takes a receive on that QP → rc when all completed
 };
 inline constexpr std::uint64_t vary_byte = 1;
 inline constexpr std::uint32_t max_request = 1 << 22; ///< bytes following a request

@@ -9,7 +9,9 @@
 // that a well-formed message sent after it by the same process (datagrams of
 // one sender arrive in order) is still handled, so the garbage was read and
 // ignored; afterwards the same endpoints connect to a good peer (fab_peer)
-// and exchange checked bytes. Waits are bounded.
+// and exchange checked bytes. Also a requester that finishes its connection
+// and then asks without taking the answers (their queue stays bounded).
+// Waits are bounded.
 #include <poll.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 
 #include "cm_hostile_proto.h"
 #include "cm_wire.h"
+#include "wire.h"
 #include "env/log.h"
 #include "env/stats.h"
 #include "fab_client.h"
@@ -152,6 +155,27 @@ public:
         hp::response s = call(r, {}, nullptr, [] {});
         EXPECT_EQ(s.rc, 0);
         return s.qpn;
+    }
+    /** Its RC QP @p qpn (from rc_qp) to RTS, connected to @p to. */
+    int rc_connect(std::uint32_t qpn, const vq::qp_addr &to)
+    {
+        hp::request r;
+        r.op = hp::rc_connect;
+        r.a = qpn;
+        r.to = to;
+        return call(r, {}, nullptr, [] {}).rc;
+    }
+    /** @p n sends with immediate @p imm_wire on its RC QP @p qpn, each
+     *  carrying @p payload; it takes none of what comes back on that QP. */
+    int rc_send(std::uint32_t qpn, std::uint32_t imm_wire, const datagram &payload, std::uint32_t n,
+                const std::function<void()> &progress)
+    {
+        hp::request r;
+        r.op = hp::rc_send;
+        r.a = qpn;
+        r.b = imm_wire;
+        r.n = n;
+        return call(r, payload, nullptr, progress).rc;
     }
     static vq::qp_addr qp_of(const ep_addr &a)
     {
@@ -613,6 +637,72 @@ TEST_F(cm_hostile, RdmEndpointFreesConnectionsNeverFinished)
     expect_nothing(s, "RDM endpoint");
     // The good peer's connection was finished, so it stays.
     echo_checked(n.ep, n.cq, to, 100000, 62);
+    n.close();
+}
+
+// RDM: a peer that asks without taking what it gets back. The hostile
+// process connects to the endpoint as a requester does (REQ naming an RC QP
+// of its own, the REP's QP, then its w_hello), then sends 80000 small RMA
+// reads naming a region that does not exist and never takes a receive on its
+// QP. Each read is answered (an error fin); the answers fill the endpoint's
+// send queue and wait, up to the bound of twice max_ctx x the send-queue
+// depth (2 x 16 x 1024 on shm, doc/guides/fabric.md); the rest are dropped
+// and counted. Meanwhile and afterwards a good peer exchanges checked bytes
+// with the endpoint. Waits are bounded.
+TEST_F(cm_hostile, RdmEndpointBoundsAnswersToAPeerThatTakesNone)
+{
+    const std::vector<std::string> before = shunt::env::stats::list();
+    node n;
+    ASSERT_EQ(n.open(FI_EP_RDM, false), 0);
+    const std::string cmb = cm_block(before);
+    ASSERT_NE(cmb, "");
+    std::size_t alen = sizeof n.addr;
+    ASSERT_EQ(getname(&n.ep->fid, n.addr, &alen), 0);
+    const ep_addr me = ep_of(n.addr);
+    seen s;
+    auto prog = progress_of(n.cq, n.eq, s);
+    const std::uint32_t mine = h.rc_qp();
+    ASSERT_EQ(h.send(me, {whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, mine))}, prog), 0);
+    datagram d;
+    ASSERT_EQ(h.recv(d, prog), 0) << "no answer to a good REQ";
+    cm_msg rep;
+    ASSERT_TRUE(cmw::cm_parse(d.data(), d.size(), rep));
+    ASSERT_EQ(rep.op, cmw::cm_rep);
+    vq::qp_addr theirs = hostile::qp_of(rep.from);
+    theirs.qpn = rep.rep_qpn;
+    ASSERT_EQ(h.rc_connect(mine, theirs), 0);
+    ASSERT_EQ(h.rc_send(mine, cmw::imm_wire(cmw::w_hello, 0, 0), {}, 1, prog), 0);
+    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+         stat(cmb, "half_open") != 0 && std::chrono::steady_clock::now() < end;)
+        prog();
+    ASSERT_EQ(stat(cmb, "half_open"), 0u) << "the hostile process's w_hello did not finish its connection";
+    cmw::rma_hdr rd{};
+    rd.addr = 0x10000;
+    rd.key = 0xbad0bad0;
+    rd.len = 8;
+    rd.id = 1;
+    datagram req(sizeof rd);
+    std::memcpy(req.data(), &rd, sizeof rd);
+    constexpr std::uint32_t reads = 80000, bound = 2 * 16 * 1024;
+    ASSERT_EQ(h.rc_send(mine, cmw::imm_wire(cmw::w_read_req, 0, 0), req, reads, prog), 0)
+        << "the endpoint stopped taking requests";
+    for (int i = 0; i < 1000; i++)
+        prog();
+    const std::uint64_t waiting = stat(cmb, "ctl_waiting"), dropped = stat(cmb, "ctl_dropped");
+    EXPECT_GT(waiting, 0u) << "no answer waits for send-queue room: the test did not fill the queue";
+    EXPECT_EQ(waiting, bound) << "answers queued beyond the bound, or fewer than it";
+    // Before answers queue, the endpoint's send queue (1024 on shm) and the
+    // hostile QP's receive ring (1024 slots) take some.
+    EXPECT_GE(dropped, reads - bound - 2 * 1024) << "fewer answers dropped than sent beyond the bound and the queues";
+    EXPECT_LE(dropped, std::uint64_t(reads)) << "more answers dropped than reads sent";
+    // A good peer is served meanwhile.
+    peer_proc p{"rdm"};
+    fi_addr_t to = FI_ADDR_UNSPEC;
+    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
+    ASSERT_EQ(p.set_peer(n.addr), 0);
+    echo_checked(n.ep, n.cq, to, 3000, 63);
+    echo_checked(n.ep, n.cq, to, 100000, 64);
+    expect_nothing(s, "RDM endpoint");
     n.close();
 }
 
