@@ -193,7 +193,8 @@ int rc_send(state &s, const hp::request &r, const std::vector<std::uint8_t> &byt
     vq::qp *q = rc_of(s, r.a);
     if (!q || bytes.size() > rbuf)
         return -FI_EINVAL;
-    // Every send carries the same bytes: one buffer (after the UD ones).
+    // Every send carries the same bytes: one buffer, the first UD send
+    // buffer (free here: send_list returns once its sends completed).
     std::uint8_t *m = s.mem.data() + std::size_t(nbufs) * rbuf;
     if (!bytes.empty())
         std::memcpy(m, bytes.data(), bytes.size());
