@@ -36,8 +36,13 @@ const env::stats::field cm_fields[] = {
                       "control messages (answers, fins) waiting for send-queue room, all peers"),
     SHUNT_STATS_FIELD(cm_stats, ctl_dropped, counter, none,
                       "control messages dropped because one peer's queue of them was at its bound"),
+    SHUNT_STATS_FIELD(cm_stats, moves_waiting, gauge, none,
+                      "pulls and pushes of data (rendezvous, RMA to private memory) waiting for send-queue room, "
+                      "all peers"),
+    SHUNT_STATS_FIELD(cm_stats, moves_refused, counter, none,
+                      "pulls and pushes refused because one peer's queue of them was at its bound"),
 };
-const env::stats::schema cm_schema{"vq.cm", cm_fields, 8};
+const env::stats::schema cm_schema{"vq.cm", cm_fields, 10};
 
 int poller(void *arg) noexcept
 {

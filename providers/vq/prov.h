@@ -191,6 +191,8 @@ struct cm_stats {
     env::stats::counter expired;  ///< of those, given up after SHUNT_VQ_CONNECT_TIMEOUT_MS
     env::stats::gauge ctl_waiting;   ///< control messages waiting for send-queue room (conn::ctl), all peers
     env::stats::counter ctl_dropped; ///< control messages dropped at the bound of one peer's queue (ctl_send)
+    env::stats::gauge moves_waiting;  ///< pulls and pushes waiting for send-queue room (conn::moves), all peers
+    env::stats::counter moves_refused; ///< moves refused at the bound of one peer's queue (move_start)
 };
 
 /* ---- Connections ---- */
@@ -273,6 +275,7 @@ struct conn {
     rx_op *moves = nullptr;       ///< pulls and pushes waiting for send-queue room, in order
     rx_op *moves_tail = nullptr;
     std::uint32_t nmoves = 0;     ///< how many (at most max_ctx x dev_limits::sq_depth)
+    std::uint64_t moves_refused = 0; ///< refused: the queue was at its bound (move_start)
     bool pending = false;         ///< on the endpoint's pending list
     std::uint64_t connect_ns = 0; ///< RDM: when the first REQ of this attempt went
     queued_tx *q_head = nullptr;  ///< RDM: operations waiting for the connection, oldest first

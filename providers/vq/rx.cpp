@@ -567,9 +567,15 @@ int move_start(prov_ep *e, rx_op *o)
     }
     // The send queue is full (or others wait already): progress posts it
     // once completions make room.
-    if (c->nmoves >= max_ctx * e->dom->lim.sq_depth) [[unlikely]]
+    if (c->nmoves >= max_ctx * e->dom->lim.sq_depth) [[unlikely]] {
+        e->cm.moves_refused.add();
+        if (c->moves_refused++ == 0)
+            SHUNT_LOG(prov_log, error, "vq: %s takes none of what it is sent; refusing its further transfers",
+                      addr_key(c->peer).c_str());
         return -FI_EAGAIN;
+    }
     c->nmoves++;
+    e->cm.moves_waiting.set(e->cm.moves_waiting.get() + 1);
     o->next = nullptr;
     if (c->moves_tail)
         c->moves_tail->next = o;
@@ -590,6 +596,7 @@ bool moves_flush(prov_ep *e, conn *c)
         if (!c->moves)
             c->moves_tail = nullptr;
         c->nmoves--;
+        e->cm.moves_waiting.set(e->cm.moves_waiting.get() - 1);
         o->next = nullptr;
         if (rc)
             rx_op_end(e, o, -rc);
