@@ -2,10 +2,13 @@
 // verbs directly (no provider), with one UD QP on the Q_Key the provider's
 // connection management uses, and sends whatever bytes the test gives it to
 // any UD QP. It also answers like a minimal responder: an RC QP the test can
-// name in a REQ or REP, and the datagrams endpoints send it. Requests come on
-// fd 3 (cm_hostile_proto.h).
+// name in a REQ or REP, and the datagrams endpoints send it; over a connected
+// RC QP it sends what the test gives it, and takes what comes back only when
+// told to; memory registered for remote access is there to be named in
+// requests. Requests come on fd 3 (cm_hostile_proto.h).
 #include <poll.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +27,8 @@ constexpr std::uint32_t nbufs = 256;       // receive buffers
 constexpr std::uint32_t rbuf = 4096;
 constexpr std::uint32_t sbufs = 1024;      // send buffers (at most max_out in flight)
 constexpr std::uint32_t max_out = 512;
+constexpr std::uint32_t rc_rbufs = 16;     // RC receive buffers (an RC QP's max_recv_wr)
+constexpr std::uint32_t rc_max_out = 16;   // RC sends in flight
 
 struct state {
     vq::context *ctx = nullptr;
@@ -38,6 +43,15 @@ struct state {
     std::uint32_t rc_outstanding = 0; // RC sends not completed yet
     int rc_errors = 0;
     std::vector<std::vector<std::uint8_t>> got; // datagrams received, oldest first
+    // RC receives (rc_take only): buffers, the free ones, what was taken.
+    std::vector<std::uint8_t> rc_rx = std::vector<std::uint8_t>(std::size_t(rc_rbufs) * rbuf);
+    vq::mr *rc_rx_mr = nullptr;
+    std::vector<std::uint64_t> rc_free;
+    std::vector<hp::taken> rc_got;
+    int rc_recv_errors = 0;
+    // Regions handed out (kept until exit).
+    std::vector<std::vector<std::uint8_t>> regions;
+    std::vector<vq::mr *> region_mrs;
 };
 
 std::uint64_t buf_addr(state &s, std::uint32_t i)
@@ -55,7 +69,19 @@ void poll_some(state &s)
                 s.rc_outstanding--;
                 if (w[k].status != vq::wc_status::success)
                     s.rc_errors++;
+                continue;
             }
+            // A receive rc_take posted.
+            s.rc_free.push_back(w[k].wr_id);
+            if (w[k].status != vq::wc_status::success) {
+                s.rc_recv_errors++;
+                continue;
+            }
+            hp::taken t;
+            t.imm = w[k].imm_data;
+            t.len = w[k].byte_len;
+            std::memcpy(t.head, s.rc_rx.data() + w[k].wr_id * rbuf, std::min<std::size_t>(t.len, sizeof t.head));
+            s.rc_got.push_back(t);
             continue;
         }
         if (w[k].opcode == vq::wc_opcode::send) {
@@ -153,7 +179,9 @@ int rc_qp(state &s, std::uint32_t &qpn)
         return rc;
     vq::qp_attr a;
     a.state = vq::qp_state::init;
-    if (int rc = vq::modify_qp(q, &a, vq::QP_ATTR_STATE)) {
+    // Peers may read and write the regions it names (region).
+    a.qp_access_flags = vq::ACCESS_REMOTE_READ | vq::ACCESS_REMOTE_WRITE;
+    if (int rc = vq::modify_qp(q, &a, vq::QP_ATTR_STATE | vq::QP_ATTR_ACCESS_FLAGS)) {
         (void)vq::destroy_qp(q);
         return rc;
     }
@@ -186,45 +214,113 @@ int rc_connect(state &s, const hp::request &r)
     return vq::modify_qp(q, &a, vq::QP_ATTR_STATE);
 }
 
-/** r.n sends with immediate r.b on RC QP r.a, each carrying @p bytes; at
- *  most 16 outstanding. Bounded: 30 s. */
-int rc_send(state &s, const hp::request &r, const std::vector<std::uint8_t> &bytes)
+/** Sends with immediate r.b on RC QP r.a: each of @p list ([u32
+ *  length][bytes]...), r.n times over; at most rc_max_out outstanding.
+ *  Bounded: 30 s. */
+int rc_send(state &s, const hp::request &r, const std::vector<std::uint8_t> &list)
 {
     vq::qp *q = rc_of(s, r.a);
-    if (!q || bytes.size() > rbuf)
+    if (!q)
         return -FI_EINVAL;
-    // Every send carries the same bytes: one buffer, the first UD send
-    // buffer (free here: send_list returns once its sends completed).
-    std::uint8_t *m = s.mem.data() + std::size_t(nbufs) * rbuf;
-    if (!bytes.empty())
-        std::memcpy(m, bytes.data(), bytes.size());
     auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     s.rc_errors = 0;
-    for (std::uint32_t i = 0; i < r.n;) {
-        if (std::chrono::steady_clock::now() > end)
-            return -FI_ETIMEDOUT;
-        if (s.rc_outstanding >= 16) {
-            poll_some(s);
-            continue;
+    std::uint32_t i = 0; // sends posted
+    for (std::uint32_t t = 0; t < r.n; t++) {
+        for (std::size_t off = 0; off < list.size();) {
+            std::uint32_t len = 0;
+            if (list.size() - off < 4 || (std::memcpy(&len, list.data() + off, 4), len > rbuf) ||
+                len > list.size() - off - 4)
+                return -FI_EINVAL;
+            if (std::chrono::steady_clock::now() > end)
+                return -FI_ETIMEDOUT;
+            if (s.rc_outstanding >= rc_max_out) {
+                poll_some(s);
+                continue;
+            }
+            // The UD send buffers, in turn (free here: send_list returns once
+            // its sends completed); a buffer is reused sbufs sends later, long
+            // after its send (one of the last rc_max_out) completed.
+            std::uint8_t *m = s.mem.data() + std::size_t(nbufs + i % sbufs) * rbuf;
+            if (len)
+                std::memcpy(m, list.data() + off + 4, len);
+            vq::wr_start(q);
+            q->wr_id = i;
+            q->wr_flags = vq::WR_SIGNALED;
+            vq::wr_send_imm(q, std::uint32_t(r.b));
+            vq::wr_set_sge(q, s.mr->lkey, reinterpret_cast<std::uint64_t>(m), len);
+            int rc = vq::wr_complete(q);
+            if (rc == -FI_EAGAIN) {
+                poll_some(s);
+                continue;
+            }
+            if (rc)
+                return rc;
+            s.rc_outstanding++;
+            i++;
+            off += 4 + len;
         }
-        vq::wr_start(q);
-        q->wr_id = i;
-        q->wr_flags = vq::WR_SIGNALED;
-        vq::wr_send_imm(q, std::uint32_t(r.b));
-        vq::wr_set_sge(q, s.mr->lkey, reinterpret_cast<std::uint64_t>(m), std::uint32_t(bytes.size()));
-        int rc = vq::wr_complete(q);
-        if (rc == -FI_EAGAIN) {
-            poll_some(s);
-            continue;
-        }
-        if (rc)
-            return rc;
-        s.rc_outstanding++;
-        i++;
     }
     while (s.rc_outstanding && std::chrono::steady_clock::now() < end)
         poll_some(s);
     return s.rc_outstanding ? -FI_ETIMEDOUT : s.rc_errors ? -FI_EIO : 0;
+}
+
+/** r.a bytes registered for remote read and write, byte i region_byte(i);
+ *  its rkey into @p key, its address into @p out. */
+int region(state &s, const hp::request &r, std::uint32_t &key, std::vector<std::uint8_t> &out)
+{
+    if (r.a == 0 || r.a > (std::uint64_t(1) << 26))
+        return -FI_EINVAL;
+    std::vector<std::uint8_t> b(r.a);
+    for (std::uint64_t i = 0; i < r.a; i++)
+        b[i] = hp::region_byte(i);
+    vq::mr *m = nullptr;
+    if (int rc = vq::reg_mr(s.pd, b.data(), b.size(),
+                            vq::ACCESS_LOCAL_WRITE | vq::ACCESS_REMOTE_READ | vq::ACCESS_REMOTE_WRITE, &m))
+        return rc;
+    const std::uint64_t addr = reinterpret_cast<std::uint64_t>(b.data());
+    s.regions.push_back(std::move(b)); // (the bytes stay where they are)
+    s.region_mrs.push_back(m);
+    key = m->rkey;
+    out.resize(8);
+    std::memcpy(out.data(), &addr, 8);
+    return 0;
+}
+
+/** Take r.n messages received on RC QP r.a, posting at most that many
+ *  receives, within r.b ms; what was taken into @p out (hp::taken each). */
+int rc_take(state &s, const hp::request &r, std::vector<std::uint8_t> &out)
+{
+    vq::qp *q = rc_of(s, r.a);
+    if (!q)
+        return -FI_EINVAL;
+    s.rc_got.clear();
+    s.rc_recv_errors = 0;
+    int rc = 0;
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(r.b);
+    while (s.rc_got.size() < r.n) {
+        if (std::chrono::steady_clock::now() > end) {
+            rc = -FI_ETIMEDOUT;
+            break;
+        }
+        // Receives for what is still to come, no more.
+        std::size_t posted = rc_rbufs - s.rc_free.size();
+        while (!s.rc_free.empty() && s.rc_got.size() + posted < r.n) {
+            const std::uint64_t b = s.rc_free.back();
+            if (int p = vq::post_recv(q, b, reinterpret_cast<std::uint64_t>(s.rc_rx.data()) + b * rbuf, rbuf,
+                                      s.rc_rx_mr->lkey))
+                return p;
+            s.rc_free.pop_back();
+            posted++;
+        }
+        poll_some(s);
+        if (s.rc_recv_errors)
+            return -FI_EIO;
+    }
+    out.resize(s.rc_got.size() * sizeof(hp::taken));
+    if (!s.rc_got.empty())
+        std::memcpy(out.data(), s.rc_got.data(), out.size());
+    return rc;
 }
 
 } // namespace
@@ -257,8 +353,11 @@ int main()
         if (vq::modify_qp(s.ud, &a, vq::QP_ATTR_STATE | (st == vq::qp_state::init ? vq::QP_ATTR_QKEY : 0)))
             return 5;
     }
-    if (vq::reg_mr(s.pd, s.mem.data(), s.mem.size(), vq::ACCESS_LOCAL_WRITE, &s.mr))
+    if (vq::reg_mr(s.pd, s.mem.data(), s.mem.size(), vq::ACCESS_LOCAL_WRITE, &s.mr) ||
+        vq::reg_mr(s.pd, s.rc_rx.data(), s.rc_rx.size(), vq::ACCESS_LOCAL_WRITE, &s.rc_rx_mr))
         return 6;
+    for (std::uint32_t i = 0; i < rc_rbufs; i++)
+        s.rc_free.push_back(i);
     for (std::uint32_t i = 0; i < nbufs; i++)
         if (vq::post_recv(s.ud, i, buf_addr(s, i), rbuf, s.mr->lkey))
             return 7;
@@ -308,6 +407,12 @@ int main()
         case hp::rc_send:
             o.rc = rc_send(s, r, bytes);
             break;
+        case hp::region:
+            o.rc = region(s, r, o.qpn, out);
+            break;
+        case hp::rc_take:
+            o.rc = rc_take(s, r, out);
+            break;
         case hp::forget:
             poll_some(s);
             o.len = std::uint32_t(s.got.size());
@@ -318,6 +423,9 @@ int main()
             for (vq::qp *q : s.rc)
                 (void)vq::destroy_qp(q);
             (void)vq::destroy_qp(s.ud);
+            for (vq::mr *m : s.region_mrs)
+                (void)vq::dereg_mr(m);
+            (void)vq::dereg_mr(s.rc_rx_mr);
             (void)vq::dereg_mr(s.mr);
             (void)vq::destroy_cq(s.cq);
             (void)vq::dealloc_pd(s.pd);

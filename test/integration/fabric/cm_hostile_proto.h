@@ -17,14 +17,28 @@ enum op : std::uint32_t {
     send,      ///< UD datagrams to `to`: the list that follows ([u32 length][bytes], each at most 4096
                ///< bytes), n times over; a: vary_byte (then byte b of the i-th one sent is i * 37 + 11)
                ///< → rc when all left its send queue
-    rc,        ///< a new RC QP in INIT (nobody owns its ring) → qpn
+    rc,        ///< a new RC QP in INIT (nobody owns its ring), remote read and write allowed → qpn
     recv,      ///< the oldest datagram received, waiting up to a ms → rc, len, then the bytes
     forget,    ///< drop what it received → len: how many
     quit,
     rc_connect, ///< RC QP a (one `rc` made) to RTR and RTS, connected to `to` → rc
-    rc_send,    ///< n sends with immediate b (as given: network order) on RC QP a, each carrying the bytes
-                ///< that follow (at most 4096); it never takes a receive on that QP → rc when all completed
+    rc_send,    ///< sends with immediate b (as given: network order) on RC QP a: the list that follows
+                ///< ([u32 length][bytes], each at most 4096), n times over; it takes no receive on that QP
+                ///< → rc when all completed
+    region,     ///< a bytes registered for remote read and write, byte i region_byte(i) → qpn: its rkey,
+                ///< then its address (8 bytes)
+    rc_take,    ///< take n messages received on RC QP a (posting receives for them), waiting up to b ms
+                ///< → rc (0: all n), then a taken per message, oldest first
 };
+/** What rc_take gives of one message: its immediate (as received), its
+ *  length and its first 16 bytes (zeros beyond the length). */
+struct taken {
+    std::uint32_t imm = 0;
+    std::uint32_t len = 0;
+    std::uint8_t head[16] = {};
+};
+/** Byte @p i of a region the hostile process made. */
+inline std::uint8_t region_byte(std::uint64_t i) { return std::uint8_t((i * 7 + 3 + (i >> 9)) & 0xff); }
 inline constexpr std::uint64_t vary_byte = 1;
 inline constexpr std::uint32_t max_request = 1 << 22; ///< bytes following a request
 

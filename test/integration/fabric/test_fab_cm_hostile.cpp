@@ -109,13 +109,7 @@ public:
     int send(const ep_addr &to, const std::vector<datagram> &list, const std::function<void()> &progress,
              std::uint32_t times = 1, std::size_t vary_at = ~std::size_t(0))
     {
-        datagram all;
-        for (const datagram &d : list) {
-            std::uint32_t len = std::uint32_t(d.size());
-            all.insert(all.end(), reinterpret_cast<const std::uint8_t *>(&len),
-                       reinterpret_cast<const std::uint8_t *>(&len) + 4);
-            all.insert(all.end(), d.begin(), d.end());
-        }
+        const datagram all = listed(list);
         hp::request r;
         r.op = hp::send;
         r.n = times;
@@ -170,12 +164,65 @@ public:
     int rc_send(std::uint32_t qpn, std::uint32_t imm_wire, const datagram &payload, std::uint32_t n,
                 const std::function<void()> &progress)
     {
+        return rc_send_list(qpn, imm_wire, {payload}, progress, n);
+    }
+    /** Sends with immediate @p imm_wire on its RC QP @p qpn: each of
+     *  @p list, @p times over, in order; it takes none of what comes back. */
+    int rc_send_list(std::uint32_t qpn, std::uint32_t imm_wire, const std::vector<datagram> &list,
+                     const std::function<void()> &progress, std::uint32_t times = 1)
+    {
         hp::request r;
         r.op = hp::rc_send;
         r.a = qpn;
         r.b = imm_wire;
+        r.n = times;
+        return call(r, listed(list), nullptr, progress).rc;
+    }
+    /** @p len bytes of its own memory, registered for remote read and
+     *  write, byte i hp::region_byte(i): its rkey, and its address in
+     *  @p where. */
+    std::uint32_t region(std::uint64_t len, std::uint64_t &where)
+    {
+        hp::request r;
+        r.op = hp::region;
+        r.a = len;
+        datagram out;
+        hp::response s = call(r, {}, &out, [] {});
+        EXPECT_EQ(s.rc, 0);
+        EXPECT_EQ(out.size(), 8u);
+        where = 0;
+        if (out.size() == 8)
+            std::memcpy(&where, out.data(), 8);
+        return s.qpn;
+    }
+    /** Take @p n messages received on its RC QP @p qpn, waiting up to
+     *  @p ms; what it took, oldest first, into @p got. */
+    int rc_take(std::uint32_t qpn, std::uint32_t n, int ms, std::vector<hp::taken> &got,
+                const std::function<void()> &progress)
+    {
+        hp::request r;
+        r.op = hp::rc_take;
+        r.a = qpn;
         r.n = n;
-        return call(r, payload, nullptr, progress).rc;
+        r.b = std::uint64_t(ms);
+        datagram out;
+        hp::response s = call(r, {}, &out, progress);
+        got.resize(out.size() / sizeof(hp::taken));
+        if (!got.empty())
+            std::memcpy(got.data(), out.data(), got.size() * sizeof(hp::taken));
+        return s.rc;
+    }
+    /** @p list as the requests carry it: [u32 length][bytes] each. */
+    static datagram listed(const std::vector<datagram> &list)
+    {
+        datagram all;
+        for (const datagram &d : list) {
+            std::uint32_t len = std::uint32_t(d.size());
+            all.insert(all.end(), reinterpret_cast<const std::uint8_t *>(&len),
+                       reinterpret_cast<const std::uint8_t *>(&len) + 4);
+            all.insert(all.end(), d.begin(), d.end());
+        }
+        return all;
     }
     static vq::qp_addr qp_of(const ep_addr &a)
     {
@@ -640,6 +687,31 @@ TEST_F(cm_hostile, RdmEndpointFreesConnectionsNeverFinished)
     n.close();
 }
 
+/** The hostile process @p h connects to the RDM endpoint at @p me as a
+ *  requester does: a REQ naming a new RC QP of its own (into @p mine), the
+ *  endpoint's REP, that QP to RTS towards the one the REP named, and its
+ *  first message (w_hello), which finishes the connection (the half_open
+ *  gauge of the endpoint's vq.cm block @p cmb is back to 0). */
+void connect_as_requester(hostile &h, const ep_addr &me, const std::string &cmb,
+                          const std::function<void()> &prog, std::uint32_t &mine)
+{
+    mine = h.rc_qp();
+    ASSERT_EQ(h.send(me, {whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, mine))}, prog), 0);
+    datagram d;
+    ASSERT_EQ(h.recv(d, prog), 0) << "no answer to a good REQ";
+    cm_msg rep;
+    ASSERT_TRUE(cmw::cm_parse(d.data(), d.size(), rep));
+    ASSERT_EQ(rep.op, cmw::cm_rep);
+    vq::qp_addr theirs = hostile::qp_of(rep.from);
+    theirs.qpn = rep.rep_qpn;
+    ASSERT_EQ(h.rc_connect(mine, theirs), 0);
+    ASSERT_EQ(h.rc_send(mine, cmw::imm_wire(cmw::w_hello, 0, 0), {}, 1, prog), 0);
+    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+         stat(cmb, "half_open") != 0 && std::chrono::steady_clock::now() < end;)
+        prog();
+    ASSERT_EQ(stat(cmb, "half_open"), 0u) << "the hostile process's w_hello did not finish its connection";
+}
+
 // RDM: a peer that asks without taking what it gets back. The hostile
 // process connects to the endpoint as a requester does (REQ naming an RC QP
 // of its own, the REP's QP, then its w_hello), then sends 80000 small RMA
@@ -661,21 +733,10 @@ TEST_F(cm_hostile, RdmEndpointBoundsAnswersToAPeerThatTakesNone)
     const ep_addr me = ep_of(n.addr);
     seen s;
     auto prog = progress_of(n.cq, n.eq, s);
-    const std::uint32_t mine = h.rc_qp();
-    ASSERT_EQ(h.send(me, {whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, mine))}, prog), 0);
-    datagram d;
-    ASSERT_EQ(h.recv(d, prog), 0) << "no answer to a good REQ";
-    cm_msg rep;
-    ASSERT_TRUE(cmw::cm_parse(d.data(), d.size(), rep));
-    ASSERT_EQ(rep.op, cmw::cm_rep);
-    vq::qp_addr theirs = hostile::qp_of(rep.from);
-    theirs.qpn = rep.rep_qpn;
-    ASSERT_EQ(h.rc_connect(mine, theirs), 0);
-    ASSERT_EQ(h.rc_send(mine, cmw::imm_wire(cmw::w_hello, 0, 0), {}, 1, prog), 0);
-    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-         stat(cmb, "half_open") != 0 && std::chrono::steady_clock::now() < end;)
-        prog();
-    ASSERT_EQ(stat(cmb, "half_open"), 0u) << "the hostile process's w_hello did not finish its connection";
+    std::uint32_t mine = 0;
+    connect_as_requester(h, me, cmb, prog, mine);
+    if (HasFatalFailure())
+        return;
     cmw::rma_hdr rd{};
     rd.addr = 0x10000;
     rd.key = 0xbad0bad0;
