@@ -10,7 +10,8 @@
 // one sender arrive in order) is still handled, so the garbage was read and
 // ignored; afterwards the same endpoints connect to a good peer (fab_peer)
 // and exchange checked bytes. Also a requester that finishes its connection
-// and then asks without taking the answers (their queue stays bounded).
+// and then asks without taking the answers, or for transfers without taking
+// what it is sent (their queues stay bounded).
 // Waits are bounded.
 #include <poll.h>
 
@@ -764,6 +765,143 @@ TEST_F(cm_hostile, RdmEndpointBoundsAnswersToAPeerThatTakesNone)
     echo_checked(n.ep, n.cq, to, 3000, 63);
     echo_checked(n.ep, n.cq, to, 100000, 64);
     expect_nothing(s, "RDM endpoint");
+    n.close();
+}
+
+// RDM endpoint: a requester that asks for transfers and takes nothing it is
+// sent. The hostile process connects as a requester does, fills the
+// endpoint's send queue towards it with answers it does not take (small
+// reads of a region that does not exist), then asks for RMA writes into the
+// endpoint's memory, each the description of a piece of a region of its own
+// that the endpoint is to pull (w_write_rts: a move). The pulls wait for
+// send-queue room, up to the bound of max_ctx x the send-queue depth (16 x
+// 1024 on shm); the requests beyond it are refused (FI_EAGAIN), counted.
+// Then the hostile process takes everything sent to it: every waiting pull
+// is made once, its bytes where its request said, no refused one is; every
+// request is answered exactly once; nothing is left waiting; and a good
+// peer exchanges checked bytes with the endpoint. Waits are bounded.
+TEST_F(cm_hostile, RdmEndpointBoundsTransfersForAPeerThatTakesNone)
+{
+    const std::vector<std::string> before = shunt::env::stats::list();
+    node n;
+    ASSERT_EQ(n.open(FI_EP_RDM, false), 0);
+    const std::string cmb = cm_block(before);
+    ASSERT_NE(cmb, "");
+    const ep_addr me = ep_of(n.addr);
+    seen s;
+    auto prog = progress_of(n.cq, n.eq, s);
+    std::uint32_t mine = 0;
+    connect_as_requester(h, me, cmb, prog, mine);
+    if (HasFatalFailure())
+        return;
+    constexpr std::uint32_t bound = 16 * 1024, refused = 1000, writes = bound + refused, piece = 64;
+    std::vector<std::uint8_t> target(std::size_t(writes) * piece, 0);
+    fid_mr *mr = nullptr;
+    ASSERT_EQ(mr_reg(n.domain, target.data(), target.size(), FI_REMOTE_WRITE, 0, 0, 0, &mr, nullptr), 0);
+    std::uint64_t src = 0;
+    const std::uint32_t rkey = h.region(target.size(), src);
+    ASSERT_NE(src, 0u);
+
+    // Answers the hostile process does not take: they fill the endpoint's
+    // send queue towards it (1024 on shm) and its ring (1024 slots), the
+    // rest wait.
+    constexpr std::uint32_t fill = 4096;
+    constexpr std::uint64_t read_id = 1, write_id = 1000000;
+    cmw::rma_hdr rd{};
+    rd.addr = 0x10000;
+    rd.key = 0xbad0bad0;
+    rd.len = 8;
+    rd.id = read_id;
+    datagram req(sizeof rd);
+    std::memcpy(req.data(), &rd, sizeof rd);
+    ASSERT_EQ(h.rc_send(mine, cmw::imm_wire(cmw::w_read_req, 0, 0), req, fill, prog), 0);
+    for (int i = 0; i < 1000; i++)
+        prog();
+    ASSERT_GT(stat(cmb, "ctl_waiting"), 0u) << "the send queue towards the peer is not full: the test did not fill it";
+
+    // The writes, piece i of the region to piece i of the target.
+    std::vector<datagram> list;
+    for (std::uint32_t i = 0; i < writes; i++) {
+        cmw::rma_hdr w{};
+        w.addr = reinterpret_cast<std::uint64_t>(target.data()) + std::uint64_t(i) * piece;
+        w.key = mr_key(mr);
+        w.len = piece;
+        w.id = write_id + i;
+        cmw::rndv_desc d{};
+        d.total = piece;
+        d.niov = 1;
+        d.iov[0].addr = src + std::uint64_t(i) * piece;
+        d.iov[0].len = piece;
+        d.iov[0].rkey = rkey;
+        datagram b(sizeof w + cmw::rndv_desc_len(1));
+        std::memcpy(b.data(), &w, sizeof w);
+        std::memcpy(b.data() + sizeof w, &d, cmw::rndv_desc_len(1));
+        list.push_back(std::move(b));
+    }
+    ASSERT_EQ(h.rc_send_list(mine, cmw::imm_wire(cmw::w_write_rts, 0, 0), list, prog), 0)
+        << "the endpoint stopped taking requests";
+    for (int i = 0; i < 1000; i++)
+        prog();
+    EXPECT_EQ(stat(cmb, "moves_waiting"), bound) << "pulls queued beyond the bound, or fewer than it";
+    EXPECT_EQ(stat(cmb, "moves_refused"), refused) << "not exactly the requests beyond the bound refused";
+    EXPECT_EQ(std::count(target.begin(), target.end(), 0), std::ptrdiff_t(target.size()))
+        << "a pull made while the send queue was full";
+
+    // The hostile process takes everything: the answers to the reads, the
+    // refusals, and the fins of the pulls as they are made.
+    std::vector<hp::taken> got;
+    const int rc = h.rc_take(mine, fill + writes, 30000, got, prog);
+    EXPECT_EQ(rc, 0) << "took " << got.size() << " of " << fill + writes << " answers";
+    std::uint32_t read_answers = 0, other = 0;
+    std::vector<int> answered(writes, 0), err(writes, -1);
+    for (const hp::taken &t : got) {
+        cmw::fin_body f{};
+        if (t.imm != cmw::imm_wire(cmw::w_fin, 0, 0) || t.len != sizeof f) {
+            other++;
+            continue;
+        }
+        std::memcpy(&f, t.head, sizeof f);
+        if (f.id == read_id && f.err != 0) {
+            read_answers++;
+        } else if (f.id >= write_id && f.id < write_id + writes) {
+            answered[f.id - write_id]++;
+            err[f.id - write_id] = f.err;
+        } else {
+            other++;
+        }
+    }
+    EXPECT_EQ(read_answers, fill) << "not every bad read answered once, with an error";
+    EXPECT_EQ(other, 0u) << "messages that answer nothing the peer asked";
+    std::uint32_t once = 0, made = 0, refusals = 0, bad_bytes = 0;
+    for (std::uint32_t i = 0; i < writes; i++) {
+        once += answered[i] == 1;
+        const bool in_bound = i < bound;
+        if (in_bound && err[i] == 0)
+            made++;
+        if (!in_bound && err[i] == FI_EAGAIN)
+            refusals++;
+        for (std::uint32_t k = 0; k < piece; k++) {
+            const std::uint8_t want = in_bound ? hp::region_byte(std::uint64_t(i) * piece + k) : 0;
+            bad_bytes += target[std::size_t(i) * piece + k] != want;
+        }
+    }
+    EXPECT_EQ(once, writes) << "a write answered more than once, or not at all";
+    EXPECT_EQ(made, bound) << "not every write within the bound made";
+    EXPECT_EQ(refusals, refused) << "not every write beyond the bound refused with FI_EAGAIN";
+    EXPECT_EQ(bad_bytes, 0u) << "bytes of the target not what the writes (and refusals) leave";
+    EXPECT_EQ(stat(cmb, "moves_waiting"), 0u);
+    EXPECT_EQ(stat(cmb, "ctl_waiting"), 0u);
+    EXPECT_EQ(stat(cmb, "ctl_dropped"), 0u) << "answers dropped below their bound";
+
+    // A good peer is served.
+    peer_proc p{"rdm"};
+    fi_addr_t to = FI_ADDR_UNSPEC;
+    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
+    ASSERT_EQ(p.set_peer(n.addr), 0);
+    echo_checked(n.ep, n.cq, to, 3000, 65);
+    echo_checked(n.ep, n.cq, to, 100000, 66);
+    expect_nothing(s, "RDM endpoint");
+    EXPECT_EQ(close(&mr->fid), 0);
     n.close();
 }
 
