@@ -56,6 +56,11 @@ const char usage_text[] =
     "                        call; default: plain aligned_alloc memory. The\n"
     "                        queue level always uses the driver's alloc_buf\n"
     "                        memory\n"
+    "      --threading LEVEL endpoint level: the threading level asked of the\n"
+    "                        domain (fi_domain(3)): domain (default: the\n"
+    "                        caller serializes its calls, no locks),\n"
+    "                        completion, or safe (what a libfabric application\n"
+    "                        that asks for none gets: the provider locks)\n"
     "\n"
     "Sizes and duration:\n"
     "  -S, --size SIZES      message size in bytes: one (8), a comma list\n"
@@ -274,7 +279,8 @@ std::string to_wire(const test_config &c)
     std::ostringstream s;
     s << "test=" << name(c.test) << " provider=" << c.provider << " vq=" << (c.vq ? 1 : 0)
       << " ep_type=" << c.ep_type << " qp_type=" << c.qp_type << " op=" << c.op << " window=" << c.window
-      << " verify=" << (c.verify ? 1 : 0) << " shared=" << (c.shared_buffers ? 1 : 0) << " domain=" << c.domain
+      << " verify=" << (c.verify ? 1 : 0) << " shared=" << (c.shared_buffers ? 1 : 0)
+      << " threading=" << c.threading << " domain=" << c.domain
       << " tsc_one_way=" << (c.tsc_one_way ? c.clock_id : std::string("0"));
     return s.str();
 }
@@ -316,6 +322,10 @@ int from_wire(const std::string &line, test_config &c)
             if (v != "0" && v != "1")
                 return -FI_EINVAL;
             r.shared_buffers = v == "1";
+        } else if (k == "threading") {
+            if (v != "domain" && v != "completion" && v != "safe")
+                return -FI_EINVAL;
+            r.threading = v;
         } else if (k == "domain") {
             r.domain = v;
         } else if (k == "tsc_one_way") {
@@ -328,7 +338,7 @@ int from_wire(const std::string &line, test_config &c)
         }
         seen++;
     }
-    if (seen != 11)
+    if (seen != 12)
         return -FI_EINVAL;
     c = r;
     return 0;
@@ -337,7 +347,7 @@ int from_wire(const std::string &line, test_config &c)
 int parse_command_line(int argc, char **argv, options &o)
 {
     enum { OPT_OP = 256, OPT_VQ, OPT_DRIVER, OPT_QP, OPT_DURATION, OPT_CSV, OPT_PLOT, OPT_TIMEOUT, OPT_ROLE,
-           OPT_OOB_FD, OPT_VERIFY, OPT_SHARED, OPT_TSC_ONE_WAY };
+           OPT_OOB_FD, OPT_VERIFY, OPT_SHARED, OPT_TSC_ONE_WAY, OPT_THREADING };
     static const option longopts[] = {
         {"provider", required_argument, nullptr, 'p'}, {"ep-type", required_argument, nullptr, 'e'},
         {"op", required_argument, nullptr, OPT_OP},      {"vq", no_argument, nullptr, OPT_VQ},
@@ -352,6 +362,7 @@ int parse_command_line(int argc, char **argv, options &o)
         {"verify", no_argument, nullptr, OPT_VERIFY}, {"help", no_argument, nullptr, 'h'},
         {"quiet", no_argument, nullptr, 'q'},
         {"shared-buffers", no_argument, nullptr, OPT_SHARED},
+        {"threading", required_argument, nullptr, OPT_THREADING},
         {"tsc-one-way", no_argument, nullptr, OPT_TSC_ONE_WAY},
         {"version", no_argument, nullptr, 'V'},
         // Hidden: the locally spawned responder.
@@ -432,6 +443,11 @@ int parse_command_line(int argc, char **argv, options &o)
         case OPT_VERIFY: o.verify = true; break;
         case OPT_TSC_ONE_WAY: o.cfg.tsc_one_way = true; break;
         case OPT_SHARED: o.cfg.shared_buffers = true; break;
+        case OPT_THREADING:
+            if ((rc = pick_one_of("threading level", optarg, {"domain", "completion", "safe"})) >= 0)
+                return rc;
+            o.cfg.threading = optarg;
+            break;
         case OPT_ROLE:
             if (std::strcmp(optarg, "responder") != 0)
                 return usage_error("bad role '%s'", optarg);
@@ -498,6 +514,9 @@ int parse_command_line(int argc, char **argv, options &o)
         return usage_error("--driver '%s' needs --vq", driver);
     if (o.cfg.vq && !o.cfg.domain.empty())
         return usage_error("--domain '%s' is for the endpoint level; --vq takes --driver", o.cfg.domain);
+    if (o.cfg.vq && o.cfg.threading != "domain")
+        return usage_error("--threading %s is an endpoint-level option; the vq level has no domain to ask",
+                           o.cfg.threading);
     if (o.cfg.domain.find_first_of(" =") != std::string::npos)
         return usage_error("bad domain name '%s'", o.cfg.domain);
     o.cfg.provider = o.cfg.vq ? driver : provider;

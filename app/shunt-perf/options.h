@@ -30,6 +30,7 @@ struct test_config {
     unsigned window = 64;          ///< bw / rate: outstanding operations
     bool verify = false;           ///< --verify (transports may lay out receives for it)
     bool shared_buffers = false;   ///< --shared-buffers: endpoint-level buffers peers reach directly
+    std::string threading = "domain"; ///< --threading: endpoint level, domain | completion | safe
     /** --domain: endpoint level, the provider's domain (device) to open;
      *  empty: the provider's first. A server given its own keeps it. */
     std::string domain;

@@ -118,8 +118,9 @@ void print_table_header(FILE *f, const run_info &info)
         std::fprintf(f, ", qp %s", c.qp_type.c_str());
     else
         std::fprintf(f, ", ep %s", c.ep_type.c_str());
-    std::fprintf(f, ", op %s%s, cores %s, TSC %.3f GHz\n", c.op.c_str(), c.shared_buffers ? ", shared buffers" : "",
-                 cores_text(info.cores).c_str(), info.tsc_ghz);
+    std::fprintf(f, ", op %s%s%s%s, cores %s, TSC %.3f GHz\n", c.op.c_str(),
+                 c.shared_buffers ? ", shared buffers" : "", c.threading != "domain" ? ", threading " : "",
+                 c.threading != "domain" ? c.threading.c_str() : "", cores_text(info.cores).c_str(), info.tsc_ghz);
     if (c.test == test_kind::pingpong)
         std::fprintf(f, "# one-way latency (half of each round trip, every iteration timed)\n");
     std::fprintf(f, "%9s %10s %6s %9s %9s %9s %9s %9s %10s %11s %9s\n", "size", "iters", "window", "p50", "p90",
@@ -241,6 +242,7 @@ void print_json(FILE *f, const run_info &info, const size_result &r)
     std::fprintf(f, "\"bandwidth_MBps\":%.3f,\"msg_rate_Mmps\":%.6f,\"verified\":%s,\"interrupted\":%s,\"shared_buffers\":%s,",
                  r.bandwidth_mbps, r.msg_rate_mmps, r.verified ? "true" : "false", r.interrupted ? "true" : "false",
                  c.shared_buffers ? "true" : "false");
+    std::fprintf(f, "\"threading\":\"%s\",", c.threading.c_str());
     std::fprintf(f, "\"host\":\"%s\",\"cpu_model\":\"%s\",\"kernel\":\"%s\",\"shunt_version\":\"%s\",\"date\":\"%s\"}\n",
                  esc(m.host).c_str(), esc(m.cpu_model).c_str(), esc(m.kernel).c_str(), esc(m.shunt_version).c_str(),
                  esc(m.date).c_str());
@@ -251,7 +253,7 @@ void print_csv_header(FILE *f)
 {
     std::fputs("test,level,provider,ep_type,qp_type,op,size,iterations,warmup,window,elapsed_ns,"
                "min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,bandwidth_MBps,msg_rate_Mmps,verified,"
-               "host,cpu_model,kernel,shunt_version,date,interrupted,shared_buffers\n",
+               "host,cpu_model,kernel,shunt_version,date,interrupted,shared_buffers,threading\n",
                f);
 }
 
@@ -268,10 +270,10 @@ void print_csv_row(FILE *f, const run_info &info, const size_result &r)
     else
         std::fputs(",,,,,,,,", f);
     const machine_info &m = machine();
-    std::fprintf(f, "%.3f,%.6f,%d,%s,%s,%s,%s,%s,%d,%d\n", r.bandwidth_mbps, r.msg_rate_mmps, r.verified ? 1 : 0,
+    std::fprintf(f, "%.3f,%.6f,%d,%s,%s,%s,%s,%s,%d,%d,%s\n", r.bandwidth_mbps, r.msg_rate_mmps, r.verified ? 1 : 0,
                  csv_field(m.host).c_str(), csv_field(m.cpu_model).c_str(), csv_field(m.kernel).c_str(),
                  csv_field(m.shunt_version).c_str(), csv_field(m.date).c_str(), r.interrupted ? 1 : 0,
-                 c.shared_buffers ? 1 : 0);
+                 c.shared_buffers ? 1 : 0, c.threading.c_str());
     std::fflush(f);
 }
 

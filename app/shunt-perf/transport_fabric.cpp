@@ -93,7 +93,9 @@ int get_info(const test_config &c, fab::info **out)
         h->caps |= fab::FI_ATOMIC | fab::FI_WRITE | fab::FI_REMOTE_WRITE | fab::FI_RMA | fab::FI_REMOTE_READ;
     h->mode = fab::FI_CONTEXT;
     h->ep_attr->type = ep_type_of(c.ep_type);
-    h->domain_attr->threading = fab::FI_THREAD_DOMAIN;
+    h->domain_attr->threading = c.threading == "safe"         ? fab::FI_THREAD_SAFE
+                                : c.threading == "completion" ? fab::FI_THREAD_COMPLETION
+                                                              : fab::FI_THREAD_DOMAIN;
     h->domain_attr->data_progress = fab::FI_PROGRESS_MANUAL;
     h->domain_attr->mr_mode = fab::FI_MR_VIRT_ADDR | fab::FI_MR_PROV_KEY | fab::FI_MR_LOCAL | fab::FI_MR_ALLOCATED;
     h->fabric_attr->prov_name = ::strdup(c.provider.c_str());

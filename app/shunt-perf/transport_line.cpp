@@ -216,6 +216,10 @@ int validate(const test_config &c, std::string &why)
         why = "--shared-buffers selects endpoint-level provider memory; transport 'line' has none";
         return -FI_EOPNOTSUPP;
     }
+    if (c.threading != "domain") {
+        why = "--threading asks a provider's domain; transport 'line' has none (one thread per side)";
+        return -FI_EOPNOTSUPP;
+    }
     if (c.vq ? c.qp_type != "rc" : c.ep_type == "dgram") {
         why = c.vq ? "driver 'raw-line' supports --qp-type rc only, not '" + c.qp_type + "'"
                    : std::string("transport 'line' is reliable: -e rdm or msg, not dgram");

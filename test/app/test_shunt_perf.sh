@@ -34,7 +34,7 @@ T="--timeout 10"
 out=$("$perf" --help); rc=$?
 check "--help exits 0" test $rc -eq 0
 for opt in pingpong bw rate --provider --ep-type --op --domain --vq --driver --qp-type --size --iterations --duration \
-           --warmup --window --cores --timeout --verify --tsc-one-way --shared-buffers --server --port --json --csv --plot --help "Exit status"; do
+           --warmup --window --cores --timeout --verify --tsc-one-way --shared-buffers --threading --server --port --json --csv --plot --help "Exit status"; do
   check "--help documents $opt" grep -q -- "$opt" <<<"$out"
 done
 check "--help lists the floor transport" grep -q -- '-p   line' <<<"$out"
@@ -131,6 +131,9 @@ bad "vq shm: no tagged operation" "vq level supports --op msg" pingpong --vq --d
 bad "vq shm: -e is not a vq option" "use --qp-type" pingpong --vq --driver shm -e msg $cores
 bad "--shared-buffers on the floor transport" "transport 'line' has none" pingpong -p line --shared-buffers $cores
 bad "--shared-buffers on the vq level" "endpoint-level option" pingpong --vq --driver shm --shared-buffers $cores
+bad "--threading of no level" "threading level" pingpong -p shm --threading all $cores
+bad "--threading on the vq level" "endpoint-level option" pingpong --vq --driver shm --threading safe $cores
+bad "--threading on the floor transport" "transport 'line' has none" pingpong -p line --threading safe $cores
 bad "--tsc-one-way with bw" "measures pingpong only" bw --tsc-one-way $cores
 bad "--tsc-one-way with --verify" "exclude each other" pingpong --tsc-one-way --verify $cores
 bad "--tsc-one-way under 8 bytes" "at least 8 bytes" pingpong --tsc-one-way -S 4 $cores
@@ -233,7 +236,7 @@ assert 'cpu_model' in d, d"
 "$perf" pingpong -p line -S 8,16 -I 1000 $cores $T --csv >"$work/pp.csv" 2>/dev/null; rc=$?
 check "--csv exits 0" test $rc -eq 0
 check "--csv header" test "$(head -1 "$work/pp.csv")" = \
-  "test,level,provider,ep_type,qp_type,op,size,iterations,warmup,window,elapsed_ns,min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,bandwidth_MBps,msg_rate_Mmps,verified,host,cpu_model,kernel,shunt_version,date,interrupted,shared_buffers"
+  "test,level,provider,ep_type,qp_type,op,size,iterations,warmup,window,elapsed_ns,min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,bandwidth_MBps,msg_rate_Mmps,verified,host,cpu_model,kernel,shunt_version,date,interrupted,shared_buffers,threading"
 check "--csv rows" python3 -c "
 import csv
 r = list(csv.DictReader(open('$work/pp.csv')))
@@ -508,6 +511,18 @@ import json
 o = json.loads(open('$work/shm.json').readline())
 assert o['shared_buffers'] is False, o"
 run_verified "-p shm dgram pingpong" "8,900" pingpong -p shm -e dgram -S 8,900 -I 300 -w 20
+# --threading safe: the locked endpoint (injects take the endpoint's lock)
+run_verified "-p shm rdm rate --threading safe" "8,1000" rate -p shm -e rdm --threading safe -S 8,1000 -I 300 -w 20 -W 16
+run_verified "-p shm rdm tagged pingpong --threading safe" "8,65536" pingpong -p shm --op tagged --threading safe -S 8,64K -I 300 -w 20
+"$perf" rate -p shm --threading safe -S 8 -I 100 $cores $T --json >"$work/ts.json" 2>"$work/err"; rc=$?
+check "--threading safe: --json says so" python3 -c "
+import json
+o = json.loads(open('$work/ts.json').read())
+assert $rc == 0 and o['threading'] == 'safe', o"
+check "without --threading: --json says domain" python3 -c "
+import json
+o = json.loads(open('$work/shm.json').readline())
+assert o['threading'] == 'domain', o"
 run_verified "--vq shm ud pingpong" "8,4096" pingpong --vq --driver shm --qp-type ud -S 8,4K -I 300 -w 20
 run_verified "--vq shm uc write rate" "8,4096" rate --vq --driver shm --qp-type uc --op write -S 8,4K -I 300 -w 20 -W 16
 "$perf" rate -p shm --op atomic -S 8 -I 300 -w 20 $cores $T --json >"$work/at.json" 2>"$work/err"; rc=$?

@@ -117,6 +117,7 @@ TEST(Wire, RoundTrip)
     c.window = 17;
     c.verify = true;
     c.shared_buffers = true;
+    c.threading = "safe";
     c.domain = "net_af_packet0";
     test_config d;
     ASSERT_EQ(from_wire(to_wire(c), d), 0);
@@ -129,6 +130,7 @@ TEST(Wire, RoundTrip)
     EXPECT_EQ(d.window, c.window);
     EXPECT_EQ(d.verify, c.verify);
     EXPECT_EQ(d.shared_buffers, c.shared_buffers);
+    EXPECT_EQ(d.threading, c.threading);
     EXPECT_EQ(d.domain, c.domain);
 }
 
@@ -150,6 +152,9 @@ TEST(Wire, MalformedIsRejectedAndLeavesTheOutputAlone)
     std::string sb = good;
     sb.replace(sb.find("shared=0"), 8, "shared=2");
     EXPECT_LT(from_wire(sb, d), 0);
+    std::string th = good;
+    th.replace(th.find("threading=domain"), 16, "threading=none");
+    EXPECT_LT(from_wire(th, d), 0);
     EXPECT_EQ(d.provider, "untouched");
 }
 
