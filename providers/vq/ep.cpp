@@ -336,8 +336,10 @@ int open_ep(fid_domain *domain, info *in, std::size_t fclass, fid_ep **out, void
     prov_domain *d = dom_of(util::to_domain(domain));
     ep_type type = in->ep_attr && in->ep_attr->type != FI_EP_UNSPEC ? in->ep_attr->type : FI_EP_RDM;
     util::ep_tables t;
-    t.msg = &msg_ops;
-    t.tagged = &tagged_ops;
+    // As the endpoint's lock (below): the inject that takes it when the
+    // domain is multi-threaded.
+    t.msg = &msg_ops[d->mt];
+    t.tagged = &tagged_ops[d->mt];
     t.cm = type == FI_EP_MSG ? &msg_cm_ops : &rdm_cm_ops;
     if (fclass == FI_CLASS_SEP)
         t.ep = &sep_ops;

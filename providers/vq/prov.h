@@ -558,9 +558,10 @@ void tx_complete(prov_ep *e, const vq::wc &w);
 /** A fin or response for transmit @p id arrived (@p err: the peer's status,
  *  a positive code or 0). Lock held. */
 void tx_fin(prov_ep *e, std::uint64_t id, int err);
-/** Fast inject ops (tx.cpp). */
-extern const ops_msg msg_ops;
-extern const ops_tagged tagged_ops;
+/** The message and tagged tables with the fast inject (tx.cpp), [1] for a
+ *  multi-threaded domain (its inject takes the endpoint's lock). */
+extern const ops_msg msg_ops[2];
+extern const ops_tagged tagged_ops[2];
 
 /** Post a small control message (fin, ack, response, nak) on @p c, or queue
  *  it on the connection when the send queue is full: never dropped, but for

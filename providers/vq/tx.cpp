@@ -604,13 +604,33 @@ void conn_pend(prov_ep *e, conn *c)
 
 namespace {
 
-// An inject to a connected peer at FI_THREAD_DOMAIN: no allocation, no lock,
-// no fence, no system call. The header word travels as the send's
-// immediate; a tag and the payload are gathered by vq's post_send_imm_inline
-// straight into the peer's ring slot — one line for a payload up to the
-// device's max_inline_slot (minus the tag), consecutive slots beyond, up to
-// inject_size. Everything else takes the generic path.
-template <bool Tagged>
+/** The endpoint's lock around fast_inject's use of its state: taken when
+ *  the domain is multi-threaded (@p Locked: FI_THREAD_SAFE or automatic
+ *  progress, whose thread runs progress beside the caller's), nothing
+ *  otherwise. */
+template <bool Locked>
+struct inject_guard {
+    explicit inject_guard(util::maybe_lock &) noexcept {}
+};
+template <>
+struct inject_guard<true> {
+    explicit inject_guard(util::maybe_lock &l) noexcept : l_(l) { l_.lock(); }
+    ~inject_guard() { l_.unlock(); }
+    inject_guard(const inject_guard &) = delete;
+    inject_guard &operator=(const inject_guard &) = delete;
+    util::maybe_lock &l_;
+};
+
+// An inject to a connected peer: no allocation, fence or system call, and
+// no lock unless the domain is multi-threaded (@p Locked; then the
+// endpoint's, as the generic path takes it). The header word travels as
+// the send's immediate; a tag and the payload are gathered by vq's
+// post_send_imm_inline straight into the peer's ring slot — one line for a
+// payload up to the device's max_inline_slot (minus the tag), consecutive
+// slots beyond, up to inject_size. Everything else takes the generic path.
+// The tables are chosen by the domain's threading when the endpoint is made
+// (open_ep), as the endpoint's lock is enabled.
+template <bool Tagged, bool Locked>
 [[gnu::always_inline]] inline ssize_t fast_inject(fid_ep *ep, const void *buf, std::size_t len, fi_addr_t dest,
                                                   std::uint64_t tag)
 {
@@ -618,8 +638,11 @@ template <bool Tagged>
     util::ep_core *c = h->core;
     prov_ep *e = ep_of(c);
     constexpr std::uint64_t caps = FI_SEND | (Tagged ? FI_TAGGED : FI_MSG);
-    if (len <= c->inject_max[Tagged ? 1 : 0] && util::ep_ready(c) && !e->lock.enabled() && c->av &&
-        (c->caps & caps) == caps && (buf || !len)) [[likely]] {
+    if (len <= c->inject_max[Tagged ? 1 : 0] && util::ep_ready(c) && c->av && (c->caps & caps) == caps &&
+        (buf || !len)) [[likely]] {
+        // The AV entry is read without it (av_get); the connections, their
+        // QPs and the statistics under it.
+        inject_guard<Locked> g(e->lock);
         util::av_entry *pe = util::av_get(c->av, dest);
         if (pe && pe->index < e->by_index.size()) [[likely]] {
             conn *cn = e->by_index[pe->index];
@@ -641,28 +664,44 @@ template <bool Tagged>
         return util::ep_msg_ops.inject(ep, buf, len, dest);
 }
 
+template <bool Locked>
 ssize_t fast_inject_msg(fid_ep *ep, const void *buf, std::size_t len, fi_addr_t dest)
 {
-    return fast_inject<false>(ep, buf, len, dest, 0);
+    return fast_inject<false, Locked>(ep, buf, len, dest, 0);
 }
 
+template <bool Locked>
 ssize_t fast_inject_tagged(fid_ep *ep, const void *buf, std::size_t len, fi_addr_t dest, std::uint64_t tag)
 {
-    return fast_inject<true>(ep, buf, len, dest, tag);
+    return fast_inject<true, Locked>(ep, buf, len, dest, tag);
 }
 
 } // namespace
 
-const ops_msg msg_ops = [] {
-    ops_msg o = util::ep_msg_ops;
-    o.inject = fast_inject_msg;
-    return o;
-}();
+const ops_msg msg_ops[2] = {
+    [] {
+        ops_msg o = util::ep_msg_ops;
+        o.inject = fast_inject_msg<false>;
+        return o;
+    }(),
+    [] {
+        ops_msg o = util::ep_msg_ops;
+        o.inject = fast_inject_msg<true>;
+        return o;
+    }(),
+};
 
-const ops_tagged tagged_ops = [] {
-    ops_tagged o = util::ep_tagged_ops;
-    o.inject = fast_inject_tagged;
-    return o;
-}();
+const ops_tagged tagged_ops[2] = {
+    [] {
+        ops_tagged o = util::ep_tagged_ops;
+        o.inject = fast_inject_tagged<false>;
+        return o;
+    }(),
+    [] {
+        ops_tagged o = util::ep_tagged_ops;
+        o.inject = fast_inject_tagged<true>;
+        return o;
+    }(),
+};
 
 } // namespace shunt::prov::vqprov
