@@ -676,32 +676,25 @@ ssize_t fast_inject_tagged(fid_ep *ep, const void *buf, std::size_t len, fi_addr
     return fast_inject<true, Locked>(ep, buf, len, dest, tag);
 }
 
+template <bool Locked>
+ops_msg msg_table()
+{
+    ops_msg o = util::ep_msg_ops;
+    o.inject = fast_inject_msg<Locked>;
+    return o;
+}
+
+template <bool Locked>
+ops_tagged tagged_table()
+{
+    ops_tagged o = util::ep_tagged_ops;
+    o.inject = fast_inject_tagged<Locked>;
+    return o;
+}
+
 } // namespace
 
-const ops_msg msg_ops[2] = {
-    [] {
-        ops_msg o = util::ep_msg_ops;
-        o.inject = fast_inject_msg<false>;
-        return o;
-    }(),
-    [] {
-        ops_msg o = util::ep_msg_ops;
-        o.inject = fast_inject_msg<true>;
-        return o;
-    }(),
-};
-
-const ops_tagged tagged_ops[2] = {
-    [] {
-        ops_tagged o = util::ep_tagged_ops;
-        o.inject = fast_inject_tagged<false>;
-        return o;
-    }(),
-    [] {
-        ops_tagged o = util::ep_tagged_ops;
-        o.inject = fast_inject_tagged<true>;
-        return o;
-    }(),
-};
+const ops_msg msg_ops[2] = {msg_table<false>(), msg_table<true>()};
+const ops_tagged tagged_ops[2] = {tagged_table<false>(), tagged_table<true>()};
 
 } // namespace shunt::prov::vqprov
