@@ -501,6 +501,28 @@ struct cm_hostile : ::testing::Test {
 };
 hostile *cm_hostile::hp_ = nullptr;
 
+/** An RDM endpoint under attack (manual progress): its node, its vq.cm
+ *  statistics block, its address, and a progress function that counts what
+ *  it sees into s. */
+struct victim {
+    node n;
+    std::string cmb;
+    ep_addr me{};
+    seen s;
+    std::function<void()> prog;
+};
+
+/** Open @p v's endpoint and find its statistics block. */
+void open_victim(victim &v)
+{
+    const std::vector<std::string> before = shunt::env::stats::list();
+    ASSERT_EQ(v.n.open(FI_EP_RDM, false), 0);
+    v.cmb = cm_block(before);
+    ASSERT_NE(v.cmb, "") << "no vq.ep.<n>.cm block for the endpoint";
+    v.me = ep_of(v.n.addr);
+    v.prog = progress_of(v.n.cq, v.n.eq, v.s);
+}
+
 } // namespace
 
 // RDM: garbage to the endpoint's UD QP makes no connection and no
@@ -606,14 +628,11 @@ TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
 // record; an RDM REQ after them is answered.
 TEST_F(cm_hostile, RdmEndpointRefusesRequestsOfAnotherType)
 {
-    const std::vector<std::string> before = shunt::env::stats::list();
-    node n;
-    ASSERT_EQ(n.open(FI_EP_RDM, false), 0);
-    const std::string cmb = cm_block(before);
-    ASSERT_NE(cmb, "");
-    const ep_addr me = ep_of(n.addr);
-    seen s;
-    auto prog = progress_of(n.cq, n.eq, s);
+    victim v;
+    open_victim(v);
+    if (HasFatalFailure())
+        return;
+    auto &[n, cmb, me, s, prog] = v;
     for (std::uint8_t type : {std::uint8_t(FI_EP_MSG), std::uint8_t(FI_EP_DGRAM), std::uint8_t(0)}) {
         const std::uint32_t q = h.rc_qp();
         ASSERT_EQ(h.send(me, {whole(cm(cmw::cm_req, type, h.addr, q))}, prog), 0);
@@ -724,16 +743,11 @@ void connect_as_requester(hostile &h, const ep_addr &me, const std::string &cmb,
 // with the endpoint. Waits are bounded.
 TEST_F(cm_hostile, RdmEndpointBoundsAnswersToAPeerThatTakesNone)
 {
-    const std::vector<std::string> before = shunt::env::stats::list();
-    node n;
-    ASSERT_EQ(n.open(FI_EP_RDM, false), 0);
-    const std::string cmb = cm_block(before);
-    ASSERT_NE(cmb, "");
-    std::size_t alen = sizeof n.addr;
-    ASSERT_EQ(getname(&n.ep->fid, n.addr, &alen), 0);
-    const ep_addr me = ep_of(n.addr);
-    seen s;
-    auto prog = progress_of(n.cq, n.eq, s);
+    victim v;
+    open_victim(v);
+    if (HasFatalFailure())
+        return;
+    auto &[n, cmb, me, s, prog] = v;
     std::uint32_t mine = 0;
     connect_as_requester(h, me, cmb, prog, mine);
     if (HasFatalFailure())
@@ -782,14 +796,11 @@ TEST_F(cm_hostile, RdmEndpointBoundsAnswersToAPeerThatTakesNone)
 // peer exchanges checked bytes with the endpoint. Waits are bounded.
 TEST_F(cm_hostile, RdmEndpointBoundsTransfersForAPeerThatTakesNone)
 {
-    const std::vector<std::string> before = shunt::env::stats::list();
-    node n;
-    ASSERT_EQ(n.open(FI_EP_RDM, false), 0);
-    const std::string cmb = cm_block(before);
-    ASSERT_NE(cmb, "");
-    const ep_addr me = ep_of(n.addr);
-    seen s;
-    auto prog = progress_of(n.cq, n.eq, s);
+    victim v;
+    open_victim(v);
+    if (HasFatalFailure())
+        return;
+    auto &[n, cmb, me, s, prog] = v;
     std::uint32_t mine = 0;
     connect_as_requester(h, me, cmb, prog, mine);
     if (HasFatalFailure())
