@@ -473,11 +473,14 @@ TEST(RdmAuto, AutoProgressEchoWithBlockingReads)
     n.close();
 }
 
-// FI_THREAD_SAFE: two threads inject to one peer at once, while a third
-// reads the CQ (the endpoint's progress); the peer echoes every message.
+// FI_THREAD_SAFE: two threads inject to one peer at once, messages and
+// tagged messages in turn, while a third reads the CQ (the endpoint's
+// progress); the peer echoes every message (a tagged one with its tag + 1).
 // Once connected the injects take the fast path under the endpoint's lock,
 // beside progress and each other: every message comes back exactly once, in
-// each sender's order, its bytes intact.
+// each sender's order among the messages and among the tagged ones (the two
+// are matched apart: one waiting unexpected for its receive completes after
+// the other kind's later ones), its bytes and tag intact.
 TEST(RdmThreadSafe, InjectAndSendAtThreadSafeFromTwoThreads)
 {
     peer_proc p{"rdm"};
@@ -491,10 +494,17 @@ TEST(RdmThreadSafe, InjectAndSendAtThreadSafeFromTwoThreads)
     constexpr std::size_t len = 16;
     std::vector<std::array<std::uint8_t, 64>> in(posted);
     std::vector<context> rc(in.size());
+    // The first half of the buffers take messages, the second tagged ones.
+    auto post = [&](std::size_t i) {
+        return i < posted / 2 ? recv(n.ep, in[i].data(), 64, nullptr, FI_ADDR_UNSPEC, &rc[i])
+                              : trecv(n.ep, in[i].data(), 64, nullptr, FI_ADDR_UNSPEC, 0, ~0ULL, &rc[i]);
+    };
     for (std::size_t i = 0; i < in.size(); i++)
-        ASSERT_EQ(recv(n.ep, in[i].data(), 64, nullptr, FI_ADDR_UNSPEC, &rc[i]), 0);
-    // Message k of sender id: id, k (2 bytes), then bytes of both.
+        ASSERT_EQ(post(i), 0);
+    // Message k of sender id: id, k (2 bytes), then bytes of both; odd k
+    // are tagged, with tag_of(id, k).
     auto byte_of = [](std::uint8_t id, int k, std::size_t i) { return std::uint8_t(id * 31 + k * 7 + i); };
+    auto tag_of = [](std::uint8_t id, int k) { return std::uint64_t(id) << 32 | std::uint64_t(k) << 8 | 0x5a; };
     auto worker = [&](std::uint8_t id) {
         for (int k = 0; k < per_thread; k++) {
             std::uint8_t m[len];
@@ -505,7 +515,10 @@ TEST(RdmThreadSafe, InjectAndSendAtThreadSafeFromTwoThreads)
                 m[i] = byte_of(id, k, i);
             ssize_t r;
             auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-            while ((r = inject(n.ep, m, sizeof m, to)) == -FI_EAGAIN && std::chrono::steady_clock::now() < end) {
+            auto once = [&] {
+                return k & 1 ? tinject(n.ep, m, sizeof m, to, tag_of(id, k)) : inject(n.ep, m, sizeof m, to);
+            };
+            while ((r = once()) == -FI_EAGAIN && std::chrono::steady_clock::now() < end) {
                 cq_tagged_entry e;
                 (void)cq_read(n.cq, &e, 0); // progress only
                 sched_yield();
@@ -515,7 +528,7 @@ TEST(RdmThreadSafe, InjectAndSendAtThreadSafeFromTwoThreads)
     };
     std::thread t1(worker, 1), t2(worker, 2);
     int got[3] = {};
-    int last[3] = {-1, -1, -1};
+    int last[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}}; // [sender][tagged]
     int bad = 0;
     auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     int total = 0;
@@ -533,25 +546,29 @@ TEST(RdmThreadSafe, InjectAndSendAtThreadSafeFromTwoThreads)
         const std::uint8_t *b = in[slot].data();
         const std::uint8_t id = b[0];
         const int seq = b[1] | b[2] << 8;
-        if (e.len != len || (id != 1 && id != 2)) {
+        const bool tagged = (e.flags & FI_TAGGED) != 0;
+        if (e.len != len || (id != 1 && id != 2) || tagged != (slot >= posted / 2) || tagged != ((seq & 1) != 0) ||
+            (tagged && e.tag != tag_of(id, seq) + 1)) {
             bad++;
         } else {
-            EXPECT_GT(seq, last[id]) << "per-sender order";
-            last[id] = seq;
+            EXPECT_GT(seq, last[id][tagged]) << "per-sender order (" << (tagged ? "tagged" : "messages") << ")";
+            last[id][tagged] = seq;
             for (std::size_t i = 3; i < len; i++)
                 bad += b[i] != byte_of(id, seq, i);
             got[id]++;
         }
         total++;
-        ASSERT_EQ(recv(n.ep, in[slot].data(), 64, nullptr, FI_ADDR_UNSPEC, &rc[slot]), 0);
+        ASSERT_EQ(post(slot), 0);
     }
     t1.join();
     t2.join();
-    EXPECT_EQ(bad, 0) << "messages or bytes not as sent";
+    EXPECT_EQ(bad, 0) << "messages, tags or bytes not as sent";
     EXPECT_EQ(got[1], per_thread);
     EXPECT_EQ(got[2], per_thread);
-    EXPECT_EQ(last[1], per_thread - 1);
-    EXPECT_EQ(last[2], per_thread - 1);
+    for (int id : {1, 2}) {
+        EXPECT_EQ(last[id][0], per_thread - 2) << "sender " << id << "'s last message";
+        EXPECT_EQ(last[id][1], per_thread - 1) << "sender " << id << "'s last tagged message";
+    }
     n.close();
 }
 
