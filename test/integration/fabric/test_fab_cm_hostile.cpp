@@ -711,17 +711,22 @@ TEST_F(cm_hostile, RdmEndpointFreesConnectionsNeverFinished)
  *  requester does: a REQ naming a new RC QP of its own (into @p mine), the
  *  endpoint's REP, that QP to RTS towards the one the REP named, and its
  *  first message (w_hello), which finishes the connection (the half_open
- *  gauge of the endpoint's vq.cm block @p cmb is back to 0). */
+ *  gauge of the endpoint's vq.cm block @p cmb is back to 0). REQs of the
+ *  endpoint's own (when it is connecting to @p h too) are passed over. */
 void connect_as_requester(hostile &h, const ep_addr &me, const std::string &cmb,
                           const std::function<void()> &prog, std::uint32_t &mine)
 {
     mine = h.rc_qp();
     ASSERT_EQ(h.send(me, {whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, mine))}, prog), 0);
-    datagram d;
-    ASSERT_EQ(h.recv(d, prog), 0) << "no answer to a good REQ";
-    cm_msg rep;
-    ASSERT_TRUE(cmw::cm_parse(d.data(), d.size(), rep));
+    cm_msg rep{};
+    for (int i = 0; i < 16 && rep.op != cmw::cm_rep; i++) {
+        datagram d;
+        ASSERT_EQ(h.recv(d, prog), 0) << "no answer to a good REQ";
+        ASSERT_TRUE(cmw::cm_parse(d.data(), d.size(), rep));
+        ASSERT_TRUE(rep.op == cmw::cm_rep || rep.op == cmw::cm_req) << "not a REP: op " << int(rep.op);
+    }
     ASSERT_EQ(rep.op, cmw::cm_rep);
+    ASSERT_EQ(rep.req_qpn, mine);
     vq::qp_addr theirs = hostile::qp_of(rep.from);
     theirs.qpn = rep.rep_qpn;
     ASSERT_EQ(h.rc_connect(mine, theirs), 0);
@@ -913,6 +918,88 @@ TEST_F(cm_hostile, RdmEndpointBoundsTransfersForAPeerThatTakesNone)
     echo_checked(n.ep, n.cq, to, 100000, 66);
     expect_nothing(s, "RDM endpoint");
     EXPECT_EQ(close(&mr->fid), 0);
+    n.close();
+}
+
+// RDM: a crossing connection. The endpoint connects to the hostile process
+// (a send to it: its REQ is never answered), and meanwhile accepts the
+// hostile process's own connection. Until its own QP is up, what it owes
+// the peer goes over the QP it accepted: here a rendezvous the hostile
+// process announces over its QP, whose pull (an RDMA read of the hostile
+// process's memory) and fin (to the hostile process) travel on the
+// accepted QP. The receive completes with the bytes, and the fin arrives
+// once, with success.
+TEST_F(cm_hostile, RdmEndpointServesAPeerOverTheQpItAcceptedWhileItsOwnConnects)
+{
+    victim v;
+    open_victim(v);
+    if (HasFatalFailure())
+        return;
+    auto &[n, cmb, me, s, prog] = v;
+    // Completions are looked at here, not counted as garbage.
+    std::vector<cq_tagged_entry> done;
+    auto drive = [&, &n = n] {
+        cq_tagged_entry e{};
+        if (cq_read(n.cq, &e, 1) == 1)
+            done.push_back(e);
+    };
+    fi_addr_t to = FI_ADDR_UNSPEC;
+    ASSERT_EQ(av_insert(n.av, &h.addr, 1, &to, 0, nullptr), 1);
+    std::uint8_t hi[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    context sctx{};
+    ASSERT_EQ(send(n.ep, hi, sizeof hi, nullptr, to, &sctx), 0) << "queued while the endpoint connects";
+    datagram d;
+    ASSERT_EQ(h.recv(d, drive), 0) << "the endpoint sent no REQ";
+    cm_msg req;
+    ASSERT_TRUE(cmw::cm_parse(d.data(), d.size(), req));
+    ASSERT_EQ(req.op, cmw::cm_req);
+    std::uint32_t mine = 0;
+    connect_as_requester(h, me, cmb, drive, mine);
+    if (HasFatalFailure())
+        return;
+
+    constexpr std::size_t len = 20000;
+    std::uint64_t src = 0;
+    const std::uint32_t rkey = h.region(len, src);
+    std::vector<std::uint8_t> in(len + 100, 0);
+    context rctx{};
+    ASSERT_EQ(recv(n.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+    constexpr std::uint64_t ack = 0xac4;
+    cmw::rndv_desc rd{};
+    rd.total = len;
+    rd.niov = 1;
+    rd.iov[0].addr = src;
+    rd.iov[0].len = len;
+    rd.iov[0].rkey = rkey;
+    datagram rts(8 + cmw::rndv_desc_len(1));
+    std::memcpy(rts.data(), &ack, 8);
+    std::memcpy(rts.data() + 8, &rd, cmw::rndv_desc_len(1));
+    ASSERT_EQ(h.rc_send(mine, cmw::imm_wire(cmw::w_rts, cmw::wf_ack, 0), rts, 1, drive), 0);
+    std::vector<hp::taken> got;
+    EXPECT_EQ(h.rc_take(mine, 1, 10000, got, drive), 0) << "no fin on the QP the endpoint accepted";
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].imm, cmw::imm_wire(cmw::w_fin, 0, 0));
+    cmw::fin_body f{};
+    ASSERT_EQ(got[0].len, sizeof f);
+    std::memcpy(&f, got[0].head, sizeof f);
+    EXPECT_EQ(f.id, ack);
+    EXPECT_EQ(f.err, 0) << "the pull failed at the endpoint";
+    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+         done.empty() && std::chrono::steady_clock::now() < end;)
+        drive();
+    ASSERT_EQ(done.size(), 1u) << "the receive did not complete (or something else did)";
+    EXPECT_EQ(done[0].op_context, &rctx);
+    EXPECT_EQ(done[0].len, len);
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < len; i++)
+        bad += in[i] != hp::region_byte(i);
+    EXPECT_EQ(bad, 0u) << "bytes pulled not the hostile process's";
+    // Its own connection is still not up: the hostile process never answered.
+    EXPECT_EQ(h.recv(d, drive, 300), 0) << "the endpoint stopped asking (it repeats its REQ)";
+    cm_msg again;
+    ASSERT_TRUE(cmw::cm_parse(d.data(), d.size(), again));
+    EXPECT_EQ(again.op, cmw::cm_req);
+    EXPECT_EQ(again.req_qpn, req.req_qpn) << "the endpoint's attempt changed";
     n.close();
 }
 
