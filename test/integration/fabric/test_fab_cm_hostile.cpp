@@ -523,6 +523,19 @@ void open_victim(victim &v)
     v.prog = progress_of(v.n.cq, v.n.eq, v.s);
 }
 
+/** A good peer (fab_peer, a real process) exchanges checked bytes with
+ *  @p n's RDM endpoint: an eager and a rendezvous echo, patterns from
+ *  @p seed and @p seed + 1. */
+void good_peer_echoes(node &n, std::uint64_t seed)
+{
+    peer_proc p{"rdm"};
+    fi_addr_t to = FI_ADDR_UNSPEC;
+    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
+    ASSERT_EQ(p.set_peer(n.addr), 0);
+    echo_checked(n.ep, n.cq, to, 3000, seed);
+    echo_checked(n.ep, n.cq, to, 100000, seed + 1);
+}
+
 } // namespace
 
 // RDM: garbage to the endpoint's UD QP makes no connection and no
@@ -613,12 +626,7 @@ TEST_F(cm_hostile, RdmEndpointIgnoresMalformedCmDatagrams)
         prog();
     expect_nothing(s, "RDM endpoint");
     // Afterwards: a good peer, checked bytes both ways.
-    peer_proc p{"rdm"};
-    fi_addr_t to = FI_ADDR_UNSPEC;
-    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
-    ASSERT_EQ(p.set_peer(n.addr), 0);
-    echo_checked(n.ep, n.cq, to, 3000, 21);
-    echo_checked(n.ep, n.cq, to, 100000, 22);
+    good_peer_echoes(n, 21);
     n.close();
 }
 
@@ -777,12 +785,7 @@ TEST_F(cm_hostile, RdmEndpointBoundsAnswersToAPeerThatTakesNone)
     EXPECT_GE(dropped, reads - bound - 2 * 1024) << "fewer answers dropped than sent beyond the bound and the queues";
     EXPECT_LE(dropped, std::uint64_t(reads)) << "more answers dropped than reads sent";
     // A good peer is served meanwhile.
-    peer_proc p{"rdm"};
-    fi_addr_t to = FI_ADDR_UNSPEC;
-    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
-    ASSERT_EQ(p.set_peer(n.addr), 0);
-    echo_checked(n.ep, n.cq, to, 3000, 63);
-    echo_checked(n.ep, n.cq, to, 100000, 64);
+    good_peer_echoes(n, 63);
     expect_nothing(s, "RDM endpoint");
     n.close();
 }
@@ -910,12 +913,7 @@ TEST_F(cm_hostile, RdmEndpointBoundsTransfersForAPeerThatTakesNone)
     EXPECT_EQ(stat(cmb, "ctl_dropped"), 0u) << "answers dropped below their bound";
 
     // A good peer is served.
-    peer_proc p{"rdm"};
-    fi_addr_t to = FI_ADDR_UNSPEC;
-    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
-    ASSERT_EQ(p.set_peer(n.addr), 0);
-    echo_checked(n.ep, n.cq, to, 3000, 65);
-    echo_checked(n.ep, n.cq, to, 100000, 66);
+    good_peer_echoes(n, 65);
     expect_nothing(s, "RDM endpoint");
     EXPECT_EQ(close(&mr->fid), 0);
     n.close();
