@@ -103,6 +103,17 @@ void poll_some(state &s)
     }
 }
 
+/** The length of the item of @p list ([u32 length][bytes]...) at @p off
+ *  into @p len. @return false when the list is malformed there (a length
+ *  cut short, over rbuf, or past the list's end). */
+bool list_item(const std::vector<std::uint8_t> &list, std::size_t off, std::uint32_t &len)
+{
+    if (list.size() - off < 4)
+        return false;
+    std::memcpy(&len, list.data() + off, 4);
+    return len <= rbuf && len <= list.size() - off - 4;
+}
+
 /** The datagrams of @p list ([u32 length][bytes]...), @p r.n times over, to
  *  r.to; with vary_byte, byte r.b of the i-th datagram sent is i * 37 + 11. */
 int send_list(state &s, const hp::request &r, const std::vector<std::uint8_t> &list)
@@ -118,8 +129,7 @@ int send_list(state &s, const hp::request &r, const std::vector<std::uint8_t> &l
     for (std::uint32_t t = 0; t < r.n && !rc; t++) {
         for (std::size_t off = 0; off < list.size() && !rc;) {
             std::uint32_t len = 0;
-            if (list.size() - off < 4 || (std::memcpy(&len, list.data() + off, 4), len > rbuf) ||
-                len > list.size() - off - 4) {
+            if (!list_item(list, off, len)) {
                 rc = -FI_EINVAL;
                 break;
             }
@@ -228,8 +238,7 @@ int rc_send(state &s, const hp::request &r, const std::vector<std::uint8_t> &lis
     for (std::uint32_t t = 0; t < r.n; t++) {
         for (std::size_t off = 0; off < list.size();) {
             std::uint32_t len = 0;
-            if (list.size() - off < 4 || (std::memcpy(&len, list.data() + off, 4), len > rbuf) ||
-                len > list.size() - off - 4)
+            if (!list_item(list, off, len))
                 return -FI_EINVAL;
             if (std::chrono::steady_clock::now() > end)
                 return -FI_ETIMEDOUT;
