@@ -2,6 +2,7 @@
 // inject fast path, transmit entries and control messages.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "env/errors.h"
 #include "env/tsc.h"
@@ -604,22 +605,16 @@ void conn_pend(prov_ep *e, conn *c)
 
 namespace {
 
+/** What a lock-free endpoint's fast_inject takes: nothing. */
+struct no_guard {
+    explicit no_guard(util::maybe_lock &) noexcept {}
+};
 /** The endpoint's lock around fast_inject's use of its state: taken when
  *  the domain is multi-threaded (@p Locked: FI_THREAD_SAFE or automatic
  *  progress, whose thread runs progress beside the caller's), nothing
  *  otherwise. */
 template <bool Locked>
-struct inject_guard {
-    explicit inject_guard(util::maybe_lock &) noexcept {}
-};
-template <>
-struct inject_guard<true> {
-    explicit inject_guard(util::maybe_lock &l) noexcept : l_(l) { l_.lock(); }
-    ~inject_guard() { l_.unlock(); }
-    inject_guard(const inject_guard &) = delete;
-    inject_guard &operator=(const inject_guard &) = delete;
-    util::maybe_lock &l_;
-};
+using inject_guard = std::conditional_t<Locked, util::guard<util::maybe_lock>, no_guard>;
 
 // An inject to a connected peer: no allocation, fence or system call, and
 // no lock unless the domain is multi-threaded (@p Locked; then the
