@@ -14,8 +14,8 @@ namespace {
 inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p, std::size_t len)
 {
     msg_fields f;
-    std::size_t n = parse_fields(h.flags, p, len, f);
-    if (n == 0 && fields_len(h.flags)) [[unlikely]]
+    std::size_t n = 0;
+    if (fields_len(h.flags) && (n = parse_fields(h.flags, p, len, f)) == 0) [[unlikely]]
         return; // shorter than its own fields: not ours
     util::ep_core *c = e->scalable ? rx_target(e, h.rx) : e->core;
     // The sender's AV address, once looked up, is the connection's (conn_src).

@@ -103,6 +103,10 @@ inline std::size_t parse_fields(std::uint8_t flags, const std::uint8_t *p, std::
     std::size_t n = fields_len(flags);
     if (len < n)
         return 0;
+    if ((flags & (wf_tagged | wf_data | wf_ack)) == wf_tagged) [[likely]] { // a tagged send
+        std::memcpy(&f.tag, p, 8);
+        return n;
+    }
     std::size_t off = 0;
     if (flags & wf_tagged) {
         std::memcpy(&f.tag, p, 8);
