@@ -102,11 +102,21 @@ inline void cq_write(cq_obj *cq, void *ctx, std::uint64_t flags, std::size_t len
                      std::uint64_t tag, fi_addr_t src) noexcept
 {
     if (cq->direct_n < cq->direct_cap) [[likely]] {
-        // Inside this CQ's own cq_read (same thread): the reader returns it.
-        cq->put(cq->direct, cq->direct_n, cq_slot{ctx, flags, len, buf, data, tag, src});
+        // Inside this CQ's own cq_read (same thread): the reader returns it,
+        // written here in the CQ's format (what cq->put does for the ring).
+        const std::size_t i = cq->direct_n++;
+        switch (cq->format) {
+        case FI_CQ_FORMAT_MSG: static_cast<cq_msg_entry *>(cq->direct)[i] = cq_msg_entry{ctx, flags, len}; break;
+        case FI_CQ_FORMAT_DATA:
+            static_cast<cq_data_entry *>(cq->direct)[i] = cq_data_entry{ctx, flags, len, buf, data};
+            break;
+        case FI_CQ_FORMAT_TAGGED:
+            static_cast<cq_tagged_entry *>(cq->direct)[i] = cq_tagged_entry{ctx, flags, len, buf, data, tag};
+            break;
+        default: static_cast<cq_entry *>(cq->direct)[i] = cq_entry{ctx}; break;
+        }
         if (cq->direct_src)
-            cq->direct_src[cq->direct_n] = src;
-        cq->direct_n++;
+            cq->direct_src[i] = src;
         return;
     }
     cq->wlock.lock();
