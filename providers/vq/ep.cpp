@@ -176,11 +176,15 @@ ssize_t transmit_any(util::ep_core *c, const util::tx_req &r)
     return ep_of(c)->dgram ? dgram_transmit(c, r) : transmit(c, r);
 }
 
-const util::ep_hooks hooks = [] {
+/** The hooks of endpoints without a lock ([0]) and with one ([1]: a
+ *  multi-threaded domain), which differ in progress only. */
+template <bool Locked>
+util::ep_hooks hooks_for()
+{
     util::ep_hooks h;
     h.enable = enable_hook;
     h.close = close_hook;
-    h.progress = progress;
+    h.progress = progress_as<Locked>;
     h.transmit = transmit_any;
     h.tx_size_left = tx_left;
     h.ops_open = dgram_ops_open;
@@ -188,7 +192,8 @@ const util::ep_hooks hooks = [] {
     h.rx_fetch = fetch_hook;
     h.rx_discard = discard_hook;
     return h;
-}();
+}
+const util::ep_hooks hooks[2] = {hooks_for<false>(), hooks_for<true>()};
 
 const ops_cm rdm_cm_ops{.getname = ep_getname};
 
@@ -344,7 +349,7 @@ int open_ep(fid_domain *domain, info *in, std::size_t fclass, fid_ep **out, void
     if (fclass == FI_CLASS_SEP)
         t.ep = &sep_ops;
     util::ep_handle *h = nullptr;
-    int rc = util::ep_create(d, in, fclass, &hooks, t, context, &h);
+    int rc = util::ep_create(d, in, fclass, &hooks[d->mt], t, context, &h);
     if (rc)
         return rc;
     util::ep_core *c = h->core;

@@ -547,7 +547,11 @@ int pep_adopt(fid *handle, prov_ep *e);
 void adopted_progress(prov_ep *e);
 void adopted_destroy(adopted_ud *a);
 
-/** Progress of one endpoint (rx.cpp). */
+/** Progress of one endpoint (rx.cpp): progress_as<true> takes its lock
+ *  (a multi-threaded domain's endpoints), progress_as<false> has none to
+ *  take; progress chooses by the endpoint. */
+template <bool Locked>
+void progress_as(util::ep_core *c);
 void progress(util::ep_core *c);
 /** Transmit hook (tx.cpp). */
 ssize_t transmit(util::ep_core *c, const util::tx_req &r);

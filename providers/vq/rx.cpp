@@ -690,16 +690,11 @@ int rdma_move(prov_ep *e, conn *c, bool read, const rndv_desc &remote, const iov
     return rc;
 }
 
-void progress(util::ep_core *c)
+namespace {
+
+/** One progress call of @p e, its lock (if any) held. */
+inline void progress_locked(prov_ep *e)
 {
-    prov_ep *e = ep_of(c);
-    util::guard g(e->lock);
-    const bool locked = e->lock.enabled();
-    std::uintptr_t outer = 0;
-    if (locked) [[unlikely]] {
-        outer = e->progress_owner.load(std::memory_order_relaxed);
-        e->progress_owner.store(std::uintptr_t(::pthread_self()), std::memory_order_relaxed);
-    }
     if (e->pep_ud) [[unlikely]]
         adopted_progress(e);
     const std::uint32_t t = ++e->tick;
@@ -716,8 +711,35 @@ void progress(util::ep_core *c)
     if (((t & (ud_every - 1)) == 0) | (e->scq_pending != 0) | e->tx_unpolled | !e->pending.empty() |
         e->fetch_waiting.load(std::memory_order_acquire)) [[unlikely]]
         rare_progress(e, t);
-    if (locked) [[unlikely]]
+}
+
+} // namespace
+
+template <bool Locked>
+void progress_as(util::ep_core *c)
+{
+    prov_ep *e = ep_of(c);
+    if constexpr (Locked) {
+        util::guard g(e->lock);
+        // Who is progressing (fetch_hook starts a fetch at once only from
+        // inside its own thread's progress); the previous owner restored after.
+        const std::uintptr_t outer = e->progress_owner.load(std::memory_order_relaxed);
+        e->progress_owner.store(std::uintptr_t(::pthread_self()), std::memory_order_relaxed);
+        progress_locked(e);
         e->progress_owner.store(outer, std::memory_order_relaxed);
+    } else {
+        progress_locked(e);
+    }
+}
+template void progress_as<false>(util::ep_core *c);
+template void progress_as<true>(util::ep_core *c);
+
+void progress(util::ep_core *c)
+{
+    if (ep_of(c)->lock.enabled())
+        progress_as<true>(c);
+    else
+        progress_as<false>(c);
 }
 
 util::ep_core *rx_target(prov_ep *e, std::uint16_t index)
