@@ -666,36 +666,63 @@ int queue_unexp(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::
     return 0;
 }
 
+/** The common receive: not a multi-recv, one buffer the whole message
+ *  fits in, no fetch running (a completion after one waits behind it). */
+inline bool simple_receive(const rxq *q, const rx_entry *e, std::size_t len)
+{
+    return !(e->flags & FI_MULTI_RECV) && e->iov_count == 1 && len <= e->iov[0].iov_len && !q->nfetching;
+}
+
+/** What place() does for a simple_receive, without the multi-recv,
+ *  scatter, truncation and ordering cases. @p e unlinked; lock held. */
+inline void deliver_simple(ep_core *c, rxq *q, rx_entry *e, bool tagged, fi_addr_t src, std::uint64_t tag,
+                           std::uint64_t data, std::uint64_t msg_flags, const void *payload, std::size_t len)
+{
+    copy_payload(e->iov[0].iov_base, payload, len);
+    if (e->flags & FI_COMPLETION)
+        cq_write(c->rx_cq, e->context, FI_RECV | kind_flag(tagged) | (msg_flags & FI_REMOTE_CQ_DATA), len,
+                 e->iov[0].iov_base, data, tag, src);
+    if (c->c_recv)
+        c->inc_recv(c->c_recv);
+    q->put(e);
+}
+
+/** rx_deliver under the receive lock: every case (rx_deliver takes the
+ *  common one of an endpoint without a lock itself). */
+[[gnu::noinline]] int rx_deliver_any(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
+                                     std::uint64_t msg_flags, const void *payload, std::size_t len,
+                                     bool queue_unexpected)
+{
+    rxq *q = c->rx;
+    guard g(q->lock);
+    rx_entry *e = q->match(tagged, src, tag);
+    if (e) [[likely]] {
+        if (simple_receive(q, e, len))
+            deliver_simple(c, q, e, tagged, src, tag, data, msg_flags, payload, len);
+        else
+            place(c, q, e, tagged, src, tag, data, msg_flags, payload, len);
+        return 0;
+    }
+    if (!queue_unexpected)
+        return 1;
+    return queue_unexp(c, tagged, src, tag, data, msg_flags, len, payload, len, false);
+}
+
 } // namespace
 
 int rx_deliver(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
                std::uint64_t msg_flags, const void *payload, std::size_t len, bool queue_unexpected)
 {
     rxq *q = c->rx;
-    guard g(q->lock);
-    rx_entry *e = q->match(tagged, src, tag);
-    if (e) [[likely]] {
-        if (!(e->flags & FI_MULTI_RECV) && e->iov_count == 1 && len <= e->iov[0].iov_len && !q->nfetching)
-            [[likely]] {
-            // The common receive: one buffer the whole message fits in, no
-            // fetch running. What place() does for it, without the
-            // multi-recv, scatter, truncation and ordering cases (those take
-            // place()).
-            copy_payload(e->iov[0].iov_base, payload, len);
-            if (e->flags & FI_COMPLETION)
-                cq_write(c->rx_cq, e->context, FI_RECV | kind_flag(tagged) | (msg_flags & FI_REMOTE_CQ_DATA), len,
-                         e->iov[0].iov_base, data, tag, src);
-            if (c->c_recv)
-                c->inc_recv(c->c_recv);
-            q->put(e);
-            return 0;
-        }
-        place(c, q, e, tagged, src, tag, data, msg_flags, payload, len);
-        return 0;
-    }
-    if (!queue_unexpected)
-        return 1;
-    return queue_unexp(c, tagged, src, tag, data, msg_flags, len, payload, len, false);
+    // The common receive of an endpoint without a lock, without a call: the
+    // first posted receive takes it, and it is a simple_receive. Every
+    // other case, and every receive under a lock: rx_deliver_any.
+    rx_entry *e = q->lock.enabled() ? nullptr : q->first_match(tagged, src, tag);
+    if (!e || !simple_receive(q, e, len)) [[unlikely]]
+        return rx_deliver_any(c, tagged, src, tag, data, msg_flags, payload, len, queue_unexpected);
+    q->unlink_first(tagged);
+    deliver_simple(c, q, e, tagged, src, tag, data, msg_flags, payload, len);
+    return 0;
 }
 
 int rx_deliver_fetch(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,

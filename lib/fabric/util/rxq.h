@@ -174,6 +174,23 @@ struct rxq {
     /** First posted receive matching; unlinked unless it is a multi-recv
      *  buffer (which stays posted until released). */
     rx_entry *match(bool tagged, fi_addr_t src, std::uint64_t tag);
+    /** The first posted receive when it accepts the message and is not a
+     *  multi-recv buffer (the common case: match() would unlink it), else
+     *  null. Nothing is unlinked. */
+    rx_entry *first_match(bool is_tagged, fi_addr_t src, std::uint64_t tag) const
+    {
+        rx_entry *e = (is_tagged ? tagged : msg).head;
+        if (!e || (e->flags & FI_MULTI_RECV) ||
+            !rx_matches(e, is_tagged ? directed_tagged : directed_msg, src, tag, is_tagged))
+            return nullptr;
+        return e;
+    }
+    /** Unlink the first posted receive (the one first_match returned). */
+    void unlink_first(bool is_tagged)
+    {
+        fifo<rx_entry> &l = is_tagged ? tagged : msg;
+        l.unlink(nullptr, l.head);
+    }
     /** First unexpected message a receive matches; unlinked. */
     unexp_msg *match_unexp(bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t ignore, bool peek);
     /** Remove a posted receive with @p context. @return it or null. */
