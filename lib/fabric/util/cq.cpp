@@ -47,39 +47,22 @@ cq_put_fn put_for(cq_format f)
     }
 }
 
-/** Direct output: progress with the reader's array as the destination.
- *  @return the completions written there (0: none; the ring is then read). */
-std::size_t progress_direct(cq_impl *cq, void *buf, std::size_t count, fi_addr_t *src)
+/** The hooks of the endpoints bound to @p cq (cq_progress, inline). */
+inline void run_progress(cq_impl *cq)
 {
-    cq->direct = buf;
-    cq->direct_src = src;
-    cq->direct_n = 0;
-    cq->direct_cap = count;
-    cq_progress(cq);
-    std::size_t n = cq->direct_n;
-    cq->direct_cap = cq->direct_n = 0;
-    cq->direct = nullptr;
-    cq->direct_src = nullptr;
-    return n;
+    guard g(cq->plock);
+    for (auto &h : cq->progress)
+        h.fn(h.arg);
 }
 
-ssize_t read_impl(fid_cq *c, void *buf, std::size_t count, fi_addr_t *src)
+/** read_impl past direct output: the ring, spilled entries, errors.
+ *  @p progressed: direct output ran the progress already (and found nothing). */
+[[gnu::noinline]] ssize_t read_ring(cq_impl *cq, void *buf, std::size_t count, fi_addr_t *src, bool progressed)
 {
-    cq_impl *cq = impl(c);
     if (!buf && count) [[unlikely]]
         return -FI_EINVAL;
-    if (cq->direct_ok && count && cq->head.load(std::memory_order_relaxed) == cq->tail.load(std::memory_order_relaxed) &&
-        !cq->spilled.load(std::memory_order_relaxed) && !cq->nerr.load(std::memory_order_relaxed)) [[likely]] {
-        // Nothing stored (and every entry is older than what progress
-        // produces now): the progress writes into the caller's array.
-        if (std::size_t n = progress_direct(cq, buf, count, src)) {
-            if (cq->wait_bound)
-                cq->wait.drain();
-            return ssize_t(n);
-        }
-    } else if (cq->do_progress) {
-        cq_progress(cq);
-    }
+    if (cq->do_progress && !progressed)
+        run_progress(cq);
     if (cq->nerr.load(std::memory_order_acquire)) [[unlikely]]
         return -FI_EAVAIL;
     cq->rlock.lock();
@@ -111,6 +94,34 @@ ssize_t read_impl(fid_cq *c, void *buf, std::size_t count, fi_addr_t *src)
     if (cq->wait.enabled())
         cq->wait.drain();
     return n ? ssize_t(n) : -FI_EAGAIN;
+}
+
+ssize_t read_impl(fid_cq *c, void *buf, std::size_t count, fi_addr_t *src)
+{
+    cq_impl *cq = impl(c);
+    if (cq->direct_ok && count && buf &&
+        cq->head.load(std::memory_order_relaxed) == cq->tail.load(std::memory_order_relaxed) &&
+        !cq->spilled.load(std::memory_order_relaxed) && !cq->nerr.load(std::memory_order_relaxed)) [[likely]] {
+        // Nothing stored (and every entry is older than what progress
+        // produces now): direct output, the progress writing into the
+        // caller's array.
+        cq->direct = buf;
+        cq->direct_src = src;
+        cq->direct_n = 0;
+        cq->direct_cap = count;
+        run_progress(cq);
+        const std::size_t n = cq->direct_n;
+        cq->direct_cap = cq->direct_n = 0;
+        cq->direct = nullptr;
+        cq->direct_src = nullptr;
+        if (n) {
+            if (cq->wait_bound)
+                cq->wait.drain();
+            return ssize_t(n);
+        }
+        return read_ring(cq, buf, count, src, true);
+    }
+    return read_ring(cq, buf, count, src, false);
 }
 
 ssize_t cq_read_op(fid_cq *c, void *buf, std::size_t count) { return read_impl(c, buf, count, nullptr); }
@@ -297,13 +308,7 @@ void cq_remove_progress(cq_obj *c, void *arg)
         }
 }
 
-void cq_progress(cq_obj *c)
-{
-    auto *cq = static_cast<cq_impl *>(c);
-    guard g(cq->plock);
-    for (auto &h : cq->progress)
-        h.fn(h.arg);
-}
+void cq_progress(cq_obj *c) { run_progress(static_cast<cq_impl *>(c)); }
 
 std::size_t cq_pending(cq_obj *cq)
 {
