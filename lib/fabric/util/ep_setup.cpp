@@ -23,10 +23,12 @@ bool connectionless(ep_type t) { return t == FI_EP_RDM || t == FI_EP_DGRAM; }
 
 constexpr std::uint64_t cntr_flags = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 
+/** The progress hook of a bound endpoint: registered only for one whose
+ *  hooks have a progress (bind_cq, bind_cntr, the EQ bind). */
 void progress_fn(void *arg)
 {
     auto *c = static_cast<ep_core *>(arg);
-    if (c->hooks && c->hooks->progress && c->state.load(std::memory_order_relaxed) == ep_state::enabled)
+    if (c->state.load(std::memory_order_relaxed) == ep_state::enabled)
         c->hooks->progress(c);
 }
 
