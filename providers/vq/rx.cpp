@@ -138,14 +138,21 @@ inline int slot_of(prov_ep *e, const vq::wc &w, int &last)
     }
 }
 
+/** rx_other of the header word @p imm as it came (wire order): the fast
+ *  path does not unpack it for the call. */
+[[gnu::cold]] [[gnu::noinline]] void rx_other_wire(prov_ep *e, rc_slot &sl, std::uint32_t imm, const std::uint8_t *p,
+                                                   std::size_t len)
+{
+    rx_other(e, sl, hdr_of(imm), p, len);
+}
+
 /** A message of slot @p sl: its header word @p imm (wire order) and bytes. */
 inline void rc_msg(prov_ep *e, rc_slot &sl, std::uint32_t imm, const std::uint8_t *p, std::size_t len)
 {
-    hdr_word h = hdr_of(imm);
-    if (h.op == w_eager) [[likely]]
-        rx_eager(e, sl, h, p, len);
+    if (hdr_of(imm).op == w_eager) [[likely]]
+        rx_eager(e, sl, hdr_of(imm), p, len);
     else
-        rx_other(e, sl, h, p, len);
+        rx_other_wire(e, sl, imm, p, len);
 }
 
 inline void rc_rx(prov_ep *e, const vq::wc &w, int &last)
