@@ -342,4 +342,75 @@ TEST_F(cq_test, ReadDrainsTheWaitFdAfterAWakeUp)
     EXPECT_EQ(close(&cq->fid), 0);
 }
 
+// Completions written by the progress that cq_read itself runs (manual
+// progress, FI_THREAD_DOMAIN: direct output) go straight into the reader's
+// array in the CQ's format, no byte past each entry's size touched, with
+// their sources for readfrom; what does not fit the array is kept, in order.
+TEST_F(cq_test, DirectOutputWritesEveryFormatAndKeepsWhatDoesNotFit)
+{
+    struct hook_state {
+        fid_cq *cq = nullptr;
+        int left = 0; // completions the next progress call writes
+        int ctx[3] = {};
+    };
+    for (cq_format f : {FI_CQ_FORMAT_CONTEXT, FI_CQ_FORMAT_MSG, FI_CQ_FORMAT_DATA, FI_CQ_FORMAT_TAGGED}) {
+        SCOPED_TRACE(f);
+        fid_cq *cq = open_cq(f);
+        ASSERT_NE(cq, nullptr);
+        ASSERT_TRUE(util::to_cq(cq)->direct_ok) << "the loop domain is manual progress at FI_THREAD_DOMAIN";
+        hook_state h;
+        h.cq = cq;
+        auto fn = [](void *arg) {
+            auto *st = static_cast<hook_state *>(arg);
+            for (int i = 0; st->left > 0; i++, st->left--)
+                put(st->cq, &st->ctx[i], FI_RECV | FI_TAGGED, 40 + std::size_t(i), 0xda7a + std::uint64_t(i),
+                    0x7a6 + std::uint64_t(i), 7 + fi_addr_t(i));
+        };
+        util::cq_add_progress(util::to_cq(cq), util::progress_hook{fn, &h});
+        const std::size_t esz = cq_entry_size(f);
+        // Two completions, room for one entry in the array: the first comes
+        // back from this read, the second is kept for the next.
+        unsigned char raw[2 * sizeof(cq_tagged_entry)];
+        std::memset(raw, 0xa5, sizeof raw);
+        fi_addr_t src[2] = {FI_ADDR_NOTAVAIL, FI_ADDR_NOTAVAIL};
+        h.left = 2;
+        ASSERT_EQ(cq_readfrom(cq, raw, 1, src), 1);
+        EXPECT_EQ(h.left, 0) << "the read ran the progress";
+        cq_tagged_entry e{};
+        std::memcpy(&e, raw, esz);
+        EXPECT_EQ(e.op_context, &h.ctx[0]);
+        if (f >= FI_CQ_FORMAT_MSG) {
+            EXPECT_EQ(e.flags, FI_RECV | FI_TAGGED);
+            EXPECT_EQ(e.len, 40u);
+        }
+        if (f >= FI_CQ_FORMAT_DATA) {
+            EXPECT_EQ(e.buf, reinterpret_cast<void *>(0x1000));
+            EXPECT_EQ(e.data, 0xda7au);
+        }
+        if (f == FI_CQ_FORMAT_TAGGED)
+            EXPECT_EQ(e.tag, 0x7a6u);
+        EXPECT_EQ(src[0], 7u);
+        EXPECT_EQ(src[1], FI_ADDR_NOTAVAIL) << "one entry asked for, one source written";
+        for (std::size_t i = esz; i < sizeof raw; i++)
+            ASSERT_EQ(raw[i], 0xa5) << "byte " << i << " past the entry written";
+        // The second, from the ring, in the same format.
+        std::memset(raw, 0xa5, sizeof raw);
+        ASSERT_EQ(cq_readfrom(cq, raw, 2, src), 1);
+        std::memcpy(&e, raw, esz);
+        EXPECT_EQ(e.op_context, &h.ctx[1]);
+        if (f >= FI_CQ_FORMAT_MSG)
+            EXPECT_EQ(e.len, 41u);
+        if (f >= FI_CQ_FORMAT_DATA)
+            EXPECT_EQ(e.data, 0xda7bu);
+        if (f == FI_CQ_FORMAT_TAGGED)
+            EXPECT_EQ(e.tag, 0x7a7u);
+        EXPECT_EQ(src[0], 8u);
+        for (std::size_t i = esz; i < sizeof raw; i++)
+            ASSERT_EQ(raw[i], 0xa5) << "byte " << i << " past the entry written";
+        EXPECT_EQ(cq_read(cq, raw, 2), -FI_EAGAIN);
+        util::cq_remove_progress(util::to_cq(cq), &h);
+        EXPECT_EQ(close(&cq->fid), 0);
+    }
+}
+
 } // namespace
