@@ -50,6 +50,32 @@ TEST_F(ep_data, SendRecvCompletesBothSidesWithFlagsAndData)
     EXPECT_EQ(e.flags, FI_SEND | FI_MSG);
 }
 
+// The receive copies small payloads without memcpy (two overlapping
+// loads and stores up to 16 bytes): every length around those bounds
+// arrives exactly, and nothing past it is written.
+TEST_F(ep_data, EveryPayloadLengthUpToFortyArrivesExactly)
+{
+    pair();
+    for (std::size_t n = 0; n <= 40; n++) {
+        SCOPED_TRACE(n);
+        unsigned char sbuf[48], rbuf[48];
+        for (std::size_t i = 0; i < sizeof sbuf; i++)
+            sbuf[i] = static_cast<unsigned char>(0x11 + 7 * i + n);
+        std::memset(rbuf, 0xee, sizeof rbuf);
+        int rctx;
+        ASSERT_EQ(recv(b.ep, rbuf, 41, nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+        ASSERT_EQ(send(a.ep, sbuf, n, nullptr, to_b, nullptr), 0);
+        cq_tagged_entry e{};
+        ASSERT_EQ(test::read_one(b.cq, e), 1);
+        EXPECT_EQ(e.op_context, &rctx);
+        EXPECT_EQ(e.len, n);
+        EXPECT_EQ(std::memcmp(rbuf, sbuf, n), 0);
+        for (std::size_t i = n; i < sizeof rbuf; i++)
+            ASSERT_EQ(rbuf[i], 0xee) << "byte " << i << " written";
+        ASSERT_EQ(test::read_one(a.cq, e), 1);
+    }
+}
+
 TEST_F(ep_data, SelectiveCompletionWritesOnlyRequestedCompletionsButAlwaysErrors)
 {
     pair(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION);
