@@ -171,6 +171,18 @@ ssize_t g_tinjectdata(fid_ep *e, const void *buf, std::size_t len, std::uint64_t
 
 namespace {
 
+/** The first and last sizeof(T) bytes of @p n (sizeof(T) <= n <= 2 sizeof(T)):
+ *  two loads and two stores, overlapping in the middle. */
+template <class T>
+inline void copy_ends(unsigned char *d, const unsigned char *s, std::size_t n) noexcept
+{
+    T a, b;
+    std::memcpy(&a, s, sizeof a);
+    std::memcpy(&b, s + n - sizeof b, sizeof b);
+    std::memcpy(d, &a, sizeof a);
+    std::memcpy(d + n - sizeof b, &b, sizeof b);
+}
+
 /** The payload into the user's buffer: up to 16 bytes (small sends,
  *  injects) with two overlapping loads and stores instead of a call. */
 inline void copy_payload(void *dst, const void *src, std::size_t n) noexcept
@@ -180,17 +192,9 @@ inline void copy_payload(void *dst, const void *src, std::size_t n) noexcept
     if (n > 16) {
         std::memcpy(d, s, n);
     } else if (n >= 8) {
-        std::uint64_t a, b;
-        std::memcpy(&a, s, 8);
-        std::memcpy(&b, s + n - 8, 8);
-        std::memcpy(d, &a, 8);
-        std::memcpy(d + n - 8, &b, 8);
+        copy_ends<std::uint64_t>(d, s, n);
     } else if (n >= 4) {
-        std::uint32_t a, b;
-        std::memcpy(&a, s, 4);
-        std::memcpy(&b, s + n - 4, 4);
-        std::memcpy(d, &a, 4);
-        std::memcpy(d + n - 4, &b, 4);
+        copy_ends<std::uint32_t>(d, s, n);
     } else if (n) {
         d[0] = s[0];
         d[n / 2] = s[n / 2];
