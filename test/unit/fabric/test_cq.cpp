@@ -37,6 +37,23 @@ struct cq_test : ::testing::Test {
     {
         util::cq_write(util::to_cq(cq), ctx, flags, len, reinterpret_cast<void *>(0x1000), data, tag, src);
     }
+    /** @p e holds what put() wrote with these values, as far as format
+     *  @p f has fields (flags FI_RECV | FI_TAGGED, buf 0x1000). */
+    static void expect_entry(cq_format f, const cq_tagged_entry &e, void *ctx, std::size_t len, std::uint64_t data,
+                             std::uint64_t tag)
+    {
+        EXPECT_EQ(e.op_context, ctx);
+        if (f >= FI_CQ_FORMAT_MSG) {
+            EXPECT_EQ(e.flags, FI_RECV | FI_TAGGED);
+            EXPECT_EQ(e.len, len);
+        }
+        if (f >= FI_CQ_FORMAT_DATA) {
+            EXPECT_EQ(e.buf, reinterpret_cast<void *>(0x1000));
+            EXPECT_EQ(e.data, data);
+        }
+        if (f == FI_CQ_FORMAT_TAGGED)
+            EXPECT_EQ(e.tag, tag);
+    }
 };
 
 } // namespace
@@ -66,18 +83,7 @@ TEST_F(cq_test, EveryFormatReturnsItsFields)
         put(cq, &ctx, FI_RECV | FI_TAGGED, 33, 0xda7a, 0x7a6);
         cq_tagged_entry e{};
         ASSERT_EQ(cq_read(cq, &e, 1), 1) << f;
-        EXPECT_EQ(e.op_context, &ctx);
-        if (f >= FI_CQ_FORMAT_MSG) {
-            EXPECT_EQ(e.flags, FI_RECV | FI_TAGGED);
-            EXPECT_EQ(e.len, 33u);
-        }
-        if (f >= FI_CQ_FORMAT_DATA) {
-            EXPECT_EQ(e.buf, reinterpret_cast<void *>(0x1000));
-            EXPECT_EQ(e.data, 0xda7au);
-        }
-        if (f == FI_CQ_FORMAT_TAGGED) {
-            EXPECT_EQ(e.tag, 0x7a6u);
-        }
+        expect_entry(f, e, &ctx, 33, 0xda7a, 0x7a6);
         if (f == FI_CQ_FORMAT_CONTEXT) {
             EXPECT_EQ(e.flags, 0u) << "context format writes only op_context";
         }
@@ -378,17 +384,7 @@ TEST_F(cq_test, DirectOutputWritesEveryFormatAndKeepsWhatDoesNotFit)
         EXPECT_EQ(h.left, 0) << "the read ran the progress";
         cq_tagged_entry e{};
         std::memcpy(&e, raw, esz);
-        EXPECT_EQ(e.op_context, &h.ctx[0]);
-        if (f >= FI_CQ_FORMAT_MSG) {
-            EXPECT_EQ(e.flags, FI_RECV | FI_TAGGED);
-            EXPECT_EQ(e.len, 40u);
-        }
-        if (f >= FI_CQ_FORMAT_DATA) {
-            EXPECT_EQ(e.buf, reinterpret_cast<void *>(0x1000));
-            EXPECT_EQ(e.data, 0xda7au);
-        }
-        if (f == FI_CQ_FORMAT_TAGGED)
-            EXPECT_EQ(e.tag, 0x7a6u);
+        expect_entry(f, e, &h.ctx[0], 40, 0xda7a, 0x7a6);
         EXPECT_EQ(src[0], 7u);
         EXPECT_EQ(src[1], FI_ADDR_NOTAVAIL) << "one entry asked for, one source written";
         for (std::size_t i = esz; i < sizeof raw; i++)
@@ -397,13 +393,7 @@ TEST_F(cq_test, DirectOutputWritesEveryFormatAndKeepsWhatDoesNotFit)
         std::memset(raw, 0xa5, sizeof raw);
         ASSERT_EQ(cq_readfrom(cq, raw, 2, src), 1);
         std::memcpy(&e, raw, esz);
-        EXPECT_EQ(e.op_context, &h.ctx[1]);
-        if (f >= FI_CQ_FORMAT_MSG)
-            EXPECT_EQ(e.len, 41u);
-        if (f >= FI_CQ_FORMAT_DATA)
-            EXPECT_EQ(e.data, 0xda7bu);
-        if (f == FI_CQ_FORMAT_TAGGED)
-            EXPECT_EQ(e.tag, 0x7a7u);
+        expect_entry(f, e, &h.ctx[1], 41, 0xda7b, 0x7a7);
         EXPECT_EQ(src[0], 8u);
         for (std::size_t i = esz; i < sizeof raw; i++)
             ASSERT_EQ(raw[i], 0xa5) << "byte " << i << " past the entry written";
