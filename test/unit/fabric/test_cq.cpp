@@ -51,8 +51,9 @@ struct cq_test : ::testing::Test {
             EXPECT_EQ(e.buf, reinterpret_cast<void *>(0x1000));
             EXPECT_EQ(e.data, data);
         }
-        if (f == FI_CQ_FORMAT_TAGGED)
+        if (f == FI_CQ_FORMAT_TAGGED) {
             EXPECT_EQ(e.tag, tag);
+        }
     }
 };
 
