@@ -15,8 +15,15 @@ inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p,
 {
     msg_fields f;
     std::size_t n = 0;
-    if (fields_len(h.flags) && (n = parse_fields(h.flags, p, len, f)) == 0) [[unlikely]]
-        return; // shorter than its own fields: not ours
+    const std::uint8_t fl = h.flags & (wf_tagged | wf_data | wf_ack);
+    if (fl == wf_tagged) { // a tagged send: its tag alone, without the table
+        if (len < 8) [[unlikely]]
+            return; // shorter than its own fields: not ours
+        std::memcpy(&f.tag, p, 8);
+        n = 8;
+    } else if (fl && (n = parse_fields(h.flags, p, len, f)) == 0) [[unlikely]] {
+        return;
+    }
     util::ep_core *c = e->scalable ? rx_target(e, h.rx) : e->core;
     // The sender's AV address, once looked up, is the connection's (conn_src).
     fi_addr_t src = e->msg_type                             ? FI_ADDR_NOTAVAIL
