@@ -395,21 +395,22 @@ conn *conn_of(prov_ep *e, const util::tx_req &r)
 
 namespace {
 
-/** post_imm's body, inlined into the inject fast path. */
-[[gnu::always_inline]] inline int post_imm_inl(prov_ep *e, int s, std::uint32_t imm, const vq::data_buf *bufs,
-                                               std::size_t n, bool signaled, std::uint64_t wr_id)
+/** A post on slot @p s's QP with the endpoint's signalling: @p post(qp,
+ *  wr_id, flags) makes it. Now and then an unsignaled stream is signaled
+ *  (a device reclaims send-queue entries when their completions are
+ *  polled). Inlined into the inject fast path. */
+template <class Post>
+[[gnu::always_inline]] inline int post_on(prov_ep *e, int s, bool signaled, std::uint64_t wr_id, Post &&post)
 {
     rc_slot &sl = e->slots[std::size_t(s)];
     unsigned fl = 0;
     if (signaled) {
         fl = vq::WR_SIGNALED;
     } else if (++sl.unsignaled >= e->signal_every) [[unlikely]] {
-        // Now and then an unsignaled stream is signaled: a device reclaims
-        // send-queue entries when their completions are polled.
         fl = vq::WR_SIGNALED;
         wr_id = reclaim_id;
     }
-    int rc = vq::post_send_imm_inline(sl.qp, wr_id, imm, bufs, n, fl);
+    int rc = post(sl.qp, wr_id, fl);
     if (rc == 0) [[likely]] {
         if (fl) {
             e->scq_pending++;
@@ -419,6 +420,15 @@ namespace {
         e->tx_unpolled = true;
     }
     return rc;
+}
+
+/** post_imm's body, inlined into the inject fast path. */
+[[gnu::always_inline]] inline int post_imm_inl(prov_ep *e, int s, std::uint32_t imm, const vq::data_buf *bufs,
+                                               std::size_t n, bool signaled, std::uint64_t wr_id)
+{
+    return post_on(e, s, signaled, wr_id, [&](vq::qp *q, std::uint64_t id, unsigned fl) {
+        return vq::post_send_imm_inline(q, id, imm, bufs, n, fl);
+    });
 }
 
 } // namespace
