@@ -133,6 +133,18 @@ inline void ring_put_one(const txring &r, std::uint8_t op, std::uint8_t flags, s
     ring_publish(r, s, pos, 1, op, flags, imm, len);
 }
 
+/** ring_put_one of an 8-byte word and @p len bytes at @p buf (8 + len <=
+ *  slot_payload): the word as one store, the payload after it. */
+inline void ring_put_word(const txring &r, std::uint8_t op, std::uint8_t flags, std::uint32_t imm,
+                          std::uint64_t word, const void *buf, std::uint32_t len) noexcept
+{
+    std::uint32_t pos = *r.tail;
+    slot *s = &r.slots[pos & r.mask];
+    std::memcpy(s->data, &word, sizeof word);
+    small_copy(s->data + sizeof word, buf, len);
+    ring_publish(r, s, pos, 1, op, flags, imm, len + std::uint32_t(sizeof word));
+}
+
 /** Write one chunk of @p len bytes from @p src as a message and publish it. */
 inline void ring_put(const txring &r, std::uint8_t op, std::uint8_t flags, std::uint32_t imm,
                      src_cursor &src, std::uint32_t len, std::uint32_t hdr_len) noexcept

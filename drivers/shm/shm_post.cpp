@@ -658,6 +658,41 @@ int post_send_imm_inline(vq::qp *vq_, std::uint64_t wr_id, std::uint32_t imm, co
     return send_imm_session<Locked>(q, wr_id, imm, list, n, flags);
 }
 
+/** post_send_imm_hdr_inline (RC/UC): an unsignaled one on an idle queue
+ *  whose word and payload fit one slot goes straight into the peer's ring
+ *  (the word as one store, no list walked); anything else is
+ *  post_send_imm_inline of the two. */
+template <bool Locked>
+int post_send_imm_hdr_inline(vq::qp *vq_, std::uint64_t wr_id, std::uint32_t imm, std::uint64_t hdr,
+                             const void *buf, std::uint32_t len, unsigned flags) noexcept
+{
+    shm_qp *q = to_qp(vq_);
+    constexpr std::uint32_t word = sizeof hdr;
+    if ((flags & ~(vq::WR_SOLICITED | vq::WR_FENCE | vq::WR_INLINE)) == 0 && !q->sq_sig_all &&
+        len <= slot_payload - word && len + word <= q->cap.max_inline_data && (buf || len == 0) &&
+        !own_session(q)) [[likely]] {
+        if constexpr (Locked)
+            q->lock.lock();
+        bool done = false;
+        if (q->sq_head == q->sq_tail &&
+            q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::rts)) [[likely]] {
+            const txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
+            if (ring_reserve(r, 1)) [[likely]] {
+                std::uint8_t fl = sf_first | sf_last | ((flags & vq::WR_SOLICITED) ? sf_solicited : 0);
+                ring_put_word(r, msg_send_imm, fl, imm, hdr, buf, len);
+                env::stats::on_tx(q->io, len + word);
+                done = true;
+            }
+        }
+        if constexpr (Locked)
+            q->lock.unlock();
+        if (done)
+            return 0;
+    }
+    const vq::data_buf list[2] = {{&hdr, word}, {buf, len}};
+    return post_send_imm_inline<Locked>(vq_, wr_id, imm, list, 2, flags);
+}
+
 template <bool Locked>
 int post_write(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t len, std::uint32_t lkey,
                std::uint32_t rkey, std::uint64_t raddr, unsigned flags) noexcept
@@ -717,8 +752,11 @@ void install_session(shm_qp *q) noexcept
     std::uint64_t ops = q->send_ops_flags;
     if (ops & vq::OPS_SEND)
         q->post_send_fn = Ud ? post_send_ud : post_send<Locked>;
-    if (ops & vq::OPS_SEND_WITH_IMM)
+    if (ops & vq::OPS_SEND_WITH_IMM) {
         q->post_send_imm_inline_fn = Ud ? post_send_imm_inline_ud : post_send_imm_inline<Locked>;
+        if constexpr (!Ud)
+            q->post_send_imm_hdr_inline_fn = post_send_imm_hdr_inline<Locked>; // UD: lib/vq's, which fails
+    }
     if (ops & vq::OPS_RDMA_WRITE)
         q->post_write_fn = post_write<Locked>;
 }

@@ -112,6 +112,15 @@ inline int session_send_imm_inline(qp *q, std::uint64_t wr_id, std::uint32_t imm
     return wr_complete(q);
 }
 
+/** post_send_imm_hdr_inline as qp_fp.h defines it, for a driver without a
+ *  form of its own: post_send_imm_inline of the word and the payload. */
+inline int list_send_imm_hdr_inline(qp *q, std::uint64_t wr_id, std::uint32_t imm_data, std::uint64_t hdr,
+                                    const void *buf, std::uint32_t length, unsigned flags) noexcept
+{
+    const data_buf list[2] = {{&hdr, sizeof hdr}, {buf, length}};
+    return q->post_send_imm_inline_fn(q, wr_id, imm_data, list, 2, flags);
+}
+
 /** poll_lent of a QP that does not offer it (vq/qp_fp.h): every driver's
  *  QPs have the slot. */
 inline int poll_lent_unsupported(qp *, int, lent_msg *) noexcept
@@ -166,6 +175,8 @@ struct qp_stubs {
             q->post_send_imm_inline_fn = session_send_imm_inline;
         if (!q->poll_lent_fn)
             q->poll_lent_fn = poll_lent_unsupported;
+        if (!q->post_send_imm_hdr_inline_fn)
+            q->post_send_imm_hdr_inline_fn = list_send_imm_hdr_inline;
     }
 };
 

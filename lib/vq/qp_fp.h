@@ -120,6 +120,8 @@ struct alignas(64) qp {
     int (*post_send_imm_inline_fn)(qp *, std::uint64_t wr_id, std::uint32_t imm_data, const data_buf *buf_list,
                                    std::size_t num_buf, unsigned flags) = nullptr;
     int (*poll_lent_fn)(qp *, int num_entries, lent_msg *out) = nullptr;
+    int (*post_send_imm_hdr_inline_fn)(qp *, std::uint64_t wr_id, std::uint32_t imm_data, std::uint64_t hdr,
+                                       const void *buf, std::uint32_t length, unsigned flags) = nullptr;
 
     /* Cold: read-only description, set at creation. */
     context *ctx = nullptr;
@@ -281,6 +283,22 @@ inline void wr_set_xrc_srqn(qp *q, std::uint32_t remote_srqn) noexcept
 {
     return q->post_send_imm_inline_fn(q, wr_id, imm_data, buf_list, num_buf, flags);
 }
+/** Post one send_imm whose data is the 8 bytes of @p hdr (as they lie in
+ *  memory) followed by @p length bytes at @p buf, copied during the call
+ *  (RC/UC): a one-word protocol header and a payload, as UCX's
+ *  uct_ep_am_short takes them. Equivalent to post_send_imm_inline with the
+ *  list {&hdr, 8}, {buf, length}, including every error (-FI_EMSGSIZE when
+ *  8 + length exceeds cap.max_inline_data, -FI_EINVAL a null @p buf with
+ *  length > 0 or a UD QP, ...). shm writes an unsignaled one on an idle
+ *  queue straight into the peer's ring slot when it fits one
+ *  (max_inline_slot), the word as one store; a driver without its own form
+ *  gets post_send_imm_inline with that list from lib/vq. */
+[[nodiscard]] inline int post_send_imm_hdr_inline(qp *q, std::uint64_t wr_id, std::uint32_t imm_data,
+                                                  std::uint64_t hdr, const void *buf, std::uint32_t length,
+                                                  unsigned flags) noexcept
+{
+    return q->post_send_imm_hdr_inline_fn(q, wr_id, imm_data, hdr, buf, length, flags);
+}
 /** Post one RDMA write (RC/UC); as post_send with rdma_write. */
 [[nodiscard]] inline int post_write(qp *q, std::uint64_t wr_id, const void *buf,
                                     std::uint32_t length, std::uint32_t lkey, std::uint32_t rkey,
@@ -346,5 +364,6 @@ static_assert(offsetof(qp, bind_mw_fn) == 128);
 static_assert(offsetof(qp, post_write_fn) == 192);
 static_assert(offsetof(qp, post_send_imm_inline_fn) == 208, "single-call posts share line 3");
 static_assert(offsetof(qp, poll_lent_fn) == 216, "the lent-receive poll shares line 3");
+static_assert(offsetof(qp, post_send_imm_hdr_inline_fn) == 224, "single-call posts share line 3");
 
 } // namespace shunt::vq

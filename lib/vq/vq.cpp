@@ -265,6 +265,8 @@ int create_qp(pd *p, const qp_init_attr *attr, qp **out)
         (*out)->post_send_imm_inline_fn = session_send_imm_inline; // a driver without qp_stubs
     if (rc == 0 && *out && !(*out)->poll_lent_fn)
         (*out)->poll_lent_fn = poll_lent_unsupported;
+    if (rc == 0 && *out && !(*out)->post_send_imm_hdr_inline_fn)
+        (*out)->post_send_imm_hdr_inline_fn = list_send_imm_hdr_inline;
     return rc;
 }
 

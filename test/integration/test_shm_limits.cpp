@@ -215,6 +215,7 @@ int in_child_within(F body, int secs)
     EXPECT_EQ(vq::post_send(q, 3, src, 4096, lp.a.mr->lkey, vq::WR_SIGNALED), -FI_EOPBADSTATE);
     vq::data_buf d{src, 8};
     EXPECT_EQ(vq::post_send_imm_inline(q, 4, 7, &d, 1, 0), -FI_EOPBADSTATE);
+    EXPECT_EQ(vq::post_send_imm_hdr_inline(q, 4, 7, 0x55, src, 8, 0), -FI_EOPBADSTATE) << "one-slot word path";
     EXPECT_EQ(vq::post_write(q, 5, src, 8, lp.a.mr->lkey, lp.b.mr->rkey, lp.b.addr(), vq::WR_SIGNALED),
               -FI_EOPBADSTATE);
     EXPECT_EQ(vq::wr_complete(q), -FI_EOPBADSTATE) << "the open batch fails with the misuse";

@@ -488,5 +488,79 @@ TEST_P(SendImmInline, GatheredBuffersArriveConcatenatedWithTheirImmediate)
 INSTANTIATE_TEST_SUITE_P(AllTypes, SendImmInline, ::testing::Values(qp_type::rc, qp_type::uc, qp_type::ud),
                          type_name);
 
+/* ---- post_send_imm_hdr_inline: a word and a payload in one call ---- */
+
+class SendImmHdrInline : public conf_test, public ::testing::WithParamInterface<qp_type> {};
+
+TEST_P(SendImmHdrInline, TheWordThenThePayloadArriveWithTheirImmediate)
+{
+    conn c;
+    if (!c.L.ok)
+        return;
+    const qp_type t = GetParam();
+    CONF_REQUIRE_OPS(c.L.attr, t, vq::OPS_SEND_WITH_IMM);
+    ASSERT_EQ(c.setup(t, vq::OPS_SEND | vq::OPS_SEND_WITH_IMM, {0, 0, 1, 1, 512}, 0, {0, 0, 1, 1, 0}), 0);
+    int srcmr = c.L.reg(64 * 1024, vq::ACCESS_LOCAL_WRITE, false, rnd(1, ~0ull >> 1));
+    reg_rep dst{};
+    ASSERT_EQ(c.P.reg(64 * 1024, vq::ACCESS_LOCAL_WRITE, false, 0, &dst), 0);
+    if (t == qp_type::ud) {
+        EXPECT_EQ(vq::post_send_imm_hdr_inline(c.qp(), 1, 7, 0x1122, c.L.mem(srcmr), 8, 0), -FI_EINVAL)
+            << "UD has no address here";
+        return;
+    }
+    const std::uint32_t mi = c.qp()->cap.max_inline_data;
+    ASSERT_GE(mi, 512u);
+    for (int it = 0; it < 40 && !HasFailure(); it++) {
+        // Payload lengths at the edges of one slot with the word in it
+        // (where a driver's one-slot branch ends), then any up to the limit.
+        const std::uint32_t slot = c.L.attr.max_inline_slot;
+        const std::uint32_t room = slot > 8 ? slot - 8 : 0;
+        const std::uint32_t edge[] = {0, 1, room ? room - 1 : 0, room, room + 1};
+        std::uint32_t len = it < 5   ? std::min(edge[it], mi - 8)
+                            : it < 8 ? static_cast<std::uint32_t>(rnd(0, room))
+                                     : static_cast<std::uint32_t>(rnd(0, mi - 8));
+        std::uint64_t off = rnd(0, 64 * 1024 - len);
+        const std::uint8_t *src = c.L.mem(srcmr) + off;
+        const std::uint64_t hdr = rnd(0, ~0ull);
+        std::vector<std::uint8_t> want(8);
+        std::memcpy(want.data(), &hdr, 8);
+        want.insert(want.end(), src, src + len);
+        ASSERT_EQ(c.P.post_recv(c.pq.index, 50 + it, {piece{dst.index, mi + 8, 0}}), 0);
+        std::uint32_t imm = static_cast<std::uint32_t>(rnd(0, 0xffffffffu));
+        unsigned fl = it % 3 == 0 ? vq::WR_SIGNALED : 0;
+        ASSERT_EQ(vq::post_send_imm_hdr_inline(c.qp(), 9000 + it, imm, hdr, src, len, fl), 0);
+        // The payload may be reused at return: scribble over it.
+        if (len)
+            std::memset(c.L.mem(srcmr) + off, 0xee, len);
+        auto r = c.P.wait_wcs(c.pq.index, 1);
+        ASSERT_EQ(r.size(), 1u);
+        EXPECT_EQ(r[0].status, wc_status::success) << wc_str(r[0]);
+        EXPECT_EQ(r[0].byte_len, len + 8);
+        EXPECT_TRUE(r[0].wc_flags & vq::WC_WITH_IMM);
+        EXPECT_EQ(r[0].imm_data, imm);
+        EXPECT_EQ(c.P.read_mem(dst.index, 0, len + 8), want) << "iteration " << it << ", " << len << " bytes";
+        if (fl) {
+            auto s = c.L.wait_wcs(c.lq, 1);
+            ASSERT_EQ(s.size(), 1u);
+            EXPECT_EQ(s[0].wr_id, 9000u + it);
+        }
+        fill_pattern(c.L.mem(srcmr), 64 * 1024, rnd(1, ~0ull >> 1));
+    }
+    // The rules of post_send_imm_inline it stands for: the word counts.
+    EXPECT_EQ(vq::post_send_imm_hdr_inline(c.qp(), 1, 0, 0, c.L.mem(srcmr), mi - 7, 0), -FI_EMSGSIZE);
+    EXPECT_EQ(vq::post_send_imm_hdr_inline(c.qp(), 1, 0, 0, nullptr, 4, 0), -FI_EINVAL);
+    // Nothing of a refused one arrived: the next is the next message.
+    ASSERT_EQ(c.P.post_recv(c.pq.index, 99, {piece{dst.index, mi + 8, 0}}), 0);
+    ASSERT_EQ(vq::post_send_imm_hdr_inline(c.qp(), 2, 5, 0x0102030405060708ull, nullptr, 0, 0), 0);
+    auto r = c.P.wait_wcs(c.pq.index, 1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].wr_id, 99u);
+    EXPECT_EQ(r[0].byte_len, 8u);
+    EXPECT_EQ(r[0].imm_data, 5u);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, SendImmHdrInline, ::testing::Values(qp_type::rc, qp_type::uc, qp_type::ud),
+                         type_name);
+
 } // namespace
 } // namespace shunt::conf
