@@ -629,10 +629,11 @@ using inject_guard = std::conditional_t<Locked, util::guard<util::maybe_lock>, n
 // An inject to a connected peer: no allocation, fence or system call, and
 // no lock unless the domain is multi-threaded (@p Locked; then the
 // endpoint's, as the generic path takes it). The header word travels as
-// the send's immediate; a tag and the payload are gathered by vq's
-// post_send_imm_inline straight into the peer's ring slot — one line for a
-// payload up to the device's max_inline_slot (minus the tag), consecutive
-// slots beyond, up to inject_size. Everything else takes the generic path.
+// the send's immediate; the payload (vq's post_send_imm_inline), or a tag
+// and the payload (post_send_imm_hdr_inline, the tag as its word), go
+// straight into the peer's ring slot — one line for a payload up to the
+// device's max_inline_slot (minus the tag), consecutive slots beyond, up to
+// inject_size. Everything else takes the generic path.
 // The tables are chosen by the domain's threading when the endpoint is made
 // (open_ep), as the endpoint's lock is enabled.
 template <bool Tagged, bool Locked>
@@ -652,9 +653,17 @@ template <bool Tagged, bool Locked>
         if (pe && pe->index < e->by_index.size()) [[likely]] {
             conn *cn = e->by_index[pe->index];
             if (cn && cn->state == conn::connected) [[likely]] {
-                vq::data_buf b[2] = {{&tag, 8}, {buf, len}};
-                int rc = post_imm_inl(e, cn->slot, imm_wire(w_eager, Tagged ? wf_tagged : 0, rx_index_of(c, dest)),
-                                      Tagged ? b : b + 1, Tagged ? 2 : 1, false, ~0ULL);
+                const std::uint32_t imm = imm_wire(w_eager, Tagged ? wf_tagged : 0, rx_index_of(c, dest));
+                int rc;
+                if constexpr (Tagged) {
+                    rc = post_on(e, cn->slot, false, ~0ULL, [&](vq::qp *q, std::uint64_t id, unsigned fl) {
+                        // len <= inject_size: it fits 32 bits
+                        return vq::post_send_imm_hdr_inline(q, id, imm, tag, buf, std::uint32_t(len), fl);
+                    });
+                } else {
+                    const vq::data_buf b{buf, len};
+                    rc = post_imm_inl(e, cn->slot, imm, &b, 1, false, ~0ULL);
+                }
                 if (rc == 0) [[likely]] {
                     c->inc_send(c->c_send);
                     env::stats::on_tx(e->io, len);
