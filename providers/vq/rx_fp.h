@@ -30,11 +30,13 @@ inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p,
                     : sl.c && sl.c->src != FI_ADDR_NOTAVAIL ? sl.c->src
                                                             : conn_src(e, sl.c);
     env::stats::on_rx(e->io, len - n);
-    if (c) [[likely]] // a scalable endpoint without an enabled receive context drops it
-        (void)util::rx_deliver(c, h.flags & wf_tagged, src, f.tag, f.data, (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0,
-                               p + n, len - n, true);
-    else
+    const std::uint64_t mf = (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0;
+    if (!c) [[unlikely]] // a scalable endpoint without an enabled receive context drops it
         env::stats::on_drop(e->io);
+    else if (h.flags & wf_tagged)
+        (void)util::rx_deliver_as<true>(c, src, f.tag, f.data, mf, p + n, len - n);
+    else
+        (void)util::rx_deliver_as<false>(c, src, f.tag, f.data, mf, p + n, len - n);
     if (h.flags & wf_ack) [[unlikely]] {
         fin_body fb{f.ack, 0, 0};
         ctl_send(e, sl.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);

@@ -234,6 +234,11 @@ void tx_fail(ep_core *c, void *ctx, std::uint64_t cq_flags, int err, std::size_t
  *  @return 0 delivered or queued; -FI_ENOMEM; 1 dropped (DGRAM, no receive). */
 int rx_deliver(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
                std::uint64_t msg_flags, const void *payload, std::size_t len, bool queue_unexpected = true);
+/** rx_deliver of a message whose kind the caller knows (@p Tagged): no
+ *  test of the kind on the common receive. Defined for both kinds. */
+template <bool Tagged>
+int rx_deliver_as(ep_core *c, fi_addr_t src, std::uint64_t tag, std::uint64_t data, std::uint64_t msg_flags,
+                  const void *payload, std::size_t len, bool queue_unexpected = true);
 /** A rendezvous message arrived: its bytes stay where the sender has them,
  *  @p desc (@p desc_len bytes, copied if kept) says where. A matching receive
  *  goes to hooks->rx_fetch; without one the description is kept as an

@@ -714,19 +714,32 @@ inline void deliver_simple(ep_core *c, rxq *q, rx_entry *e, bool tagged, fi_addr
 
 } // namespace
 
-int rx_deliver(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
-               std::uint64_t msg_flags, const void *payload, std::size_t len, bool queue_unexpected)
+template <bool Tagged>
+int rx_deliver_as(ep_core *c, fi_addr_t src, std::uint64_t tag, std::uint64_t data, std::uint64_t msg_flags,
+                  const void *payload, std::size_t len, bool queue_unexpected)
 {
     rxq *q = c->rx;
     // The common receive of an endpoint without a lock, without a call: the
     // first posted receive takes it, and it is a simple_receive. Every
     // other case, and every receive under a lock: rx_deliver_any.
-    rx_entry *e = q->lock.enabled() ? nullptr : q->first_match(tagged, src, tag);
+    rx_entry *e = q->lock.enabled() ? nullptr : q->first_match(Tagged, src, tag);
     if (!e || !simple_receive(q, e, len)) [[unlikely]]
-        return rx_deliver_any(c, tagged, src, tag, data, msg_flags, payload, len, queue_unexpected);
-    q->unlink_first(tagged);
-    deliver_simple(c, q, e, tagged, src, tag, data, msg_flags, payload, len);
+        return rx_deliver_any(c, Tagged, src, tag, data, msg_flags, payload, len, queue_unexpected);
+    q->unlink_first(Tagged);
+    deliver_simple(c, q, e, Tagged, src, tag, data, msg_flags, payload, len);
     return 0;
+}
+
+template int rx_deliver_as<false>(ep_core *, fi_addr_t, std::uint64_t, std::uint64_t, std::uint64_t, const void *,
+                                  std::size_t, bool);
+template int rx_deliver_as<true>(ep_core *, fi_addr_t, std::uint64_t, std::uint64_t, std::uint64_t, const void *,
+                                 std::size_t, bool);
+
+int rx_deliver(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
+               std::uint64_t msg_flags, const void *payload, std::size_t len, bool queue_unexpected)
+{
+    return tagged ? rx_deliver_as<true>(c, src, tag, data, msg_flags, payload, len, queue_unexpected)
+                  : rx_deliver_as<false>(c, src, tag, data, msg_flags, payload, len, queue_unexpected);
 }
 
 int rx_deliver_fetch(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
