@@ -415,19 +415,39 @@ INSTANTIATE_TEST_SUITE_P(Connected, LentReceivesConnected, ::testing::Values(qp_
 
 /* ---- post_send_imm_inline: a header and a payload in one call ---- */
 
-class SendImmInline : public conf_test, public ::testing::WithParamInterface<qp_type> {};
+class SendImmInline : public conf_test, public ::testing::WithParamInterface<qp_type> {
+protected:
+    /** The pair both send_imm forms are tested on: a QP of the test's type
+     *  with room for 512 inline bytes, a 64 KiB source region here and a
+     *  destination region at the peer. @return false when the test ends
+     *  here (no device, ops not claimed, or a failed step). */
+    bool open_pair(conn &c, int &srcmr, reg_rep &dst)
+    {
+        if (!c.L.ok)
+            return false;
+        open_pair_steps(c, srcmr, dst);
+        return !IsSkipped() && !HasFatalFailure();
+    }
+
+private:
+    void open_pair_steps(conn &c, int &srcmr, reg_rep &dst)
+    {
+        const qp_type t = GetParam();
+        CONF_REQUIRE_OPS(c.L.attr, t, vq::OPS_SEND_WITH_IMM);
+        ASSERT_EQ(c.setup(t, vq::OPS_SEND | vq::OPS_SEND_WITH_IMM, {0, 0, 1, 1, 512}, 0, {0, 0, 1, 1, 0}), 0);
+        srcmr = c.L.reg(64 * 1024, vq::ACCESS_LOCAL_WRITE, false, rnd(1, ~0ull >> 1));
+        ASSERT_EQ(c.P.reg(64 * 1024, vq::ACCESS_LOCAL_WRITE, false, 0, &dst), 0);
+    }
+};
 
 TEST_P(SendImmInline, GatheredBuffersArriveConcatenatedWithTheirImmediate)
 {
     conn c;
-    if (!c.L.ok)
+    int srcmr = -1;
+    reg_rep dst{};
+    if (!open_pair(c, srcmr, dst))
         return;
     const qp_type t = GetParam();
-    CONF_REQUIRE_OPS(c.L.attr, t, vq::OPS_SEND_WITH_IMM);
-    ASSERT_EQ(c.setup(t, vq::OPS_SEND | vq::OPS_SEND_WITH_IMM, {0, 0, 1, 1, 512}, 0, {0, 0, 1, 1, 0}), 0);
-    int srcmr = c.L.reg(64 * 1024, vq::ACCESS_LOCAL_WRITE, false, rnd(1, ~0ull >> 1));
-    reg_rep dst{};
-    ASSERT_EQ(c.P.reg(64 * 1024, vq::ACCESS_LOCAL_WRITE, false, 0, &dst), 0);
     if (t == qp_type::ud) {
         vq::data_buf b{c.L.mem(srcmr), 8};
         EXPECT_EQ(vq::post_send_imm_inline(c.qp(), 1, 7, &b, 1, 0), -FI_EINVAL) << "UD has no address here";
@@ -490,19 +510,16 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, SendImmInline, ::testing::Values(qp_type::rc,
 
 /* ---- post_send_imm_hdr_inline: a word and a payload in one call ---- */
 
-class SendImmHdrInline : public conf_test, public ::testing::WithParamInterface<qp_type> {};
+class SendImmHdrInline : public SendImmInline {};
 
 TEST_P(SendImmHdrInline, TheWordThenThePayloadArriveWithTheirImmediate)
 {
     conn c;
-    if (!c.L.ok)
+    int srcmr = -1;
+    reg_rep dst{};
+    if (!open_pair(c, srcmr, dst))
         return;
     const qp_type t = GetParam();
-    CONF_REQUIRE_OPS(c.L.attr, t, vq::OPS_SEND_WITH_IMM);
-    ASSERT_EQ(c.setup(t, vq::OPS_SEND | vq::OPS_SEND_WITH_IMM, {0, 0, 1, 1, 512}, 0, {0, 0, 1, 1, 0}), 0);
-    int srcmr = c.L.reg(64 * 1024, vq::ACCESS_LOCAL_WRITE, false, rnd(1, ~0ull >> 1));
-    reg_rep dst{};
-    ASSERT_EQ(c.P.reg(64 * 1024, vq::ACCESS_LOCAL_WRITE, false, 0, &dst), 0);
     if (t == qp_type::ud) {
         EXPECT_EQ(vq::post_send_imm_hdr_inline(c.qp(), 1, 7, 0x1122, c.L.mem(srcmr), 8, 0), -FI_EINVAL)
             << "UD has no address here";
