@@ -355,7 +355,8 @@ void s_inline_list(vq::qp *x, std::size_t n, const vq::data_buf *list) noexcept
         return;
     std::uint8_t *d = wqe_inl(q, w);
     for (std::size_t i = 0; i < n; i++) {
-        std::memcpy(d, list[i].addr, list[i].length);
+        if (list[i].length) // an empty piece may have no address: memcpy takes none
+            std::memcpy(d, list[i].addr, list[i].length);
         d += list[i].length;
     }
     w->is_inline = 1;
