@@ -591,6 +591,27 @@ template <bool Locked>
     return wr_complete<Locked, false>(q);
 }
 
+/** The ring-direct part of the single-call send_imms: under the QP's lock
+ *  (@p Locked), on an idle send queue in RTS, @p put(slot flags) writes and
+ *  publishes the message and says whether the ring had room; its @p len
+ *  bytes are counted. @return whether it was sent (else: the session). */
+template <bool Locked, class Put>
+[[gnu::always_inline]] inline bool send_direct(shm_qp *q, unsigned flags, std::uint32_t len, Put &&put) noexcept
+{
+    if constexpr (Locked)
+        q->lock.lock();
+    bool done = false;
+    if (q->sq_head == q->sq_tail &&
+        q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::rts)) [[likely]] {
+        done = put(std::uint8_t(sf_first | sf_last | ((flags & vq::WR_SOLICITED) ? sf_solicited : 0)));
+        if (done)
+            env::stats::on_tx(q->io, len);
+    }
+    if constexpr (Locked)
+        q->lock.unlock();
+    return done;
+}
+
 /** post_send_imm_inline beyond one slot: consecutive slots through the
  *  cursor. @return whether the ring had room. */
 [[gnu::noinline]] bool put_gathered(shm_qp *q, std::uint8_t fl, std::uint32_t imm, const vq::data_buf *list,
@@ -626,32 +647,19 @@ int post_send_imm_inline(vq::qp *vq_, std::uint64_t wr_id, std::uint32_t imm, co
         // One slot's payload is always within a chunk (ring_slots_ok: 64 slots at least).
         if (ok && total <= q->cap.max_inline_data &&
             (total <= slot_payload || total <= max_chunk_bytes(q->tx_mask + 1))) [[likely]] {
-            if constexpr (Locked)
-                q->lock.lock();
-            bool done = false;
-            if (q->sq_head == q->sq_tail &&
-                q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::rts))
-                [[likely]] {
-                auto len = static_cast<std::uint32_t>(total);
-                std::uint8_t fl = sf_first | sf_last | ((flags & vq::WR_SOLICITED) ? sf_solicited : 0);
-                if (len <= slot_payload) [[likely]] {
+            const auto len = static_cast<std::uint32_t>(total);
+            if (send_direct<Locked>(q, flags, len, [&](std::uint8_t fl) {
+                    if (len > slot_payload) [[unlikely]]
+                        return put_gathered(q, fl, imm, list, len);
                     // One line: the pieces straight into the slot, no cursor
                     // (and no ring descriptor in memory: the fields stay in
                     // registers).
                     const txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
-                    if (ring_reserve(r, 1)) [[likely]] {
-                        ring_put_one(r, msg_send_imm, fl, imm, list, n, len);
-                        done = true;
-                    }
-                } else {
-                    done = put_gathered(q, fl, imm, list, len);
-                }
-                if (done)
-                    env::stats::on_tx(q->io, len);
-            }
-            if constexpr (Locked)
-                q->lock.unlock();
-            if (done)
+                    if (!ring_reserve(r, 1)) [[unlikely]]
+                        return false;
+                    ring_put_one(r, msg_send_imm, fl, imm, list, n, len);
+                    return true;
+                }))
                 return 0;
         }
     }
@@ -671,22 +679,13 @@ int post_send_imm_hdr_inline(vq::qp *vq_, std::uint64_t wr_id, std::uint32_t imm
     if ((flags & ~(vq::WR_SOLICITED | vq::WR_FENCE | vq::WR_INLINE)) == 0 && !q->sq_sig_all &&
         len <= slot_payload - word && len + word <= q->cap.max_inline_data && (buf || len == 0) &&
         !own_session(q)) [[likely]] {
-        if constexpr (Locked)
-            q->lock.lock();
-        bool done = false;
-        if (q->sq_head == q->sq_tail &&
-            q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::rts)) [[likely]] {
-            const txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
-            if (ring_reserve(r, 1)) [[likely]] {
-                std::uint8_t fl = sf_first | sf_last | ((flags & vq::WR_SOLICITED) ? sf_solicited : 0);
+        if (send_direct<Locked>(q, flags, len + word, [&](std::uint8_t fl) {
+                const txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
+                if (!ring_reserve(r, 1)) [[unlikely]]
+                    return false;
                 ring_put_word(r, msg_send_imm, fl, imm, hdr, buf, len);
-                env::stats::on_tx(q->io, len + word);
-                done = true;
-            }
-        }
-        if constexpr (Locked)
-            q->lock.unlock();
-        if (done)
+                return true;
+            }))
             return 0;
     }
     const vq::data_buf list[2] = {{&hdr, word}, {buf, len}};
