@@ -324,7 +324,8 @@ void s_inline(vq::qp *x, const void *addr, std::size_t len) noexcept
     }
     if (!len_ok(q, w, len))
         return;
-    std::memcpy(wqe_inl(q, w), addr, len);
+    if (len) // an empty one may have no address: memcpy takes none
+        std::memcpy(wqe_inl(q, w), addr, len);
     w->is_inline = 1;
     w->len = static_cast<std::uint32_t>(len);
 }

@@ -503,6 +503,25 @@ TEST_P(SendImmInline, GatheredBuffersArriveConcatenatedWithTheirImmediate)
     EXPECT_EQ(vq::post_send_imm_inline(c.qp(), 1, 0, &big, 1, 0), -FI_EMSGSIZE);
     vq::data_buf bad{nullptr, 4};
     EXPECT_EQ(vq::post_send_imm_inline(c.qp(), 1, 0, &bad, 1, 0), -FI_EINVAL);
+    // An empty piece, and an empty inline setter, need no address.
+    vq::data_buf none{nullptr, 0};
+    ASSERT_EQ(c.P.post_recv(c.pq.index, 97, {piece{dst.index, mi + 8, 0}}), 0);
+    ASSERT_EQ(vq::post_send_imm_inline(c.qp(), 2, 6, &none, 1, 0), 0);
+    ASSERT_EQ(c.P.post_recv(c.pq.index, 98, {piece{dst.index, mi + 8, 0}}), 0);
+    vq::wr_start(c.qp());
+    c.qp()->wr_id = 3;
+    c.qp()->wr_flags = 0;
+    vq::wr_send_imm(c.qp(), 7);
+    vq::wr_set_inline_data(c.qp(), nullptr, 0);
+    ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+    auto r = c.P.wait_wcs(c.pq.index, 2);
+    ASSERT_EQ(r.size(), 2u);
+    for (unsigned k = 0; k < 2; k++) {
+        EXPECT_EQ(r[k].status, wc_status::success) << wc_str(r[k]);
+        EXPECT_EQ(r[k].wr_id, 97u + k);
+        EXPECT_EQ(r[k].byte_len, 0u);
+        EXPECT_EQ(r[k].imm_data, 6u + k);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, SendImmInline, ::testing::Values(qp_type::rc, qp_type::uc, qp_type::ud),
