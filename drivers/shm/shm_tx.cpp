@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cerrno>
 
 #include "env/log.h"
 #include "env/tsc.h"
@@ -409,9 +410,12 @@ inline bool remote_ok(shm_qp *q, std::uint32_t rkey, std::uint64_t raddr, std::u
     return pin_key(q->rpeer, rkey, raddr, len, need, ref, &pin.e);
 }
 
+/** The status of a copy to or from the peer that failed. Call right after
+ *  it: ESRCH from process_vm_readv/writev is a process that is exiting
+ *  (its memory already gone) before its death is visible to peer_dead. */
 inline vq::wc_status remote_failure(shm_qp *q) noexcept
 {
-    if (peer_dead(q->rpeer))
+    if (errno == ESRCH || peer_dead(q->rpeer))
         return vq::wc_status::retry_exc_err; // this WR reports it; the rest flush
     return vq::wc_status::rem_access_err;
 }
