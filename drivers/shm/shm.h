@@ -26,7 +26,7 @@ namespace vq = shunt::vq;
 /* ---------------- Shared layout (offsets only, never pointers) ---------------- */
 
 inline constexpr std::uint64_t ctx_magic = 0x314d48535154564eull; // "NVTQSHM1"
-inline constexpr std::uint32_t layout_version = 3;
+inline constexpr std::uint32_t layout_version = 4;
 inline constexpr unsigned num_lock_stripes = 64;
 
 /** Head of a context's segment (data area offset 0). Written by the owner at
@@ -113,7 +113,11 @@ struct alignas(64) qp_desc {
     /** Peers between reading this descriptor and claiming one of its rings
      *  (owner CAS and re-check): ring memory is not reclaimed while > 0. */
     std::atomic<std::uint32_t> entering;
+    /** The split read this QP offered its peer (own line, written by both):
+     *  split_word(ticket, split_*). */
+    alignas(64) std::atomic<std::uint64_t> split_claim;
 };
+static_assert(sizeof(qp_desc) == 192);
 inline constexpr std::uint32_t desc_free = 0xff;
 /** qp_desc::flags: the QP lends its ring to its consumer (lent receives):
  *  senders must deliver each message as one chunk of the ring, never by
@@ -139,8 +143,37 @@ inline std::uint32_t qpn_gen(std::uint32_t qpn) noexcept
     return (qpn >> qpn_index_bits) & ((1u << qpn_gen_bits) - 1);
 }
 
-/** Message opcodes in a slot. */
-enum : std::uint8_t { msg_send = 1, msg_send_imm = 2, msg_send_inv = 3, msg_write_imm = 4, msg_rndv = 5 };
+/** Message opcodes in a slot. msg_split is no message: it asks the receiving
+ *  side to copy a part of a read (split_req), and consumes no receive. */
+enum : std::uint8_t {
+    msg_send = 1, msg_send_imm = 2, msg_send_inv = 3, msg_write_imm = 4, msg_rndv = 5, msg_split = 6,
+};
+
+/** Payload of a msg_split message: the part of an RDMA read of the
+ *  receiving side's memory that the initiator offers it to copy, by
+ *  process_vm_writev, from its own region into the initiator's buffer. */
+struct split_req {
+    std::uint32_t ticket; ///< the offer's ticket in the initiator's qp_desc::split_claim
+    std::uint32_t rkey;   ///< the read's rkey (a region or window of the receiving side)
+    std::uint64_t raddr;  ///< the part's address in the receiving side's memory
+    std::uint64_t dst;    ///< where it goes in the initiator's memory
+    std::uint32_t len;    ///< bytes of the part
+    std::uint32_t pad;
+};
+static_assert(sizeof(split_req) == 32 && sizeof(split_req) <= 48, "one slot");
+/** qp_desc::split_claim: who copies the offered part. The initiator offers
+ *  it (split_offered) and takes it back when nobody claimed it before its
+ *  own part was done (split_taken_back); the peer claims it (split_claimed),
+ *  then says split_done or split_failed (it copied nothing usable: the
+ *  initiator copies the part itself). Each transition is one CAS from
+ *  split_offered, or the claimer's final store, on the word of one ticket. */
+enum : std::uint64_t {
+    split_offered = 0, split_taken_back = 1, split_claimed = 2, split_done = 3, split_failed = 4,
+};
+constexpr std::uint64_t split_word(std::uint32_t ticket, std::uint64_t state) noexcept
+{
+    return std::uint64_t{ticket} << 8 | state;
+}
 
 /** Payload of a msg_rndv message: where the receiver copies a large send
  *  from (the sender's registered memory), followed by nsge rndv_piece. */
@@ -331,6 +364,7 @@ enum class wqe_stage : std::uint8_t {
     keys_checked, ///< its local keys were validated (a blocked send resumes here)
     data_written, ///< write_imm: the data is written, its notification waits for ring space
     rndv_pending, ///< rendezvous published: completes when the receiver's ack passes rndv_ticket
+    split_pending, ///< split read: our part copied, the peer's claimed part not yet done (split_ticket)
     finished,     ///< executed (or failed): status holds the outcome, the completion is owed
 };
 
@@ -352,8 +386,9 @@ struct wqe {
     std::uint8_t has_data, is_inline, need;
     wqe_stage stage;       ///< execution progress
     std::uint32_t qkey;
-    vq::wc_status status;  ///< outcome once stage is finished
+    vq::wc_status status;  ///< outcome once stage is finished; split_pending: that of our part
     std::uint32_t rndv_ticket; ///< rendezvous: the value of rndv_acked that completes it
+    std::uint32_t split_ticket; ///< split read: the ticket of its offer (qp_desc::split_claim)
     std::uint64_t posted;  ///< env::stats::stamp() at the builder: send-to-completion latency
 };
 
@@ -373,6 +408,14 @@ struct ud_dest {
     std::uint32_t credit_head = 0;
     std::uint64_t pool_off = 0; ///< the receiver's ud_rings_off when claimed (it moves at its reset)
     bool failed = false;       ///< no ring available / no such QP: sends are dropped
+};
+
+/** Split reads of an RC QP (shm.qp.<QP number>.split). The send side
+ *  writes the first two, the receive side the third. */
+struct split_stats {
+    env::stats::counter offered;     ///< RDMA reads of ours split with the peer
+    env::stats::counter peer_copied; ///< of those, parts the peer copied
+    env::stats::counter copied;      ///< parts of the peer's reads we copied for it
 };
 
 struct shm_qp : vq::qp {
@@ -404,6 +447,8 @@ struct shm_qp : vq::qp {
     std::uint32_t tx_tail = 0;
     std::uint32_t tx_credit_head = 0;
     std::uint32_t rndv_posted = 0;    ///< rendezvous messages sent (ticket of the last)
+    std::uint32_t split_tickets = 0;  ///< split reads offered (ticket of the last)
+    bool split_busy = false;          ///< a split read waits for the peer's part (one at a time)
     std::uint64_t blocked_since = 0;  ///< TSC when the head WR first waited for ring space
     std::atomic<std::uint32_t> state{static_cast<std::uint32_t>(vq::qp_state::reset)};
     spinlock lock;
@@ -473,6 +518,8 @@ struct shm_qp : vq::qp {
     std::uint32_t ck_lkey = 0, ck_gen = 0;
     std::uint64_t ck_lo = 0, ck_hi = 0;
     env::stats::io_block io_blk; ///< owns *io
+    split_stats split_st;             ///< RC: split reads
+    env::stats::registration split_reg; ///< after split_st: unregistered before it goes
 };
 
 struct shm_ctx : vq::context {
@@ -513,6 +560,7 @@ struct limits {
     std::uint32_t ud_rings;
     std::uint32_t ud_ring_slots;
     std::uint32_t rndv_bytes;    ///< sends of at least this many bytes (SGE data) use rendezvous
+    std::uint32_t split_bytes;   ///< RDMA reads of at least this many bytes are split with the target (0: never)
     std::uint32_t max_qp, max_mr;
     std::uint32_t peer_check_ms;
     /** Cross-memory attach (process_vm_readv/writev) reaches peers' memory
@@ -653,6 +701,10 @@ void install_poll_lent(shm_qp *q) noexcept;
 unsigned rx_progress(shm_qp *q, unsigned budget) noexcept;
 /** Move a QP to ERR and tell its peer (any thread). */
 void qp_to_err(shm_qp *q) noexcept;
+/** Before @p q lets go of its peer (destroy, reset): wait for the part of
+ *  a split read the peer claimed, which it writes into the read's buffer;
+ *  bounded (shm_tx.cpp). */
+void split_settle(shm_qp *q) noexcept;
 /** A peer wrote something into one of @p q's rings that breaks the protocol
  *  (@p what names the field, @p value is what it held): log it once, move
  *  the QP to ERR and report bad_resp_err on its next receive completion.

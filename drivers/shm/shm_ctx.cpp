@@ -37,6 +37,10 @@ SHUNT_TUNABLE(t_rndv_bytes, "SHUNT_SHM_RNDV_BYTES", integer, "32768",
               "shm driver: RC/UC sends of at least this many bytes from registered memory are copied once, "
               "by the receiver, straight from the sender's buffer (0: never)",
               "shm");
+SHUNT_TUNABLE(t_split_bytes, "SHUNT_SHM_SPLIT_BYTES", integer, "8192",
+              "shm driver: RC RDMA reads of at least this many bytes from a peer's private memory are split: the "
+              "initiator copies the first part while the target, if it polls meanwhile, copies the rest (0: never)",
+              "shm");
 SHUNT_TUNABLE(t_peer_check_ms, "SHUNT_SHM_PEER_CHECK_MS", integer, "100",
               "shm driver: how often an idle or blocked QP checks that its peer is alive, ms", "shm");
 SHUNT_TUNABLE(t_cma, "SHUNT_SHM_CMA", boolean, "1",
@@ -115,6 +119,7 @@ limits make_limits()
     l.ud_rings = tunable_u32(t_ud_rings, 1, 64, 32);
     l.ud_ring_slots = 256;
     l.rndv_bytes = tunable_u32(t_rndv_bytes, 0, 1u << 30, 32768);
+    l.split_bytes = tunable_u32(t_split_bytes, 0, 1u << 30, 8192);
     l.max_qp = 1024;
     l.max_mr = 4096;
     l.peer_check_ms = tunable_u32(t_peer_check_ms, 1, 60000, 100);

@@ -133,11 +133,24 @@ void cq_remove(shm_cq *c, shm_qp **list, std::uint32_t *n, shm_qp *q)
 /** Register the QP's statistics block, shm.qp.<QP number>. Statistics are
  *  not worth failing a QP for: without a block (telemetry off, or the
  *  registry refused) the hooks do nothing. */
+const env::stats::field split_fields[] = {
+    SHUNT_STATS_FIELD(split_stats, offered, counter, none,
+                      "RDMA reads of this QP split with the peer (SHUNT_SHM_SPLIT_BYTES)"),
+    SHUNT_STATS_FIELD(split_stats, peer_copied, counter, none, "of those, second parts the peer copied"),
+    SHUNT_STATS_FIELD(split_stats, copied, counter, none, "second parts of the peer's split reads this QP copied"),
+};
+const env::stats::schema split_schema{"shm.split", split_fields, 3};
+
 void open_stats(shm_qp *q)
 {
-    if (int rc = q->io_blk.open("shm.qp." + std::to_string(q->qp_num)))
+    const std::string name = "shm.qp." + std::to_string(q->qp_num);
+    if (int rc = q->io_blk.open(name))
         SHUNT_LOG(shm_qp_log, warning, "QP %#x: no statistics block (%s)", q->qp_num, shunt::strerror(rc));
     q->io = q->io_blk.get();
+    if (q->type != vq::qp_type::rc || !env::stats::enabled())
+        return;
+    if (int rc = q->split_reg.open(name + ".split", split_schema, &q->split_st))
+        SHUNT_LOG(shm_qp_log, warning, "QP %#x: no split-read statistics (%s)", q->qp_num, shunt::strerror(rc));
 }
 } // namespace
 
@@ -289,6 +302,7 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
     reset_rings(q);
     d->rndv_acked.store(0, std::memory_order_relaxed);
     d->rndv_nak.store(0, std::memory_order_relaxed);
+    d->split_claim.store(split_word(0, split_taken_back), std::memory_order_relaxed);
     // Publish the descriptor to peers: fields above first.
     d->state.store(st(qp_state::reset), std::memory_order_release);
     q->attr.state = qp_state::reset;
@@ -312,6 +326,7 @@ int destroy_qp(vq::qp *vq_)
     shm_qp *q = to_qp(vq_);
     shm_ctx *c = q->sctx;
     qp_to_err(q);
+    split_settle(q);
     cq_remove(q->scq, q->scq->tx, &q->scq->ntx, q);
     cq_remove(q->rcq, q->rcq->rx, &q->rcq->nrx, q);
     std::lock_guard<std::mutex> g(c->lock);
@@ -431,6 +446,7 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
                     return -FI_ENOMEM;
             }
             qp_to_err(q);
+            split_settle(q);
             disconnect(q);
             q->sq_head = q->sq_tail = q->sq_start = q->sq_exec = 0;
             q->own_rq.head.store(0);
@@ -449,6 +465,7 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
             reset_rings(q);
             q->desc->rndv_acked.store(0, std::memory_order_relaxed);
             q->desc->rndv_nak.store(0, std::memory_order_relaxed);
+            q->desc->split_claim.store(split_word(0, split_taken_back), std::memory_order_relaxed);
             q->rndv_posted = 0;
             q->ndests = 0;
             if (q->dest_hash)

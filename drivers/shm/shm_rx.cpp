@@ -249,12 +249,12 @@ SHUNT_COLD const char *bad_header(const shm_qp *q, const slot *s, std::uint32_t 
     const std::uint32_t nslots = s->nslots, len = s->len;
     const bool ud = q->type == vq::qp_type::ud;
     *value = op;
-    if (op < msg_send || op > msg_rndv || (ud && op != msg_send && op != msg_send_imm))
+    if (op < msg_send || op > msg_split || (ud && op != msg_send && op != msg_send_imm))
         return "op";
     *value = flags;
     const bool whole = (flags & (sf_first | sf_last)) == (sf_first | sf_last);
     if ((flags & ~(sf_first | sf_last | sf_solicited)) || ((flags & sf_first) != 0) == busy ||
-        ((op == msg_write_imm || op == msg_rndv || ud) && !whole))
+        ((op == msg_write_imm || op == msg_rndv || op == msg_split || ud) && !whole))
         return "flags";
     *value = nslots;
     if (nslots == 0 || nslots > (mask + 1) / 2)
@@ -262,9 +262,47 @@ SHUNT_COLD const char *bad_header(const shm_qp *q, const slot *s, std::uint32_t 
     *value = len;
     if (op == msg_write_imm) // len is the write's length; the message is the header alone
         return nslots == 1 ? nullptr : "nslots";
+    if (op == msg_split)
+        return nslots == 1 && len == sizeof(split_req) ? nullptr : "len";
     if (len > max_chunk_bytes(mask + 1) || nslots != slots_for(len) || (op == msg_rndv && len < sizeof(rndv_hdr)))
         return "len";
     return nullptr;
+}
+
+/** A msg_split message (its header checked): the peer offers us the part
+ *  of its RDMA read of our memory named in it. Copied when the offer still
+ *  stands and our side of the read's checks passes (the responder access
+ *  of our QP, the region or window and its range, held against
+ *  invalidation meanwhile); otherwise left to the peer, which copies the
+ *  part itself once nobody claimed it. No receive is consumed, no
+ *  completion made. */
+SHUNT_COLD void split_help(shm_qp *q, const slot *s) noexcept
+{
+    split_req m;
+    std::memcpy(&m, s->data, sizeof m); // peer-written: checked below, never re-read
+    const std::uint32_t st = q->state.load(std::memory_order_relaxed);
+    const limits &l = lim();
+    if (!q->rdesc || !q->rpeer || q->rpeer->self || !l.cma || !l.split_bytes ||
+        (st != static_cast<std::uint32_t>(vq::qp_state::rtr) && st != static_cast<std::uint32_t>(vq::qp_state::rts)) ||
+        !(q->attr.qp_access_flags & vq::ACCESS_REMOTE_READ))
+        return;
+    region_ref ref;
+    mr_entry *pin = nullptr;
+    if (!pin_key(&q->sctx->self, m.rkey, m.raddr, m.len, vq::ACCESS_REMOTE_READ, &ref, &pin))
+        return;
+    std::uint64_t offered = split_word(m.ticket, split_offered);
+    std::atomic<std::uint64_t> &claim = q->rdesc->split_claim;
+    if (claim.compare_exchange_strong(offered, split_word(m.ticket, split_claimed), std::memory_order_acquire)) {
+        // Into the initiator's memory at the address it named: the kernel
+        // checks it (a bad one fails the copy, and the initiator copies).
+        bool ok = peer_write(q->rpeer, region_ref{m.dst, no_seg_off}, reinterpret_cast<const void *>(ref.addr), m.len);
+        // Publish the part: process_vm_writev's copy into the initiator's
+        // pages returned before this store, which x86 keeps after it.
+        claim.store(split_word(m.ticket, ok ? split_done : split_failed), std::memory_order_release);
+        if (ok)
+            q->split_st.copied.add();
+    }
+    unpin(pin);
 }
 
 /** The general path: any chunk of any message (multi-slot, multi-chunk,
@@ -280,6 +318,11 @@ SHUNT_COLD rx_step rx_general(shm_qp *q, slot *slots, std::uint32_t mask, std::u
     if (const char *bad = bad_header(q, s, mask, q->rx_busy, &bad_value)) [[unlikely]] {
         rx_violation(q, bad, bad_value);
         return rx_stop;
+    }
+    if (s->op == msg_split) {
+        split_help(q, s);
+        head += 1;
+        return rx_consumed;
     }
     const std::uint8_t op = s->op;
     const std::uint8_t flags = s->flags;
@@ -390,6 +433,11 @@ SHUNT_COLD rx_step rx_lend_general(shm_qp *q, slot *slots, std::uint32_t mask, s
     if (const char *bad = bad_header(q, s, mask, false, &bad_value)) [[unlikely]] {
         rx_violation(q, bad, bad_value);
         return rx_stop;
+    }
+    if (s->op == msg_split) {
+        split_help(q, s);
+        head += 1;
+        return rx_consumed;
     }
     const std::uint8_t op = s->op, flags = s->flags;
     const std::uint32_t len = s->len, nslots = s->nslots;

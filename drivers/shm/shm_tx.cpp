@@ -442,21 +442,146 @@ vq::wc_status do_write(shm_qp *q, wqe *w) noexcept
     return vq::wc_status::success;
 }
 
-vq::wc_status do_read(shm_qp *q, wqe *w) noexcept
+/* ---- Split reads ----
+ * One process_vm_readv of a large region runs at one core's copy speed. A
+ * read of at least SHUNT_SHM_SPLIT_BYTES from the target's private memory
+ * into one SGE is split: the initiator offers the second part to the
+ * target (a msg_split message in its ring, the offer in our descriptor's
+ * split_claim), copies the first part, and then either takes the second
+ * part back (nobody claimed it: it copies that too) or waits for the
+ * target, which claimed it from its receive progress and copies it with
+ * process_vm_writev. Each byte is copied once, by one of the two; the
+ * target's part is help it gives while it polls anyway, never something
+ * the read waits for unless the target already started it. */
+
+/** Where the initiator's part of a split read of @p len bytes into @p dst
+ *  ends: half way, moved up to a page boundary of the destination so that
+ *  the two copies pin no page in common. */
+inline std::uint32_t split_point(std::uint64_t dst, std::uint32_t len) noexcept
+{
+    constexpr std::uint64_t page = 4096;
+    const std::uint64_t half = dst + len / 2;
+    const std::uint64_t up = (half + page - 1) & ~(page - 1);
+    return up - dst < len ? static_cast<std::uint32_t>(up - dst) : len / 2;
+}
+
+/** Offer the part of @p w after @p mine bytes to the target. @return false
+ *  (nothing offered) when the ring has no slot for the message. */
+bool split_offer(shm_qp *q, wqe *w, std::uint64_t dst, std::uint32_t mine) noexcept
+{
+    txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
+    if (!ring_reserve(r, 1))
+        return false;
+    std::uint32_t t = ++q->split_tickets;
+    if (t == 0) // ticket 0 is the descriptor's initial word: never offered
+        t = ++q->split_tickets;
+    // Published by the message's sequence word (release) below: the target
+    // claims only after reading the message.
+    q->desc->split_claim.store(split_word(t, split_offered), std::memory_order_relaxed);
+    split_req m{t, w->rkey, w->raddr + mine, dst + mine, w->len - mine, 0};
+    src_cursor c;
+    c.flat = reinterpret_cast<const std::uint8_t *>(&m);
+    ring_put(r, msg_split, sf_first | sf_last, 0, c, sizeof m, sizeof m);
+    w->split_ticket = t;
+    q->split_st.offered.add();
+    return true;
+}
+
+/** The offered part of @p w copied by the initiator (the target left it, or
+ *  gave it back). */
+vq::wc_status split_copy_rest(shm_qp *q, const wqe *w) noexcept
+{
+    const std::uint64_t dst = wqe_sges(q, w)[0].addr;
+    const std::uint32_t mine = split_point(dst, w->len);
+    region_ref ref;
+    pinned pin;
+    if (!remote_ok(q, w->rkey, w->raddr + mine, w->len - mine, vq::ACCESS_REMOTE_READ, &ref, pin))
+        return vq::wc_status::rem_access_err; // invalidated since the first part
+    if (!peer_read(q->rpeer, ref, reinterpret_cast<void *>(dst + mine), w->len - mine))
+        return remote_failure(q);
+    return vq::wc_status::success;
+}
+
+/** Is the target of a split read gone, so that it will never finish the
+ *  part it claimed? Only its death or its QP's end count: a target in ERR
+ *  still finishes a copy it started. */
+SHUNT_COLD bool split_peer_gone(shm_qp *q) noexcept
+{
+    if (!q->rpeer || peer_dead(q->rpeer))
+        return true;
+    return q->rdesc->state.load(std::memory_order_acquire) == desc_free || q->rdesc->qpn != q->dest_qpn;
+}
+
+/** A split read whose part the target claimed: done once the target says
+ *  so (its copy failed: we copy the part). */
+exec_rc split_wait(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
+{
+    const std::uint32_t t = w->split_ticket;
+    // Observe the target's verdict (acquire): its writes into our buffer
+    // returned before it stored split_done.
+    const std::uint64_t v = q->desc->split_claim.load(std::memory_order_acquire);
+    if (v == split_word(t, split_claimed)) {
+        if (!(check_due(q) && split_peer_gone(q)))
+            return ex_blocked;
+        *st = vq::wc_status::retry_exc_err; // died inside its copy: the part is not whole
+    } else {
+        *st = w->status; // our part's outcome
+        // Anything but done (failed, or a word the target should not have
+        // written): the part is ours to copy.
+        if (v == split_word(t, split_done))
+            q->split_st.peer_copied.add();
+        else if (*st == vq::wc_status::success)
+            *st = split_copy_rest(q, w);
+    }
+    q->split_busy = false;
+    q->blocked_since = 0;
+    return ex_done;
+}
+
+/** RDMA read. A large one from private memory is split with the target
+ *  (above): ex_pending while the target copies its part. */
+exec_rc do_read(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
 {
     region_ref ref;
     pinned pin;
-    if (!remote_ok(q, w->rkey, w->raddr, w->len, vq::ACCESS_REMOTE_READ, &ref, pin))
-        return vq::wc_status::rem_access_err;
+    if (!remote_ok(q, w->rkey, w->raddr, w->len, vq::ACCESS_REMOTE_READ, &ref, pin)) {
+        *st = vq::wc_status::rem_access_err;
+        return ex_done;
+    }
     const vq::sge *s = wqe_sges(q, w);
+    const limits &l = lim();
+    if (l.split_bytes && w->len >= l.split_bytes && w->num_sge == 1 && ref.seg_off == no_seg_off && l.cma &&
+        q->type == vq::qp_type::rc && !q->rpeer->self && !q->split_busy) {
+        const std::uint32_t mine = split_point(s[0].addr, w->len);
+        if (split_offer(q, w, s[0].addr, mine)) {
+            *st = peer_read(q->rpeer, ref, reinterpret_cast<void *>(s[0].addr), mine) ? vq::wc_status::success
+                                                                                     : remote_failure(q);
+            std::uint64_t offered = split_word(w->split_ticket, split_offered);
+            // Take the part back unless the target claimed it (acquire: a
+            // verdict it already stored covers its copy).
+            if (q->desc->split_claim.compare_exchange_strong(offered, split_word(w->split_ticket, split_taken_back),
+                                                             std::memory_order_acq_rel)) {
+                if (*st == vq::wc_status::success)
+                    *st = split_copy_rest(q, w);
+                return ex_done;
+            }
+            w->status = *st;
+            q->split_busy = true;
+            w->stage = wqe_stage::split_pending;
+            return split_wait(q, w, st) == ex_done ? ex_done : ex_pending;
+        }
+    }
     for (std::uint32_t i = 0; i < w->num_sge; i++) {
-        if (!peer_read(q->rpeer, ref, reinterpret_cast<void *>(s[i].addr), s[i].length))
-            return remote_failure(q);
+        if (!peer_read(q->rpeer, ref, reinterpret_cast<void *>(s[i].addr), s[i].length)) {
+            *st = remote_failure(q);
+            return ex_done;
+        }
         ref.addr += s[i].length;
         if (ref.seg_off != no_seg_off)
             ref.seg_off += s[i].length;
     }
-    return vq::wc_status::success;
+    *st = vq::wc_status::success;
+    return ex_done;
 }
 
 /** Take the peer's stripe lock for @p addr (atomics on memory outside segments). */
@@ -634,8 +759,7 @@ exec_rc exec(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
         }
         return rc_send(q, w, msg_write_imm, st);
     case op_read:
-        *st = do_read(q, w);
-        break;
+        return do_read(q, w, st);
     case op_cas:
     case op_faa:
         *st = do_atomic(q, w);
@@ -690,6 +814,13 @@ void sq_run(shm_qp *q, bool cq_locked) noexcept
     // that fails stops execution: the QP goes to ERR and the rest flush.
     while (q->sq_exec != q->sq_tail && !in_err()) {
         wqe *w = &q->sq[q->sq_exec & q->sq_mask];
+        // While the target may still be copying its part of a split read,
+        // only further reads start (unfenced): anything else could change
+        // the memory it copies from (a write, an atomic, a send into a
+        // receive there) or rely on the read's data, and on an RC wire the
+        // responder executes a read before the requests after it.
+        if (q->split_busy && (w->op != op_read || (w->flags & vq::WR_FENCE))) [[unlikely]]
+            break;
         vq::wc_status st = vq::wc_status::success;
         exec_rc r = exec(q, w, &st);
         if (r == ex_blocked)
@@ -712,6 +843,8 @@ void sq_run(shm_qp *q, bool cq_locked) noexcept
             st = w->status;
         } else if (w->stage == wqe_stage::rndv_pending && rndv_wait(q, w, &st) == ex_done) {
             // the receiver copied it (or the peer is gone: retry_exc_err)
+        } else if (w->stage == wqe_stage::split_pending && split_wait(q, w, &st) == ex_done) {
+            // the target copied its part (or died: retry_exc_err)
         } else if (in_err()) {
             // Only the first outstanding request reports the dead peer.
             st = q->peer_died.exchange(false, std::memory_order_relaxed) ? vq::wc_status::retry_exc_err
@@ -735,6 +868,26 @@ void sq_run(shm_qp *q, bool cq_locked) noexcept
             qp_to_err(q);
     }
     env::stats::on_depth(q->io, q->sq_tail - q->sq_head);
+}
+
+void split_settle(shm_qp *q) noexcept
+{
+    if (!q->split_busy || !q->desc)
+        return;
+    const std::uint32_t t = q->split_tickets; // one at a time: the last one offered
+    const std::uint64_t give_up = env::tsc::now() + 20 * peer_check_cycles();
+    while (q->desc->split_claim.load(std::memory_order_acquire) == split_word(t, split_claimed) &&
+           !split_peer_gone(q)) {
+        if (env::tsc::now() > give_up) {
+            SHUNT_LOG(shm_tx_log, error,
+                      "QP %#x: the peer has copied its part of a read for %u ms and is still at it: letting go of "
+                      "the read's buffer regardless",
+                      q->qp_num, 20 * lim().peer_check_ms);
+            break;
+        }
+        _mm_pause();
+    }
+    q->split_busy = false;
 }
 
 void qp_to_err(shm_qp *q) noexcept

@@ -13,6 +13,7 @@
 
 #include "shm_peer_proto.h"
 #include "env/errors.h"
+#include "env/stats.h"
 #include "vq/vq.h"
 
 extern char **environ;
@@ -281,6 +282,17 @@ struct local_end {
         return got;
     }
 };
+
+/** Field @p f of the statistics block shm.qp.<QP number of @p q>@p suffix
+ *  (~0 when it cannot be read). */
+inline std::uint64_t qp_stat(const vq::qp *q, const char *suffix, const char *f)
+{
+    env::stats::block_snapshot b;
+    if (env::stats::read("shm.qp." + std::to_string(q->qp_num) + suffix, b) != 0)
+        return ~0ull;
+    const env::stats::field_value *v = b.find(f);
+    return v ? v->value : ~0ull;
+}
 
 /** Poll @p cq a few rounds; return what arrived. */
 inline std::vector<vq::wc> drain(vq::cq *cq, int rounds = 200)

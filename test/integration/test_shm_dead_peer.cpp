@@ -2,6 +2,8 @@
 // completes within bounded time (the first send with retry_exc_err, the rest
 // flushed), nothing hangs, and no segment is left behind.
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 
 #include "env/segment.h"
 #include "shm_peer_client.h"
@@ -118,6 +120,68 @@ TEST(ShmDeadPeer, WhatItSentBeforeDyingIsDeliveredBeforeTheFlush)
     }
     EXPECT_EQ(w[msgs].status, wc_status::wr_flush_err) << "then the rest is flushed";
     EXPECT_EQ(w[msgs].wr_id, 100u + msgs);
+}
+
+// The target of large reads killed while it may be copying its part of one
+// (it polls, so it takes parts: SHUNT_SHM_SPLIT_BYTES): every read completes
+// within bounded time, either whole and right or with an error, and the QP
+// ends in ERR. The kill lands at a different moment in each round.
+TEST(ShmDeadPeer, KilledWhileCopyingPartsOfOurReads)
+{
+    constexpr std::uint32_t len = 4 << 20;
+    std::vector<std::uint8_t> theirs(len);
+    for (std::uint32_t i = 0; i < len; i++)
+        theirs[i] = static_cast<std::uint8_t>(i * 31 + 7);
+    int failed_reads = 0;
+    for (int round = 0; round < 5; round++) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        shm_peer peer("rc");
+        local_end me(vq::qp_type::rc, len);
+        ASSERT_EQ(me.connect(peer.addr), 0);
+        ASSERT_EQ(peer.connect(vq::get_qp_addr(me.qp)), 0);
+        peer.write(0, theirs);
+        pp::request pr{};
+        pr.op = pp::poll;
+        pr.n = 1;
+        pr.a = 10000;
+        peer.start(pr);
+        const pid_t victim = peer.pid();
+        std::atomic<bool> started{false};
+        std::thread killer([&] {
+            while (!started.load())
+                std::this_thread::yield();
+            std::this_thread::sleep_for(std::chrono::microseconds(200 + 350 * round));
+            ::kill(victim, SIGKILL);
+        });
+        bool failed = false;
+        for (int i = 0; i < 200 && !failed; i++) {
+            std::memset(me.buf.data(), 0, len);
+            vq::wr_start(me.qp);
+            me.qp->wr_id = static_cast<std::uint64_t>(i);
+            me.qp->wr_flags = vq::WR_SIGNALED;
+            vq::wr_rdma_read(me.qp, peer.priv_rkey, peer.priv_addr);
+            vq::wr_set_sge(me.qp, me.mr->lkey, me.addr(), len);
+            started.store(true);
+            ASSERT_EQ(vq::wr_complete(me.qp), 0);
+            auto t0 = std::chrono::steady_clock::now();
+            auto c = me.poll(1, 10000);
+            ASSERT_EQ(c.size(), 1u) << "read " << i << " never completed";
+            EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+            if (c[0].status == wc_status::success) {
+                ASSERT_EQ(std::memcmp(me.buf.data(), theirs.data(), len), 0) << "read " << i << " is not whole";
+            } else {
+                EXPECT_TRUE(c[0].status == wc_status::retry_exc_err || c[0].status == wc_status::wr_flush_err)
+                    << vq::wc_status_str(c[0].status);
+                failed = true;
+            }
+        }
+        killer.join();
+        peer.kill();
+        EXPECT_TRUE(failed) << "the reads never noticed the dead target";
+        failed_reads += failed;
+        EXPECT_TRUE(wait_until_state(me.qp, vq::qp_state::err));
+    }
+    EXPECT_EQ(failed_reads, 5);
 }
 
 TEST(ShmDeadPeer, OrderlyPeerDestroyIsSeenAsGone)

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 
@@ -259,6 +260,9 @@ const slot_case slot_cases[] = {
     {"continuation_first", shm::msg_send, shm::sf_last, 1, 8, vq::wc_status::bad_resp_err},
     {"write_imm_nslots", shm::msg_write_imm, fl, 2, 100, vq::wc_status::bad_resp_err},
     {"rndv_short", shm::msg_rndv, fl, 1, 4, vq::wc_status::bad_resp_err},
+    {"split_len", shm::msg_split, fl, 1, 8, vq::wc_status::bad_resp_err},
+    {"split_nslots", shm::msg_split, fl, 2, sizeof(shm::split_req), vq::wc_status::bad_resp_err},
+    {"split_first_only", shm::msg_split, shm::sf_first, 1, sizeof(shm::split_req), vq::wc_status::bad_resp_err},
 };
 
 class HostileSlot : public ::testing::TestWithParam<slot_case> {};
@@ -602,6 +606,94 @@ TEST(HostileRdma, StuckWindowEntryIsRetiredByItsInvalidation)
         ASSERT_EQ(vq::dereg_mr(m), 0);
         ASSERT_NE(idx, stuck) << "registration " << i << " reused the entry a dead peer left counted";
     }
+}
+
+// Split reads: a msg_split message asks us to copy a part of the peer's
+// read of our memory into its process. Its fields are the peer's: we copy
+// only for an offer its descriptor still holds, from a region of ours that
+// allows remote reads, inside that region (the checks of the read itself),
+// to an address the kernel checks in the peer's process; anything else
+// copies nothing. The QP carries on either way and nothing of ours changes.
+TEST(HostileSplit, OffersCopyOnlyWhatTheReadMayRead)
+{
+    watchdog wd(30);
+    shm_peer pa("rc");
+    local_end me(vq::qp_type::rc, 1 << 20);
+    ASSERT_EQ(me.connect(pa.addr), 0);
+    ASSERT_EQ(pa.connect(vq::get_qp_addr(me.qp)), 0);
+    for (std::size_t i = 0; i < me.buf.size(); i++)
+        me.buf[i] = static_cast<std::uint8_t>(i * 3 + 1);
+    const std::vector<std::uint8_t> mine_before = me.buf;
+    const std::vector<std::uint8_t> fill(8192, 0x77);
+    pa.write(0, fill);
+    seg_view mine(me.ctx->addr), theirs(pa.addr.dev);
+    const std::uint64_t claim_off = theirs.desc_off(pa.addr.qpn) + offsetof(shm::qp_desc, split_claim);
+    auto claim = [&] {
+        return std::atomic_ref<const std::uint64_t>(
+                   *reinterpret_cast<const std::uint64_t *>(theirs.base + claim_off))
+            .load();
+    };
+    std::uint32_t pos = 0;
+    // Publish one split message in our ring, as the peer's QP would, and let
+    // our receive side take it.
+    auto offer = [&](std::uint32_t ticket, std::uint32_t rkey, std::uint64_t raddr, std::uint64_t dst,
+                     std::uint32_t len) {
+        shm::slot sl = make_slot(pos, shm::msg_split, fl, 1, sizeof(shm::split_req));
+        shm::split_req m{ticket, rkey, raddr, dst, len, 0};
+        std::memcpy(sl.data, &m, sizeof m);
+        scribble(pa, me.ctx->addr, mine.slot_off(me.qp->qp_num, pos), sl);
+        pos++;
+        EXPECT_TRUE(drain(me.cq, 20).empty()) << "a split message made a completion";
+    };
+    const std::uint64_t base = me.addr();
+    const std::uint32_t rkey = me.mr->rkey;
+    struct bad {
+        const char *what;
+        std::uint32_t rkey;
+        std::uint64_t raddr;
+        std::uint32_t len;
+    };
+    const bad bads[] = {
+        {"a key of nobody's", rkey ^ 0x100, base, 4096},
+        {"past the region's end", rkey, base + (1 << 20) - 100, 4096},
+        {"an address that wraps", rkey, ~0ull - 10, 4096},
+        {"a length that reaches past it", rkey, base + 4096, 0xffffffffu},
+    };
+
+    // Not offered (the peer's descriptor holds no offer of that ticket).
+    offer(5, rkey, base, pa.priv_addr, 4096);
+    EXPECT_EQ(claim(), shm::split_word(0, shm::split_taken_back)) << "a part that was never offered was claimed";
+    // Offered, but the read itself would fail.
+    scribble(pa, pa.addr.dev, claim_off, shm::split_word(7, shm::split_offered));
+    for (const bad &b : bads) {
+        SCOPED_TRACE(b.what);
+        offer(7, b.rkey, b.raddr, pa.priv_addr, b.len);
+        EXPECT_EQ(claim(), shm::split_word(7, shm::split_offered)) << "claimed a part the read may not read";
+    }
+    EXPECT_EQ(pa.read(0, fill.size()), fill) << "a refused offer wrote into the peer";
+    // Offered and readable, to an address the peer's process does not map:
+    // the copy fails and says so (the initiator then copies the part itself).
+    offer(7, rkey, base, 0x1000, 4096);
+    EXPECT_EQ(claim(), shm::split_word(7, shm::split_failed));
+    // A good offer: the part lands in the peer, as a read of it would.
+    scribble(pa, pa.addr.dev, claim_off, shm::split_word(8, shm::split_offered));
+    offer(8, rkey, base + 100, pa.priv_addr, 4096);
+    EXPECT_EQ(claim(), shm::split_word(8, shm::split_done));
+    auto got = pa.read(0, 4096);
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), mine_before.begin() + 100)) << "the good part is not what was read";
+    EXPECT_EQ(qp_stat(me.qp, ".split", "copied"), 1u);
+
+    // The QP goes on: the next message in the ring is received.
+    ASSERT_EQ(vq::post_recv(me.qp, 9, me.addr(), 64, me.mr->lkey), 0);
+    shm::slot msg = make_slot(pos, shm::msg_send, fl, 1, 16);
+    scribble(pa, me.ctx->addr, mine.slot_off(me.qp->qp_num, pos), msg);
+    auto w = me.poll(1);
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(w[0].status, vq::wc_status::success);
+    EXPECT_EQ(w[0].byte_len, 16u);
+    EXPECT_EQ(vq::get_qp_state(me.qp), vq::qp_state::rts);
+    EXPECT_TRUE(std::equal(me.buf.begin() + 16, me.buf.end(), mine_before.begin() + 16))
+        << "our memory changed beyond the one receive";
 }
 
 // Sending: the receiver's consumed index (its line of the ring control) is

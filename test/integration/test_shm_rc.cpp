@@ -163,6 +163,212 @@ TEST_F(ShmRc, WriteWithImmConsumesReceiveAtTarget)
     EXPECT_TRUE(drain(me.cq, 20).empty()) << "unsignaled success must not complete";
 }
 
+/** One signaled RDMA read of @p len bytes of the peer's private buffer at
+ *  @p roff into ours at @p loff; checks the completion and every byte. */
+void read_and_check(ShmRc &t, std::uint64_t roff, std::uint64_t loff, std::uint32_t len,
+                    const std::vector<std::uint8_t> &theirs)
+{
+    std::memset(t.me.buf.data() + loff, 0xee, len);
+    vq::wr_start(t.me.qp);
+    t.me.qp->wr_id = len;
+    t.me.qp->wr_flags = vq::WR_SIGNALED;
+    vq::wr_rdma_read(t.me.qp, t.peer.priv_rkey, t.peer.priv_addr + roff);
+    vq::wr_set_sge(t.me.qp, t.me.mr->lkey, t.me.addr(loff), len);
+    ASSERT_EQ(vq::wr_complete(t.me.qp), 0);
+    auto c = t.me.poll(1);
+    ASSERT_EQ(c.size(), 1u) << len << " bytes";
+    EXPECT_EQ(c[0].status, wc_status::success) << vq::wc_status_str(c[0].status);
+    EXPECT_EQ(c[0].byte_len, len);
+    EXPECT_EQ(std::memcmp(t.me.buf.data() + loff, theirs.data() + roff, len), 0)
+        << len << " bytes read from offset " << roff << " into offset " << loff;
+}
+
+/** Large reads from the peer's private memory are split (SHUNT_SHM_SPLIT_BYTES,
+ *  default 8 KiB): whether the target takes its part (it polls meanwhile) or
+ *  not (idle: the initiator copies everything), every byte arrives once and
+ *  right, at odd offsets and lengths on both sides, at the threshold's edges. */
+TEST_F(ShmRc, SplitReadsArriveWholeWhetherTheTargetHelpsOrNot)
+{
+    std::vector<std::uint8_t> theirs(4 << 20);
+    std::mt19937_64 rng(99);
+    for (auto &b : theirs)
+        b = static_cast<std::uint8_t>(rng());
+    peer.write(0, theirs);
+    struct rd {
+        std::uint64_t roff, loff;
+        std::uint32_t len;
+    };
+    std::vector<rd> reads = {{0, 0, 8191}, {0, 0, 8192}, {1, 4093, 8193}, {4095, 1, 65536}, {0, 0, 1 << 20},
+                             {123, 77, 3u << 20}, {(4 << 20) - 100000, 4096, 100000}};
+    for (int i = 0; i < 8; i++) {
+        std::uint32_t len = 8192 + static_cast<std::uint32_t>(rng() % (3u << 20));
+        reads.push_back({rng() % ((4u << 20) - len), rng() % 4096, len});
+    }
+    std::uint64_t split = 0;
+    for (const rd &r : reads)
+        split += r.len >= 8192;
+
+    // The target idle (it waits for our next command): nobody claims a part.
+    for (const rd &r : reads)
+        ASSERT_NO_FATAL_FAILURE(read_and_check(*this, r.roff, r.loff, r.len, theirs));
+    EXPECT_EQ(qp_stat(me.qp, ".split", "offered"), split);
+    EXPECT_EQ(qp_stat(me.qp, ".split", "peer_copied"), 0u) << "an idle target copied a part";
+
+    // The target polls its CQ meanwhile, until the message that ends this
+    // part: it copies the parts it gets to first. Rounds of the same reads
+    // until it has taken some (it may be slow to start on a busy machine).
+    ASSERT_EQ(peer.post_recv(1, 64, (4 << 20) - 64), 0); // the message that ends the target's poll
+    pp::request pr{};
+    pr.op = pp::poll;
+    pr.n = 1;
+    pr.a = 20000;
+    peer.start(pr);
+    std::uint64_t rounds = 0;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (rounds < 2 || (qp_stat(me.qp, ".split", "peer_copied") == 0 && std::chrono::steady_clock::now() < end)) {
+        for (const rd &r : reads)
+            ASSERT_NO_FATAL_FAILURE(read_and_check(*this, r.roff, r.loff, r.len, theirs));
+        rounds++;
+    }
+    std::uint64_t done = 0x646f6e65;
+    ASSERT_EQ(vq::post_send(me.qp, 0, &done, sizeof done, 0, vq::WR_INLINE), 0);
+    pp::response fin = peer.finish();
+    ASSERT_EQ(fin.n, 1u) << "the target's poll did not end with our message";
+    std::vector<vq::wc> got(1);
+    ASSERT_TRUE(pp::read_all(peer.fd(), got.data(), sizeof(vq::wc)));
+    EXPECT_EQ(got[0].byte_len, sizeof done) << "the target completed something other than our message";
+    EXPECT_EQ(qp_stat(me.qp, ".split", "offered"), (1 + rounds) * split);
+    EXPECT_GT(qp_stat(me.qp, ".split", "peer_copied"), 0u) << "a polling target copied no part in 10 s";
+    EXPECT_EQ(vq::get_qp_state(me.qp), vq::qp_state::rts);
+}
+
+/** Below the threshold, from segment memory, or into several SGEs, a read
+ *  is not split. */
+TEST_F(ShmRc, ReadsThatAreNotSplit)
+{
+    std::vector<std::uint8_t> theirs(1 << 20);
+    for (std::size_t i = 0; i < theirs.size(); i++)
+        theirs[i] = static_cast<std::uint8_t>(i * 7 + 3);
+    peer.write(0, theirs);
+    peer.write(0, theirs, true);
+    ASSERT_NO_FATAL_FAILURE(read_and_check(*this, 5, 9, 8191, theirs));
+    vq::wr_start(me.qp);
+    vq::wr_rdma_read(me.qp, peer.seg_rkey, peer.seg_addr);
+    vq::wr_set_sge(me.qp, me.mr->lkey, me.addr(), 1 << 20);
+    me.qp->wr_flags = vq::WR_SIGNALED;
+    vq::wr_rdma_read(me.qp, peer.priv_rkey, peer.priv_addr);
+    const vq::sge two[2] = {{me.addr(1 << 21), 300000, me.mr->lkey}, {me.addr(3 << 20), 300000, me.mr->lkey}};
+    vq::wr_set_sge_list(me.qp, 2, two);
+    ASSERT_EQ(vq::wr_complete(me.qp), 0);
+    auto c = me.poll(2);
+    ASSERT_EQ(c.size(), 2u);
+    EXPECT_EQ(c[0].status, wc_status::success);
+    EXPECT_EQ(c[1].status, wc_status::success);
+    EXPECT_EQ(std::memcmp(me.buf.data(), theirs.data(), 1 << 20), 0);
+    EXPECT_EQ(std::memcmp(me.buf.data() + (1 << 21), theirs.data(), 300000), 0);
+    EXPECT_EQ(std::memcmp(me.buf.data() + (3 << 20), theirs.data() + 300000, 300000), 0);
+    EXPECT_EQ(qp_stat(me.qp, ".split", "offered"), 0u);
+}
+
+/** A fenced request waits for a split read before it, whose last bytes the
+ *  target may still be copying; completions stay in order. */
+TEST_F(ShmRc, FencedRequestWaitsForTheSplitReadBeforeIt)
+{
+    constexpr std::uint32_t len = 1 << 20, tail = 64 << 10;
+    constexpr int rounds = 16; // the peer's 1 MiB segment buffer: one tail each
+    std::vector<std::uint8_t> theirs(len);
+    for (std::size_t i = 0; i < theirs.size(); i++)
+        theirs[i] = static_cast<std::uint8_t>(i * 13 + 5);
+    peer.write(0, theirs);
+    ASSERT_EQ(peer.post_recv(1, 64, (4 << 20) - 64), 0); // the message that ends the target's poll
+    pp::request pr{};
+    pr.op = pp::poll;
+    pr.n = 1;
+    pr.a = 20000;
+    peer.start(pr);
+    for (int i = 0; i < rounds; i++) {
+        // The read, then a fenced write of its last bytes (the end of the
+        // target's part) to the peer's segment buffer.
+        std::memset(me.buf.data(), 0, len);
+        vq::wr_start(me.qp);
+        me.qp->wr_id = 1;
+        me.qp->wr_flags = vq::WR_SIGNALED;
+        vq::wr_rdma_read(me.qp, peer.priv_rkey, peer.priv_addr);
+        vq::wr_set_sge(me.qp, me.mr->lkey, me.addr(), len);
+        me.qp->wr_id = 2;
+        me.qp->wr_flags = vq::WR_SIGNALED | vq::WR_FENCE;
+        vq::wr_rdma_write(me.qp, peer.seg_rkey, peer.seg_addr + std::uint64_t(i) * tail);
+        vq::wr_set_sge(me.qp, me.mr->lkey, me.addr(len - tail), tail);
+        ASSERT_EQ(vq::wr_complete(me.qp), 0);
+        auto c = me.poll(2);
+        ASSERT_EQ(c.size(), 2u);
+        EXPECT_EQ(c[0].wr_id, 1u);
+        EXPECT_EQ(c[0].status, wc_status::success);
+        EXPECT_EQ(c[1].wr_id, 2u);
+        EXPECT_EQ(c[1].status, wc_status::success);
+    }
+    std::uint64_t done = 1;
+    ASSERT_EQ(vq::post_send(me.qp, 0, &done, sizeof done, 0, vq::WR_INLINE), 0);
+    ASSERT_EQ(peer.finish().n, 1u);
+    std::vector<vq::wc> got(1);
+    ASSERT_TRUE(pp::read_all(peer.fd(), got.data(), sizeof(vq::wc)));
+    auto seg = peer.read(0, std::uint64_t(rounds) * tail, true);
+    for (int i = 0; i < rounds; i++)
+        EXPECT_EQ(std::memcmp(seg.data() + std::size_t(i) * tail, theirs.data() + len - tail, tail), 0)
+            << "round " << i << ": the fenced write ran before the read was whole";
+    EXPECT_GT(qp_stat(me.qp, ".split", "peer_copied"), 0u) << "the target took no part: nothing was tested";
+}
+
+/** A write behind a split read, to the memory the read copies from, does
+ *  not change what the read returns: as on an RC wire, the read is
+ *  executed before the requests behind it, even while the target still
+ *  copies its part. The write takes the read's last bytes, which the
+ *  target copies last. */
+TEST_F(ShmRc, AWriteBehindASplitReadDoesNotChangeWhatItReturns)
+{
+    constexpr std::uint32_t len = 1 << 20, tail = 4096;
+    constexpr int rounds = 64;
+    std::vector<std::uint8_t> theirs(len);
+    for (std::uint32_t i = 0; i < len; i++)
+        theirs[i] = static_cast<std::uint8_t>(i * 13 + 5);
+    peer.write(0, theirs);
+    ASSERT_EQ(peer.post_recv(1, 64, (4 << 20) - 64), 0); // the message that ends the target's poll
+    pp::request pr{};
+    pr.op = pp::poll;
+    pr.n = 1;
+    pr.a = 20000;
+    peer.start(pr);
+    for (int i = 0; i < rounds; i++) {
+        // The peer's tail holds byte i - 1 (at first, the pattern); the write
+        // behind the read makes it byte i.
+        std::memset(me.buf.data(), 0, len);
+        std::memset(me.buf.data() + len, i, tail);
+        vq::wr_start(me.qp);
+        me.qp->wr_id = 1;
+        me.qp->wr_flags = vq::WR_SIGNALED;
+        vq::wr_rdma_read(me.qp, peer.priv_rkey, peer.priv_addr);
+        vq::wr_set_sge(me.qp, me.mr->lkey, me.addr(), len);
+        me.qp->wr_id = 2;
+        vq::wr_rdma_write(me.qp, peer.priv_rkey, peer.priv_addr + len - tail);
+        vq::wr_set_sge(me.qp, me.mr->lkey, me.addr(len), tail);
+        ASSERT_EQ(vq::wr_complete(me.qp), 0);
+        auto c = me.poll(2);
+        ASSERT_EQ(c.size(), 2u);
+        EXPECT_EQ(c[0].status, wc_status::success);
+        EXPECT_EQ(c[1].status, wc_status::success);
+        EXPECT_EQ(std::memcmp(me.buf.data(), theirs.data(), len - tail), 0) << "round " << i;
+        std::vector<std::uint8_t> was(tail, static_cast<std::uint8_t>(i - 1));
+        EXPECT_EQ(std::memcmp(me.buf.data() + len - tail, i ? was.data() : theirs.data() + len - tail, tail), 0)
+            << "round " << i << ": the read returned bytes the write behind it wrote";
+    }
+    std::uint64_t done = 1;
+    ASSERT_EQ(vq::post_send(me.qp, 0, &done, sizeof done, 0, vq::WR_INLINE), 0);
+    ASSERT_EQ(peer.finish().n, 1u);
+    std::vector<vq::wc> got(1);
+    ASSERT_TRUE(pp::read_all(peer.fd(), got.data(), sizeof(vq::wc)));
+    EXPECT_GT(qp_stat(me.qp, ".split", "peer_copied"), 0u) << "the target took no part: nothing was tested";
+}
+
 /** A violation: error completion, QP to ERR, target memory untouched. */
 void expect_rem_access_err(ShmRc &t, std::uint32_t rkey, std::uint64_t raddr, std::uint32_t len, bool seg)
 {
