@@ -183,6 +183,27 @@ void read_and_check(ShmRc &t, std::uint64_t roff, std::uint64_t loff, std::uint3
         << len << " bytes read from offset " << roff << " into offset " << loff;
 }
 
+/** Have the peer poll its CQ (so that it takes parts of our split reads)
+ *  until stop_polling() sends it the message that ends its poll. */
+void start_polling(ShmRc &t)
+{
+    ASSERT_EQ(t.peer.post_recv(1, 64, (4 << 20) - 64), 0); // past the data the tests read
+    pp::request pr{};
+    pr.op = pp::poll;
+    pr.n = 1;
+    pr.a = 20000;
+    t.peer.start(pr);
+}
+void stop_polling(ShmRc &t)
+{
+    std::uint64_t done = 0x646f6e65;
+    ASSERT_EQ(vq::post_send(t.me.qp, 0, &done, sizeof done, 0, vq::WR_INLINE), 0);
+    ASSERT_EQ(t.peer.finish().n, 1u) << "the target's poll did not end with our message";
+    vq::wc got;
+    ASSERT_TRUE(pp::read_all(t.peer.fd(), &got, sizeof got));
+    EXPECT_EQ(got.byte_len, sizeof done) << "the target completed something other than our message";
+}
+
 /** Large reads from the peer's private memory are split (SHUNT_SHM_SPLIT_BYTES,
  *  default 8 KiB): whether the target takes its part (it polls meanwhile) or
  *  not (idle: the initiator copies everything), every byte arrives once and
@@ -217,12 +238,7 @@ TEST_F(ShmRc, SplitReadsArriveWholeWhetherTheTargetHelpsOrNot)
     // The target polls its CQ meanwhile, until the message that ends this
     // part: it copies the parts it gets to first. Rounds of the same reads
     // until it has taken some (it may be slow to start on a busy machine).
-    ASSERT_EQ(peer.post_recv(1, 64, (4 << 20) - 64), 0); // the message that ends the target's poll
-    pp::request pr{};
-    pr.op = pp::poll;
-    pr.n = 1;
-    pr.a = 20000;
-    peer.start(pr);
+    ASSERT_NO_FATAL_FAILURE(start_polling(*this));
     std::uint64_t rounds = 0;
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (rounds < 2 || (qp_stat(me.qp, ".split", "peer_copied") == 0 && std::chrono::steady_clock::now() < end)) {
@@ -230,13 +246,7 @@ TEST_F(ShmRc, SplitReadsArriveWholeWhetherTheTargetHelpsOrNot)
             ASSERT_NO_FATAL_FAILURE(read_and_check(*this, r.roff, r.loff, r.len, theirs));
         rounds++;
     }
-    std::uint64_t done = 0x646f6e65;
-    ASSERT_EQ(vq::post_send(me.qp, 0, &done, sizeof done, 0, vq::WR_INLINE), 0);
-    pp::response fin = peer.finish();
-    ASSERT_EQ(fin.n, 1u) << "the target's poll did not end with our message";
-    std::vector<vq::wc> got(1);
-    ASSERT_TRUE(pp::read_all(peer.fd(), got.data(), sizeof(vq::wc)));
-    EXPECT_EQ(got[0].byte_len, sizeof done) << "the target completed something other than our message";
+    ASSERT_NO_FATAL_FAILURE(stop_polling(*this));
     EXPECT_EQ(qp_stat(me.qp, ".split", "offered"), (1 + rounds) * split);
     EXPECT_GT(qp_stat(me.qp, ".split", "peer_copied"), 0u) << "a polling target copied no part in 10 s";
     EXPECT_EQ(vq::get_qp_state(me.qp), vq::qp_state::rts);
@@ -275,21 +285,19 @@ TEST_F(ShmRc, ReadsThatAreNotSplit)
 TEST_F(ShmRc, FencedRequestWaitsForTheSplitReadBeforeIt)
 {
     constexpr std::uint32_t len = 1 << 20, tail = 64 << 10;
-    constexpr int rounds = 16; // the peer's 1 MiB segment buffer: one tail each
     std::vector<std::uint8_t> theirs(len);
     for (std::size_t i = 0; i < theirs.size(); i++)
         theirs[i] = static_cast<std::uint8_t>(i * 13 + 5);
     peer.write(0, theirs);
-    ASSERT_EQ(peer.post_recv(1, 64, (4 << 20) - 64), 0); // the message that ends the target's poll
-    pp::request pr{};
-    pr.op = pp::poll;
-    pr.n = 1;
-    pr.a = 20000;
-    peer.start(pr);
-    for (int i = 0; i < rounds; i++) {
-        // The read, then a fenced write of its last bytes (the end of the
-        // target's part) to the peer's segment buffer.
-        std::memset(me.buf.data(), 0, len);
+    ASSERT_NO_FATAL_FAILURE(start_polling(*this));
+    // Rounds until the target has taken parts (it may be slow to start on
+    // a busy machine), each checked on its own.
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (int i = 0; i < 32 || (qp_stat(me.qp, ".split", "peer_copied") < 8 && std::chrono::steady_clock::now() < end);
+         i++) {
+        // The read; a fenced write of its last bytes (the end of the
+        // target's part) to the peer's segment buffer; a read of them back.
+        std::memset(me.buf.data(), 0, len + tail);
         vq::wr_start(me.qp);
         me.qp->wr_id = 1;
         me.qp->wr_flags = vq::WR_SIGNALED;
@@ -297,26 +305,24 @@ TEST_F(ShmRc, FencedRequestWaitsForTheSplitReadBeforeIt)
         vq::wr_set_sge(me.qp, me.mr->lkey, me.addr(), len);
         me.qp->wr_id = 2;
         me.qp->wr_flags = vq::WR_SIGNALED | vq::WR_FENCE;
-        vq::wr_rdma_write(me.qp, peer.seg_rkey, peer.seg_addr + std::uint64_t(i) * tail);
+        vq::wr_rdma_write(me.qp, peer.seg_rkey, peer.seg_addr);
         vq::wr_set_sge(me.qp, me.mr->lkey, me.addr(len - tail), tail);
+        me.qp->wr_id = 3;
+        me.qp->wr_flags = vq::WR_SIGNALED;
+        vq::wr_rdma_read(me.qp, peer.seg_rkey, peer.seg_addr);
+        vq::wr_set_sge(me.qp, me.mr->lkey, me.addr(len), tail);
         ASSERT_EQ(vq::wr_complete(me.qp), 0);
-        auto c = me.poll(2);
-        ASSERT_EQ(c.size(), 2u);
-        EXPECT_EQ(c[0].wr_id, 1u);
-        EXPECT_EQ(c[0].status, wc_status::success);
-        EXPECT_EQ(c[1].wr_id, 2u);
-        EXPECT_EQ(c[1].status, wc_status::success);
-    }
-    std::uint64_t done = 1;
-    ASSERT_EQ(vq::post_send(me.qp, 0, &done, sizeof done, 0, vq::WR_INLINE), 0);
-    ASSERT_EQ(peer.finish().n, 1u);
-    std::vector<vq::wc> got(1);
-    ASSERT_TRUE(pp::read_all(peer.fd(), got.data(), sizeof(vq::wc)));
-    auto seg = peer.read(0, std::uint64_t(rounds) * tail, true);
-    for (int i = 0; i < rounds; i++)
-        EXPECT_EQ(std::memcmp(seg.data() + std::size_t(i) * tail, theirs.data() + len - tail, tail), 0)
+        auto c = me.poll(3);
+        ASSERT_EQ(c.size(), 3u);
+        for (std::uint64_t k = 0; k < 3; k++) {
+            EXPECT_EQ(c[k].wr_id, k + 1);
+            EXPECT_EQ(c[k].status, wc_status::success);
+        }
+        ASSERT_EQ(std::memcmp(me.buf.data() + len, theirs.data() + len - tail, tail), 0)
             << "round " << i << ": the fenced write ran before the read was whole";
-    EXPECT_GT(qp_stat(me.qp, ".split", "peer_copied"), 0u) << "the target took no part: nothing was tested";
+    }
+    ASSERT_NO_FATAL_FAILURE(stop_polling(*this));
+    EXPECT_GT(qp_stat(me.qp, ".split", "peer_copied"), 0u) << "the target took no part in 10 s: nothing was tested";
 }
 
 /** A write behind a split read, to the memory the read copies from, does
@@ -332,13 +338,12 @@ TEST_F(ShmRc, AWriteBehindASplitReadDoesNotChangeWhatItReturns)
     for (std::uint32_t i = 0; i < len; i++)
         theirs[i] = static_cast<std::uint8_t>(i * 13 + 5);
     peer.write(0, theirs);
-    ASSERT_EQ(peer.post_recv(1, 64, (4 << 20) - 64), 0); // the message that ends the target's poll
-    pp::request pr{};
-    pr.op = pp::poll;
-    pr.n = 1;
-    pr.a = 20000;
-    peer.start(pr);
-    for (int i = 0; i < rounds; i++) {
+    ASSERT_NO_FATAL_FAILURE(start_polling(*this));
+    // Rounds until the target has taken parts (it may be slow to start on
+    // a busy machine).
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (int i = 0; i < rounds || (qp_stat(me.qp, ".split", "peer_copied") < 8 && std::chrono::steady_clock::now() < end);
+         i++) {
         // The peer's tail holds byte i - 1 (at first, the pattern); the write
         // behind the read makes it byte i.
         std::memset(me.buf.data(), 0, len);
@@ -361,12 +366,8 @@ TEST_F(ShmRc, AWriteBehindASplitReadDoesNotChangeWhatItReturns)
         EXPECT_EQ(std::memcmp(me.buf.data() + len - tail, i ? was.data() : theirs.data() + len - tail, tail), 0)
             << "round " << i << ": the read returned bytes the write behind it wrote";
     }
-    std::uint64_t done = 1;
-    ASSERT_EQ(vq::post_send(me.qp, 0, &done, sizeof done, 0, vq::WR_INLINE), 0);
-    ASSERT_EQ(peer.finish().n, 1u);
-    std::vector<vq::wc> got(1);
-    ASSERT_TRUE(pp::read_all(peer.fd(), got.data(), sizeof(vq::wc)));
-    EXPECT_GT(qp_stat(me.qp, ".split", "peer_copied"), 0u) << "the target took no part: nothing was tested";
+    ASSERT_NO_FATAL_FAILURE(stop_polling(*this));
+    EXPECT_GT(qp_stat(me.qp, ".split", "peer_copied"), 0u) << "the target took no part in 10 s: nothing was tested";
 }
 
 /** A violation: error completion, QP to ERR, target memory untouched. */
