@@ -150,16 +150,18 @@ enum : std::uint8_t {
 };
 
 /** Payload of a msg_split message: the part of an RDMA read of the
- *  receiving side's memory that the initiator offers it to copy, by
- *  process_vm_writev, from its own region into the initiator's buffer. */
+ *  receiving side's memory that the initiator offers it to copy from its
+ *  own region into the initiator's buffer (memcpy into the initiator's
+ *  segment, process_vm_writev elsewhere). */
 struct split_req {
     std::uint32_t ticket; ///< the offer's ticket in the initiator's qp_desc::split_claim
     std::uint32_t rkey;   ///< the read's rkey (a region or window of the receiving side)
     std::uint64_t raddr;  ///< the part's address in the receiving side's memory
-    std::uint64_t dst;    ///< where it goes in the initiator's memory
+    std::uint64_t dst;    ///< where it goes: the initiator's address, or with split_dst_seg an offset in its segment
     std::uint32_t len;    ///< bytes of the part
-    std::uint32_t pad;
+    std::uint32_t flags;  ///< split_dst_seg
 };
+inline constexpr std::uint32_t split_dst_seg = 1;
 static_assert(sizeof(split_req) == 32 && sizeof(split_req) <= 48, "one slot");
 /** qp_desc::split_claim: who copies the offered part. The initiator offers
  *  it (split_offered) and takes it back when nobody claimed it before its
@@ -560,7 +562,7 @@ struct limits {
     std::uint32_t ud_rings;
     std::uint32_t ud_ring_slots;
     std::uint32_t rndv_bytes;    ///< sends of at least this many bytes (SGE data) use rendezvous
-    std::uint32_t split_bytes;   ///< RDMA reads of at least this many bytes are split with the target (0: never)
+    std::uint32_t split_bytes;   ///< RC RDMA reads of at least this many bytes are split with the target (0: never)
     std::uint32_t max_qp, max_mr;
     std::uint32_t peer_check_ms;
     /** Cross-memory attach (process_vm_readv/writev) reaches peers' memory

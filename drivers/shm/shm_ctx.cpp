@@ -38,8 +38,8 @@ SHUNT_TUNABLE(t_rndv_bytes, "SHUNT_SHM_RNDV_BYTES", integer, "32768",
               "by the receiver, straight from the sender's buffer (0: never)",
               "shm");
 SHUNT_TUNABLE(t_split_bytes, "SHUNT_SHM_SPLIT_BYTES", integer, "8192",
-              "shm driver: RC RDMA reads of at least this many bytes from a peer's private memory are split: the "
-              "initiator copies the first part while the target, if it polls meanwhile, copies the rest (0: never)",
+              "shm driver: RC RDMA reads of at least this many bytes are split: the initiator copies the first "
+              "part while the target, if it polls meanwhile, copies the rest (0: never)",
               "shm");
 SHUNT_TUNABLE(t_peer_check_ms, "SHUNT_SHM_PEER_CHECK_MS", integer, "100",
               "shm driver: how often an idle or blocked QP checks that its peer is alive, ms", "shm");

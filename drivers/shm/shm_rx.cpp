@@ -282,7 +282,8 @@ SHUNT_COLD void split_help(shm_qp *q, const slot *s) noexcept
     std::memcpy(&m, s->data, sizeof m); // peer-written: checked below, never re-read
     const std::uint32_t st = q->state.load(std::memory_order_relaxed);
     const limits &l = lim();
-    if (!q->rdesc || !q->rpeer || q->rpeer->self || !l.cma || !l.split_bytes ||
+    const bool dst_seg = m.flags & split_dst_seg;
+    if (!q->rdesc || !q->rpeer || q->rpeer->self || !l.split_bytes || (!dst_seg && !l.cma) ||
         (st != static_cast<std::uint32_t>(vq::qp_state::rtr) && st != static_cast<std::uint32_t>(vq::qp_state::rts)) ||
         !(q->attr.qp_access_flags & vq::ACCESS_REMOTE_READ))
         return;
@@ -293,11 +294,17 @@ SHUNT_COLD void split_help(shm_qp *q, const slot *s) noexcept
     std::uint64_t offered = split_word(m.ticket, split_offered);
     std::atomic<std::uint64_t> &claim = q->rdesc->split_claim;
     if (claim.compare_exchange_strong(offered, split_word(m.ticket, split_claimed), std::memory_order_acquire)) {
-        // Into the initiator's memory at the address it named: the kernel
-        // checks it (a bad one fails the copy, and the initiator copies).
-        bool ok = peer_write(q->rpeer, region_ref{m.dst, no_seg_off}, reinterpret_cast<const void *>(ref.addr), m.len);
-        // Publish the part: process_vm_writev's copy into the initiator's
-        // pages returned before this store, which x86 keeps after it.
+        // Into the initiator's segment at the offset it named, inside the
+        // segment's geometry we keep (overflow-safe); or into its memory at
+        // the address it named, which the kernel checks. A bad one fails
+        // the copy, and the initiator copies the part itself.
+        const void *src = reinterpret_cast<const void *>(ref.addr);
+        bool ok = dst_seg ? range_ok(m.dst, m.len, q->rpeer->size) &&
+                                peer_write(q->rpeer, region_ref{0, m.dst}, src, m.len)
+                          : peer_write(q->rpeer, region_ref{m.dst, no_seg_off}, src, m.len);
+        // Publish the part: our stores into the initiator's segment, or
+        // process_vm_writev's copy into its pages, which returned before
+        // this store; x86 keeps stores in order.
         claim.store(split_word(m.ticket, ok ? split_done : split_failed), std::memory_order_release);
         if (ok)
             q->split_st.copied.add();

@@ -443,16 +443,17 @@ vq::wc_status do_write(shm_qp *q, wqe *w) noexcept
 }
 
 /* ---- Split reads ----
- * One process_vm_readv of a large region runs at one core's copy speed. A
- * read of at least SHUNT_SHM_SPLIT_BYTES from the target's private memory
- * into one SGE is split: the initiator offers the second part to the
- * target (a msg_split message in its ring, the offer in our descriptor's
- * split_claim), copies the first part, and then either takes the second
- * part back (nobody claimed it: it copies that too) or waits for the
- * target, which claimed it from its receive progress and copies it with
- * process_vm_writev. Each byte is copied once, by one of the two; the
- * target's part is help it gives while it polls anyway, never something
- * the read waits for unless the target already started it. */
+ * One copy of a large region (process_vm_readv, or memcpy from the
+ * target's segment) runs at one core's speed. A read of at least
+ * SHUNT_SHM_SPLIT_BYTES into one SGE is split: the initiator offers the
+ * second part to the target (a msg_split message in its ring, the offer in
+ * our descriptor's split_claim), copies the first part, and then either
+ * takes the second part back (nobody claimed it: it copies that too) or
+ * waits for the target, which claimed it from its receive progress and
+ * copies it (memcpy into our segment, process_vm_writev elsewhere). Each
+ * byte is copied once, by one of the two; the target's part is help it
+ * gives while it polls anyway, never something the read waits for unless
+ * the target already started it. */
 
 /** Where the initiator's part of a split read of @p len bytes into @p dst
  *  ends: half way, moved up to a page boundary of the destination so that
@@ -465,9 +466,11 @@ inline std::uint32_t split_point(std::uint64_t dst, std::uint32_t len) noexcept
     return up - dst < len ? static_cast<std::uint32_t>(up - dst) : len / 2;
 }
 
-/** Offer the part of @p w after @p mine bytes to the target. @return false
- *  (nothing offered) when the ring has no slot for the message. */
-bool split_offer(shm_qp *q, wqe *w, std::uint64_t dst, std::uint32_t mine) noexcept
+/** Offer the part of @p w after @p mine bytes to the target, to be copied
+ *  to @p dst (+ mine): our address, or with split_dst_seg in @p flags an
+ *  offset in our segment. @return false (nothing offered) when the ring has
+ *  no slot for the message. */
+bool split_offer(shm_qp *q, wqe *w, std::uint64_t dst, std::uint32_t flags, std::uint32_t mine) noexcept
 {
     txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
     if (!ring_reserve(r, 1))
@@ -478,7 +481,7 @@ bool split_offer(shm_qp *q, wqe *w, std::uint64_t dst, std::uint32_t mine) noexc
     // Published by the message's sequence word (release) below: the target
     // claims only after reading the message.
     q->desc->split_claim.store(split_word(t, split_offered), std::memory_order_relaxed);
-    split_req m{t, w->rkey, w->raddr + mine, dst + mine, w->len - mine, 0};
+    split_req m{t, w->rkey, w->raddr + mine, dst + mine, w->len - mine, flags};
     src_cursor c;
     c.flat = reinterpret_cast<const std::uint8_t *>(&m);
     ring_put(r, msg_split, sf_first | sf_last, 0, c, sizeof m, sizeof m);
@@ -550,10 +553,14 @@ exec_rc do_read(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
     }
     const vq::sge *s = wqe_sges(q, w);
     const limits &l = lim();
-    if (l.split_bytes && w->len >= l.split_bytes && w->num_sge == 1 && ref.seg_off == no_seg_off && l.cma &&
-        q->type == vq::qp_type::rc && !q->rpeer->self && !q->split_busy) {
+    region_ref dref; // our destination: in our segment the target copies its part with memcpy
+    if (l.split_bytes && w->len >= l.split_bytes && w->num_sge == 1 && q->type == vq::qp_type::rc &&
+        !q->rpeer->self && !q->split_busy && (ref.seg_off != no_seg_off || l.cma) &&
+        check_key(&q->sctx->self, s[0].lkey, s[0].addr, s[0].length, vq::ACCESS_LOCAL_WRITE, &dref, true) &&
+        (dref.seg_off != no_seg_off || l.cma)) {
         const std::uint32_t mine = split_point(s[0].addr, w->len);
-        if (split_offer(q, w, s[0].addr, mine)) {
+        const bool dst_seg = dref.seg_off != no_seg_off;
+        if (split_offer(q, w, dst_seg ? dref.seg_off : s[0].addr, dst_seg ? split_dst_seg : 0, mine)) {
             *st = peer_read(q->rpeer, ref, reinterpret_cast<void *>(s[0].addr), mine) ? vq::wc_status::success
                                                                                      : remote_failure(q);
             std::uint64_t offered = split_word(w->split_ticket, split_offered);

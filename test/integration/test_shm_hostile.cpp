@@ -637,9 +637,9 @@ TEST(HostileSplit, OffersCopyOnlyWhatTheReadMayRead)
     // Publish one split message in our ring, as the peer's QP would, and let
     // our receive side take it.
     auto offer = [&](std::uint32_t ticket, std::uint32_t rkey, std::uint64_t raddr, std::uint64_t dst,
-                     std::uint32_t len) {
+                     std::uint32_t len, std::uint32_t flags = 0) {
         shm::slot sl = make_slot(pos, shm::msg_split, fl, 1, sizeof(shm::split_req));
-        shm::split_req m{ticket, rkey, raddr, dst, len, 0};
+        shm::split_req m{ticket, rkey, raddr, dst, len, flags};
         std::memcpy(sl.data, &m, sizeof m);
         scribble(pa, me.ctx->addr, mine.slot_off(me.qp->qp_num, pos), sl);
         pos++;
@@ -675,13 +675,28 @@ TEST(HostileSplit, OffersCopyOnlyWhatTheReadMayRead)
     // the copy fails and says so (the initiator then copies the part itself).
     offer(7, rkey, base, 0x1000, 4096);
     EXPECT_EQ(claim(), shm::split_word(7, shm::split_failed));
-    // A good offer: the part lands in the peer, as a read of it would.
+    // Or an offset outside its segment (overflow-safe: one that wraps too).
+    for (std::uint64_t off : {std::uint64_t{1} << 40, ~std::uint64_t{0} - 100, theirs.seg.size() - 100}) {
+        SCOPED_TRACE(off);
+        scribble(pa, pa.addr.dev, claim_off, shm::split_word(9, shm::split_offered));
+        offer(9, rkey, base, off, 4096, shm::split_dst_seg);
+        EXPECT_EQ(claim(), shm::split_word(9, shm::split_failed));
+    }
+    // Good offers: the part lands in the peer, as a read of it would, at an
+    // address of its or an offset in its segment.
     scribble(pa, pa.addr.dev, claim_off, shm::split_word(8, shm::split_offered));
     offer(8, rkey, base + 100, pa.priv_addr, 4096);
     EXPECT_EQ(claim(), shm::split_word(8, shm::split_done));
     auto got = pa.read(0, 4096);
     EXPECT_TRUE(std::equal(got.begin(), got.end(), mine_before.begin() + 100)) << "the good part is not what was read";
-    EXPECT_EQ(qp_stat(me.qp, ".split", "copied"), 1u);
+    scribble(pa, pa.addr.dev, claim_off, shm::split_word(10, shm::split_offered));
+    const auto &seg_entry = *reinterpret_cast<const shm::mr_entry *>(theirs.base + theirs.mr_off(pa.seg_rkey));
+    offer(10, rkey, base + 200, seg_entry.seg_off, 4096, shm::split_dst_seg); // the peer's segment buffer
+    EXPECT_EQ(claim(), shm::split_word(10, shm::split_done));
+    got = pa.read(0, 4096, true);
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), mine_before.begin() + 200))
+        << "the good part is not what was read (into the peer's segment)";
+    EXPECT_EQ(qp_stat(me.qp, ".split", "copied"), 2u);
 
     // The QP goes on: the next message in the ring is received.
     ASSERT_EQ(vq::post_recv(me.qp, 9, me.addr(), 64, me.mr->lkey), 0);
