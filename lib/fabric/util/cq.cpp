@@ -61,7 +61,14 @@ inline void run_progress(cq_impl *cq)
 {
     if (!buf && count) [[unlikely]]
         return -FI_EINVAL;
-    if (cq->do_progress && !progressed)
+    // Progress only when the ring holds less than the caller asks for: with
+    // a full batch waiting it would only add to what is not read yet, and
+    // under a flood that backlog takes up the posted receives, so that every
+    // message after it went the unexpected way. The next read that finds
+    // fewer entries drives it. A read of none (count 0) is how
+    // applications drive progress: it always does.
+    if (cq->do_progress && !progressed &&
+        (count == 0 || cq->head.load(std::memory_order_relaxed) - cq->tail.load(std::memory_order_relaxed) < count))
         run_progress(cq);
     if (cq->nerr.load(std::memory_order_acquire)) [[unlikely]]
         return -FI_EAVAIL;

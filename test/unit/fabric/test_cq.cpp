@@ -353,6 +353,52 @@ TEST_F(cq_test, ReadDrainsTheWaitFdAfterAWakeUp)
 // progress, FI_THREAD_DOMAIN: direct output) go straight into the reader's
 // array in the CQ's format, no byte past each entry's size touched, with
 // their sources for readfrom; what does not fit the array is kept, in order.
+// A read that finds as many entries waiting as it asks for returns them
+// without driving progress (which would only add to the backlog); one that
+// finds fewer drives it first, then returns the oldest.
+TEST_F(cq_test, ReadDrivesProgressOnlyWhenFewerEntriesWaitThanItAsksFor)
+{
+    struct hook_state {
+        fid_cq *cq = nullptr;
+        int calls = 0;
+        int ctx = 0;
+    };
+    fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT);
+    ASSERT_NE(cq, nullptr);
+    hook_state h;
+    h.cq = cq;
+    auto fn = [](void *arg) {
+        auto *st = static_cast<hook_state *>(arg);
+        st->calls++;
+        put(st->cq, &st->ctx, FI_RECV, 1, 0, 0); // one completion per progress call
+    };
+    util::cq_add_progress(util::to_cq(cq), util::progress_hook{fn, &h});
+    int waiting[3];
+    for (int &w : waiting)
+        put(cq, &w, FI_RECV, 8, 0, 0);
+    cq_entry e[4];
+    ASSERT_EQ(cq_read(cq, e, 2), 2);
+    EXPECT_EQ(h.calls, 0) << "progress ran with two entries waiting for a read of two";
+    EXPECT_EQ(e[0].op_context, &waiting[0]);
+    EXPECT_EQ(e[1].op_context, &waiting[1]);
+    ASSERT_EQ(cq_read(cq, e, 2), 2) << "one waiting, one made by the progress the read drove";
+    EXPECT_EQ(h.calls, 1);
+    EXPECT_EQ(e[0].op_context, &waiting[2]);
+    EXPECT_EQ(e[1].op_context, &h.ctx);
+    ASSERT_EQ(cq_read(cq, e, 4), 1) << "nothing waiting: progress writes straight into the array";
+    EXPECT_EQ(h.calls, 2);
+    // A read of none drives progress whatever waits (the way to progress
+    // without reading).
+    EXPECT_EQ(cq_read(cq, nullptr, 0), -FI_EAGAIN);
+    EXPECT_EQ(h.calls, 3);
+    EXPECT_EQ(cq_read(cq, nullptr, 0), -FI_EAGAIN);
+    EXPECT_EQ(h.calls, 4) << "one entry waiting";
+    ASSERT_EQ(cq_read(cq, e, 4), 3) << "two waiting, fewer than asked for: one more from progress";
+    EXPECT_EQ(h.calls, 5);
+    util::cq_remove_progress(util::to_cq(cq), &h);
+    EXPECT_EQ(close(&cq->fid), 0);
+}
+
 TEST_F(cq_test, DirectOutputWritesEveryFormatAndKeepsWhatDoesNotFit)
 {
     struct hook_state {
