@@ -626,6 +626,38 @@ template <bool Locked, class Put>
     return true;
 }
 
+/** The bytes of the @p n pieces of @p list, when a send_imm of them goes
+ *  straight into the ring: every piece with an address (or empty), within
+ *  the QP's inline limit and one chunk. @return whether it may. */
+inline bool imm_direct_len(const shm_qp *q, const vq::data_buf *list, std::size_t n, std::uint32_t *len) noexcept
+{
+    std::size_t total = 0;
+    bool ok = true;
+    for (std::size_t i = 0; i < n; i++) {
+        total += list[i].length;
+        ok &= list[i].addr != nullptr || list[i].length == 0;
+    }
+    *len = static_cast<std::uint32_t>(total);
+    // One slot's payload is always within a chunk (ring_slots_ok: 64 slots at least).
+    return ok && total <= q->cap.max_inline_data && (total <= slot_payload || total <= max_chunk_bytes(q->tx_mask + 1));
+}
+
+/** Write a send_imm of the pieces of @p list (@p len bytes, imm_direct_len)
+ *  into the peer's ring with slot flags @p fl. @return whether it had room. */
+inline bool put_imm(shm_qp *q, std::uint8_t fl, std::uint32_t imm, const vq::data_buf *list, std::size_t n,
+                    std::uint32_t len) noexcept
+{
+    if (len > slot_payload) [[unlikely]]
+        return put_gathered(q, fl, imm, list, len);
+    // One line: the pieces straight into the slot, no cursor (and no ring
+    // descriptor in memory: the fields stay in registers).
+    const txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
+    if (!ring_reserve(r, 1)) [[unlikely]]
+        return false;
+    ring_put_one(r, msg_send_imm, fl, imm, list, n, len);
+    return true;
+}
+
 /** post_send_imm_inline (RC/UC): an unsignaled one on an idle queue is
  *  gathered straight into the peer's ring, header and payload in one copy
  *  (one slot up to slot_payload bytes, consecutive slots beyond, up to the
@@ -638,30 +670,10 @@ int post_send_imm_inline(vq::qp *vq_, std::uint64_t wr_id, std::uint32_t imm, co
     if (own_session(q)) [[unlikely]]
         return post_in_session(q);
     if ((flags & ~(vq::WR_SOLICITED | vq::WR_FENCE | vq::WR_INLINE)) == 0 && !q->sq_sig_all && list) [[likely]] {
-        std::size_t total = 0;
-        bool ok = true;
-        for (std::size_t i = 0; i < n; i++) {
-            total += list[i].length;
-            ok &= list[i].addr != nullptr || list[i].length == 0;
-        }
-        // One slot's payload is always within a chunk (ring_slots_ok: 64 slots at least).
-        if (ok && total <= q->cap.max_inline_data &&
-            (total <= slot_payload || total <= max_chunk_bytes(q->tx_mask + 1))) [[likely]] {
-            const auto len = static_cast<std::uint32_t>(total);
-            if (send_direct<Locked>(q, flags, len, [&](std::uint8_t fl) {
-                    if (len > slot_payload) [[unlikely]]
-                        return put_gathered(q, fl, imm, list, len);
-                    // One line: the pieces straight into the slot, no cursor
-                    // (and no ring descriptor in memory: the fields stay in
-                    // registers).
-                    const txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
-                    if (!ring_reserve(r, 1)) [[unlikely]]
-                        return false;
-                    ring_put_one(r, msg_send_imm, fl, imm, list, n, len);
-                    return true;
-                }))
-                return 0;
-        }
+        std::uint32_t len;
+        if (imm_direct_len(q, list, n, &len) &&
+            send_direct<Locked>(q, flags, len, [&](std::uint8_t fl) { return put_imm(q, fl, imm, list, n, len); }))
+            return 0;
     }
     return send_imm_session<Locked>(q, wr_id, imm, list, n, flags);
 }

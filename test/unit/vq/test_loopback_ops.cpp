@@ -677,5 +677,71 @@ TEST(LoopbackOps, UdReceiveTooSmallIsALengthErrorAndTheQpStaysUp)
     EXPECT_EQ(vq::destroy_ah(ah), 0);
 }
 
+// Signaled single-call send_imms (which shm writes straight into the ring,
+// their completions at once) keep every completion, in posting order, also
+// when the send CQ is full and later posts queue behind one whose
+// completion waits for room; every message arrives once, in order.
+TEST(LoopbackOps, SignaledSingleCallSendsCompleteInOrderThroughAFullSendCq)
+{
+    vq_env e;
+    vq::cq *scq = e.cq(8), *rcq_a = e.cq(), *cq_b = e.cq(1024);
+    vq::qp_init_attr ia;
+    ia.type = vq::qp_type::rc;
+    ia.send_cq = scq;
+    ia.recv_cq = rcq_a;
+    ia.send_ops_flags = vq::OPS_SEND | vq::OPS_SEND_WITH_IMM;
+    ia.cap.max_inline_data = 64;
+    vq::qp *a = nullptr, *b = nullptr;
+    ASSERT_EQ(vq::create_qp(e.pd, &ia, &a), 0);
+    ia.send_cq = ia.recv_cq = cq_b;
+    ASSERT_EQ(vq::create_qp(e.pd, &ia, &b), 0);
+    ASSERT_EQ(connect_qp(a, vq::get_qp_addr(b)), 0);
+    ASSERT_EQ(connect_qp(b, vq::get_qp_addr(a)), 0);
+    reg_buf rx(e.pd, 64 * 64);
+    constexpr int msgs = 48;
+    for (int i = 0; i < msgs; i++)
+        ASSERT_EQ(vq::post_recv(b, 500 + std::uint64_t(i), rx.addr(std::size_t(i) * 64), 64, rx.mr->lkey), 0);
+    std::vector<std::uint64_t> signaled;
+    for (int i = 0; i < msgs; i++) {
+        const std::uint64_t word = 0x1000 + std::uint64_t(i);
+        const unsigned fl = i % 4 == 3 ? 0u : unsigned(vq::WR_SIGNALED); // three signaled in four
+        if (i % 2)
+            ASSERT_EQ(vq::post_send_imm_hdr_inline(a, 100 + std::uint64_t(i), std::uint32_t(i), word, nullptr, 0, fl), 0)
+                << i;
+        else {
+            const vq::data_buf part{&word, sizeof word};
+            ASSERT_EQ(vq::post_send_imm_inline(a, 100 + std::uint64_t(i), std::uint32_t(i), &part, 1, fl), 0) << i;
+        }
+        if (fl)
+            signaled.push_back(100 + std::uint64_t(i));
+    }
+    ASSERT_GT(signaled.size(), 8u) << "more signaled sends than the send CQ holds";
+    auto s = poll_n(scq, signaled.size());
+    ASSERT_EQ(s.size(), signaled.size());
+    for (std::size_t k = 0; k < s.size(); k++) {
+        SCOPED_TRACE(k);
+        EXPECT_EQ(s[k].wr_id, signaled[k]);
+        EXPECT_EQ(s[k].status, wc_status::success);
+        EXPECT_EQ(s[k].opcode, vq::wc_opcode::send);
+        EXPECT_EQ(s[k].qp_num, a->qp_num);
+    }
+    EXPECT_TRUE(drain(scq, 20).empty()) << "a completion too many";
+    auto r = poll_n(cq_b, msgs);
+    ASSERT_EQ(r.size(), std::size_t(msgs));
+    for (int i = 0; i < msgs; i++) {
+        SCOPED_TRACE(i);
+        EXPECT_EQ(r[std::size_t(i)].wr_id, 500u + std::uint64_t(i));
+        EXPECT_EQ(r[std::size_t(i)].imm_data, std::uint32_t(i));
+        EXPECT_EQ(r[std::size_t(i)].byte_len, 8u);
+        std::uint64_t got;
+        std::memcpy(&got, rx.bytes.data() + std::size_t(i) * 64, sizeof got);
+        EXPECT_EQ(got, 0x1000u + std::uint64_t(i));
+    }
+    EXPECT_EQ(vq::destroy_qp(a), 0);
+    EXPECT_EQ(vq::destroy_qp(b), 0);
+    for (vq::cq *c : {scq, rcq_a, cq_b})
+        EXPECT_EQ(vq::destroy_cq(c), 0);
+}
+
 } // namespace
 } // namespace shunt::test
