@@ -576,21 +576,6 @@ int post_send(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t l
     return wr_complete<Locked, false>(q);
 }
 
-/** post_send_imm_inline as a session of one request (signaled, busy queue,
- *  beyond a chunk, bad input). Out of line: the one-slot path above it
- *  keeps a small frame. */
-template <bool Locked>
-[[gnu::noinline]] int send_imm_session(shm_qp *q, std::uint64_t wr_id, std::uint32_t imm, const vq::data_buf *list,
-                                       std::size_t n, unsigned flags) noexcept
-{
-    wr_start<Locked>(q);
-    q->wr_id = wr_id;
-    q->wr_flags = flags & ~vq::WR_INLINE;
-    b_send_imm<false>(q, imm);
-    s_inline_list<false>(q, n, list);
-    return wr_complete<Locked, false>(q);
-}
-
 /** The ring-direct part of the single-call send_imms: under the QP's lock
  *  (@p Locked), on an idle send queue in RTS, @p put(slot flags) writes and
  *  publishes the message and says whether the ring had room; its @p len
@@ -658,10 +643,73 @@ inline bool put_imm(shm_qp *q, std::uint8_t fl, std::uint32_t imm, const vq::dat
     return true;
 }
 
+/** A signaled send_imm (or any on a QP with sq_sig_all) on an idle queue:
+ *  straight into the ring as an unsignaled one goes, its completion written
+ *  at once into the send CQ, in order (the queue is idle), without a
+ *  send-queue entry. Room for the completion is taken first, under the
+ *  CQ's lock (QP lock, then CQ lock, as sq_run takes them). Out of line:
+ *  the unsignaled path keeps its registers. @return whether it was sent
+ *  (else: the session, which owes the completion when the CQ is full). */
+template <bool Locked>
+[[gnu::noinline]] bool send_imm_signaled(shm_qp *q, std::uint64_t wr_id, std::uint32_t imm, const vq::data_buf *list,
+                                         std::size_t n, unsigned flags) noexcept
+{
+    std::uint32_t len;
+    if ((flags & ~(vq::WR_SOLICITED | vq::WR_FENCE | vq::WR_INLINE | vq::WR_SIGNALED)) != 0 || !list ||
+        !imm_direct_len(q, list, n, &len))
+        return false;
+    const std::uint64_t posted = env::stats::stamp(q->io);
+    shm_cq *c = q->scq;
+    bool done = false;
+    if constexpr (Locked)
+        q->lock.lock();
+    if (q->sq_head == q->sq_tail &&
+        q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::rts)) {
+        if (!c->single_threaded)
+            c->lock.lock();
+        if (c->space() > 0 &&
+            put_imm(q, std::uint8_t(sf_first | sf_last | ((flags & vq::WR_SOLICITED) ? sf_solicited : 0)), imm, list,
+                    n, len)) {
+            fill_wc(*c->next_entry(), wr_id, vq::wc_status::success, vq::wc_opcode::send, 0, q->qp_num);
+            c->commit();
+            done = true;
+        }
+        if (!c->single_threaded)
+            c->lock.unlock();
+    }
+    if constexpr (Locked)
+        q->lock.unlock();
+    if (done) {
+        env::stats::on_tx(q->io, len);
+        env::stats::on_complete(q->io, posted);
+    }
+    return done;
+}
+
+/** post_send_imm_inline beyond its unsignaled ring-direct path: a signaled
+ *  one on an idle queue by send_imm_signaled, else (busy queue, beyond a
+ *  chunk, bad input, a full send CQ) as a session of one request. Out of
+ *  line: the one-slot path below keeps a small frame. */
+template <bool Locked>
+[[gnu::noinline]] int send_imm_session(shm_qp *q, std::uint64_t wr_id, std::uint32_t imm, const vq::data_buf *list,
+                                       std::size_t n, unsigned flags) noexcept
+{
+    if (((flags & vq::WR_SIGNALED) || q->sq_sig_all) && send_imm_signaled<Locked>(q, wr_id, imm, list, n, flags))
+        return 0;
+    wr_start<Locked>(q);
+    q->wr_id = wr_id;
+    q->wr_flags = flags & ~vq::WR_INLINE;
+    b_send_imm<false>(q, imm);
+    s_inline_list<false>(q, n, list);
+    return wr_complete<Locked, false>(q);
+}
+
 /** post_send_imm_inline (RC/UC): an unsignaled one on an idle queue is
  *  gathered straight into the peer's ring, header and payload in one copy
  *  (one slot up to slot_payload bytes, consecutive slots beyond, up to the
- *  QP's inline limit and one chunk); anything else is the session. */
+ *  QP's inline limit and one chunk); anything else is the session
+ *  (send_imm_session, which sends a signaled one on an idle queue the same
+ *  way, send_imm_signaled). */
 template <bool Locked>
 int post_send_imm_inline(vq::qp *vq_, std::uint64_t wr_id, std::uint32_t imm, const vq::data_buf *list,
                          std::size_t n, unsigned flags) noexcept
