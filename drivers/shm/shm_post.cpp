@@ -355,6 +355,8 @@ void s_inline_list(vq::qp *vq_, std::size_t n, const vq::data_buf *list) noexcep
         return;
     std::uint8_t *dst = inline_area(q, w);
     for (std::size_t i = 0; i < n; i++) {
+        if (!list[i].length)
+            continue; // an empty piece may have no address: memcpy must not see it
         std::memcpy(dst, list[i].addr, list[i].length);
         dst += list[i].length;
     }
