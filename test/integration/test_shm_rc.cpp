@@ -306,6 +306,18 @@ TEST_F(ShmRc, ReadsThatAreNotSplit)
     EXPECT_EQ(qp_stat(me.qp, ".split", "offered"), 0u);
 }
 
+/** Open a batch with a signaled read (wr_id 1) of the first @p len bytes
+ *  of the peer's private buffer into the start of ours: split when the
+ *  target polls. */
+void start_with_read(ShmRc &t, std::uint32_t len)
+{
+    vq::wr_start(t.me.qp);
+    t.me.qp->wr_id = 1;
+    t.me.qp->wr_flags = vq::WR_SIGNALED;
+    vq::wr_rdma_read(t.me.qp, t.peer.priv_rkey, t.peer.priv_addr);
+    vq::wr_set_sge(t.me.qp, t.me.mr->lkey, t.me.addr(), len);
+}
+
 /** A fenced request waits for a split read before it, whose last bytes the
  *  target may still be copying; completions stay in order. */
 TEST_F(ShmRc, FencedRequestWaitsForTheSplitReadBeforeIt)
@@ -324,11 +336,7 @@ TEST_F(ShmRc, FencedRequestWaitsForTheSplitReadBeforeIt)
         // The read; a fenced write of its last bytes (the end of the
         // target's part) to the peer's segment buffer; a read of them back.
         std::memset(me.buf.data(), 0, len + tail);
-        vq::wr_start(me.qp);
-        me.qp->wr_id = 1;
-        me.qp->wr_flags = vq::WR_SIGNALED;
-        vq::wr_rdma_read(me.qp, peer.priv_rkey, peer.priv_addr);
-        vq::wr_set_sge(me.qp, me.mr->lkey, me.addr(), len);
+        start_with_read(*this, len);
         me.qp->wr_id = 2;
         me.qp->wr_flags = vq::WR_SIGNALED | vq::WR_FENCE;
         vq::wr_rdma_write(me.qp, peer.seg_rkey, peer.seg_addr);
@@ -374,11 +382,7 @@ TEST_F(ShmRc, AWriteBehindASplitReadDoesNotChangeWhatItReturns)
         // behind the read makes it byte i.
         std::memset(me.buf.data(), 0, len);
         std::memset(me.buf.data() + len, i, tail);
-        vq::wr_start(me.qp);
-        me.qp->wr_id = 1;
-        me.qp->wr_flags = vq::WR_SIGNALED;
-        vq::wr_rdma_read(me.qp, peer.priv_rkey, peer.priv_addr);
-        vq::wr_set_sge(me.qp, me.mr->lkey, me.addr(), len);
+        start_with_read(*this, len);
         me.qp->wr_id = 2;
         vq::wr_rdma_write(me.qp, peer.priv_rkey, peer.priv_addr + len - tail);
         vq::wr_set_sge(me.qp, me.mr->lkey, me.addr(len), tail);
