@@ -41,35 +41,13 @@ constexpr tables tab{};
     return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11)), next);
 }
 
-[[gnu::target("pclmul,sse4.1")]] std::uint32_t crc32_fold(std::uint32_t crc, const std::uint8_t *p,
-                                                           std::size_t n) noexcept
+/** 128 -> 64 -> 32 bits of the folded remainder @p x1: the CRC state. */
+[[gnu::target("pclmul,sse4.1")]] inline std::uint32_t reduce(__m128i x1) noexcept
 {
-    // n >= 64 and a multiple of 16.
-    const __m128i r2r1 = _mm_set_epi64x(0x1c6e41596ll, 0x154442bd4ll);
     const __m128i r4r3 = _mm_set_epi64x(0x0ccaa009ell, 0x1751997d0ll);
     const __m128i r5 = _mm_set_epi64x(0, 0x163cd6124ll);
     const __m128i mask32 = _mm_set_epi32(0, 0, 0, -1);
     const __m128i poly = _mm_set_epi64x(0x1f7011641ll, 0x1db710641ll); // u' (high), P' (low)
-    __m128i x1 = _mm_xor_si128(ld(p), _mm_cvtsi32_si128(static_cast<int>(crc)));
-    __m128i x2 = ld(p + 16), x3 = ld(p + 32), x4 = ld(p + 48);
-    p += 64;
-    n -= 64;
-    while (n >= 64) {
-        x1 = fold(x1, r2r1, ld(p));
-        x2 = fold(x2, r2r1, ld(p + 16));
-        x3 = fold(x3, r2r1, ld(p + 32));
-        x4 = fold(x4, r2r1, ld(p + 48));
-        p += 64;
-        n -= 64;
-    }
-    x1 = fold(x1, r4r3, x2);
-    x1 = fold(x1, r4r3, x3);
-    x1 = fold(x1, r4r3, x4);
-    while (n >= 16) {
-        x1 = fold(x1, r4r3, ld(p));
-        p += 16;
-        n -= 16;
-    }
     // 128 -> 64 bits (appending 32 zero bits), then 64 -> 32.
     x1 = _mm_xor_si128(_mm_clmulepi64_si128(r4r3, x1, 0x01), _mm_srli_si128(x1, 8));
     __m128i x2b = _mm_srli_si128(x1, 4);
@@ -80,6 +58,60 @@ constexpr tables tab{};
     x1 = _mm_clmulepi64_si128(_mm_and_si128(x1, mask32), poly, 0x00);
     x1 = _mm_xor_si128(x1, t);
     return static_cast<std::uint32_t>(_mm_extract_epi32(x1, 1));
+}
+
+[[gnu::target("pclmul,sse4.1")]] std::uint32_t crc32_fold(std::uint32_t crc, const std::uint8_t *p,
+                                                           std::size_t n) noexcept
+{
+    // n >= 16 and a multiple of 16. Below 64 bytes one lane, folded by 128
+    // bits per block (R4/R3); from 64 four lanes, folded by 512 (R2/R1).
+    const __m128i r2r1 = _mm_set_epi64x(0x1c6e41596ll, 0x154442bd4ll);
+    const __m128i r4r3 = _mm_set_epi64x(0x0ccaa009ell, 0x1751997d0ll);
+    __m128i x1 = _mm_xor_si128(ld(p), _mm_cvtsi32_si128(static_cast<int>(crc)));
+    if (n >= 64) {
+        __m128i x2 = ld(p + 16), x3 = ld(p + 32), x4 = ld(p + 48);
+        p += 64;
+        n -= 64;
+        while (n >= 64) {
+            x1 = fold(x1, r2r1, ld(p));
+            x2 = fold(x2, r2r1, ld(p + 16));
+            x3 = fold(x3, r2r1, ld(p + 32));
+            x4 = fold(x4, r2r1, ld(p + 48));
+            p += 64;
+            n -= 64;
+        }
+        x1 = fold(x1, r4r3, x2);
+        x1 = fold(x1, r4r3, x3);
+        x1 = fold(x1, r4r3, x4);
+    } else {
+        p += 16;
+        n -= 16;
+    }
+    while (n >= 16) {
+        x1 = fold(x1, r4r3, ld(p));
+        p += 16;
+        n -= 16;
+    }
+    return reduce(x1);
+}
+
+/** icrc_packet's folded form: the first three blocks with the variant
+ *  header fields set to ones in registers. @p n >= 48 - 40. */
+[[gnu::target("pclmul,sse4.1")]] std::uint32_t icrc_fold(const std::uint8_t *ip, std::size_t n) noexcept
+{
+    const __m128i r4r3 = _mm_set_epi64x(0x0ccaa009ell, 0x1751997d0ll);
+    // Bytes 1 (TOS), 8 (TTL), 10-11 (header checksum) of the IPv4 header;
+    // 26-27 (UDP checksum); 32 (BTH FECN, BECN, reserved).
+    const __m128i m0 = _mm_setr_epi8(0, -1, 0, 0, 0, 0, 0, 0, -1, 0, -1, -1, 0, 0, 0, 0);
+    const __m128i m1 = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, -1, 0, 0, 0, 0);
+    const __m128i m2 = _mm_setr_epi8(-1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const std::size_t total = 40 + n, bulk = total & ~std::size_t{15};
+    __m128i x1 = _mm_xor_si128(_mm_or_si128(ld(ip), m0), _mm_cvtsi32_si128(static_cast<int>(icrc_seed)));
+    x1 = fold(x1, r4r3, _mm_or_si128(ld(ip + 16), m1));
+    x1 = fold(x1, r4r3, _mm_or_si128(ld(ip + 32), m2));
+    for (std::size_t o = 48; o < bulk; o += 16)
+        x1 = fold(x1, r4r3, ld(ip + o));
+    return crc32_update_table(reduce(x1), ip + bulk, total - bulk);
 }
 
 bool have_pclmul() noexcept
@@ -111,13 +143,24 @@ std::uint32_t crc32_update_table(std::uint32_t crc, const void *data, std::size_
 std::uint32_t crc32_update(std::uint32_t crc, const void *data, std::size_t n) noexcept
 {
     auto *p = static_cast<const std::uint8_t *>(data);
-    if (n >= 64 + 15 && have_pclmul()) {
+    if (n >= 16 && have_pclmul()) {
         std::size_t bulk = n & ~std::size_t{15};
         crc = crc32_fold(crc, p, bulk);
         p += bulk;
         n -= bulk;
     }
     return crc32_update_table(crc, p, n);
+}
+
+} // namespace shunt::drv::ethdev
+
+namespace shunt::drv::ethdev {
+
+std::uint32_t icrc_packet(const std::uint8_t *ip, std::size_t n) noexcept
+{
+    if (n >= 8 && have_pclmul())
+        return icrc_fold(ip, n);
+    return crc32_update(icrc_headers(ip), ip + 40, n);
 }
 
 } // namespace shunt::drv::ethdev

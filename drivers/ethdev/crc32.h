@@ -10,8 +10,9 @@ namespace shunt::drv::ethdev {
 
 /** Continue the reflected CRC-32 state @p crc over @p n bytes (no pre or
  *  post inversion: zlib's crc32(d) is ~crc32_update(~0u, d)). Uses carry-less
- *  multiplication (PCLMULQDQ) for runs of 64 bytes and more when the CPU has
- *  it, a slicing-by-8 table otherwise. */
+ *  multiplication (PCLMULQDQ) for the whole 16-byte blocks of runs of 16
+ *  bytes and more when the CPU has it (one lane below 64 bytes, four from
+ *  there), a slicing-by-8 table for the rest and otherwise. */
 std::uint32_t crc32_update(std::uint32_t crc, const void *p, std::size_t n) noexcept;
 /** The table-only form (reference for tests; also used for short runs). */
 std::uint32_t crc32_update_table(std::uint32_t crc, const void *p, std::size_t n) noexcept;
@@ -36,6 +37,14 @@ inline std::uint32_t icrc_headers(const std::uint8_t *ip) noexcept
     m[28 + 4] = 0xff;             // BTH FECN, BECN, reserved
     return crc32_update(icrc_seed, m, sizeof m);
 }
+/** ICRC state over a whole RoCEv2 packet held in one buffer from its IPv4
+ *  header @p ip: the 40 header bytes as icrc_headers masks them and the
+ *  @p n bytes after them, up to the ICRC (store icrc_value() of it). The
+ *  same value as icrc_headers(ip) continued over ip + 40; from 8 bytes on
+ *  with PCLMULQDQ the mask is applied in registers and the headers and the
+ *  rest are folded in one pass. */
+std::uint32_t icrc_packet(const std::uint8_t *ip, std::size_t n) noexcept;
+
 /** The ICRC field for a final state: inverted, transmitted least significant
  *  byte first (as the Ethernet FCS). */
 inline void icrc_store(std::uint8_t *at, std::uint32_t crc) noexcept

@@ -602,9 +602,11 @@ bool icrc_ok(const rte_mbuf *m, std::uint16_t bth_off) noexcept
     const std::uint8_t *f = rte_pktmbuf_mtod(m, const std::uint8_t *);
     const std::uint8_t *ip = f + bth_off - wire::udp_len - wire::ip_len;
     std::uint32_t end = static_cast<std::uint32_t>(bth_off - wire::udp_len - wire::ip_len) + wire::ld16(ip + 2);
+    std::uint32_t from = bth_off + wire::bth_len, left = end - wire::icrc_len - from;
+    if (end <= m->data_len) // the whole packet in the first segment
+        return icrc_matches(f + end - wire::icrc_len, icrc_packet(ip, left));
     std::uint32_t crc = icrc_headers(ip);
     // The rest of the packet up to the ICRC, over the segments.
-    std::uint32_t from = bth_off + wire::bth_len, left = end - wire::icrc_len - from;
     const rte_mbuf *s = m;
     std::uint32_t base = 0;
     while (s && left) {

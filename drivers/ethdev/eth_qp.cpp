@@ -725,9 +725,8 @@ void roce_finish(eth_qp *q, roce_frame &f, std::uint32_t ext, std::uint32_t payl
     std::uint8_t *end = f.payload + payload;
     for (std::uint32_t i = 0; i < pad; i++)
         end[i] = 0;
-    std::uint32_t crc = icrc_headers(ip);
-    crc = crc32_update(crc, f.ext, ext + payload + pad);
-    icrc_store(end + pad, crc);
+    // f.ext follows the 40 header bytes at ip in the same buffer.
+    icrc_store(end + pad, icrc_packet(ip, ext + payload + pad));
 }
 
 } // namespace shunt::drv::ethdev
