@@ -513,7 +513,7 @@ void roce_input(port *p, rte_mbuf *m, std::uint32_t l3) noexcept
         return drop(p, m, tot > total - l3 ? c_rx_short : c_rx_bad_len);
     if ((wire::ld16(ip + 6) & 0x3fff) != 0) // MF or a fragment offset
         return drop(p, m, c_rx_bad_ip);
-    if (!(m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_GOOD) && wire::fold16(wire::sum16(ip, wire::ip_len)) != 0)
+    if (!(m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_GOOD) && !wire::ip_hdr_ok(ip))
         return drop(p, m, c_rx_bad_ip);
     const std::uint8_t *udp = ip + wire::ip_len;
     std::uint32_t ulen = wire::ld16(udp + 4);

@@ -227,11 +227,32 @@ inline std::uint16_t fold16(std::uint32_t s) noexcept
     s = (s & 0xffff) + (s >> 16);
     return static_cast<std::uint16_t>(~s);
 }
+/** The one's complement sum of the 20-byte IPv4 header at @p ip, folded to
+ *  16 bits, in the header's own byte order: five 32-bit words added in
+ *  host order (RFC 1071: the sum does not depend on the byte order; the
+ *  result comes out byte-swapped with it, as it is stored). */
+inline std::uint16_t ip_hdr_sum(const std::uint8_t *ip) noexcept
+{
+    std::uint64_t s = 0;
+    for (std::size_t i = 0; i < ip_len; i += 4) {
+        std::uint32_t w;
+        std::memcpy(&w, ip + i, 4);
+        s += w;
+    }
+    s = (s & 0xffffffffu) + (s >> 32);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    return static_cast<std::uint16_t>(s);
+}
+/** Is the checksum of the 20-byte IPv4 header at @p ip right? */
+inline bool ip_hdr_ok(const std::uint8_t *ip) noexcept { return ip_hdr_sum(ip) == 0xffff; }
 /** Fill the checksum of the 20-byte IPv4 header at @p ip. */
 inline void ip_finish(std::uint8_t *ip) noexcept
 {
     ip[10] = ip[11] = 0;
-    st16(ip + 10, fold16(sum16(ip, ip_len)));
+    const std::uint16_t c = static_cast<std::uint16_t>(~ip_hdr_sum(ip));
+    std::memcpy(ip + 10, &c, 2);
 }
 
 } // namespace shunt::drv::ethdev::wire

@@ -13,6 +13,7 @@
 
 #include "eth_fixture.h"
 #include "ethdev/crc32.h"
+#include "ethdev/wire.h"
 
 namespace shunt::test {
 namespace {
@@ -60,6 +61,30 @@ TEST(Crc, OnePassIcrcOfAWholePacketEqualsHeadersThenRest)
         const std::uint8_t *ip = b.data() + off;
         ASSERT_EQ(eth::icrc_packet(ip, n), eth::crc32_update(eth::icrc_headers(ip), ip + 40, n))
             << "length " << n << " offset " << off;
+    }
+}
+
+TEST(Wire, Ipv4HeaderChecksumByWordsEqualsTheByteByByteSum)
+{
+    // ip_finish and ip_hdr_ok add the header as 32-bit words in host order;
+    // the reference adds 16-bit big-endian words one by one (RFC 791).
+    std::mt19937 r(5);
+    for (int i = 0; i < 20000; i++) {
+        std::uint8_t ip[20];
+        for (auto &x : ip)
+            x = i < 2 ? static_cast<std::uint8_t>(i ? 0xff : 0) : static_cast<std::uint8_t>(r());
+        eth::wire::ip_finish(ip);
+        std::uint32_t ref = 0;
+        for (int k = 0; k < 20; k += 2)
+            ref += k == 10 ? 0u : static_cast<std::uint32_t>(ip[k] << 8 | ip[k + 1]);
+        ref = (ref & 0xffff) + (ref >> 16);
+        ref = (ref & 0xffff) + (ref >> 16);
+        ASSERT_EQ(static_cast<std::uint32_t>(ip[10] << 8 | ip[11]), (~ref) & 0xffffu) << "header " << i;
+        ASSERT_TRUE(eth::wire::ip_hdr_ok(ip)) << "header " << i;
+        std::size_t at = r() % 20;
+        std::uint8_t flip = static_cast<std::uint8_t>(1u << (r() % 8));
+        ip[at] ^= flip;
+        ASSERT_FALSE(eth::wire::ip_hdr_ok(ip)) << "header " << i << " with byte " << at << " changed";
     }
 }
 
