@@ -95,8 +95,10 @@ constexpr tables tab{};
     return reduce(x1);
 }
 
-/** icrc_packet's folded form: the first three blocks with the variant
- *  header fields set to ones in registers. @p n >= 48 - 40. */
+/** icrc_packet's folded form: the first two or three blocks with the
+ *  variant header fields set to ones in registers; a packet shorter than
+ *  three blocks (n < 8: an acknowledgement) ends with its last bytes and
+ *  the masked BTH byte through the table. */
 [[gnu::target("pclmul,sse4.1")]] std::uint32_t icrc_fold(const std::uint8_t *ip, std::size_t n) noexcept
 {
     const __m128i r4r3 = _mm_set_epi64x(0x0ccaa009ell, 0x1751997d0ll);
@@ -108,10 +110,17 @@ constexpr tables tab{};
     const std::size_t total = 40 + n, bulk = total & ~std::size_t{15};
     __m128i x1 = _mm_xor_si128(_mm_or_si128(ld(ip), m0), _mm_cvtsi32_si128(static_cast<int>(icrc_seed)));
     x1 = fold(x1, r4r3, _mm_or_si128(ld(ip + 16), m1));
+    if (n < 8) { // bytes 32 .. 40 + n: the BTH's last 8 (byte 32 masked) and the rest
+        std::uint8_t t[15];
+        std::memcpy(t, ip + 32, 8 + n);
+        t[0] = 0xff;
+        return crc32_update_table(reduce(x1), t, 8 + n);
+    }
     x1 = fold(x1, r4r3, _mm_or_si128(ld(ip + 32), m2));
     for (std::size_t o = 48; o < bulk; o += 16)
         x1 = fold(x1, r4r3, ld(ip + o));
-    return crc32_update_table(reduce(x1), ip + bulk, total - bulk);
+    const std::uint32_t crc = reduce(x1);
+    return bulk == total ? crc : crc32_update_table(crc, ip + bulk, total - bulk);
 }
 
 bool have_pclmul() noexcept
@@ -158,7 +167,7 @@ namespace shunt::drv::ethdev {
 
 std::uint32_t icrc_packet(const std::uint8_t *ip, std::size_t n) noexcept
 {
-    if (n >= 8 && have_pclmul())
+    if (have_pclmul())
         return icrc_fold(ip, n);
     return crc32_update(icrc_headers(ip), ip + 40, n);
 }

@@ -40,9 +40,9 @@ inline std::uint32_t icrc_headers(const std::uint8_t *ip) noexcept
 /** ICRC state over a whole RoCEv2 packet held in one buffer from its IPv4
  *  header @p ip: the 40 header bytes as icrc_headers masks them and the
  *  @p n bytes after them, up to the ICRC (store icrc_value() of it). The
- *  same value as icrc_headers(ip) continued over ip + 40; from 8 bytes on
- *  with PCLMULQDQ the mask is applied in registers and the headers and the
- *  rest are folded in one pass. */
+ *  same value as icrc_headers(ip) continued over ip + 40; with PCLMULQDQ
+ *  the mask is applied in registers and the headers and the rest are
+ *  folded in one pass. */
 std::uint32_t icrc_packet(const std::uint8_t *ip, std::size_t n) noexcept;
 
 /** The ICRC field for a final state: inverted, transmitted least significant
