@@ -1,6 +1,17 @@
-// Raw two-process RC send/receive ping-pong over the shm driver.
+// Raw two-process RC send/receive ping-pong over a vq device (shm0 unless
+// SHUNT_PINGPONG_DEVICE names another).
 //
 //   vq-pingpong [SIZE] [ITERATIONS] [CORE_A] [CORE_B]
+//
+// Over a device whose two ends need different EAL arguments (net_memif:
+// server and client), give the child's in SHUNT_PINGPONG_CHILD_EAL_ARGS:
+// the parent then opens its device (SHUNT_EAL_ARGS, the server) before it
+// starts the child. For example:
+//
+//   export SHUNT_PINGPONG_DEVICE=net_memif0
+//   export SHUNT_EAL_ARGS=--vdev=net_memif0,role=server,id=0,socket=/run/pp.sock
+//   export SHUNT_PINGPONG_CHILD_EAL_ARGS=--vdev=net_memif0,role=client,id=0,socket=/run/pp.sock
+//   vq-pingpong 8 200000 0 1
 //
 // The parent pins itself to CORE_A (default 0), spawns itself pinned to
 // CORE_B (default 1), exchanges QP addresses over a socketpair, then times
@@ -72,8 +83,11 @@ struct endpoint {
     void open()
     {
         int rc;
-        if ((rc = vq::open_device(vq::find_device("shm0"), &ctx)) || (rc = vq::alloc_pd(ctx, &pd)) ||
-            (rc = vq::alloc_td(ctx, &td)))
+        const char *name = std::getenv("SHUNT_PINGPONG_DEVICE");
+        vq::device *d = vq::find_device(name && *name ? name : "shm0");
+        if (!d)
+            die(name && *name ? name : "shm0", -FI_ENODEV);
+        if ((rc = vq::open_device(d, &ctx)) || (rc = vq::alloc_pd(ctx, &pd)) || (rc = vq::alloc_td(ctx, &td)))
             die("open", rc);
         vq::cq_init_attr ca;
         ca.cqe = 1024;
@@ -157,6 +171,16 @@ int main(int argc, char **argv)
     endpoint ep;
     int fd;
     pid_t kid = 0;
+    const char *child_eal = std::getenv("SHUNT_PINGPONG_CHILD_EAL_ARGS");
+    const bool own_eal = child_eal && *child_eal;
+    if (!child && own_eal) {
+        // The server end first: the child's port connects to it.
+        if (!pin(core_a))
+            die("pin", -FI_EINVAL);
+        ep.open();
+        if (setenv("SHUNT_EAL_ARGS", child_eal, 1))
+            die("setenv", -errno);
+    }
     if (child) {
         fd = 3;
         if (!pin(core_b))
@@ -178,7 +202,8 @@ int main(int argc, char **argv)
         ::close(sv[1]);
         fd = sv[0];
     }
-    ep.open();
+    if (child || !own_eal)
+        ep.open();
     vq::qp_addr mine = vq::get_qp_addr(ep.qp), theirs;
     if (!xfer(fd, &mine, sizeof mine, true) || !xfer(fd, &theirs, sizeof theirs, false))
         die("exchange", -FI_EIO);
