@@ -14,7 +14,9 @@
 #      one-way latency and 64 KiB pingpong bandwidth, -p shunt against
 #      -p tcp and -p "udp;ofi_rxd" over the same veth and addresses.
 #  (c) the endpoint over net_memif between two processes against the shm
-#      provider, shunt-perf pingpong RDM 8 B, the same cores.
+#      provider, shunt-perf pingpong RDM 8 B, the same cores; beside it,
+#      for where the time goes, the queue level (vq-pingpong, RC 8 B) and
+#      the PMD alone (pmd-pingpong, 64-byte frames) over the same memif.
 #  (d) UD TSO: bench-ethdev UdTso64K against UdMssSends64K (CPU time).
 # Prints one line per figure and a table with the ratios and their targets,
 # and the load average before and after (figures from a loaded machine say
@@ -45,6 +47,8 @@ b=${cores[1]:-1}
 fwd=$build/app/shunt-fwd
 perf=$build/app/shunt-perf
 bench=$build/test/bench/bench-ethdev
+vqpp=$build/test/bench/vq-pingpong
+pmdpp=$build/test/bench/pmd-pingpong
 ofi_dir=$build/lib/ofi/module
 
 if [ "$smoke" = 1 ]; then
@@ -294,6 +298,29 @@ sh=$(SHUNT_LOG_LEVEL=error timeout $limit "$perf" pingpong -q -p shm -e rdm -S 8
 put memif "$m" "shunt-perf over net_memif0"
 put shm "$sh" "shunt-perf -p shm"
 note "shunt_perf_rdm_8B_one_way_p50_ns memif ${m:-none} shm ${sh:-none}"
+# The layers under that figure, over the same memif (not targets).
+vq_memif= pmd_memif=
+if [ -x "$vqpp" ]; then
+    vq_memif=$(SHUNT_LOG_LEVEL=error SHUNT_PINGPONG_DEVICE=net_memif0 \
+        SHUNT_EAL_ARGS="--vdev=net_memif0,role=server,id=0,socket=$sock" \
+        SHUNT_PINGPONG_CHILD_EAL_ARGS="--vdev=net_memif0,role=client,id=0,socket=$sock" \
+        timeout $limit "$vqpp" 8 $perf_iter "$a" "$b" 2>"$tmp/vqpp.err" | awk '/^one_way_ns/ { print $3 }')
+    [ -n "$vq_memif" ] || tail -n 3 "$tmp/vqpp.err" >&2
+    rm -f "$sock"
+fi
+if [ -x "$pmdpp" ]; then
+    eal="--no-huge --no-pci -m 512 --log-level=error --vdev=net_memif0,id=0,socket=$sock"
+    timeout $limit "$pmdpp" server -l "$a" --file-prefix pps$tag $eal,role=server -- 64 $perf_iter \
+        >"$tmp/pmdpp-srv.out" 2>&1 &
+    pids+=("$!")
+    sleep 1
+    pmd_memif=$(timeout $limit "$pmdpp" client -l "$b" --file-prefix ppc$tag $eal,role=client -- 64 $perf_iter \
+        2>"$tmp/pmdpp.err" | awk '/^one_way_ns/ { print $3 }')
+    wait "${pids[-1]}" 2>/dev/null
+    [ -n "$pmd_memif" ] || tail -n 3 "$tmp/pmdpp-srv.out" "$tmp/pmdpp.err" >&2
+    rm -f "$sock"
+fi
+note "memif_layers_8B_one_way_p50_ns vq_rc ${vq_memif:-none} pmd_alone ${pmd_memif:-none}"
 
 # ---------------------------------------------------------------- (d)
 if [ -x "$bench" ]; then
