@@ -669,7 +669,11 @@ void qp_progress(eth_qp *q, const eth_cq *held) noexcept
     default:
         rc_rx(q, held);
         if (s == qp_state::rts) {
-            rc_tx(q, held);
+            // Nothing staged, no response queued and every request sent
+            // (tx_wqe at sq_tail: sq_next is there too): rc_tx would find
+            // nothing to do.
+            if (q->nstage || q->resp_head != q->resp_tail || q->tx_wqe != q->sq_tail)
+                rc_tx(q, held);
             rc_timers(q, held);
         }
         break;
@@ -679,7 +683,10 @@ void qp_progress(eth_qp *q, const eth_cq *held) noexcept
         q->busy.store(true, std::memory_order_relaxed);
         return;
     }
-    sq_complete(q, held);
+    if (q->sq_head != q->sq_next)
+        sq_complete(q, held);
+    else
+        env::stats::on_depth(q->io, q->sq_tail - q->sq_head); // what sq_complete records when it completes none
     bool left = q->sq_head != q->sq_tail || q->nstage || rx_peek(q) || q->ack_due || q->ack_deadline ||
                 q->resp_head != q->resp_tail;
     if (left)
