@@ -239,6 +239,9 @@ struct eth_ctx : vq::context {
     port *p = nullptr;
     std::mutex lock;                 ///< setup calls
     key_entry *keys = nullptr;       ///< max_mr entries
+    /** Keys killed so far (deregistration, invalidation, window binds):
+     *  what a QP's cached key check (eth_qp::rx_kc_key) compares with. */
+    std::atomic<std::uint64_t> key_epoch{0};
     std::vector<std::uint32_t> key_ver;
     std::uint32_t key_next = 0;
     std::vector<void *> bufs;        ///< alloc_buf memory
@@ -487,6 +490,12 @@ struct eth_qp : vq::qp {
     vq::sge rx_sges[max_sge];
     std::uint32_t rx_nsge = 0;
     std::uint32_t rx_sgi = 0, rx_sgoff = 0; ///< where rx_off lands in rx_sges
+    /** The lkey a receive buffer was last checked with (for local write),
+     *  the region it names and the context's key_epoch then: a later buffer
+     *  within that region is valid while no key of the context was killed
+     *  since (recv_key_ok), without pinning the entry. 0: none. */
+    std::uint32_t rx_kc_key = 0;
+    std::uint64_t rx_kc_base = 0, rx_kc_len = 0, rx_kc_epoch = 0;
     bool rx_has_wqe = false;
     std::uint32_t ack_psn = 0;         ///< highest PSN to acknowledge
     bool ack_due = false;

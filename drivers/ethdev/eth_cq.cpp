@@ -193,6 +193,33 @@ bool take_recv(eth_qp *q) noexcept
     return true;
 }
 
+namespace {
+
+/** key_check of receive buffer piece @p s for local write, through the QP's
+ *  one-entry cache (eth_qp::rx_kc_key): the same answer without pinning the
+ *  key entry when the piece lies in the region its key was last seen valid
+ *  for and no key of the context was killed since. */
+bool recv_key_ok(eth_qp *q, const vq::sge &s) noexcept
+{
+    const std::uint64_t epoch = q->c->key_epoch.load(std::memory_order_acquire);
+    if (s.lkey == q->rx_kc_key && epoch == q->rx_kc_epoch && s.addr >= q->rx_kc_base &&
+        s.addr - q->rx_kc_base <= q->rx_kc_len && s.length <= q->rx_kc_len - (s.addr - q->rx_kc_base))
+        return true;
+    key_ref r;
+    if (!key_pin(q->c, s.lkey, s.addr, s.length, vq::ACCESS_LOCAL_WRITE, true, &r))
+        return false;
+    // Read under the pin: the entry's region for this key, valid from the
+    // epoch read before the pin (a kill after that read moves it on).
+    q->rx_kc_key = s.lkey;
+    q->rx_kc_base = r.e->addr;
+    q->rx_kc_len = r.e->length;
+    q->rx_kc_epoch = epoch;
+    key_unpin(r);
+    return true;
+}
+
+} // namespace
+
 vq::wc_status rx_room(eth_qp *q, std::uint64_t n) noexcept
 {
     std::uint64_t cap = 0;
@@ -203,7 +230,7 @@ vq::wc_status rx_room(eth_qp *q, std::uint64_t n) noexcept
     if (q->rx_off == 0)
         for (std::uint32_t i = 0; i < q->rx_nsge; i++) {
             const vq::sge &s = q->rx_sges[i];
-            if (s.length && !key_check(q->c, s.lkey, s.addr, s.length, vq::ACCESS_LOCAL_WRITE))
+            if (s.length && !recv_key_ok(q, s))
                 return vq::wc_status::loc_prot_err;
         }
     return vq::wc_status::success;

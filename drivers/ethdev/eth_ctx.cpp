@@ -44,9 +44,11 @@ int key_alloc(eth_ctx *c, std::uint32_t *index, std::uint32_t *key)
 }
 
 /** Stop accesses through @p e: key to 0, then wait for pinned users (they
- *  are bounded copies by other threads of this process). */
-void key_kill(key_entry &e) noexcept
+ *  are bounded copies by other threads of this process). The context's
+ *  key_epoch moves first: no cached check of any key holds after this. */
+void key_kill(eth_ctx *c, key_entry &e) noexcept
 {
+    c->key_epoch.fetch_add(1, std::memory_order_seq_cst);
     e.key.store(0, std::memory_order_seq_cst);
     while (e.users.load(std::memory_order_seq_cst) != 0)
         _mm_pause();
@@ -179,7 +181,7 @@ int dereg_mr(vq::mr *vm)
     if (m->windows)
         return -FI_EBUSY;
     key_entry &e = c->keys[m->index];
-    key_kill(e);
+    key_kill(c, e);
     e.mr = nullptr;
     dma_unmap(c->p, m); // after key_kill: no send starts from it any more
     c->nmr--;
@@ -223,7 +225,7 @@ int dealloc_mw(vq::mw *vw)
     auto *c = to_ctx(w->ctx);
     std::lock_guard<std::mutex> g(c->lock);
     key_entry &e = c->keys[w->index];
-    key_kill(e);
+    key_kill(c, e);
     if (w->bound)
         w->bound->windows--;
     e.mw = nullptr;
@@ -493,7 +495,7 @@ bool key_invalidate(eth_ctx *c, std::uint32_t k) noexcept
     key_entry &e = c->keys[key_index(k)];
     if (e.key.load(std::memory_order_relaxed) != k || (!e.mr && !e.mw))
         return false;
-    key_kill(e);
+    key_kill(c, e);
     if (e.mw) {
         if (e.mw->bound)
             e.mw->bound->windows--;
@@ -511,7 +513,7 @@ vq::wc_status key_bind(eth_ctx *c, eth_mw *mw, eth_mr *mr, std::uint32_t rkey, s
     if ((rkey & ~0xffu) != (mw->rkey & ~0xffu) || (rkey & 0xff) == 0 || e.mw != mw)
         return vq::wc_status::mw_bind_err;
     if (len == 0) { // unbind
-        key_kill(e);
+        key_kill(c, e);
         if (mw->bound)
             mw->bound->windows--;
         mw->bound = nullptr;
@@ -524,7 +526,7 @@ vq::wc_status key_bind(eth_ctx *c, eth_mw *mw, eth_mr *mr, std::uint32_t rkey, s
         addr - base > mr->length || len > mr->length - (addr - base) ||
         ((access & (vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_ATOMIC)) && !(mr->access & vq::ACCESS_LOCAL_WRITE)))
         return vq::wc_status::mw_bind_err;
-    key_kill(e); // accesses through the old binding are over
+    key_kill(c, e); // accesses through the old binding are over
     e.access = (access & ~vq::ACCESS_LOCAL_WRITE) | key_mw;
     e.addr = addr;
     e.length = len;

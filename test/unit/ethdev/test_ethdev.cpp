@@ -490,6 +490,45 @@ TEST(Rc, RnrNakWaitsForAReceiveAndRnrRetryZeroFails)
     }
 }
 
+TEST(Rc, AReceiveWithAKeyDeregisteredSinceItsLastUseFailsWithAProtectionError)
+{
+    // The responder remembers the receive key it last checked; a
+    // deregistration in between must not leave that answer standing.
+    rc_pair p;
+    ASSERT_TRUE(p.ok());
+    std::vector<std::uint8_t> mem(8192, 0);
+    vq::mr *m = nullptr;
+    ASSERT_EQ(vq::reg_mr(p.b.pd, mem.data(), mem.size(), vq::ACCESS_LOCAL_WRITE, &m), 0);
+    const std::uint32_t lkey = m->lkey;
+    std::memset(p.a.buf, 0x42, 64);
+    // Two receives through the key: the second is checked from memory.
+    for (std::uint64_t id : {1, 2}) {
+        ASSERT_EQ(vq::post_recv(p.qb, id, reinterpret_cast<std::uint64_t>(mem.data() + 64 * id), 64, lkey), 0);
+        ASSERT_EQ(vq::post_send(p.qa, id, p.a.buf, 64, p.a.mr->lkey, vq::WR_SIGNALED), 0);
+        auto w = wait_wcs(p.b, 1, {&p.a});
+        ASSERT_EQ(w.size(), 1u);
+        EXPECT_EQ(w[0].status, wc_status::success);
+        EXPECT_EQ(mem[64 * id], 0x42);
+        EXPECT_EQ(wait_wcs(p.a, 1, {&p.b}).size(), 1u);
+    }
+    // The same key after its region went away, and a new region registered
+    // (which may take the same key entry).
+    ASSERT_EQ(vq::dereg_mr(m), 0);
+    std::vector<std::uint8_t> other(8192, 0);
+    vq::mr *m2 = nullptr;
+    ASSERT_EQ(vq::reg_mr(p.b.pd, other.data(), other.size(), vq::ACCESS_LOCAL_WRITE, &m2), 0);
+    EXPECT_NE(m2->lkey, lkey);
+    std::memset(mem.data(), 0, mem.size());
+    ASSERT_EQ(vq::post_recv(p.qb, 3, reinterpret_cast<std::uint64_t>(mem.data() + 192), 64, lkey), 0);
+    ASSERT_EQ(vq::post_send(p.qa, 3, p.a.buf, 64, p.a.mr->lkey, vq::WR_SIGNALED), 0);
+    auto w = wait_wcs(p.b, 1, {&p.a});
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(w[0].status, wc_status::loc_prot_err);
+    EXPECT_EQ(mem[192], 0) << "written through a deregistered key";
+    (void)drain(p.a, {&p.b}, 50);
+    EXPECT_EQ(vq::dereg_mr(m2), 0);
+}
+
 TEST(Uc, SendsAndWritesNeedNoAcknowledgement)
 {
     rc_pair p(dev0a, dev0b, qp_type::uc);
