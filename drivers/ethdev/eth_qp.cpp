@@ -434,8 +434,11 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
         // 64 KiB message is in flight ran out of retries. 268 ms gives
         // about 2 s without progress; a lost last packet (no NAK to
         // repair it) costs one timeout.
-        unsigned t = (q->attr_set & vq::QP_ATTR_TIMEOUT) ? q->attr.timeout : 16;
-        q->timeout_cycles = timeout_of(t);
+        // What is unset takes its default here, in attr too: query_qp
+        // reports what the QP uses.
+        if (!(q->attr_set & vq::QP_ATTR_TIMEOUT))
+            q->attr.timeout = 16;
+        q->timeout_cycles = timeout_of(q->attr.timeout);
         if (!(q->attr_set & vq::QP_ATTR_RETRY_CNT))
             q->attr.retry_cnt = 7;
         if (!(q->attr_set & vq::QP_ATTR_RNR_RETRY))

@@ -529,6 +529,80 @@ TEST(Rc, AReceiveWithAKeyDeregisteredSinceItsLastUseFailsWithAProtectionError)
     EXPECT_EQ(vq::dereg_mr(m2), 0);
 }
 
+TEST(Rc, QueryQpReadsBackWhatModifyQpSetAndTheDefaultsInEffect)
+{
+    // Everything set on the way to RTS, with PSNs just below the 24-bit wrap
+    // on both sides (each side's send PSN is the other's expected one).
+    vq::qp_attr x;
+    x.path_mtu = 2; // 512 bytes
+    x.timeout = 18;
+    x.retry_cnt = 5;
+    x.rnr_retry = 3;
+    x.min_rnr_timer = 12;
+    x.sq_psn = x.rq_psn = 0xfffffe;
+    x.max_rd_atomic = x.max_dest_rd_atomic = 4;
+    const unsigned mask = vq::QP_ATTR_PATH_MTU | vq::QP_ATTR_TIMEOUT | vq::QP_ATTR_RETRY_CNT | vq::QP_ATTR_RNR_RETRY |
+                          vq::QP_ATTR_MIN_RNR_TIMER | vq::QP_ATTR_SQ_PSN | vq::QP_ATTR_RQ_PSN |
+                          vq::QP_ATTR_MAX_QP_RD_ATOMIC | vq::QP_ATTR_MAX_DEST_RD_ATOMIC;
+    {
+        rc_pair p(dev0a, dev0b, qp_type::rc, x, mask);
+        ASSERT_TRUE(p.ok());
+        vq::qp_attr got;
+        ASSERT_EQ(vq::query_qp(p.qa, &got), 0);
+        EXPECT_EQ(got.state, vq::qp_state::rts);
+        EXPECT_EQ(got.dest_qp_num, p.qb->qp_num);
+        EXPECT_EQ(got.dest.len, p.b.ctx->addr.len);
+        EXPECT_EQ(std::memcmp(got.dest.raw, p.b.ctx->addr.raw, got.dest.len), 0);
+        EXPECT_EQ(got.qp_access_flags, vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ | vq::ACCESS_REMOTE_ATOMIC);
+        EXPECT_EQ(got.path_mtu, 2);
+        EXPECT_EQ(got.timeout, 18);
+        EXPECT_EQ(got.retry_cnt, 5);
+        EXPECT_EQ(got.rnr_retry, 3);
+        EXPECT_EQ(got.min_rnr_timer, 12);
+        EXPECT_EQ(got.sq_psn, 0xfffffeu);
+        EXPECT_EQ(got.rq_psn, 0xfffffeu);
+        EXPECT_EQ(got.max_rd_atomic, 4);
+        EXPECT_EQ(got.max_dest_rd_atomic, 4);
+        // The PSNs and path MTU are in use: a 1500-byte message is three
+        // 512-byte packets across the wrap, and a few single-packet ones follow.
+        fill(p.a.buf, 1500, 9);
+        const std::uint64_t seq_before = counter(dev0b, eth::c_rx_seq);
+        for (std::uint64_t i = 0; i < 4; i++) {
+            ASSERT_EQ(p.b.recv(p.qb, i, 8192, 4096), 0);
+            ASSERT_EQ(vq::post_send(p.qa, i, p.a.buf, i ? 64 : 1500, p.a.mr->lkey, vq::WR_SIGNALED), 0);
+            auto w = wait_wcs(p.b, 1, {&p.a});
+            ASSERT_EQ(w.size(), 1u);
+            EXPECT_EQ(w[0].status, wc_status::success) << "message " << i;
+            EXPECT_EQ(w[0].byte_len, i ? 64u : 1500u);
+            EXPECT_EQ(std::memcmp(p.b.buf + 8192, p.a.buf, i ? 64 : 1500), 0) << "message " << i;
+            auto s = wait_wcs(p.a, 1, {&p.b});
+            ASSERT_EQ(s.size(), 1u);
+            EXPECT_EQ(s[0].status, wc_status::success);
+        }
+        EXPECT_EQ(counter(dev0b, eth::c_rx_seq), seq_before) << "packets outside the expected PSN";
+    }
+    {
+        // Nothing but what RTR needs: the defaults the QP runs with.
+        rc_pair p;
+        ASSERT_TRUE(p.ok());
+        vq::qp_attr got;
+        ASSERT_EQ(vq::query_qp(p.qa, &got), 0);
+        EXPECT_EQ(got.state, vq::qp_state::rts);
+        EXPECT_EQ(got.timeout, 16);
+        EXPECT_EQ(got.retry_cnt, 7);
+        EXPECT_EQ(got.rnr_retry, 7);
+        // Back to RESET: nothing of it is left.
+        vq::qp_attr r;
+        r.state = vq::qp_state::reset;
+        ASSERT_EQ(vq::modify_qp(p.qa, &r, vq::QP_ATTR_STATE), 0);
+        ASSERT_EQ(vq::query_qp(p.qa, &got), 0);
+        EXPECT_EQ(got.state, vq::qp_state::reset);
+        EXPECT_EQ(got.dest_qp_num, 0u);
+        EXPECT_EQ(got.timeout, 0);
+        EXPECT_EQ(got.qp_access_flags, 0u);
+    }
+}
+
 TEST(Uc, SendsAndWritesNeedNoAcknowledgement)
 {
     rc_pair p(dev0a, dev0b, qp_type::uc);
