@@ -522,6 +522,31 @@ int post_send(vq::qp *x, std::uint64_t wr_id, const void *buf, std::uint32_t len
         return commit_batch(q);
 }
 
+/** post_send_imm_inline (qp_fp.h): the session sequence lib/vq would run
+ *  through its indirect calls, made here with direct ones. */
+template <bool Locked>
+int post_send_imm_inline(vq::qp *x, std::uint64_t wr_id, std::uint32_t imm_data, const vq::data_buf *list,
+                         std::size_t n, unsigned flags) noexcept
+{
+    eth_qp *q = to_qp(x);
+    if (q->type == vq::qp_type::ud) [[unlikely]]
+        return -FI_EINVAL; // no address: use the session
+    if (refuse_in_session<Locked>(q)) [[unlikely]]
+        return -FI_EOPBADSTATE;
+    if constexpr (Locked)
+        wr_start<true>(q);
+    else
+        begin_batch(q);
+    q->wr_id = wr_id;
+    q->wr_flags = flags | vq::WR_INLINE;
+    b_send_imm(q, imm_data);
+    s_inline_list(q, n, list);
+    if constexpr (Locked)
+        return wr_complete<true>(q);
+    else
+        return commit_batch(q);
+}
+
 template <bool Locked>
 int post_write(vq::qp *x, std::uint64_t wr_id, const void *buf, std::uint32_t len, std::uint32_t lkey,
                std::uint32_t rkey, std::uint64_t raddr, unsigned flags) noexcept
@@ -574,6 +599,8 @@ void install_session(eth_qp *q) noexcept
         q->post_send_fn = post_send<Locked>;
     if (q->send_ops_flags & vq::OPS_RDMA_WRITE)
         q->post_write_fn = post_write<Locked>;
+    if (q->send_ops_flags & vq::OPS_SEND_WITH_IMM)
+        q->post_send_imm_inline_fn = post_send_imm_inline<Locked>;
 }
 
 } // namespace
