@@ -12,7 +12,9 @@ namespace shunt::drv::ethdev {
  *  post inversion: zlib's crc32(d) is ~crc32_update(~0u, d)). Uses carry-less
  *  multiplication (PCLMULQDQ) for the whole 16-byte blocks of runs of 16
  *  bytes and more when the CPU has it (one lane below 64 bytes, four from
- *  there), a slicing-by-8 table for the rest and otherwise. */
+ *  there; from 256 bytes sixteen, in four 512-bit registers, when it has
+ *  VPCLMULQDQ and AVX-512), a slicing-by-8 table for the rest and
+ *  otherwise. */
 std::uint32_t crc32_update(std::uint32_t crc, const void *p, std::size_t n) noexcept;
 /** The table-only form (reference for tests; also used for short runs). */
 std::uint32_t crc32_update_table(std::uint32_t crc, const void *p, std::size_t n) noexcept;
