@@ -234,10 +234,6 @@ std::uint32_t crc32_update(std::uint32_t crc, const void *data, std::size_t n) n
     return crc32_update_table(crc, p, n);
 }
 
-} // namespace shunt::drv::ethdev
-
-namespace shunt::drv::ethdev {
-
 std::uint32_t icrc_packet(const std::uint8_t *ip, std::size_t n) noexcept
 {
     if (have_pclmul())
