@@ -61,6 +61,17 @@ constexpr tables tab{};
     return static_cast<std::uint32_t>(_mm_extract_epi32(x1, 1));
 }
 
+/** One lane @p x1 folded over the whole 16-byte blocks of the @p n bytes at
+ *  @p p (by 128 bits each, R4/R3), then reduced: the CRC state. */
+[[gnu::target("pclmul,sse4.1")]] inline std::uint32_t fold_reduce(__m128i x1, const std::uint8_t *p,
+                                                                   std::size_t n) noexcept
+{
+    const __m128i r4r3 = _mm_set_epi64x(0x0ccaa009ell, 0x1751997d0ll);
+    for (; n >= 16; p += 16, n -= 16)
+        x1 = fold(x1, r4r3, ld(p));
+    return reduce(x1);
+}
+
 [[gnu::target("pclmul,sse4.1")]] std::uint32_t crc32_fold(std::uint32_t crc, const std::uint8_t *p,
                                                            std::size_t n) noexcept
 {
@@ -88,12 +99,7 @@ constexpr tables tab{};
         p += 16;
         n -= 16;
     }
-    while (n >= 16) {
-        x1 = fold(x1, r4r3, ld(p));
-        p += 16;
-        n -= 16;
-    }
-    return reduce(x1);
+    return fold_reduce(x1, p, n);
 }
 
 [[gnu::target("avx512f")]] inline __m512i ld4(const std::uint8_t *q) noexcept { return _mm512_loadu_si512(q); }
@@ -151,12 +157,7 @@ constexpr tables tab{};
     x1 = fold(x1, r4r3, ld(lanes + 16));
     x1 = fold(x1, r4r3, ld(lanes + 32));
     x1 = fold(x1, r4r3, ld(lanes + 48));
-    while (n >= 16) {
-        x1 = fold(x1, r4r3, ld(p));
-        p += 16;
-        n -= 16;
-    }
-    return reduce(x1);
+    return fold_reduce(x1, p, n);
 }
 
 /** icrc_packet's folded form: the first two or three blocks with the
@@ -183,9 +184,7 @@ constexpr tables tab{};
     x1 = fold(x1, r4r3, _mm_or_si128(ld(ip + 32), m2));
     if (total - 48 >= 64) // the rest in four lanes: one lane is bound by the multiply's latency
         return crc32_update(reduce(x1), ip + 48, total - 48);
-    for (std::size_t o = 48; o < bulk; o += 16)
-        x1 = fold(x1, r4r3, ld(ip + o));
-    const std::uint32_t crc = reduce(x1);
+    const std::uint32_t crc = fold_reduce(x1, ip + 48, bulk - 48);
     return bulk == total ? crc : crc32_update_table(crc, ip + bulk, total - bulk);
 }
 
