@@ -612,6 +612,13 @@ unsigned raw_rx(eth_qp *q, const eth_cq *held) noexcept;
 void ud_tx(eth_qp *q, const eth_cq *held) noexcept;
 unsigned ud_rx(eth_qp *q, const eth_cq *held) noexcept;
 void rc_tx(eth_qp *q, const eth_cq *held) noexcept;
+/** Has rc_tx anything to do: frames staged, responses queued, or requests
+ *  not (entirely) sent? tx_wqe at sq_tail means sq_next is there too. A
+ *  caller may skip rc_tx, and the registers it saves, when not. */
+inline bool rc_tx_due(const eth_qp *q) noexcept
+{
+    return q->nstage || q->resp_head != q->resp_tail || q->tx_wqe != q->sq_tail;
+}
 unsigned rc_rx(eth_qp *q, const eth_cq *held) noexcept;
 void rc_timers(eth_qp *q, const eth_cq *held) noexcept;
 /** Reset the transport state (modify_qp to RESET / RTR). */
@@ -690,8 +697,17 @@ bool icrc_ok(const rte_mbuf *m, std::uint16_t bth_off) noexcept;
 
 /** A send-side completion for @p w (owed until the CQ has room). @return pushed. */
 bool push_send_wc(eth_qp *q, const wqe *w, vq::wc_status st, const eth_cq *held) noexcept;
-/** Complete, in order, the WQEs at the head that are done. */
-void sq_complete(eth_qp *q, const eth_cq *held) noexcept;
+/** sq_complete's loop: the started WQEs at the head that are done. */
+void sq_complete_started(eth_qp *q, const eth_cq *held) noexcept;
+/** Complete, in order, the WQEs at the head that are done; the depth gauge
+ *  either way. Inline: with no request started, no call. */
+inline void sq_complete(eth_qp *q, const eth_cq *held) noexcept
+{
+    if (q->sq_head != q->sq_next)
+        sq_complete_started(q, held);
+    else
+        env::stats::on_depth(q->io, q->sq_tail - q->sq_head);
+}
 /** Flush everything outstanding (QP in ERR). */
 void qp_flush(eth_qp *q, const eth_cq *held) noexcept;
 

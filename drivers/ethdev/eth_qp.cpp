@@ -573,7 +573,7 @@ inline void count_send(eth_qp *q, const wqe *w, vq::wc_status st) noexcept
 }
 } // namespace
 
-void sq_complete(eth_qp *q, const eth_cq *held) noexcept
+void sq_complete_started(eth_qp *q, const eth_cq *held) noexcept
 {
     while (q->sq_head != q->sq_next) {
         wqe *w = &q->sq[q->sq_head & q->sq_mask];
@@ -672,10 +672,7 @@ void qp_progress(eth_qp *q, const eth_cq *held) noexcept
     default:
         rc_rx(q, held);
         if (s == qp_state::rts) {
-            // Nothing staged, no response queued and every request sent
-            // (tx_wqe at sq_tail: sq_next is there too): rc_tx would find
-            // nothing to do.
-            if (q->nstage || q->resp_head != q->resp_tail || q->tx_wqe != q->sq_tail)
+            if (rc_tx_due(q))
                 rc_tx(q, held);
             rc_timers(q, held);
         }
@@ -686,10 +683,7 @@ void qp_progress(eth_qp *q, const eth_cq *held) noexcept
         q->busy.store(true, std::memory_order_relaxed);
         return;
     }
-    if (q->sq_head != q->sq_next)
-        sq_complete(q, held);
-    else
-        env::stats::on_depth(q->io, q->sq_tail - q->sq_head); // what sq_complete records when it completes none
+    sq_complete(q, held);
     bool left = q->sq_head != q->sq_tail || q->nstage || rx_peek(q) || q->ack_due || q->ack_deadline ||
                 q->resp_head != q->resp_tail;
     if (left)
