@@ -2,6 +2,9 @@
  * (see csum.h). */
 #include "csum.h"
 
+#include <bit>
+#include <cstring>
+
 namespace shunt::drv::common {
 
 namespace {
@@ -21,13 +24,47 @@ long ipv4_offset(const std::uint8_t *m, std::size_t len) noexcept
     return -1;
 }
 
+/** @p s plus the 16-bit big-endian words of @p p[0, n) (an odd last byte
+ *  padded with zero), not folded. The one's-complement sum does not depend
+ *  on byte order (RFC 1071 2(B)): the words are added as host-order 32-bit
+ *  loads into 64-bit sums, folded to 16 bits and swapped once at the end. */
 std::uint32_t sum16(const std::uint8_t *p, std::size_t n, std::uint32_t s) noexcept
 {
-    for (; n >= 2; p += 2, n -= 2)
-        s += (static_cast<std::uint32_t>(p[0]) << 8) | p[1];
-    if (n)
-        s += static_cast<std::uint32_t>(p[0]) << 8;
-    return s;
+    std::uint64_t a = 0, b = 0;
+    for (; n >= 16; p += 16, n -= 16) {
+        std::uint64_t x, y;
+        std::memcpy(&x, p, 8);
+        std::memcpy(&y, p + 8, 8);
+        a += (x & 0xffffffffu) + (x >> 32);
+        b += (y & 0xffffffffu) + (y >> 32);
+    }
+    a += b;
+    for (; n >= 4; p += 4, n -= 4) {
+        std::uint32_t x;
+        std::memcpy(&x, p, 4);
+        a += x;
+    }
+    if (n >= 2) {
+        std::uint16_t x;
+        std::memcpy(&x, p, 2);
+        a += x;
+        p += 2;
+        n -= 2;
+    }
+    if (n) {
+        std::uint8_t last[2] = {p[0], 0};
+        std::uint16_t x;
+        std::memcpy(&x, last, 2);
+        a += x;
+    }
+    a = (a & 0xffffffffu) + (a >> 32);
+    a = (a & 0xffffffffu) + (a >> 32);
+    a = (a & 0xffffu) + (a >> 16);
+    a = (a & 0xffffu) + (a >> 16);
+    auto w = static_cast<std::uint16_t>(a);
+    if constexpr (std::endian::native == std::endian::little)
+        w = static_cast<std::uint16_t>(w << 8 | w >> 8);
+    return s + w;
 }
 
 std::uint16_t fold(std::uint32_t s) noexcept
