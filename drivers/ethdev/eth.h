@@ -134,6 +134,7 @@ struct port {
     rte_ether_addr mac{};
     std::uint32_t ipv4 = 0;             ///< network order
     std::uint16_t mtu = 1500;
+    bool kernel_mtu = false;            ///< mtu is the kernel interface's, set on the PMD at start
     std::uint32_t path_mtu = 1024;      ///< RoCE payload per packet (an IBTA MTU)
     std::uint32_t max_frame = 0;        ///< largest frame we send (Ethernet header, no FCS)
     std::uint16_t nq = 1;               ///< queue pairs configured

@@ -53,7 +53,9 @@ SHUNT_TUNABLE(t_link_wait, "SHUNT_ETHDEV_LINK_WAIT_MS", integer, "3000",
 SHUNT_TUNABLE(t_arp_ms, "SHUNT_ETHDEV_ARP_MS", integer, "1000",
               "ethdev driver: how long address resolution (ARP) waits for an answer", "ethdev");
 SHUNT_TUNABLE(t_mtu, "SHUNT_ETHDEV_MTU", integer, "0",
-              "ethdev driver: MTU to set on every port at start (0: keep the PMD's)", "ethdev");
+              "ethdev driver: MTU to set on every port at start (0: the kernel interface's where the PMD is "
+              "bound to one and accepts it, else the PMD's)",
+              "ethdev");
 SHUNT_TUNABLE(t_rxd, "SHUNT_ETHDEV_RXD", integer, "1024", "ethdev driver: receive descriptors per queue", "ethdev");
 SHUNT_TUNABLE(t_txd, "SHUNT_ETHDEV_TXD", integer, "1024", "ethdev driver: transmit descriptors per queue", "ethdev");
 SHUNT_TUNABLE(t_rx_csum, "SHUNT_ETHDEV_RX_CSUM", boolean, "1",
@@ -139,6 +141,26 @@ std::uint32_t kernel_ip(unsigned ifindex)
         ip = reinterpret_cast<sockaddr_in *>(&r.ifr_addr)->sin_addr.s_addr;
     ::close(fd);
     return ip;
+}
+
+/** The MTU of kernel interface @p ifindex (0: none or unknown). A PMD
+ *  bound to a kernel interface (net_af_packet, net_af_xdp, net_tap)
+ *  reports DPDK's default MTU, not the interface's. */
+std::uint16_t kernel_mtu(unsigned ifindex)
+{
+    char name[IF_NAMESIZE];
+    if (!ifindex || !if_indextoname(ifindex, name))
+        return 0;
+    int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    ifreq r{};
+    std::snprintf(r.ifr_name, sizeof r.ifr_name, "%s", name);
+    std::uint16_t mtu = 0;
+    if (::ioctl(fd, SIOCGIFMTU, &r) == 0 && r.ifr_mtu > 0 && r.ifr_mtu <= UINT16_MAX)
+        mtu = static_cast<std::uint16_t>(r.ifr_mtu);
+    ::close(fd);
+    return mtu;
 }
 
 /** 169.254.x.y from the last two bytes of the MAC (x, y kept in 1..254). */
@@ -302,8 +324,19 @@ int probe_ports(std::vector<vq::device *> &out)
         std::uint16_t mtu = 1500;
         if (rte_eth_dev_get_mtu(id, &mtu) == 0)
             p->mtu = mtu;
-        if (lim().mtu)
+        if (lim().mtu) {
             p->mtu = static_cast<std::uint16_t>(lim().mtu);
+        } else if (std::uint16_t k = kernel_mtu(p->info.if_index); k && k != p->mtu) {
+            // The kernel interface's MTU is the link's: taken when the PMD
+            // accepts it (set at start; kept as the PMD's if it refuses).
+            if (k >= p->info.min_mtu && k <= p->info.max_mtu) {
+                p->mtu = k;
+                p->kernel_mtu = true;
+            } else {
+                SHUNT_LOG(eth_log, warning, "%s: interface MTU %u is outside the PMD's %u-%u: using %u", p->name.c_str(),
+                          k, p->info.min_mtu, p->info.max_mtu, p->mtu);
+            }
+        }
         p->nq = static_cast<std::uint16_t>(std::min<std::uint32_t>(
             lim().queues, std::min(p->info.max_rx_queues, p->info.max_tx_queues)));
         if (p->nq == 0)
@@ -400,6 +433,13 @@ int port_start(port *p)
     }
     if (e == 0 && lim().mtu)
         e = rte_eth_dev_set_mtu(p->id, p->mtu);
+    if (e == 0 && p->kernel_mtu && (e = rte_eth_dev_set_mtu(p->id, p->mtu)) < 0) {
+        // net_af_packet takes only what fits its frames (framesz).
+        SHUNT_LOG(eth_log, warning, "%s: the PMD refuses the interface's MTU %u (%s): using its own", p->name.c_str(),
+                  p->mtu, rte_strerror(-e));
+        p->kernel_mtu = false;
+        e = 0;
+    }
     if (e == 0)
         e = rte_eth_dev_start(p->id);
     if (e < 0) {

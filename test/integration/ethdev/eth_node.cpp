@@ -2,7 +2,7 @@
 // (SHUNT_EAL_ARGS names its port) started by integration-ethdev-net inside
 // a network namespace. It speaks lines on stdin/stdout:
 //
-//   node -> test  ADDR dev=<hex> qpn=N rkey=N addr=N mac=M ip=A   (after set-up)
+//   node -> test  ADDR dev=<hex> qpn=N rkey=N addr=N mac=M ip=A mtu=N path_mtu=N   (after set-up)
 //   test -> node  PEER dev=<hex> qpn=N rkey=N addr=N              (rc, ud-send)
 //   node -> test  READY
 //   test -> node  GO                                              (senders)
@@ -203,8 +203,12 @@ struct node {
         char ip[16] = "";
         if (ctx->addr.len >= 10)
             std::snprintf(ip, sizeof ip, "%u.%u.%u.%u", a[6], a[7], a[8], a[9]);
-        say("ADDR dev=%s qpn=%u rkey=%u addr=%" PRIu64 " mac=%02x:%02x:%02x:%02x:%02x:%02x ip=%s",
-            hex(a, ctx->addr.len).c_str(), qp->qp_num, mr->rkey, at(0), a[0], a[1], a[2], a[3], a[4], a[5], ip);
+        eth::port_info pi;
+        if (eth::query_port(dev, &pi) != 0)
+            pi = {};
+        say("ADDR dev=%s qpn=%u rkey=%u addr=%" PRIu64 " mac=%02x:%02x:%02x:%02x:%02x:%02x ip=%s mtu=%u path_mtu=%u",
+            hex(a, ctx->addr.len).c_str(), qp->qp_num, mr->rkey, at(0), a[0], a[1], a[2], a[3], a[4], a[5], ip,
+            static_cast<unsigned>(pi.mtu), static_cast<unsigned>(pi.path_mtu));
     }
     void counters_line()
     {

@@ -218,7 +218,8 @@ int netns::tc(const std::vector<std::string> &args, std::string *out) const
     return run(a, out);
 }
 
-veth::veth(const netns &na, const netns &nb, const std::string &tag, const std::string &ip_a, const std::string &ip_b)
+veth::veth(const netns &na, const netns &nb, const std::string &tag, const std::string &ip_a, const std::string &ip_b,
+           unsigned mtu)
 {
     std::string base = unique(tag);
     a = base + "a";
@@ -230,7 +231,8 @@ veth::veth(const netns &na, const netns &nb, const std::string &tag, const std::
         std::fprintf(stderr, "ip link add %s/%s: %s\n", a.c_str(), b.c_str(), err.c_str());
         return;
     }
-    ok = na.ip({"link", "set", a, "mtu", "1500", "up"}) == 0 && nb.ip({"link", "set", b, "mtu", "1500", "up"}) == 0;
+    const std::string m = std::to_string(mtu);
+    ok = na.ip({"link", "set", a, "mtu", m, "up"}) == 0 && nb.ip({"link", "set", b, "mtu", m, "up"}) == 0;
     if (ok && !ip_a.empty())
         ok = na.ip({"addr", "add", ip_a + "/24", "dev", a}) == 0;
     if (ok && !ip_b.empty())

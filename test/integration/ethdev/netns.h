@@ -42,13 +42,13 @@ private:
     bool ok_ = false;
 };
 
-/** A veth pair with one end in each namespace (up, MTU 1500), optional
+/** A veth pair with one end in each namespace (up, MTU @p mtu), optional
  *  IPv4 addresses (/24). Interface names are unique to this process. */
 struct veth {
     std::string a, b; ///< interface names in na and nb
     bool ok = false;
     veth(const netns &na, const netns &nb, const std::string &tag, const std::string &ip_a = "",
-         const std::string &ip_b = "");
+         const std::string &ip_b = "", unsigned mtu = 1500);
 };
 
 /** A socket created inside namespace @p ns (it stays there): AF_PACKET raw

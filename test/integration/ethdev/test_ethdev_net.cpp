@@ -173,6 +173,40 @@ TEST_P(Veth, RcDeliversEveryMessageOnceInOrderBetweenTwoNamespaces)
 INSTANTIATE_TEST_SUITE_P(Pmd, Veth, ::testing::Values("af_packet", "af_xdp"),
                          [](const ::testing::TestParamInfo<const char *> &i) { return std::string(i.param); });
 
+/* ---------------- The interface's MTU ---------------- */
+
+TEST(Veth, PortsTakeTheKernelInterfacesMtuWhereThePmdAcceptsIt)
+{
+    // A veth of MTU 3000: net_af_xdp takes it (2048-byte RoCE packets);
+    // net_af_packet with its default 2048-byte frames refuses it and keeps
+    // 1500 (1024-byte packets). Either way 64 KiB messages go through.
+    NET_REQUIRE();
+    netns na("a"), nb("b");
+    ASSERT_TRUE(na.ok() && nb.ok());
+    veth v(na, nb, "m", "", "", 3000);
+    ASSERT_TRUE(v.ok);
+    for (const std::string pmd : {"af_xdp", "af_packet"}) {
+        SCOPED_TRACE(pmd);
+        proc probe(&na, {node_path(), "--mode=ud-sink", "--dev=" + devname(pmd)}, node_env(vdev(pmd, v.a)));
+        std::string addr = probe.expect("ADDR", 30000);
+        if (addr.empty() && pmd == "af_xdp") {
+            std::printf("[ SKIPPED  ] net_af_xdp: the kernel refused an AF_XDP socket on a veth\n");
+            continue;
+        }
+        ASSERT_FALSE(addr.empty()) << "the port did not start: " << last(probe, "RESULT");
+        probe.say("QUIT");
+        EXPECT_EQ(probe.finish(10000), 0);
+        auto f = fields(addr);
+        EXPECT_EQ(f["mtu"], pmd == "af_xdp" ? "3000" : "1500") << addr;
+        EXPECT_EQ(f["path_mtu"], pmd == "af_xdp" ? "2048" : "1024") << addr;
+        rc_run r;
+        r.count = 100;
+        r.max = 65536;
+        auto [ca, cb] = rc_exactly_once(&na, devname(pmd), vdev(pmd, v.a), &nb, devname(pmd), vdev(pmd, v.b), r);
+        EXPECT_EQ(counter(cb, "rx_bad_icrc"), 0u);
+    }
+}
+
 /* ---------------- RC over net_memif between two processes ---------------- */
 
 TEST(Memif, RcDeliversEveryMessageOnceInOrderBetweenTwoProcesses)
