@@ -496,13 +496,12 @@ void wr_abort(vq::qp *x) noexcept
     }
 }
 
-template <bool Locked>
-int post_send(vq::qp *x, std::uint64_t wr_id, const void *buf, std::uint32_t len, std::uint32_t lkey,
-              unsigned flags) noexcept
+/** A single-call post: one request, built by @p fill (a builder and its
+ *  setters), in the session wr_start and wr_complete would open around it
+ *  (a thread-domain QP only starts and commits the batch). */
+template <bool Locked, class Fill>
+inline int post_one(eth_qp *q, std::uint64_t wr_id, unsigned wr_flags, Fill &&fill) noexcept
 {
-    eth_qp *q = to_qp(x);
-    if (q->type == vq::qp_type::ud) [[unlikely]]
-        return -FI_EINVAL; // no address: use the session
     if (refuse_in_session<Locked>(q)) [[unlikely]]
         return -FI_EOPBADSTATE;
     if constexpr (Locked)
@@ -510,16 +509,34 @@ int post_send(vq::qp *x, std::uint64_t wr_id, const void *buf, std::uint32_t len
     else
         begin_batch(q);
     q->wr_id = wr_id;
-    q->wr_flags = flags & ~vq::WR_INLINE;
-    b_send(q);
-    if (flags & vq::WR_INLINE)
-        s_inline(q, buf, len);
-    else
-        s_sge(q, lkey, reinterpret_cast<std::uintptr_t>(buf), len);
+    q->wr_flags = wr_flags;
+    fill();
     if constexpr (Locked)
         return wr_complete<true>(q);
     else
         return commit_batch(q);
+}
+
+/** The data of a single-call post: @p buf inline (WR_INLINE) or as an SGE. */
+inline void set_data(eth_qp *q, unsigned flags, const void *buf, std::uint32_t len, std::uint32_t lkey) noexcept
+{
+    if (flags & vq::WR_INLINE)
+        s_inline(q, buf, len);
+    else
+        s_sge(q, lkey, reinterpret_cast<std::uintptr_t>(buf), len);
+}
+
+template <bool Locked>
+int post_send(vq::qp *x, std::uint64_t wr_id, const void *buf, std::uint32_t len, std::uint32_t lkey,
+              unsigned flags) noexcept
+{
+    eth_qp *q = to_qp(x);
+    if (q->type == vq::qp_type::ud) [[unlikely]]
+        return -FI_EINVAL; // no address: use the session
+    return post_one<Locked>(q, wr_id, flags & ~vq::WR_INLINE, [&] {
+        b_send(q);
+        set_data(q, flags, buf, len, lkey);
+    });
 }
 
 /** post_send_imm_inline (qp_fp.h): the session sequence lib/vq would run
@@ -531,20 +548,10 @@ int post_send_imm_inline(vq::qp *x, std::uint64_t wr_id, std::uint32_t imm_data,
     eth_qp *q = to_qp(x);
     if (q->type == vq::qp_type::ud) [[unlikely]]
         return -FI_EINVAL; // no address: use the session
-    if (refuse_in_session<Locked>(q)) [[unlikely]]
-        return -FI_EOPBADSTATE;
-    if constexpr (Locked)
-        wr_start<true>(q);
-    else
-        begin_batch(q);
-    q->wr_id = wr_id;
-    q->wr_flags = flags | vq::WR_INLINE;
-    b_send_imm(q, imm_data);
-    s_inline_list(q, n, list);
-    if constexpr (Locked)
-        return wr_complete<true>(q);
-    else
-        return commit_batch(q);
+    return post_one<Locked>(q, wr_id, flags | vq::WR_INLINE, [&] {
+        b_send_imm(q, imm_data);
+        s_inline_list(q, n, list);
+    });
 }
 
 template <bool Locked>
@@ -552,23 +559,10 @@ int post_write(vq::qp *x, std::uint64_t wr_id, const void *buf, std::uint32_t le
                std::uint32_t rkey, std::uint64_t raddr, unsigned flags) noexcept
 {
     eth_qp *q = to_qp(x);
-    if (refuse_in_session<Locked>(q)) [[unlikely]]
-        return -FI_EOPBADSTATE;
-    if constexpr (Locked)
-        wr_start<true>(q);
-    else
-        begin_batch(q);
-    q->wr_id = wr_id;
-    q->wr_flags = flags & ~vq::WR_INLINE;
-    b_write(q, rkey, raddr);
-    if (flags & vq::WR_INLINE)
-        s_inline(q, buf, len);
-    else
-        s_sge(q, lkey, reinterpret_cast<std::uintptr_t>(buf), len);
-    if constexpr (Locked)
-        return wr_complete<true>(q);
-    else
-        return commit_batch(q);
+    return post_one<Locked>(q, wr_id, flags & ~vq::WR_INLINE, [&] {
+        b_write(q, rkey, raddr);
+        set_data(q, flags, buf, len, lkey);
+    });
 }
 
 template <bool Locked>
