@@ -9,6 +9,7 @@
  * of its port exclusively and then takes no port lock at all. */
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +51,11 @@ inline constexpr std::uint32_t max_mr = 4096;
 inline constexpr std::uint32_t qpn_index_bits = 10;
 inline constexpr std::uint32_t max_qp = 1u << qpn_index_bits; ///< per port
 inline constexpr std::uint32_t max_cq_qps = 1024;              ///< QPs per CQ
+/** Lent receives (qp_init_attr::lend_recv): the largest RC message (device_attr::max_lend_msg;
+ *  one of several packets is lent from the QP's bounce buffer, a one-packet one from its mbuf). */
+inline constexpr std::uint32_t max_lend_msg = 32768;
+/** Lent receive completions a CQ keeps on loan at most (each holds an mbuf of the port's pool). */
+inline constexpr std::uint32_t max_lent_out = 512;
 inline constexpr std::uint32_t max_raw_shared = 16;            ///< RAW QPs on a port's shared queue
 inline constexpr std::uint32_t rx_ring = 512;                  ///< frames parked per QP (power of two)
 inline constexpr std::uint32_t burst = 32;
@@ -285,6 +291,12 @@ struct eth_cq : vq::cq {
     vq::wc *ring = nullptr;
     std::uint32_t mask = 0;
     std::uint32_t head = 0, tail = 0;
+    /** Lent receives: per ring slot what its completion lends (0: nothing,
+     *  an rte_mbuf *, or an eth_qp * + 1 for that QP's lend_buf), taken
+     *  back (lent_release) for the entries before head when a poll begins.
+     *  Null until a lent-receive QP uses the CQ. */
+    std::uintptr_t *lent = nullptr;
+    std::uint32_t lent_from = 0;      ///< entries before it were taken back
     std::uint32_t cur = 0;            ///< start/next_poll: an entry is current
     spinlock lock;
     eth_qp *qps[max_cq_qps] = {};     ///< QPs whose send or recv CQ this is
@@ -304,6 +316,20 @@ inline void cq_push(eth_cq *c, const vq::wc &w) noexcept
     c->ring[c->tail & c->mask] = w;
     c->tail++;
 }
+/** Room for a lent receive completion: a free entry whose slot's earlier
+ *  loan was taken back, within max_lent_out loans. */
+inline bool lend_room(const eth_cq *c) noexcept
+{
+    return c->space() && c->tail - c->lent_from < std::min(c->mask + 1, max_lent_out);
+}
+/** Push lent receive completion @p w (data set), lending @p tag (lend_room checked). */
+inline void cq_push_lent(eth_cq *c, const vq::wc &w, std::uintptr_t tag) noexcept
+{
+    c->lent[c->tail & c->mask] = tag;
+    cq_push(c, w);
+}
+/** Take back what the completions before head lent (a poll begins). */
+void lent_release(eth_cq *c) noexcept;
 /** Lock @p c for a push unless @p held is it or it is single-threaded. */
 struct cq_guard {
     eth_cq *c;
@@ -488,6 +514,15 @@ struct eth_qp : vq::qp {
     std::uint32_t rx_left = 0;         ///< write: bytes the RETH announced still to come
     std::uint32_t rx_total = 0;        ///< write: the RETH's DMA length
     vq::wc rx_wc{};                    ///< receive being filled
+    /* Lent receives (qp_init_attr::lend_recv): no receive queue; a message
+     * is lent from its mbuf (one packet, one segment) or from lend_buf. */
+    bool lend = false;
+    bool lend_held = false;            ///< lend_buf is on loan (a CQ entry tagged with this QP)
+    bool lend_flushed = false;         ///< ERR: the one flush completion was given
+    bool lend_in_buf = false;          ///< the message being received goes to lend_buf
+    std::uint32_t max_lend = 0;        ///< largest message taken (UD: the path MTU)
+    std::uint8_t *lend_buf = nullptr;
+    rte_mbuf *lend_m = nullptr;        ///< respond/ud_rx took the frame's mbuf for a loan
     vq::sge rx_sges[max_sge];
     std::uint32_t rx_nsge = 0;
     std::uint32_t rx_sgi = 0, rx_sgoff = 0; ///< where rx_off lands in rx_sges
@@ -594,6 +629,8 @@ int destroy_cq(vq::cq *c);
 int create_srq(vq::pd *p, const vq::srq_init_attr *a, vq::srq **out);
 int destroy_srq(vq::srq *s);
 void cq_attach(eth_cq *c, eth_qp *q);
+/** The CQ will carry lent receives: its loan table (once). @return 0 or -FI_ENOMEM. */
+int cq_enable_lend(eth_cq *c) noexcept;
 void cq_detach(eth_cq *c, eth_qp *q);
 
 /** Fill q's fast-path pointers (eth_post.cpp). */

@@ -34,6 +34,8 @@ int poll(vq::cq *vc, int n, vq::wc *out) noexcept
         return n < 0 || (n > 0 && !out) ? -FI_EINVAL : 0;
     if constexpr (Locked)
         c->lock.lock();
+    if (c->lent) [[unlikely]]
+        lent_release(c);
     if (c->tail == c->head)
         progress(c);
     std::uint32_t avail = c->tail - c->head;
@@ -59,6 +61,8 @@ int start_poll(vq::cq *vc) noexcept
     eth_cq *c = to_cq(vc);
     if constexpr (Locked)
         c->lock.lock();
+    if (c->lent) [[unlikely]]
+        lent_release(c);
     if (c->tail == c->head)
         progress(c);
     if (c->tail == c->head) {
@@ -78,6 +82,8 @@ int next_poll(vq::cq *vc) noexcept
         c->head++;
         c->cur = 0;
     }
+    if (c->lent) [[unlikely]]
+        lent_release(c);
     if (c->tail == c->head)
         progress(c);
     if (c->tail == c->head)
@@ -95,6 +101,8 @@ void end_poll(vq::cq *vc) noexcept
         c->head++;
         c->cur = 0;
     }
+    if (c->lent) [[unlikely]]
+        lent_release(c);
     if constexpr (Locked)
         c->lock.unlock();
 }
@@ -269,6 +277,39 @@ void rx_put_mbuf(eth_qp *q, const rte_mbuf *m, std::uint32_t from, std::uint32_t
     }
 }
 
+void lent_release(eth_cq *c) noexcept
+{
+    // Every tag lies in [lent_from, tail) and a lent push needs its slot's
+    // earlier tag taken back (lend_room): walking at most one ring of slots
+    // up to head takes back exactly the loans of consumed entries.
+    std::uint32_t n = c->head - c->lent_from;
+    if (n > c->mask + 1)
+        n = c->mask + 1;
+    for (std::uint32_t i = c->head - n; i != c->head; i++) {
+        std::uintptr_t &t = c->lent[i & c->mask];
+        if (t & 1)
+            reinterpret_cast<eth_qp *>(t - 1)->lend_held = false;
+        else if (t)
+            rte_pktmbuf_free(reinterpret_cast<rte_mbuf *>(t));
+        t = 0;
+    }
+    c->lent_from = c->head;
+}
+
+int cq_enable_lend(eth_cq *c) noexcept
+{
+    if (!c->single_threaded)
+        c->lock.lock();
+    if (!c->lent) {
+        c->lent = new (std::nothrow) std::uintptr_t[c->mask + 1]();
+        c->lent_from = c->head;
+    }
+    bool ok = c->lent != nullptr;
+    if (!c->single_threaded)
+        c->lock.unlock();
+    return ok ? 0 : -FI_ENOMEM;
+}
+
 void cq_attach(eth_cq *c, eth_qp *q)
 {
     if (!c->single_threaded)
@@ -308,6 +349,11 @@ void cq_detach(eth_cq *c, eth_qp *q)
             c->port_refs[k] = c->port_refs[c->nports];
             break;
         }
+    // Loans of the QP's lend_buf end with the QP (its bytes go with it).
+    if (c->lent && q->lend)
+        for (std::uint32_t i = 0; i <= c->mask; i++)
+            if (c->lent[i] == reinterpret_cast<std::uintptr_t>(q) + 1)
+                c->lent[i] = 0;
     if (!c->single_threaded)
         c->lock.unlock();
 }
@@ -348,6 +394,7 @@ int create_cq(vq::context *vc, const vq::cq_init_attr *a, vq::cq **out)
     c->read_src_qp_fn = [](vq::cq *x) { return current(x).src_qp; };
     c->read_wc_flags_fn = [](vq::cq *x) { return current(x).wc_flags; };
     c->read_vendor_err_fn = [](vq::cq *x) { return current(x).vendor_err; };
+    c->read_data_fn = [](vq::cq *x) { return current(x).data; };
     vq::cq_fill_stubs(c);
     eth_ctx *ec = to_ctx(vc);
     std::lock_guard<std::mutex> g(ec->lock);
@@ -364,6 +411,12 @@ int destroy_cq(vq::cq *vc)
     if (c->nqps)
         return -FI_EBUSY;
     ec->ncq--;
+    if (c->lent) {
+        for (std::uint32_t i = 0; i <= c->mask; i++)
+            if (c->lent[i] && !(c->lent[i] & 1))
+                rte_pktmbuf_free(reinterpret_cast<rte_mbuf *>(c->lent[i]));
+        delete[] c->lent;
+    }
     delete[] c->ring;
     delete c;
     return 0;

@@ -350,6 +350,11 @@ int query_device(vq::context *vc, vq::device_attr *out)
     a.host_local = false; // peers are wherever the port's link reaches
     a.atomics_global = true; // the responder's CPU executes them with locked instructions
     a.ud_grh = true;         // the IPv4 header in the last 20 bytes, as RoCE NICs
+    // Lent receives on RC (a larger send is refused with an invalid-request
+    // NAK, which the sender sees) and UD; not on UC, whose sender could not
+    // learn that a message was too large.
+    a.lend_qp_types = (1u << static_cast<unsigned>(vq::qp_type::rc)) | (1u << static_cast<unsigned>(vq::qp_type::ud));
+    a.max_lend_msg = max_lend_msg;
     a.ops[static_cast<unsigned>(vq::qp_type::rc)] = vq::ops_allowed(vq::qp_type::rc);
     // UC has no send-with-invalidate on the wire (IBTA reserves its opcodes).
     a.ops[static_cast<unsigned>(vq::qp_type::uc)] = vq::ops_allowed(vq::qp_type::uc) & ~vq::OPS_SEND_WITH_INV;

@@ -565,6 +565,12 @@ int post_write(vq::qp *x, std::uint64_t wr_id, const void *buf, std::uint32_t le
     });
 }
 
+/** Lent receives post nothing (qp_init_attr::lend_recv). */
+int post_recv_lend(vq::qp *, std::uint64_t, const vq::sge *, std::uint32_t) noexcept
+{
+    return -FI_EINVAL;
+}
+
 template <bool Locked>
 int post_recv(vq::qp *x, std::uint64_t wr_id, const vq::sge *sg, std::uint32_t n) noexcept
 {
@@ -588,7 +594,7 @@ void install_session(eth_qp *q) noexcept
     q->wr_start_fn = wr_start<Locked>;
     q->wr_complete_fn = wr_complete<Locked>;
     q->wr_abort_fn = wr_abort<Locked>;
-    q->post_recv_fn = post_recv<Locked>;
+    q->post_recv_fn = q->lend ? post_recv_lend : post_recv<Locked>;
     if (q->send_ops_flags & vq::OPS_SEND)
         q->post_send_fn = post_send<Locked>;
     if (q->send_ops_flags & vq::OPS_RDMA_WRITE)

@@ -25,6 +25,7 @@ void free_qp_memory(eth_qp *q)
     delete[] q->sq_inl;
     delete[] q->rx;
     delete[] q->zc;
+    delete[] q->lend_buf;
     rq_free(&q->own_rq);
 }
 
@@ -158,6 +159,8 @@ void reset_state(eth_qp *q)
     q->own_rq.head.store(0);
     q->own_rq.tail.store(0);
     q->rx_has_wqe = false;
+    q->lend_flushed = false;
+    q->lend_in_buf = false;
     q->flush_status = vq::wc_status::wr_flush_err;
     rc_reset(q);
 }
@@ -212,8 +215,18 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *a, vq::qp **out)
         q->zc = new (std::nothrow) rte_mbuf_ext_shared_info[cap.max_send_wr]();
     bool ok = q->sq && q->sq_sge && q->sq_inl && q->rx &&
               (q->zc || a->type != vq::qp_type::raw_packet || !lim().zcopy_bytes);
+    if (ok && a->lend_recv) {
+        // Nothing is posted: the receive queue stays empty (post_recv is -FI_EINVAL).
+        q->lend = true;
+        q->max_lend = a->type == vq::qp_type::ud ? p->path_mtu : max_lend_msg;
+        q->lend_buf = new (std::nothrow) std::uint8_t[q->max_lend];
+        ok = q->lend_buf && cq_enable_lend(rc) == 0;
+        cap.max_recv_wr = 1;
+    }
     if (ok && !a->srq)
         ok = rq_init(&q->own_rq, cap.max_recv_wr, cap.max_recv_sge) == 0;
+    if (q->lend)
+        q->cap.max_recv_wr = 0;
     if (!ok) {
         free_qp_memory(q);
         delete q;
@@ -625,6 +638,14 @@ void qp_flush(eth_qp *q, const eth_cq *held) noexcept
         e.wr_id = q->rx_wc.wr_id;
         cq_push(c, e);
         q->rx_has_wqe = false;
+    }
+    if (q->lend) {
+        // One flush tells the consumer of lent receives that the QP is gone.
+        if (!q->lend_flushed && c->space()) {
+            cq_push(c, e);
+            q->lend_flushed = true;
+        }
+        return;
     }
     if (q->ssrq)
         return;

@@ -603,13 +603,19 @@ void responder_error(eth_qp *q, std::uint32_t psn, std::uint8_t nak) noexcept
     qp_to_err(q);
 }
 
-/** Complete the receive being filled. */
-void recv_done(eth_qp *q, eth_cq *c) noexcept
+/** Complete the receive being filled; a lent one (@p tag not 0) lends
+ *  what rx_wc.data points at until the consumer's next poll. */
+void recv_done(eth_qp *q, eth_cq *c, std::uintptr_t tag = 0) noexcept
 {
     q->rx_wc.byte_len = q->rx_off;
     q->rx_wc.qp_num = q->qp_num;
     q->rx_wc.src_qp = q->dest_qpn;
-    cq_push(c, q->rx_wc);
+    if (tag) {
+        cq_push_lent(c, q->rx_wc, tag);
+        q->rx_wc.data = nullptr;
+    } else {
+        cq_push(c, q->rx_wc);
+    }
     count_recv(q, q->rx_wc, q->rx_wc.byte_len);
     q->rx_has_wqe = false;
     q->rx_busy = false;
@@ -666,12 +672,22 @@ rx_rc respond(eth_qp *q, const rxpkt &k, eth_cq *c) noexcept
     }
     switch (d.kind) {
     case wire::k_send: {
-        if (last && c->space() == 0)
+        if (last && (q->lend ? !lend_room(c) : c->space() == 0))
             return rx_wait; // before anything of the packet is used
         if (breaks_message(q, first, wire::k_send, rc, psn))
             return rx_drop;
         if (first) {
-            if (!q->rx_has_wqe && !take_recv(q)) {
+            if (q->lend) {
+                // Lent: a message of one packet in one segment from its
+                // mbuf; anything else is gathered in lend_buf, which the
+                // consumer must have given back.
+                q->lend_in_buf = !(last && k.m->data_len >= from + k.plen);
+                if (q->lend_in_buf && q->lend_held)
+                    return rx_wait;
+                q->rx_drop = false;
+                fresh_wc(q, false);
+                q->rx_off = 0;
+            } else if (!q->rx_has_wqe && !take_recv(q)) {
                 if (rc) {
                     queue_ack(q, static_cast<std::uint8_t>(wire::aeth_rnr | q->rnr_code), psn);
                     q->nak_sent = true; // later packets wait for this one silently
@@ -691,7 +707,16 @@ rx_rc respond(eth_qp *q, const rxpkt &k, eth_cq *c) noexcept
                 q->rx_busy = false;
             return rx_ok;
         }
-        if (q->rx_wc.status == wc_status::success) {
+        if (q->lend) {
+            if (k.plen > q->max_lend - q->rx_off) {
+                // Larger than a lent receive takes (device_attr::max_lend_msg).
+                responder_error(q, psn, wire::nak_inv_req);
+                return rx_drop;
+            }
+            if (q->lend_in_buf)
+                mbuf_read(k.m, from, k.plen, q->lend_buf + q->rx_off);
+            q->rx_off += k.plen;
+        } else if (q->rx_wc.status == wc_status::success) {
             wc_status s = rx_room(q, k.plen);
             if (s == wc_status::success)
                 rx_put_mbuf(q, k.m, from, k.plen);
@@ -719,7 +744,19 @@ rx_rc respond(eth_qp *q, const rxpkt &k, eth_cq *c) noexcept
             q->rx_wc.wc_flags |= vq::WC_SOLICITED;
         q->msn = psn_add(q->msn, 1);
         wc_status st = q->rx_wc.status;
-        recv_done(q, c);
+        std::uintptr_t tag = 0;
+        if (q->lend && st == wc_status::success) {
+            if (q->lend_in_buf) {
+                q->rx_wc.data = q->lend_buf;
+                tag = reinterpret_cast<std::uintptr_t>(q) + 1;
+                q->lend_held = true;
+            } else {
+                q->rx_wc.data = rte_pktmbuf_mtod(k.m, const std::uint8_t *) + from;
+                tag = reinterpret_cast<std::uintptr_t>(k.m);
+                q->lend_m = k.m; // rc_rx leaves it to the CQ's loan
+            }
+        }
+        recv_done(q, c, tag);
         if (st != wc_status::success && rc)
             responder_error(q, psn, wire::nak_inv_req);
         return rx_ok;
@@ -730,7 +767,7 @@ rx_rc respond(eth_qp *q, const rxpkt &k, eth_cq *c) noexcept
             return rx_wait;
         if (breaks_message(q, first, wire::k_write, rc, psn))
             return rx_drop;
-        if (last && imm && !q->rx_has_wqe) {
+        if (last && imm && !q->rx_has_wqe && !q->lend) {
             // The immediate consumes a receive: there must be one before any
             // of this packet is placed.
             if (!take_recv(q)) {
@@ -1095,6 +1132,10 @@ unsigned rc_rx(eth_qp *q, const eth_cq *held) noexcept
             requester_input(q, *k);
         } else {
             const rx_rc r = responder_input(q, *k, c);
+            if (q->lend_m) {
+                k->m = nullptr; // on loan: the CQ frees it (lent_release)
+                q->lend_m = nullptr;
+            }
             if (r == rx_wait)
                 break;
             if (r == rx_drop)

@@ -55,6 +55,48 @@ bool ud_packet(eth_qp *q, wqe *w, src_cursor &src, std::uint32_t hdr, std::uint3
     return true;
 }
 
+/** Deliver datagram @p k (its Q_Key checked) to lent-receive QP @p q: its
+ *  payload lent from the mbuf (one segment) or from lend_buf; no GRH area
+ *  (the bytes are the payload). @return false: wait (no loan to be had). */
+bool ud_lend(eth_qp *q, eth_cq *c, rxpkt *k) noexcept
+{
+    const std::uint32_t from = static_cast<std::uint32_t>(k->bth) + k->hlen;
+    const bool in_place = k->m->data_len >= from + k->plen;
+    if (!lend_room(c) || (!in_place && q->lend_held))
+        return false;
+    const std::uint8_t *b = rte_pktmbuf_mtod(k->m, const std::uint8_t *) + k->bth;
+    const std::uint8_t *deth = b + wire::bth_len;
+    if (k->plen > q->max_lend) {
+        env::stats::on_drop(q->io); // larger than a lent receive takes: dropped, as UD allows
+        return true;
+    }
+    vq::wc w{};
+    w.status = vq::wc_status::success;
+    w.opcode = vq::wc_opcode::recv;
+    w.qp_num = q->qp_num;
+    w.src_qp = wire::ld24(deth + 5);
+    w.wc_flags = wire::bth_solicited(b) ? vq::WC_SOLICITED : 0;
+    if (wire::bth_opcode(b) == wire::op_ud_send_only_imm) {
+        std::memcpy(&w.imm_data, deth + wire::deth_len, 4);
+        w.wc_flags |= vq::WC_WITH_IMM;
+    }
+    w.byte_len = k->plen;
+    std::uintptr_t tag;
+    if (in_place) {
+        w.data = rte_pktmbuf_mtod(k->m, const std::uint8_t *) + from;
+        tag = reinterpret_cast<std::uintptr_t>(k->m);
+        k->m = nullptr; // on loan: the CQ frees it (lent_release)
+    } else {
+        mbuf_read(k->m, from, k->plen, q->lend_buf);
+        w.data = q->lend_buf;
+        tag = reinterpret_cast<std::uintptr_t>(q) + 1;
+        q->lend_held = true;
+    }
+    cq_push_lent(c, w, tag);
+    count_recv(q, w, k->plen);
+    return true;
+}
+
 } // namespace
 
 void ud_tx(eth_qp *q, const eth_cq *) noexcept
@@ -112,6 +154,13 @@ unsigned ud_rx(eth_qp *q, const eth_cq *held) noexcept
         }
         if (c->space() == 0)
             break;
+        if (q->lend) {
+            if (!ud_lend(q, c, k))
+                break;
+            rx_pop(q);
+            n++;
+            continue;
+        }
         // A datagram waits in the ring until a receive is posted (bounded by
         // the ring; beyond it the port drops, which UD allows).
         if (!take_recv(q))
