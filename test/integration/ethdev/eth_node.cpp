@@ -15,7 +15,10 @@
 //             [--timeout=T --retry=R --rnr-retry=R --stream=1 --window=W]
 //             messages with a sequence number and pattern (net_common.h),
 //             SEND and RDMA WRITE with immediate alternately; the receiver
-//             checks each one, and the order.
+//             checks each one, and the order. [--lend=1: the receiver's QP
+//             lends its receives (qp_init_attr::lend_recv), each message
+//             checked where wc::data points; --sends=1: the sender sends
+//             only, no RDMA writes]
 //   ud-sink   --qkey=K: a UD QP that reports every datagram (GOT ...).
 //   ud-send   --count=N --len=L --qkey=K [--mss=M: TSO of a TCP/IPv4 header]
 //             to the PEER's address (dev=<hex of IPv4 only>: resolved by ARP).
@@ -170,10 +173,11 @@ struct node {
         if (rc)
             die("set-up", rc);
     }
-    void make_qp(vq::qp_type t, std::uint64_t ops, std::uint32_t wr, std::uint32_t sge = 1)
+    void make_qp(vq::qp_type t, std::uint64_t ops, std::uint32_t wr, std::uint32_t sge = 1, bool lend = false)
     {
         vq::qp_init_attr ia;
         ia.type = t;
+        ia.lend_recv = lend;
         ia.send_cq = ia.recv_cq = cq;
         ia.send_ops_flags = ops;
         ia.cap = {wr, wr, sge, 1, 0};
@@ -284,14 +288,19 @@ int mode_rc()
     const bool stream = num("stream", 0) != 0;
     constexpr std::uint32_t slots = 64, posted = 32; // receives outstanding <= slots / 2 (see below)
     const std::uint32_t window = static_cast<std::uint32_t>(num("window", 16));
+    // Lent receives: nothing is posted and nothing holds a sender back, so
+    // its RDMA writes could overwrite a slot whose message is not checked
+    // yet: with --lend the sender is run with --sends=1.
+    const bool lend = !sender && num("lend", 0) != 0;
+    const bool sends_only = num("sends", 0) != 0;
     node n;
     n.open(std::size_t{slots} * max);
     n.make_qp(uc ? vq::qp_type::uc : vq::qp_type::rc,
-              vq::OPS_SEND | vq::OPS_SEND_WITH_IMM | vq::OPS_RDMA_WRITE_WITH_IMM, 256);
+              vq::OPS_SEND | vq::OPS_SEND_WITH_IMM | vq::OPS_RDMA_WRITE_WITH_IMM, 256, 1, lend);
     vq::qp_attr a;
     a.qp_access_flags = vq::ACCESS_REMOTE_WRITE;
     n.to(vq::qp_state::init, a, vq::QP_ATTR_ACCESS_FLAGS);
-    if (!sender) {
+    if (!sender && !lend) {
         // Message k lands in slot k % slots (a SEND in the receive posted for
         // it, a WRITE there directly). With at most slots / 2 receives
         // posted, a write for a message not yet received (RNR) still lands
@@ -342,7 +351,7 @@ int mode_rc()
                     n.linger();
                     return 1;
                 }
-                if (w.wr_id != next) {
+                if (w.wr_id != (lend ? 0 : next)) { // lent: the bytes say which message it is
                     say("RESULT fail why=order got=%" PRIu64 " want=%" PRIu64, w.wr_id, next);
                     n.linger();
                     return 1;
@@ -359,7 +368,12 @@ int mode_rc()
                     n.linger();
                     return 1;
                 }
-                const std::uint8_t *p = n.buf + std::size_t{next % slots} * max;
+                const std::uint8_t *p = lend ? w.data : n.buf + std::size_t{next % slots} * max;
+                if (lend && !w.data) {
+                    say("RESULT fail why=no_data seq=%" PRIu64, next);
+                    n.linger();
+                    return 1;
+                }
                 if (long bad = net::check_message(p, seed, next, len); bad >= 0) {
                     say("RESULT fail why=bytes seq=%" PRIu64 " offset=%ld", next, bad);
                     n.linger();
@@ -367,7 +381,8 @@ int mode_rc()
                 }
                 bytes += len;
                 std::uint64_t k = next + posted;
-                if (int rc = vq::post_recv(n.qp, k, n.at(std::size_t{k % slots} * max), max, n.mr->lkey); rc)
+                if (int rc = lend ? 0 : vq::post_recv(n.qp, k, n.at(std::size_t{k % slots} * max), max, n.mr->lkey);
+                    rc)
                     die("post_recv", rc);
                 next++;
                 if (!stream && next == count && !done) {
@@ -401,7 +416,7 @@ int mode_rc()
             vq::wr_start(n.qp);
             n.qp->wr_id = s;
             n.qp->wr_flags = vq::WR_SIGNALED;
-            if (s % 2)
+            if (s % 2 && !sends_only)
                 vq::wr_rdma_write_imm(n.qp, rkey, raddr + std::uint64_t{s % slots} * max, static_cast<std::uint32_t>(s));
             else
                 vq::wr_send(n.qp);

@@ -228,6 +228,7 @@ TEST(Memif, RcDeliversEveryMessageOnceInOrderBetweenTwoProcesses)
 struct impair {
     const char *name;
     std::vector<std::string> args;
+    bool lend = false; ///< the receiver lends its receives (and the sender only sends)
 };
 
 class Impaired : public ::testing::TestWithParam<impair> {};
@@ -255,6 +256,10 @@ TEST_P(Impaired, RcDeliversEveryMessageOnceInOrderThroughShuntFwd)
     // descheduled for a few time slices must not look like a dead link
     // (with 67 ms, corrupted runs on a loaded host ran out of retries).
     r.sender_extra = {"--timeout=16", "--retry=7"};
+    if (GetParam().lend) {
+        r.receiver_extra = {"--lend=1"};
+        r.sender_extra.push_back("--sends=1");
+    }
     auto [ca, cb] = rc_exactly_once(&na, "net_af_packet0", vdev("af_packet", l1.a), &nb, "net_af_packet0",
                                     vdev("af_packet", l2.b), r);
     ::kill(fwd.pid(), SIGINT);
@@ -274,7 +279,7 @@ TEST_P(Impaired, RcDeliversEveryMessageOnceInOrderThroughShuntFwd)
             s += std::strtoull(js.c_str() + at + std::strlen(key) + 1, nullptr, 10);
         return s;
     };
-    const std::string n = GetParam().name;
+    const std::string n = GetParam().lend ? "all" : GetParam().name;
     if (n == "drop" || n == "all") {
         EXPECT_GT(total("\"dropped\""), 0u) << js;
     }
@@ -307,7 +312,9 @@ INSTANTIATE_TEST_SUITE_P(Netem, Impaired,
                                            impair{"reorder", {"--reorder=0.05", "--seed=13"}},
                                            impair{"corrupt", {"--corrupt=0.03", "--seed=14"}},
                                            impair{"all", {"--drop=0.02", "--dup=0.02", "--reorder=0.02",
-                                                          "--corrupt=0.02", "--seed=15"}}),
+                                                          "--corrupt=0.02", "--seed=15"}},
+                                           impair{"all_lent", {"--drop=0.02", "--dup=0.02", "--reorder=0.02",
+                                                               "--corrupt=0.02", "--seed=16"}, true}),
                          [](const ::testing::TestParamInfo<impair> &i) { return std::string(i.param.name); });
 
 /* ---------------- Real burst loss: a tbf rate limit ---------------- */
