@@ -451,6 +451,9 @@ struct shm_qp : vq::qp {
     std::uint32_t rndv_posted = 0;    ///< rendezvous messages sent (ticket of the last)
     std::uint32_t split_tickets = 0;  ///< split reads offered (ticket of the last)
     bool split_busy = false;          ///< a split read waits for the peer's part (one at a time)
+    /** Our bytes [split_lo, split_hi) that the peer's part of the pending
+     *  split read writes: a later read into them waits for it. */
+    std::uint64_t split_lo = 0, split_hi = 0;
     std::uint64_t blocked_since = 0;  ///< TSC when the head WR first waited for ring space
     std::atomic<std::uint32_t> state{static_cast<std::uint32_t>(vq::qp_state::reset)};
     spinlock lock;

@@ -541,6 +541,17 @@ exec_rc split_wait(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
     return ex_done;
 }
 
+/** Does read @p w write any of our bytes that the target's part of the
+ *  pending split read writes? */
+bool lands_in_split(shm_qp *q, const wqe *w) noexcept
+{
+    const vq::sge *s = wqe_sges(q, w);
+    for (std::uint32_t i = 0; i < w->num_sge; i++)
+        if (s[i].length && s[i].addr < q->split_hi && q->split_lo < s[i].addr + s[i].length)
+            return true;
+    return false;
+}
+
 /** RDMA read. A large one from private memory is split with the target
  *  (above): ex_pending while the target copies its part. */
 exec_rc do_read(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
@@ -574,6 +585,8 @@ exec_rc do_read(shm_qp *q, wqe *w, vq::wc_status *st) noexcept
             }
             w->status = *st;
             q->split_busy = true;
+            q->split_lo = s[0].addr + mine;
+            q->split_hi = s[0].addr + w->len;
             w->stage = wqe_stage::split_pending;
             return split_wait(q, w, st) == ex_done ? ex_done : ex_pending;
         }
@@ -825,8 +838,10 @@ void sq_run(shm_qp *q, bool cq_locked) noexcept
         // only further reads start (unfenced): anything else could change
         // the memory it copies from (a write, an atomic, a send into a
         // receive there) or rely on the read's data, and on an RC wire the
-        // responder executes a read before the requests after it.
-        if (q->split_busy && (w->op != op_read || (w->flags & vq::WR_FENCE))) [[unlikely]]
+        // responder executes a read before the requests after it. Nor a
+        // read into bytes the target's part writes: the later read's data
+        // must be what stays there, as read responses land in order.
+        if (q->split_busy && (w->op != op_read || (w->flags & vq::WR_FENCE) || lands_in_split(q, w))) [[unlikely]]
             break;
         vq::wc_status st = vq::wc_status::success;
         exec_rc r = exec(q, w, &st);
