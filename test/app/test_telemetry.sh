@@ -39,9 +39,17 @@ running() { # pid: it exists and is not a zombie
   kill -0 "$1" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
 }
 wait_exit() { # pid, seconds: its exit status; one that outlives them is a failure, killed (137)
-  local pid=$1 secs=$2 i
-  for ((i = 0; i < secs * 10; i++)); do running "$pid" || break; sleep 0.1; done
-  if running "$pid"; then
+  local pid=$1 secs=$2 i gone=0
+  # The verdict is the loop's: a second look at /proc could catch the
+  # process between states of its exit and call it running.
+  for ((i = 0; i < secs * 10; i++)); do
+    if ! running "$pid"; then
+      gone=1
+      break
+    fi
+    sleep 0.1
+  done
+  if [ "$gone" = 0 ]; then
     echo "FAIL process $pid still runs $secs s after Ctrl-C: killed"
     fails=$((fails + 1))
     kill -9 "$pid" 2>/dev/null
