@@ -125,22 +125,29 @@ std::uint32_t configured_ip(const std::string &name)
     return 0;
 }
 
-/** IPv4 address of kernel interface @p ifindex (af_packet, af_xdp, tap), or 0. */
-std::uint32_t kernel_ip(unsigned ifindex)
+/** Ask the kernel about interface @p ifindex: ioctl @p request (SIOCGIF*)
+ *  on @p r, its name filled in. @return false: no such interface or the
+ *  call failed. */
+bool kernel_ifreq(unsigned ifindex, unsigned long request, ifreq &r)
 {
     char name[IF_NAMESIZE];
     if (!ifindex || !if_indextoname(ifindex, name))
-        return 0;
+        return false;
     int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return 0;
-    ifreq r{};
+        return false;
+    r = ifreq{};
     std::snprintf(r.ifr_name, sizeof r.ifr_name, "%s", name);
-    std::uint32_t ip = 0;
-    if (::ioctl(fd, SIOCGIFADDR, &r) == 0)
-        ip = reinterpret_cast<sockaddr_in *>(&r.ifr_addr)->sin_addr.s_addr;
+    bool ok = ::ioctl(fd, request, &r) == 0;
     ::close(fd);
-    return ip;
+    return ok;
+}
+
+/** IPv4 address of kernel interface @p ifindex (af_packet, af_xdp, tap), or 0. */
+std::uint32_t kernel_ip(unsigned ifindex)
+{
+    ifreq r;
+    return kernel_ifreq(ifindex, SIOCGIFADDR, r) ? reinterpret_cast<sockaddr_in *>(&r.ifr_addr)->sin_addr.s_addr : 0;
 }
 
 /** The MTU of kernel interface @p ifindex (0: none or unknown). A PMD
@@ -148,19 +155,10 @@ std::uint32_t kernel_ip(unsigned ifindex)
  *  reports DPDK's default MTU, not the interface's. */
 std::uint16_t kernel_mtu(unsigned ifindex)
 {
-    char name[IF_NAMESIZE];
-    if (!ifindex || !if_indextoname(ifindex, name))
+    ifreq r;
+    if (!kernel_ifreq(ifindex, SIOCGIFMTU, r) || r.ifr_mtu <= 0 || r.ifr_mtu > UINT16_MAX)
         return 0;
-    int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return 0;
-    ifreq r{};
-    std::snprintf(r.ifr_name, sizeof r.ifr_name, "%s", name);
-    std::uint16_t mtu = 0;
-    if (::ioctl(fd, SIOCGIFMTU, &r) == 0 && r.ifr_mtu > 0 && r.ifr_mtu <= UINT16_MAX)
-        mtu = static_cast<std::uint16_t>(r.ifr_mtu);
-    ::close(fd);
-    return mtu;
+    return static_cast<std::uint16_t>(r.ifr_mtu);
 }
 
 /** 169.254.x.y from the last two bytes of the MAC (x, y kept in 1..254). */
