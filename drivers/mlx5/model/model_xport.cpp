@@ -1155,10 +1155,13 @@ void write_cqe(mport &p, mcq &c, const std::uint8_t cqe[64])
     std::uint8_t *dst = c.buf + static_cast<std::size_t>(c.pi & (c.cnt - 1)) * c.size + (c.size - 64);
     std::memcpy(dst, cqe, 63);
     std::uint8_t own = static_cast<std::uint8_t>((cqe[63] & ~MLX5_CQE_OWNER_MASK) | ((c.pi >> c.log) & 1));
+    // The trace's copy is made before the owner byte is stored: from then on
+    // the slot is software's, which marks it invalid once consumed.
+    std::uint8_t rec[64];
+    std::memcpy(rec, dst, 63);
+    rec[63] = own;
     // Every other byte of the CQE before the owner byte that hands it to software.
     __atomic_store_n(dst + 63, own, __ATOMIC_RELEASE);
-    std::uint8_t rec[64];
-    std::memcpy(rec, dst, 64);
     trace(p, tr_cqe, c.cqn, c.pi, rec, 64);
     c.pi++;
     p.st.cqes++;
