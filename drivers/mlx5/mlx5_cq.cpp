@@ -15,6 +15,15 @@ using vq::wc_status;
 
 inline mlx5_cq *to_cq(vq::cq *c) noexcept { return static_cast<mlx5_cq *>(c); }
 
+/** Software's mark on a CQE it has consumed: the invalid opcode, as
+ *  rdma-core's mlx5_alloc_cq_buf leaves every CQE of a new CQ. So a slot
+ *  holds either a CQE of this pass or an invalid opcode, and poll_st knows
+ *  a new requester CQE by its opcode alone, without the owner bit. Stored
+ *  before the consumer index is published: the device writes the slot
+ *  again only after it has read an index past it (x86 keeps the two stores
+ *  in order). */
+inline void retire_cqe(mlx5_cqe64 *cqe) noexcept { cqe->op_own = MLX5_CQE_INVALID << 4; }
+
 /** The CQE at consumer index @p ci when software owns it, else null. */
 inline mlx5_cqe64 *sw_cqe(const mlx5_cq *c, std::uint32_t ci) noexcept
 {
@@ -258,6 +267,7 @@ int poll(vq::cq *vc, int n, vq::wc *out) noexcept
         udma_from_device_barrier();
         c->ci++;
         decode(c, cqe, &out[i]);
+        retire_cqe(cqe);
     }
     if (i)
         publish_ci(c);
@@ -298,10 +308,10 @@ int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
     if (!out) [[unlikely]]
         return poll_st_slow(vc, n, out);
     const std::uint32_t ci = c->ci;
-    const auto *cqe = reinterpret_cast<const mlx5_cqe64 *>(c->buf + ((ci & c->mask) << 6));
-    // op_own = opcode << 4 | ... | owner: REQ (0) with this pass's owner bit.
-    const std::uint32_t own = (ci & c->ncqe) != 0;
-    if ((cqe_op_own(cqe) & 0xf1u) != own)
+    auto *cqe = reinterpret_cast<mlx5_cqe64 *>(c->buf + ((ci & c->mask) << 6));
+    // op_own = opcode << 4 | ... | owner: REQ (0). Every consumer retires the
+    // CQEs it takes (retire_cqe), so the owner bit need not be tested.
+    if (cqe_op_own(cqe) > 0x0f)
         return poll_st_slow(vc, n, out);
     // The owner byte before the rest of the CQE.
     udma_from_device_barrier();
@@ -337,6 +347,7 @@ int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
     _mm_storeu_si128(reinterpret_cast<__m128i *>(o + 16), zero);
     std::memcpy(o + 32, &qpn, 8);
     _mm_storeu_si128(reinterpret_cast<__m128i *>(o + 40), zero);
+    retire_cqe(cqe);
     c->ci = ci + 1;
     // The CQE reads above are done before the device may reuse the slot.
     udma_to_device_barrier();
@@ -384,7 +395,8 @@ int start_poll(vq::cq *vc) noexcept
     // The owner byte before the rest of the CQE.
     udma_from_device_barrier();
     c->ci++;
-    make_current(c, cqe);
+    make_current(c, cqe); // (decodes the whole CQE into cur_wc)
+    retire_cqe(cqe);
     return 0;
 }
 
@@ -397,7 +409,8 @@ int next_poll(vq::cq *vc) noexcept
     // The owner byte before the rest of the CQE.
     udma_from_device_barrier();
     c->ci++;
-    make_current(c, cqe);
+    make_current(c, cqe); // (decodes the whole CQE into cur_wc)
+    retire_cqe(cqe);
     return 0;
 }
 
@@ -475,6 +488,8 @@ void cq_clean(mlx5_cq *c, std::uint32_t qpn, mlx5_srq *srq)
         }
     }
     if (freed) {
+        for (std::uint32_t i = 0; i < freed; i++) // the slots before the moved CQEs
+            retire_cqe(reinterpret_cast<mlx5_cqe64 *>(c->buf + (((c->ci + i) & c->mask) << c->cqe_shift)));
         c->ci += freed;
         publish_ci(c);
     }

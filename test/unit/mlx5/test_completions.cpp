@@ -5,6 +5,7 @@
 
 #include "env/stats.h"
 
+#include <algorithm>
 #include <string>
 
 namespace shunt::test {
@@ -50,6 +51,89 @@ TEST_F(Completions, OwnerBitFlipsEveryPassAndEveryCompletionIsSeenOnce)
     }
     EXPECT_EQ(mc(small)->ci, 21u);
     EXPECT_EQ(be32toh(mc(small)->view.dbrec[0]), 21u) << "the consumer index is published";
+    EXPECT_EQ(stats(A).violations, 0u) << model::last_violation(A.ctx);
+}
+
+/** Post @p n signalled sends on @p q (and their receives on @p peer) with
+ *  wr_ids @p base... */
+void post_sends(vq::qp *q, vq::qp *peer, vq::mr *m, vq::mr *pm, std::uint64_t base, int n)
+{
+    for (int k = 0; k < n; k++) {
+        ASSERT_EQ(vq::post_recv(peer, base + k, reinterpret_cast<std::uint64_t>(pm->addr), 64, pm->lkey), 0);
+        ASSERT_EQ(vq::post_send(q, base + k, m->addr, 16, m->lkey, vq::WR_SIGNALED), 0);
+    }
+}
+
+// poll_cq's single-completion path knows a new CQE by its opcode alone: it
+// relies on every consumer marking the CQEs it takes. One that did not would
+// leave a requester CQE that the next pass reads again.
+TEST_F(Completions, EveryWayOfPollingRetiresTheCqesItTakes)
+{
+    vq::cq *small = A.cq(3); // 4 entries
+    open(small);
+    const char *way[] = {"poll_cq one at a time", "poll_cq of four", "start_poll/next_poll/end_poll"};
+    for (std::uint64_t round = 0; round < 12; round++) { // four passes with each way
+        const int how = static_cast<int>(round % 3);
+        post_sends(q, peer, m, pm, round * 4, 4);
+        run();
+        vq::wc w[4];
+        if (how == 0) {
+            for (int k = 0; k < 4; k++)
+                ASSERT_EQ(vq::poll_cq(small, 1, &w[k]), 1) << way[how];
+        } else if (how == 1) {
+            ASSERT_EQ(vq::poll_cq(small, 4, w), 4) << way[how];
+        } else {
+            ASSERT_EQ(vq::start_poll(small), 0);
+            for (int k = 0; k < 4; k++) {
+                if (k)
+                    ASSERT_EQ(vq::next_poll(small), 0) << way[how];
+                w[k].wr_id = small->wr_id;
+                w[k].status = small->status;
+            }
+            ASSERT_EQ(vq::next_poll(small), -FI_EAGAIN);
+            vq::end_poll(small);
+        }
+        for (std::uint64_t k = 0; k < 4; k++) {
+            EXPECT_EQ(w[k].wr_id, round * 4 + k) << way[how];
+            EXPECT_EQ(w[k].status, wc_status::success) << way[how];
+        }
+        vq::wc none[4];
+        ASSERT_EQ(vq::poll_cq(small, 1, none), 0) << "a CQE taken by " << way[how] << " is seen again";
+        ASSERT_EQ(vq::poll_cq(small, 4, none), 0) << "a CQE taken by " << way[how] << " is seen again";
+        for (int k = 0; k < 4; k++)
+            ASSERT_EQ(one(peer->recv_cq).wr_id, round * 4 + k);
+    }
+    EXPECT_EQ(stats(A).violations, 0u) << model::last_violation(A.ctx);
+}
+
+// Destroying a QP drops its CQEs from a shared CQ and moves the others over
+// them; the slots left behind are retired like consumed ones.
+TEST_F(Completions, CqesMovedOverADestroyedQpsAreNotSeenAgainNextPass)
+{
+    vq::cq *small = A.cq(3); // 4 entries
+    open(small);
+    vq::qp *q2 = A.qp(vq::qp_type::rc, vq::OPS_SEND, {0, 0, 2, 2, 64}, small);
+    vq::qp *peer2 = B.qp(vq::qp_type::rc, vq::OPS_SEND, {0, 0, 1, 4, 0});
+    connect(q2, peer2);
+    connect(peer2, q2);
+    post_sends(q, peer, m, pm, 0, 2); // slots 0 and 1: q's
+    run();
+    post_sends(q2, peer2, m, pm, 100, 2); // slots 2 and 3: q2's
+    run();
+    ASSERT_EQ(vq::destroy_qp(q2), 0);
+    A.qps.erase(std::find(A.qps.begin(), A.qps.end(), q2));
+    vq::wc w[4];
+    ASSERT_EQ(vq::poll_cq(small, 4, w), 2) << "q2's CQEs are gone, q's are left";
+    EXPECT_EQ(w[0].wr_id, 0u);
+    EXPECT_EQ(w[1].wr_id, 1u);
+    // The consumer index is a pass ahead of slot 0, which held q's first CQE.
+    vq::wc none;
+    EXPECT_EQ(vq::poll_cq(small, 1, &none), 0) << "a moved CQE's old slot is seen again";
+    post_sends(q, peer, m, pm, 10, 3);
+    run();
+    ASSERT_EQ(vq::poll_cq(small, 4, w), 3);
+    for (std::uint64_t k = 0; k < 3; k++)
+        EXPECT_EQ(w[k].wr_id, 10 + k);
     EXPECT_EQ(stats(A).violations, 0u) << model::last_violation(A.ctx);
 }
 
