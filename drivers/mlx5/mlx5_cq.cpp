@@ -247,7 +247,7 @@ inline void publish_ci(mlx5_cq *c) noexcept
     // The CQE reads above are done before the device may reuse the slots
     // (x86 does not move loads after stores; the compiler must not either).
     udma_to_device_barrier();
-    dbrec_store(&c->dbrec[cq_set_ci], be32(c->ci & 0xffffff));
+    dbrec_store_be(&c->dbrec[cq_set_ci], c->ci & 0xffffff);
 }
 
 template <bool Locked>
@@ -351,7 +351,7 @@ int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
     c->ci = ci + 1;
     // The CQE reads above are done before the device may reuse the slot.
     udma_to_device_barrier();
-    dbrec_store(&c->dbrec[cq_set_ci], be32((ci + 1) & 0xffffff));
+    dbrec_store_be(&c->dbrec[cq_set_ci], (ci + 1) & 0xffffff);
     if (Stats && stamp) // out of line: none of its registers are saved here
         return poll_st_latency(q, stamp);
     return 1;

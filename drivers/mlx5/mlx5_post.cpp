@@ -197,7 +197,7 @@ inline void ring(send_state &s) noexcept
     s.fast_credits = 0; // the batch took slots: the next single-call send looks again
     // WQE stores before the doorbell record that tells the device they exist.
     udma_to_device_barrier();
-    dbrec_store(&s.dbrec[MLX5_SND_DBR], be32(s.cur_post & 0xffff));
+    dbrec_store_counter(&s.dbrec[MLX5_SND_DBR], static_cast<std::uint16_t>(s.cur_post));
     // The doorbell record before the BlueFlame/doorbell store (write-combining).
     mmio_wc_start();
     auto *ctrl = reinterpret_cast<std::uint8_t *>(s.last_ctrl_);
@@ -1024,7 +1024,7 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
     s.cur_post = pi + 1;
     // WQE stores before the doorbell record that tells the device they exist.
     udma_to_device_barrier();
-    dbrec_store(&s.dbrec[MLX5_SND_DBR], be32((pi + 1) & 0xffff));
+    dbrec_store_counter(&s.dbrec[MLX5_SND_DBR], static_cast<std::uint16_t>(pi + 1));
     // The doorbell record before the BlueFlame stores.
     mmio_wc_start();
     bf_copy_bb(s.bf_cur, w); // the BB is whole in the SQ (a BB never wraps)

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include <infiniband/mlx5dv.h>
 
@@ -100,6 +101,43 @@ inline void dbrec_store(volatile std::uint32_t *rec, std::uint32_t v) noexcept
     __atomic_store_n(rec, v, __ATOMIC_RELEASE);
 #else
     *rec = v;
+#endif
+}
+
+/** Store @p v big-endian to the doorbell record @p rec: dbrec_store as a
+ *  plain store followed by a compiler barrier, so that on x86-64-v3 it can
+ *  be one movbe (a volatile store cannot). Every caller stores after a
+ *  barrier (udma_to_device_barrier); with the one here the compiler keeps
+ *  the store where it is written and whole, and x86 keeps it in order with
+ *  the stores around it. */
+inline void dbrec_store_be(volatile std::uint32_t *rec, std::uint32_t v) noexcept
+{
+#if defined(__SANITIZE_THREAD__)
+    dbrec_store(rec, be32(v));
+#else
+    const std::uint32_t w = be32(v);
+    std::memcpy(const_cast<std::uint32_t *>(rec), &w, 4);
+    asm volatile("" ::: "memory");
+#endif
+}
+
+/** Store the 16-bit WQE counter @p counter to a send or receive doorbell
+ *  record @p rec, whose device-read field is the big-endian word's low 16
+ *  bits (the PRM's wqe_counter; rdma-core writes be32(counter & 0xffff)).
+ *  Its high 16 bits are 0 from the queue's reset on, so a big-endian 16-bit
+ *  store to bytes 2..3 writes the same word: on x86-64-v3 one movbe where
+ *  the 32-bit form takes a zero extension, a bswap and a mov. A plain store
+ *  and a compiler barrier, as in dbrec_store_be. */
+inline void dbrec_store_counter(volatile std::uint32_t *rec, std::uint16_t counter) noexcept
+{
+#if defined(__SANITIZE_THREAD__)
+    // The 32-bit word, as the model's device thread loads it (one access size for ThreadSanitizer).
+    dbrec_store(rec, be32(counter));
+#else
+    static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
+    const std::uint16_t v = __builtin_bswap16(counter);
+    std::memcpy(reinterpret_cast<std::uint8_t *>(const_cast<std::uint32_t *>(rec)) + 2, &v, 2);
+    asm volatile("" ::: "memory");
 #endif
 }
 
