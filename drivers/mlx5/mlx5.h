@@ -245,6 +245,10 @@ static_assert(sizeof(wqe_meta) == 32);
 constexpr unsigned wqe_meta_shift = 5;
 static_assert(sizeof(wqe_meta) == 1u << wqe_meta_shift);
 
+/** Most inline bytes the single-call send writes: what one BB holds after
+ *  the control segment and the inline segment's byte count. */
+constexpr std::uint32_t fast_inline_max = 64 - 16 - 4;
+
 /** Send-queue bookkeeping (rdma-core struct mlx5_wq for the SQ). */
 struct alignas(64) send_state {
     /* Line A: what the single-call inline send touches (and every post). */
@@ -252,10 +256,6 @@ struct alignas(64) send_state {
     wqe_meta *meta = nullptr;        ///< per BB index
     std::uint8_t *bf_cur = nullptr;  ///< the BlueFlame half the next doorbell goes to
     volatile std::uint32_t *dbrec = nullptr; ///< [MLX5_RCV_DBR], [MLX5_SND_DBR]
-    /** The control segment's first 8 bytes before byte swapping, for the
-     *  single-call send: opcode SEND << 32 | qpn << 8 | 1 (the ctrl octoword
-     *  of ds); the WQE index and the inline octowords are added per post. */
-    std::uint64_t fast_ctrl0 = 0;
     std::uint32_t mask = 0;          ///< wqe_cnt - 1 (BBs)
     std::uint32_t cur_post = 0;      ///< next BB (16-bit wrap in the WQE)
     std::uint32_t head = 0;          ///< WQEs posted (the last one's wqe_meta::done)
@@ -308,6 +308,11 @@ struct alignas(64) send_state {
     bind *binds = nullptr;           ///< windows bound by this batch (their keys change at wr_complete)
     std::uint32_t max_bind = 0;
     bind *bind_undo = nullptr;       ///< per BB index: the window and its key before this bind
+    /** The single-call send's control segment, first 8 bytes before byte
+     *  swapping, per inline length (1..fast_inline): opcode SEND << 32 |
+     *  qpn << 8 | ds (ctrl and the inline octowords); the WQE index is added
+     *  per post. One load replaces computing ds from the length. */
+    std::uint64_t fast_ctrl0[fast_inline_max + 1] = {};
     /* Own line: the consumer side (poll, maybe another thread). */
     alignas(64) std::atomic<std::uint32_t> tail{0}; ///< WQEs completed (wqe_meta::done of the last CQE's WQE)
 };

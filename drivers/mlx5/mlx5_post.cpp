@@ -1005,8 +1005,7 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
     // Control segment: opmod_idx_opcode and qpn_ds as one big-endian 64-bit
     // word (ds = ctrl + the inline octowords, 2..4); then signature, dci,
     // fm_ce_se and imm (0).
-    const std::uint64_t c0 = be64((s.fast_ctrl0 + ((len + 4 + octo - 1) >> 4)) |
-                                  static_cast<std::uint64_t>(static_cast<std::uint16_t>(pi)) << 40);
+    const std::uint64_t c0 = be64(s.fast_ctrl0[len] | static_cast<std::uint64_t>(static_cast<std::uint16_t>(pi)) << 40);
     const std::uint64_t c1 = s.ctrl_w2[flags & 7];
     std::memcpy(w, &c0, 8);
     std::memcpy(w + 8, &c1, 8);
@@ -1172,9 +1171,11 @@ void install_qp_ops(mlx5_qp *q)
     for (unsigned f = 0; f < 8; f++)
         s.ctrl_w2[f] = static_cast<std::uint32_t>(fm_ce_se_of[f] | (q->sq_sig_all ? ce_always : 0)) << 24;
     // The single-call inline send writes ctrl + inline segment in one BB and BlueFlames it.
-    constexpr std::uint32_t one_bb_inline = wqe_bb - octo - 4;
-    s.fast_inline = s.bf_size >= wqe_bb ? std::min(s.max_inline, one_bb_inline) : 0;
-    s.fast_ctrl0 = static_cast<std::uint64_t>(MLX5_OPCODE_SEND) << 32 | (q->qp_num << 8) | 1;
+    static_assert(fast_inline_max == wqe_bb - octo - 4);
+    s.fast_inline = s.bf_size >= wqe_bb ? std::min(s.max_inline, fast_inline_max) : 0;
+    for (std::uint32_t len = 1; len <= s.fast_inline; len++) // ds: ctrl + the inline octowords (2..4)
+        s.fast_ctrl0[len] = static_cast<std::uint64_t>(MLX5_OPCODE_SEND) << 32 | (q->qp_num << 8) |
+                            (1 + (len + 4 + octo - 1) / octo);
 }
 
 void reset_qp_queues(mlx5_qp *q)
