@@ -5,6 +5,7 @@
 // request. The devices are stepped by hand and not run, so the queue holds
 // exactly what the driver wrote.
 #include <arpa/inet.h>
+#include <cpuid.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -150,6 +151,45 @@ TEST_F(Encoding, SingleCallInlinePostOnAThreadDomainQpIsTheSameWqe)
     // The next post goes to the other BlueFlame half.
     ASSERT_EQ(vq::post_send(q, 10, buf, 8, 0, vq::WR_INLINE | vq::WR_SIGNALED), 0);
     EXPECT_BYTES_EQ(mq(q)->sqv.bf_reg + mq(q)->sqv.bf_size, sq_bytes(q, pi + 1, 64).data(), 64);
+}
+
+/** Whether the upper halves of the AVX registers are in use (XINUSE bit 2),
+ *  or -1 when the CPU cannot tell (XGETBV with ECX=1). */
+int avx_upper_in_use()
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(0xd, 1, &a, &b, &c, &d) || !(a & (1u << 2)))
+        return -1;
+    std::uint32_t lo, hi;
+    asm volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(1));
+    return (lo >> 2) & 1;
+}
+
+// The BlueFlame copy uses 32-byte AVX stores where the build has AVX; the
+// driver must leave the upper halves clean (vzeroupper), or the SSE code of
+// DPDK or libc after it pays a transition or a false dependency. GCC issues
+// the vzeroupper, and only when it optimizes (as it does for all AVX code).
+TEST_F(Encoding, TheBlueFlameCopyLeavesNoDirtyUpperHalves)
+{
+#if !defined(__AVX__)
+    GTEST_SKIP() << "built without AVX: the copy uses SSE stores only";
+#elif !defined(__OPTIMIZE__)
+    GTEST_SKIP() << "an unoptimized build: GCC issues no vzeroupper at all";
+#else
+    if (avx_upper_in_use() < 0)
+        GTEST_SKIP() << "this CPU does not report XINUSE";
+    open(vq::qp_type::rc, vq::OPS_SEND, {0, 0, 4, 1, 64});
+    ASSERT_EQ(vq::post_send(q, 1, buf, 8, 0, vq::WR_INLINE | vq::WR_SIGNALED), 0);
+    EXPECT_EQ(avx_upper_in_use(), 0) << "after the single-call send";
+    vq::wr_start(q);
+    q->wr_id = 2;
+    q->wr_flags = vq::WR_SIGNALED;
+    vq::wr_send(q);
+    vq::wr_set_inline_data(q, buf, 60); // 16 + 4 + 60 bytes: two BBs, the copy's loop
+    ASSERT_EQ(vq::wr_complete(q), 0);
+    EXPECT_EQ(avx_upper_in_use(), 0) << "after wr_complete's copy";
+    EXPECT_BYTES_EQ(last_bf_half(q), sq_bytes(q, 1, 128).data(), 128);
+#endif
 }
 
 TEST_F(Encoding, SingleCallInlineSendsOfEveryLengthAndFlagWriteTheWqeTheHelpersBuild)
