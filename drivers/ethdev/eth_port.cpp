@@ -9,12 +9,16 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <sstream>
 #include <thread>
 
 #include <rte_bus.h>
 #include <rte_dev.h>
+#include <rte_devargs.h>
+#include <rte_kvargs.h>
 #include <rte_ethdev.h>
 #include <rte_eth_ring.h>
 #include <rte_ring.h>
@@ -159,6 +163,29 @@ std::uint16_t kernel_mtu(unsigned ifindex)
     if (!kernel_ifreq(ifindex, SIOCGIFMTU, r) || r.ifr_mtu <= 0 || r.ifr_mtu > UINT16_MAX)
         return 0;
     return static_cast<std::uint16_t>(r.ifr_mtu);
+}
+
+/** The largest MTU net_af_packet carries: what its frames (the vdev's
+ *  framesz, 2048 by default) hold after the TPACKET_V2 header, the
+ *  sockaddr_ll and the kernel's 16-byte alignment before the MAC header
+ *  (80 bytes), less an Ethernet header and a VLAN tag. 0: another PMD.
+ *  DPDK 22.11's net_af_packet reports max_rx_pktlen 1518 whatever its
+ *  frames, so rte_eth_dev_set_mtu refuses every MTU above 1500, yet it
+ *  sends and receives every frame that fits one of its frames. */
+std::uint32_t af_packet_max_mtu(const port *p)
+{
+    if (!p->info.driver_name || std::strcmp(p->info.driver_name, "net_af_packet") != 0)
+        return 0;
+    std::uint32_t framesz = 2048;
+    const rte_devargs *da = p->device ? rte_dev_devargs(p->device) : nullptr;
+    if (da && da->args) {
+        if (rte_kvargs *kv = rte_kvargs_parse(da->args, nullptr)) {
+            if (const char *v = rte_kvargs_get(kv, "framesz"))
+                framesz = static_cast<std::uint32_t>(std::strtoul(v, nullptr, 10));
+            rte_kvargs_free(kv);
+        }
+    }
+    return framesz > 80 + 18 ? framesz - 80 - 18 : 0;
 }
 
 /** 169.254.x.y from the last two bytes of the MAC (x, y kept in 1..254). */
@@ -426,16 +453,39 @@ int port_start(port *p)
     int sock = rte_eth_dev_socket_id(p->id);
     for (std::uint16_t q = 0; q < p->nq && e == 0; q++) {
         e = rte_eth_rx_queue_setup(p->id, q, p->rxd, sock < 0 ? SOCKET_ID_ANY : sock, nullptr, p->pool.raw());
+        // A PMD whose frames are larger than the buffers answers -ENOMEM
+        // (net_af_packet with framesz above 2048, which a jumbo interface
+        // needs): the pool again with twice the room, before any queue
+        // holds it, up to the 16-bit limit of an mbuf's buffer.
+        while (e == -ENOMEM && q == 0 && room < 65535) {
+            room = std::min<std::uint32_t>(2 * (room - RTE_PKTMBUF_HEADROOM) + RTE_PKTMBUF_HEADROOM, 65535);
+            p->pool.destroy();
+            if (int rc2 = p->pool.create_mbufs(n1, l.mbufs, room, 256); rc2 < 0) {
+                SHUNT_LOG(eth_log, error, "%s: no memory for packet buffers (%u of %u bytes): %s", p->name.c_str(),
+                          l.mbufs, room, shunt::strerror(rc2));
+                p->bare.destroy();
+                p->hdrs.destroy();
+                return rc2;
+            }
+            SHUNT_LOG(eth_log, info, "%s: the PMD wants larger receive buffers: %u bytes", p->name.c_str(), room);
+            e = rte_eth_rx_queue_setup(p->id, q, p->rxd, sock < 0 ? SOCKET_ID_ANY : sock, nullptr, p->pool.raw());
+        }
         if (e == 0)
             e = rte_eth_tx_queue_setup(p->id, q, p->txd, sock < 0 ? SOCKET_ID_ANY : sock, nullptr);
     }
     if (e == 0 && lim().mtu)
         e = rte_eth_dev_set_mtu(p->id, p->mtu);
+    bool mtu_by_frames = false; // net_af_packet: the interface's MTU without the PMD's consent
     if (e == 0 && p->kernel_mtu && (e = rte_eth_dev_set_mtu(p->id, p->mtu)) < 0) {
-        // net_af_packet takes only what fits its frames (framesz).
-        SHUNT_LOG(eth_log, warning, "%s: the PMD refuses the interface's MTU %u (%s): using its own", p->name.c_str(),
-                  p->mtu, rte_strerror(-e));
-        p->kernel_mtu = false;
+        if (p->mtu <= af_packet_max_mtu(p)) {
+            SHUNT_LOG(eth_log, info, "%s: MTU %u: the interface's, which net_af_packet's frames hold", p->name.c_str(),
+                      p->mtu);
+            mtu_by_frames = true;
+        } else {
+            SHUNT_LOG(eth_log, warning, "%s: the PMD refuses the interface's MTU %u (%s): using its own",
+                      p->name.c_str(), p->mtu, rte_strerror(-e));
+            p->kernel_mtu = false;
+        }
         e = 0;
     }
     if (e == 0)
@@ -445,7 +495,7 @@ int port_start(port *p)
         return -FI_EIO;
     }
     std::uint16_t mtu;
-    if (rte_eth_dev_get_mtu(p->id, &mtu) == 0 && !lim().mtu)
+    if (!lim().mtu && !mtu_by_frames && rte_eth_dev_get_mtu(p->id, &mtu) == 0)
         p->mtu = mtu;
     p->path_mtu = path_mtu_of(p->mtu);
     p->max_frame = wire::eth_len + 4 + p->mtu;

@@ -179,15 +179,20 @@ TEST(Veth, PortsTakeTheKernelInterfacesMtuWhereThePmdAcceptsIt)
 {
     // A veth of MTU 3000: net_af_xdp takes it (2048-byte RoCE packets);
     // net_af_packet with its default 2048-byte frames refuses it and keeps
-    // 1500 (1024-byte packets). Either way 64 KiB messages go through.
+    // 1500 (1024-byte packets); with 4096-byte frames it takes it, once the
+    // port's packet buffers are as large as its frames. Either way 64 KiB
+    // messages go through.
     NET_REQUIRE();
     netns na("a"), nb("b");
     ASSERT_TRUE(na.ok() && nb.ok());
     veth v(na, nb, "m", "", "", 3000);
     ASSERT_TRUE(v.ok);
-    for (const std::string pmd : {"af_xdp", "af_packet"}) {
-        SCOPED_TRACE(pmd);
-        proc probe(&na, {node_path(), "--mode=ud-sink", "--dev=" + devname(pmd)}, node_env(vdev(pmd, v.a)));
+    for (const std::string var : {"af_xdp", "af_packet", "af_packet,framesz=4096"}) {
+        SCOPED_TRACE(var);
+        const std::string pmd = var.substr(0, var.find(','));
+        const std::string extra = var.find(',') == std::string::npos ? "" : var.substr(var.find(','));
+        const bool jumbo = var != "af_packet";
+        proc probe(&na, {node_path(), "--mode=ud-sink", "--dev=" + devname(pmd)}, node_env(vdev(pmd, v.a) + extra));
         std::string addr = probe.expect("ADDR", 30000);
         if (addr.empty() && pmd == "af_xdp") {
             std::printf("[ SKIPPED  ] net_af_xdp: the kernel refused an AF_XDP socket on a veth\n");
@@ -197,12 +202,13 @@ TEST(Veth, PortsTakeTheKernelInterfacesMtuWhereThePmdAcceptsIt)
         probe.say("QUIT");
         EXPECT_EQ(probe.finish(10000), 0);
         auto f = fields(addr);
-        EXPECT_EQ(f["mtu"], pmd == "af_xdp" ? "3000" : "1500") << addr;
-        EXPECT_EQ(f["path_mtu"], pmd == "af_xdp" ? "2048" : "1024") << addr;
+        EXPECT_EQ(f["mtu"], jumbo ? "3000" : "1500") << addr;
+        EXPECT_EQ(f["path_mtu"], jumbo ? "2048" : "1024") << addr;
         rc_run r;
         r.count = 100;
         r.max = 65536;
-        auto [ca, cb] = rc_exactly_once(&na, devname(pmd), vdev(pmd, v.a), &nb, devname(pmd), vdev(pmd, v.b), r);
+        auto [ca, cb] = rc_exactly_once(&na, devname(pmd), vdev(pmd, v.a) + extra, &nb, devname(pmd),
+                                        vdev(pmd, v.b) + extra, r);
         EXPECT_EQ(counter(cb, "rx_bad_icrc"), 0u);
     }
 }
