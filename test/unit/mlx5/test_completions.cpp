@@ -85,8 +85,9 @@ TEST_F(Completions, EveryWayOfPollingRetiresTheCqesItTakes)
         } else {
             ASSERT_EQ(vq::start_poll(small), 0);
             for (int k = 0; k < 4; k++) {
-                if (k)
+                if (k) {
                     ASSERT_EQ(vq::next_poll(small), 0) << way[how];
+                }
                 w[k].wr_id = small->wr_id;
                 w[k].status = small->status;
             }
