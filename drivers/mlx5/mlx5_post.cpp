@@ -1020,10 +1020,11 @@ int post_send_inline_td(vq::qp *vqp, std::uint64_t wr_id, const void *buf, std::
     // which writes rdx (where buf arrives) and rax.
     if constexpr (Stats)
         stamp_wqe(m, c1);
-    s.cur_post = pi + 1;
+    const std::uint32_t next = pi + 1;
     // WQE stores before the doorbell record that tells the device they exist.
     udma_to_device_barrier();
-    dbrec_store_counter(&s.dbrec[MLX5_SND_DBR], static_cast<std::uint16_t>(pi + 1));
+    dbrec_store_counter(&s.dbrec[MLX5_SND_DBR], static_cast<std::uint16_t>(next));
+    s.cur_post = next;
     // The doorbell record before the BlueFlame stores.
     mmio_wc_start();
     bf_copy_bb(s.bf_cur, w); // the BB is whole in the SQ (a BB never wraps)
