@@ -155,7 +155,7 @@ TEST_F(Encoding, SingleCallInlinePostOnAThreadDomainQpIsTheSameWqe)
 
 /** Whether the upper halves of the AVX registers are in use (XINUSE bit 2),
  *  or -1 when the CPU cannot tell (XGETBV with ECX=1). */
-int avx_upper_in_use()
+[[maybe_unused]] int avx_upper_in_use()
 {
     unsigned a, b, c, d;
     if (!__get_cpuid_count(0xd, 1, &a, &b, &c, &d) || !(a & (1u << 2)))
