@@ -179,7 +179,6 @@ struct mlx5_cq : vq::cq {
     std::uint32_t ci = 0;                  ///< consumer index
     std::uint32_t mask = 0;                ///< cqe_cnt - 1
     std::uint32_t owner_shift = 0;         ///< log2(cqe_cnt): owner of index i is (i >> shift) & 1
-    std::uint32_t ncqe = 0;                ///< cqe_cnt: owner of index i is (i & ncqe) != 0
     std::uint32_t cqe_shift = 6;           ///< log2(cqe_size)
     volatile std::uint32_t *dbrec = nullptr;
     mlx5_qp *last_qp = nullptr;            ///< QP of the previous CQE (cache)

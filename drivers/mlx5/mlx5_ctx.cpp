@@ -395,7 +395,6 @@ int create_cq(vq::context *vc, const vq::cq_init_attr *attr, vq::cq **out)
     q->buf = q->view.buf + (q->view.cqe_size - sizeof(mlx5_cqe64));
     q->mask = q->view.cqe_cnt - 1;
     q->owner_shift = log2u(q->view.cqe_cnt);
-    q->ncqe = q->view.cqe_cnt;
     q->cqe_shift = log2u(q->view.cqe_size);
     q->dbrec = q->view.dbrec;
     install_cq_ops(q);
