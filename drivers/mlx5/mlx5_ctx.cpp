@@ -454,6 +454,7 @@ int create_srq(vq::pd *vp, const vq::srq_init_attr *attr, vq::srq **out)
     s->rq.limit_sge = std::min(s->rq.max_sge, c->attr.max_sge);
     s->rq.max_post = cnt - 1;
     s->rq.dbrec = v.dbrec;
+    dbrec_store(&s->rq.dbrec[0], 0); // the record's high half stays 0 (dbrec_store_counter)
     s->ctx = c;
     s->pd = p;
     s->mctx = c;
@@ -759,7 +760,7 @@ int modify_qp(vq::qp *vqp, const vq::qp_attr *a, unsigned mask)
     if (to == vq::qp_state::rtr && q->type == vq::qp_type::raw_packet && !q->msrq) {
         // RAW_PACKET receives posted before RTR become visible now (rdma-core mlx5_modify_qp).
         udma_to_device_barrier();
-        q->rq.dbrec[0] = be32(q->rq.head & 0xffff);
+        dbrec_store_counter(&q->rq.dbrec[0], static_cast<std::uint16_t>(q->rq.head));
     }
     q->attr.state = to;
     q->sq.not_ready = to != vq::qp_state::rts && to != vq::qp_state::err;

@@ -1083,7 +1083,7 @@ int post_recv(vq::qp *vqp, std::uint64_t wr_id, const vq::sge *sg, std::uint32_t
             st == vq::qp_state::err) {
             // The receive WQE before the doorbell record that hands it to the device.
             udma_to_device_barrier();
-            dbrec_store(&r.dbrec[0], be32(r.head & 0xffff));
+            dbrec_store_counter(&r.dbrec[0], static_cast<std::uint16_t>(r.head));
         }
     }
     if constexpr (Locked)
@@ -1113,7 +1113,7 @@ int srq_post(vq::srq *vs, std::uint64_t wr_id, const vq::sge *sg, std::uint32_t 
         s->counter++;
         // The receive WQE before the doorbell record that hands it to the device.
         udma_to_device_barrier();
-        dbrec_store(&r.dbrec[0], be32(s->counter));
+        dbrec_store_counter(&r.dbrec[0], s->counter);
     }
     r.lock.unlock();
     return rc;
