@@ -313,7 +313,7 @@ int poll_st(vq::cq *vc, int n, vq::wc *out) noexcept
     // CQEs it takes (retire_cqe), so the owner bit need not be tested.
     if (cqe_op_own(cqe) > 0x0f)
         return poll_st_slow(vc, n, out);
-    // The owner byte before the rest of the CQE.
+    // The op_own byte before the rest of the CQE.
     udma_from_device_barrier();
     std::uint32_t key;
     std::memcpy(&key, &cqe->sop_drop_qpn, 4);
