@@ -165,14 +165,15 @@ std::uint16_t kernel_mtu(unsigned ifindex)
     return static_cast<std::uint16_t>(r.ifr_mtu);
 }
 
-/** The largest MTU net_af_packet carries: what its frames (the vdev's
- *  framesz, 2048 by default) hold after the TPACKET_V2 header, the
- *  sockaddr_ll and the kernel's 16-byte alignment before the MAC header
- *  (80 bytes), less an Ethernet header and a VLAN tag. 0: another PMD.
- *  DPDK 22.11's net_af_packet reports max_rx_pktlen 1518 whatever its
- *  frames, so rte_eth_dev_set_mtu refuses every MTU above 1500, yet it
- *  sends and receives every frame that fits one of its frames. */
-std::uint32_t af_packet_max_mtu(const port *p)
+/** net_af_packet's frame size: the vdev's framesz argument, 2048 by
+ *  default (0: another PMD). Its receive queues refuse buffers with less
+ *  room than a frame less 32 bytes (TPACKET2_HDRLEN less the sockaddr_ll),
+ *  and it carries every frame that fits a frame after the TPACKET_V2
+ *  header, the sockaddr_ll and the kernel's alignment before the MAC header
+ *  (80 bytes), whatever MTU DPDK lets be set on it (DPDK 22.11's PMD
+ *  reports max_rx_pktlen 1518 whatever its frames, so rte_eth_dev_set_mtu
+ *  refuses every MTU above 1500). */
+std::uint32_t af_packet_framesz(const port *p)
 {
     if (!p->info.driver_name || std::strcmp(p->info.driver_name, "net_af_packet") != 0)
         return 0;
@@ -185,6 +186,14 @@ std::uint32_t af_packet_max_mtu(const port *p)
             rte_kvargs_free(kv);
         }
     }
+    return framesz;
+}
+
+/** The largest MTU net_af_packet with frames of @p framesz carries: the
+ *  frame less 80 bytes (see af_packet_framesz), an Ethernet header and a
+ *  VLAN tag. */
+constexpr std::uint32_t af_packet_max_mtu(std::uint32_t framesz)
+{
     return framesz > 80 + 18 ? framesz - 80 - 18 : 0;
 }
 
@@ -400,7 +409,10 @@ int port_start(port *p)
     if (p->configured)
         return 0;
     const limits &l = lim();
-    std::uint32_t room = std::max<std::uint32_t>(2048, p->max_frame) + RTE_PKTMBUF_HEADROOM;
+    // net_af_packet: room for a whole frame of its (see af_packet_framesz).
+    const std::uint32_t framesz = af_packet_framesz(p);
+    std::uint32_t room = std::max<std::uint32_t>({2048, p->max_frame, framesz > 32 ? framesz - 32 : 0}) +
+                         RTE_PKTMBUF_HEADROOM;
     if (room > 65535)
         room = 65535;
     char n1[24], n2[24], n3[24];
@@ -453,23 +465,6 @@ int port_start(port *p)
     int sock = rte_eth_dev_socket_id(p->id);
     for (std::uint16_t q = 0; q < p->nq && e == 0; q++) {
         e = rte_eth_rx_queue_setup(p->id, q, p->rxd, sock < 0 ? SOCKET_ID_ANY : sock, nullptr, p->pool.raw());
-        // A PMD whose frames are larger than the buffers answers -ENOMEM
-        // (net_af_packet with framesz above 2048, which a jumbo interface
-        // needs): the pool again with twice the room, before any queue
-        // holds it, up to the 16-bit limit of an mbuf's buffer.
-        while (e == -ENOMEM && q == 0 && room < 65535) {
-            room = std::min<std::uint32_t>(2 * (room - RTE_PKTMBUF_HEADROOM) + RTE_PKTMBUF_HEADROOM, 65535);
-            p->pool.destroy();
-            if (int rc2 = p->pool.create_mbufs(n1, l.mbufs, room, 256); rc2 < 0) {
-                SHUNT_LOG(eth_log, error, "%s: no memory for packet buffers (%u of %u bytes): %s", p->name.c_str(),
-                          l.mbufs, room, shunt::strerror(rc2));
-                p->bare.destroy();
-                p->hdrs.destroy();
-                return rc2;
-            }
-            SHUNT_LOG(eth_log, info, "%s: the PMD wants larger receive buffers: %u bytes", p->name.c_str(), room);
-            e = rte_eth_rx_queue_setup(p->id, q, p->rxd, sock < 0 ? SOCKET_ID_ANY : sock, nullptr, p->pool.raw());
-        }
         if (e == 0)
             e = rte_eth_tx_queue_setup(p->id, q, p->txd, sock < 0 ? SOCKET_ID_ANY : sock, nullptr);
     }
@@ -477,7 +472,7 @@ int port_start(port *p)
         e = rte_eth_dev_set_mtu(p->id, p->mtu);
     bool mtu_by_frames = false; // net_af_packet: the interface's MTU without the PMD's consent
     if (e == 0 && p->kernel_mtu && (e = rte_eth_dev_set_mtu(p->id, p->mtu)) < 0) {
-        if (p->mtu <= af_packet_max_mtu(p)) {
+        if (p->mtu <= af_packet_max_mtu(framesz)) {
             SHUNT_LOG(eth_log, info, "%s: MTU %u: the interface's, which net_af_packet's frames hold", p->name.c_str(),
                       p->mtu);
             mtu_by_frames = true;
