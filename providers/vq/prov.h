@@ -25,6 +25,8 @@
  * when the region is directly reachable. */
 #pragma once
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -505,6 +507,25 @@ struct prov_ep {
     env::stats::registration ow_reg;
     cm_stats cm;                  ///< RDM (vq.ep.<n>.cm)
     env::stats::registration cm_reg; ///< after cm: unregistered before cm goes
+};
+
+/** While it lives, the calling thread is the one running @p e's progress
+ *  (prov_ep::progress_owner; @p e's lock held), the previous owner restored
+ *  after: progress inside progress nests. */
+class progress_scope {
+public:
+    explicit progress_scope(prov_ep *e) noexcept
+        : e_(e), outer_(e->progress_owner.load(std::memory_order_relaxed))
+    {
+        e_->progress_owner.store(std::uintptr_t(::pthread_self()), std::memory_order_relaxed);
+    }
+    ~progress_scope() { e_->progress_owner.store(outer_, std::memory_order_relaxed); }
+    progress_scope(const progress_scope &) = delete;
+    progress_scope &operator=(const progress_scope &) = delete;
+
+private:
+    prov_ep *e_;
+    std::uintptr_t outer_;
 };
 
 /** Does @p c have a connected QP (operations may go on it)? */

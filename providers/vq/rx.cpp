@@ -729,11 +729,9 @@ void progress_as(util::ep_core *c)
     if constexpr (Locked) {
         util::guard g(e->lock);
         // Who is progressing (fetch_hook starts a fetch at once only from
-        // inside its own thread's progress); the previous owner restored after.
-        const std::uintptr_t outer = e->progress_owner.load(std::memory_order_relaxed);
-        e->progress_owner.store(std::uintptr_t(::pthread_self()), std::memory_order_relaxed);
+        // inside its own thread's progress).
+        progress_scope p(e);
         progress_locked(e);
-        e->progress_owner.store(outer, std::memory_order_relaxed);
     } else {
         progress_locked(e);
     }
