@@ -8,11 +8,13 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <array>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "env/stats.h"
 #include "fab_common.h"
 
 extern char **environ;
@@ -209,6 +211,33 @@ ssize_t retry(fid_cq *cq, F &&post, std::vector<cq_tagged_entry> *seen = nullptr
             return -FI_ETIMEDOUT;
         sched_yield();
     }
+}
+
+/** The connection-management block (vq.ep.<n>.cm) of the one RDM endpoint
+ *  opened since @p before was listed; "" when there is not exactly one. */
+inline std::string cm_block(const std::vector<std::string> &before)
+{
+    namespace st = shunt::env::stats;
+    std::string found;
+    int n = 0;
+    for (const std::string &b : st::list())
+        if (b.rfind("vq.ep.", 0) == 0 && b.size() > 3 && b.compare(b.size() - 3, 3, ".cm") == 0 &&
+            std::find(before.begin(), before.end(), b) == before.end()) {
+            found = b;
+            n++;
+        }
+    return n == 1 ? found : std::string();
+}
+
+/** Field @p f of stats block @p block (~0 when it cannot be read). */
+inline std::uint64_t stat(const std::string &block, const char *f)
+{
+    namespace st = shunt::env::stats;
+    st::block_snapshot b;
+    if (st::read(block, b) != 0)
+        return ~0ull;
+    const st::field_value *v = b.find(f);
+    return v ? v->value : ~0ull;
 }
 
 } // namespace shunt::test::fab

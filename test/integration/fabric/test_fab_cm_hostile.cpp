@@ -364,33 +364,6 @@ std::function<void()> progress_of(fid_cq *cq, fid_eq *eq, seen &s)
     };
 }
 
-/** The connection-management block (vq.ep.<n>.cm) of the one RDM endpoint
- *  opened since @p before was listed; "" when there is not exactly one. */
-std::string cm_block(const std::vector<std::string> &before)
-{
-    namespace st = shunt::env::stats;
-    std::string found;
-    int n = 0;
-    for (const std::string &b : st::list())
-        if (b.rfind("vq.ep.", 0) == 0 && b.size() > 3 && b.compare(b.size() - 3, 3, ".cm") == 0 &&
-            std::find(before.begin(), before.end(), b) == before.end()) {
-            found = b;
-            n++;
-        }
-    return n == 1 ? found : std::string();
-}
-
-/** Field @p f of stats block @p block (~0 when it cannot be read). */
-std::uint64_t stat(const std::string &block, const char *f)
-{
-    namespace st = shunt::env::stats;
-    st::block_snapshot b;
-    if (st::read(block, b) != 0)
-        return ~0ull;
-    const st::field_value *v = b.find(f);
-    return v ? v->value : ~0ull;
-}
-
 void expect_nothing(const seen &s, const char *what)
 {
     EXPECT_EQ(s.cq, 0) << what << ": a completion from garbage";
