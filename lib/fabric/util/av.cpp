@@ -61,19 +61,23 @@ int insert_one(av_obj *av, const void *given, fi_addr_t &out)
     std::uint8_t addr[av_addr_max];
     if (int rc = resolve_one(av, given, addr); rc)
         return rc;
-    std::lock_guard g(av->mu);
     av_entry *e = nullptr;
-    if (int rc = alloc_entry(av, e); rc)
-        return rc;
-    std::memcpy(e->addr, addr, av->addrlen);
-    e->prov = nullptr;
-    if (d->hooks->av_insert)
-        if (int rc = d->hooks->av_insert(d, e); rc)
+    {
+        std::lock_guard g(av->mu);
+        if (int rc = alloc_entry(av, e); rc)
             return rc;
-    e->used.store(true, std::memory_order_release);
-    // Publish the slot: av_get's acquire load of count sees the entry.
-    av->count.store(e->index + 1, std::memory_order_release);
-    out = av_addr_of(av, e);
+        std::memcpy(e->addr, addr, av->addrlen);
+        e->prov = nullptr;
+        if (d->hooks->av_insert)
+            if (int rc = d->hooks->av_insert(d, e); rc)
+                return rc;
+        e->used.store(true, std::memory_order_release);
+        // Publish the slot: av_get's acquire load of count sees the entry.
+        av->count.store(e->index + 1, std::memory_order_release);
+        out = av_addr_of(av, e);
+    }
+    if (SHUNT_HOOK(d->hooks, av_inserted))
+        d->hooks->av_inserted(d, av, e);
     return 0;
 }
 

@@ -19,6 +19,7 @@
 namespace shunt::fabric::util {
 
 struct domain_obj;
+struct av_obj;
 struct av_entry;
 struct mr_obj;
 struct eq_obj;
@@ -75,6 +76,11 @@ struct domain_hooks {
     std::size_t (*addr_to_text)(domain_obj *d, const void *addr, char *buf, std::size_t len) = nullptr;
     /** Extensions of the domain by name (open_ops). @return 0 / -FI_ENOSYS. */
     int (*ops_open)(domain_obj *d, const char *name, void **ops) = nullptr;
+    /** AV insert, after the entry is published (av_get finds it) and the
+     *  AV's lock is released: the provider may act on the new peer now
+     *  (start connecting to it from the endpoints bound to @p av). Cannot
+     *  fail the insert. */
+    void (*av_inserted)(domain_obj *d, av_obj *av, av_entry *e) = nullptr;
 };
 
 /** True if hook table @p h has slot @p member (a provider built against an
