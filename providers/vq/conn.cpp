@@ -1,5 +1,6 @@
 // vq provider: RC QP slots of an endpoint, and the hidden connection
 // set-up of RDM endpoints (REQ / REP over the endpoint's UD QP).
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <ctime>
@@ -23,6 +24,14 @@ SHUNT_TUNABLE(t_av_attach, "SHUNT_VQ_AV_ATTACH", integer, "256",
               "have their peer's memory attached by the insert, so that the first operation to the peer does "
               "not wait for it; the others, and peers not there yet, are attached by their first operation; "
               "0: always by the first operation",
+              "vq");
+
+SHUNT_TUNABLE(t_av_connect, "SHUNT_VQ_AV_CONNECT", integer, "4",
+              "vq provider, RDM on host-local devices (shm): per endpoint, the first this many peers inserted "
+              "into its AV while it is enabled, and attached by the insert (SHUNT_VQ_AV_ATTACH), are "
+              "connected to from the insert: requests already waiting are answered and the endpoint's own "
+              "is sent, so that the first message to or from the peer does not wait for the connection; "
+              "0: connections start with the first operation",
               "vq");
 
 SHUNT_TUNABLE(t_rc_timeout, "SHUNT_VQ_RC_TIMEOUT", integer, "-1",
@@ -118,6 +127,22 @@ void conn_give_up(prov_ep *e, conn *c, int err, bool keep_qp = false)
         (void)vq::modify_qp(e->slots[c->slot].qp, &a, vq::QP_ATTR_STATE);
         slot_retire(e, c->slot);
         c->slot = -1;
+    }
+    if (c->eager_origin && !keep_qp) {
+        // Started by fi_av_insert and the reply came too late to use (the
+        // peer gave its end up while we did not progress): ask again,
+        // with what waits kept queued. Once: a second failure is one.
+        const bool nobody_waits = c->eager;
+        c->eager = c->eager_quiet = c->eager_origin = false;
+        c->state = conn::idle;
+        if (conn_start(e, c) == -FI_EAGAIN) {
+            c->eager = nobody_waits;
+            return;
+        }
+        if (c->slot >= 0) {
+            slot_retire(e, c->slot);
+            c->slot = -1;
+        }
     }
     c->state = conn::failed;
     SHUNT_LOG(prov_log, info, "vq: no connection to %s: %s", addr_key(c->peer).c_str(), shunt::strerror(-err));
@@ -268,6 +293,14 @@ int conn_wait(prov_ep *e, conn *c, util::ep_core *core, const util::tx_req &r)
         int rc = conn_start(e, c);
         if (rc != -FI_EAGAIN)
             return rc; // cannot be started (the peer is gone, no QP left, ...)
+    } else if (c->eager) [[unlikely]] {
+        // The first operation on an attempt fi_av_insert started: the
+        // connect timeout runs from now, and an attempt that had stopped
+        // repeating its REQ repeats it (at once: it went long ago).
+        c->eager = c->eager_quiet = false;
+        c->connect_ns = std::uint64_t(now_ns());
+        conn_pend(e, c);
+        (void)conn_start(e, c);
     }
     // Connecting, or the QP is up and earlier operations still wait: behind them.
     return txq_push(e, c, core, r);
@@ -524,6 +557,50 @@ void av_detach(util::domain_obj *d, util::av_entry *a)
     dom_of(d)->av_attached.fetch_sub(1, std::memory_order_relaxed);
 }
 
+void eager_join(prov_ep *e)
+{
+    std::int64_t n = 0;
+    if (!e->dom->lim.host_local || t_av_connect.as_int(n) < 0 || n <= 0)
+        return;
+    e->eager_left = std::uint32_t(std::min<std::int64_t>(n, e->slots.size()));
+    std::lock_guard g(e->dom->eps_mu);
+    e->dom->rdm_eps.push_back(e);
+}
+
+void eager_leave(prov_ep *e)
+{
+    std::lock_guard g(e->dom->eps_mu);
+    std::vector<prov_ep *> &v = e->dom->rdm_eps;
+    v.erase(std::remove(v.begin(), v.end(), e), v.end());
+}
+
+void av_inserted(util::domain_obj *d, util::av_obj *av, util::av_entry *a)
+{
+    if (!a->prov)
+        return; // not attached: its process may not be there yet, the first operation connects
+    prov_domain *pd = dom_of(d);
+    ep_addr peer;
+    std::memcpy(&peer, a->addr, sizeof peer);
+    std::lock_guard g(pd->eps_mu);
+    for (prov_ep *e : pd->rdm_eps) {
+        if (e->core->av != av || !e->eager_left)
+            continue;
+        util::guard lk(e->lock);
+        progress_scope p(e);
+        // The peer may have asked first (it inserted us before): accepting
+        // its request is the connection, both ways.
+        cm_poll(e);
+        if (addr_key(peer) == addr_key(e->addr))
+            continue; // ourselves (FI_LOCAL_COMM inserts): connected when used
+        conn *c = conn_for(e, a);
+        if (!c || c->state != conn::idle)
+            continue;
+        e->eager_left--;
+        if (conn_start(e, c) == -FI_EAGAIN && c->state == conn::connecting)
+            c->eager = c->eager_origin = true;
+    }
+}
+
 int ud_send(prov_ep *e, vq::ah *ah, std::uint32_t qpn, const void *buf, std::size_t len)
 {
     vq::wr_start(e->ud);
@@ -573,9 +650,18 @@ int conn_start(prov_ep *e, conn *c)
     long long now = now_ns();
     if (c->state == conn::connecting) {
         if (e->connect_timeout_ns && std::uint64_t(now) - c->connect_ns >= e->connect_timeout_ns) {
+            if (c->eager) {
+                // Nobody waits on it: not an error. The REQ is not repeated
+                // any more; a late reply still completes the connection,
+                // and the first operation asks again (conn_wait).
+                c->eager_quiet = true;
+                return -FI_EAGAIN;
+            }
             conn_give_up(e, c, FI_ETIMEDOUT, true);
             return -FI_ETIMEDOUT;
         }
+        if (c->eager_quiet)
+            return -FI_EAGAIN;
         // REQ lost (the peer's UD rings may be busy): resend now and then.
         if (now - c->req_sent_ns < 100'000'000)
             return -FI_EAGAIN;
@@ -799,6 +885,7 @@ void cm_handle(prov_ep *e, const cm_msg &m)
     if (m.op == cm_rep && c && c->req_qpn == m.req_qpn &&
         (c->state == conn::connecting || (c->state == conn::failed && c->slot >= 0))) {
         if (slot_connect(e, c->slot, m.from, m.rep_qpn) == 0) {
+            c->eager = c->eager_quiet = c->eager_origin = false;
             conn_agree(e, c, cm_peer_flags(m));
             c->state = up_state(c);
             // The first message on the QP, before anything queued: the

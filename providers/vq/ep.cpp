@@ -62,8 +62,11 @@ int enable_hook(util::ep_core *c)
     // faults its pages in; without memory now they are made when needed.
     if (!e->dgram && e->rx_chunks.empty())
         (void)rx_op_grow(e);
-    if (!e->msg_type && !e->dgram)
+    if (!e->msg_type && !e->dgram) {
         slot_prepare(e);
+        if (c->fclass == FI_CLASS_EP)
+            eager_join(e); // before the poller: fi_av_insert takes the lock from here on
+    }
     if (e->dom->data_progress == FI_PROGRESS_AUTO && !e->progress_handle) {
         int h = env::progress::add(poller, c);
         if (h < 0)
@@ -75,6 +78,7 @@ int enable_hook(util::ep_core *c)
 
 void destroy(prov_ep *e)
 {
+    eager_leave(e); // before anything it reaches goes
     if (e->progress_handle) {
         env::progress::remove(e->progress_handle);
         e->progress_handle = 0;

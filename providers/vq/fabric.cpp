@@ -285,6 +285,7 @@ const util::domain_hooks hooks = [] {
     h.mr_dereg = mr_dereg_hook;
     h.av_insert = av_attach;
     h.av_remove = av_detach;
+    h.av_inserted = av_inserted;
     h.close = domain_close_hook;
     h.ops_open = mem_ops_open;
     return h;

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -280,6 +281,16 @@ struct conn {
     std::uint64_t moves_refused = 0; ///< refused: the queue was at its bound (move_start)
     bool pending = false;         ///< on the endpoint's pending list
     std::uint64_t connect_ns = 0; ///< RDM: when the first REQ of this attempt went
+    /** RDM: the attempt was started by fi_av_insert (av_inserted) and no
+     *  operation waits on it yet: the connect timeout is not running (it
+     *  starts with the first operation queued), and an attempt without an
+     *  answer after that long stops repeating its REQ instead of failing. */
+    bool eager = false;
+    bool eager_quiet = false;     ///< eager, and it stopped repeating its REQ (no answer in the timeout)
+    /** The attempt was started by fi_av_insert: a reply that cannot be
+     *  used (the peer gave up its end while this side was not progressing)
+     *  starts the connection anew instead of failing what waits on it. */
+    bool eager_origin = false;
     queued_tx *q_head = nullptr;  ///< RDM: operations waiting for the connection, oldest first
     queued_tx *q_tail = nullptr;
     /** The peer's endpoint counts remote accesses (FI_RMA_EVENT, said in its
@@ -358,6 +369,10 @@ struct prov_domain : util::domain_obj {
     std::vector<shared_buf> shared;
     util::maybe_lock shared_lock;
     std::atomic<std::uint32_t> av_attached{0}; ///< AV entries holding a peer's address handle (av_attach)
+    /** Enabled RDM endpoints, which fi_av_insert connects to the peers it
+     *  attaches (av_inserted); eps_mu before an endpoint's lock. */
+    std::mutex eps_mu;
+    std::vector<struct prov_ep *> rdm_eps;
 };
 
 /** A passive endpoint's UD QP (its address) taken over by an active MSG
@@ -502,6 +517,7 @@ struct prov_ep {
     std::unique_ptr<std::uint8_t[]> txq_data;
     std::size_t txq_data_size = 0;
     std::uint64_t connect_timeout_ns = 0; ///< RDM: a connection not up after this fails (0: never)
+    std::uint32_t eager_left = 0; ///< RDM: connections fi_av_insert may still start (SHUNT_VQ_AV_CONNECT)
     env::stats::io_block io_blk;  ///< owns *io
     std::unique_ptr<one_way_stats> ow_mem; ///< owns *ow
     env::stats::registration ow_reg;
@@ -776,6 +792,19 @@ vq::ah *ah_for(prov_ep *e, const ep_addr &a);
  *  reached (its memory attached) at the insert, for the first
  *  SHUNT_VQ_AV_ATTACH addresses of the domain; av_detach lets it go. */
 int av_attach(util::domain_obj *d, util::av_entry *a);
+/** After the insert of @p a: each enabled RDM endpoint bound to @p av
+ *  answers the connection requests waiting for it, then starts connecting
+ *  to the peer if @p a is attached (its process is there) and the endpoint
+ *  has SHUNT_VQ_AV_CONNECT connections of this kind left; so that neither
+ *  the request nor its acceptance falls on the first operation. */
+void av_inserted(util::domain_obj *d, util::av_obj *av, util::av_entry *a);
+/** Endpoint @p e (RDM, enabled) joins / leaves its domain's list for
+ *  av_inserted. */
+void eager_join(prov_ep *e);
+void eager_leave(prov_ep *e);
+/** RDM: answer the connection requests and replies waiting on the UD QP
+ *  (rx.cpp). Lock held, progress_scope in place. */
+void cm_poll(prov_ep *e);
 void av_detach(util::domain_obj *d, util::av_entry *a);
 fi_addr_t conn_src(prov_ep *e, conn *c);
 

@@ -372,7 +372,8 @@ int queue_fetch(prov_ep *e, util::rx_entry *en, const util::rx_fetch_req &r, con
         if (cn->state == conn::draining)
             conn_drain(e, cn); // operations queued while it was set up, where the send queue was full
         bool idle = ctl_flush(e, cn) && moves_flush(e, cn) && cn->dead_slot < 0 &&
-                    !(cn->state == conn::connecting && !e->msg_type) && cn->state != conn::draining;
+                    !(cn->state == conn::connecting && !e->msg_type && !cn->eager_quiet) &&
+                    cn->state != conn::draining;
         if (idle) {
             cn->pending = false;
             e->pending[i] = e->pending.back();
@@ -721,6 +722,12 @@ inline void progress_locked(prov_ep *e)
 }
 
 } // namespace
+
+void cm_poll(prov_ep *e)
+{
+    if (e->ucq)
+        ud_poll(e);
+}
 
 template <bool Locked>
 void progress_as(util::ep_core *c)

@@ -339,7 +339,8 @@ TEST_F(first_op, QueuedOperationsKeepTheirOrderAndTheQueueIsBounded)
 /** An RDM node with a 300 ms connect timeout and peer process p in its AV;
  *  the peer answers one control request, then polls nothing for a while. */
 struct silent_peer {
-    peer_proc p{"rdm"};
+    // Nor does the peer's insert of our address: it would ask us first.
+    peer_proc p{"rdm", "manual", "private", {"SHUNT_VQ_AV_CONNECT=0"}};
     node n;
     fi_addr_t to = FI_ADDR_NOTAVAIL;
 
@@ -347,9 +348,13 @@ struct silent_peer {
      *  and pause it for @p pause_ms. Call with ASSERT_NO_FATAL_FAILURE. */
     void open(std::uint64_t pause_ms, bool peer_knows_us)
     {
+        // Our insert must not connect (the peer would answer before its
+        // pause): the first operation does, as these tests need.
         ::setenv("SHUNT_VQ_CONNECT_TIMEOUT_MS", "300", 1);
+        ::setenv("SHUNT_VQ_AV_CONNECT", "0", 1);
         int orc = n.open(FI_EP_RDM, false);
         ::unsetenv("SHUNT_VQ_CONNECT_TIMEOUT_MS");
+        ::unsetenv("SHUNT_VQ_AV_CONNECT");
         ASSERT_EQ(orc, 0);
         ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
         if (peer_knows_us) {
@@ -470,7 +475,9 @@ TEST(FirstOpNoAnswer, PeerThatWakesUpAndConnectsIsReachableAgain)
 // On a host-local device fi_av_insert attaches the peer's memory, so that the
 // first operation does not wait for it (SHUNT_VQ_AV_ATTACH), and fi_av_remove
 // lets it go: a peer that exits while its address is in our AV leaves its
-// segment held by us until the address is removed, and not after.
+// segment held by us until the address is removed, and not after. (Without
+// the connection the insert also starts: a connection holds its peer until
+// the endpoint closes, as after any operation.)
 TEST(AvAttach, InsertHoldsThePeersSegmentUntilTheAddressIsRemoved)
 {
     auto p = std::make_unique<peer_proc>("rdm");
@@ -481,12 +488,168 @@ TEST(AvAttach, InsertHoldsThePeersSegmentUntilTheAddressIsRemoved)
     const std::string seg(a.name, a.len);
     ASSERT_TRUE(env::segment_exists(seg)) << seg;
     node n;
-    ASSERT_EQ(n.open(FI_EP_RDM, false), 0);
+    ::setenv("SHUNT_VQ_AV_CONNECT", "0", 1);
+    int orc = n.open(FI_EP_RDM, false);
+    ::unsetenv("SHUNT_VQ_AV_CONNECT");
+    ASSERT_EQ(orc, 0);
     fi_addr_t to = FI_ADDR_NOTAVAIL;
     ASSERT_EQ(av_insert(n.av, p->addr, 1, &to, 0, nullptr), 1);
     p.reset(); // the peer closes everything and exits
     EXPECT_TRUE(env::segment_exists(seg)) << "the insert did not attach the peer's segment";
     ASSERT_EQ(av_remove(n.av, &to, 1, 0), 0);
     EXPECT_FALSE(env::segment_exists(seg)) << "the removed address still holds the peer's segment";
+    n.close();
+}
+
+namespace {
+
+/** An RDM node opened with SHUNT_VQ_AV_CONNECT at @p av_connect (null:
+ *  the default); its vq.ep.<n>.cm block in @p cmb. */
+void open_counted(node &n, const char *av_connect, std::string &cmb)
+{
+    const std::vector<std::string> before = env::stats::list();
+    if (av_connect)
+        ::setenv("SHUNT_VQ_AV_CONNECT", av_connect, 1);
+    int orc = n.open(FI_EP_RDM, false);
+    ::unsetenv("SHUNT_VQ_AV_CONNECT");
+    ASSERT_EQ(orc, 0);
+    cmb = cm_block(before);
+    ASSERT_NE(cmb, "") << "no vq.ep.<n>.cm block for the endpoint";
+    ASSERT_EQ(stat(cmb, "peers"), 0u);
+    ASSERT_EQ(stat(cmb, "qps_created"), 1u) << "the spare QP";
+}
+
+/** @p n sends @p len checked bytes to @p to, which echoes them (fab_peer
+ *  with our address): both completions, bytes compared. */
+void echo_once(node &n, fi_addr_t to, std::size_t len, std::uint64_t seed)
+{
+    std::vector<std::uint8_t> out(len), in(len + 16, 0xee);
+    fill_pattern(out.data(), len, seed);
+    context rctx, sctx;
+    ASSERT_EQ(recv(n.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+    ASSERT_EQ(send(n.ep, out.data(), len, nullptr, to, &sctx), 0);
+    for (int i = 0; i < 2; i++) {
+        cq_tagged_entry e{};
+        ASSERT_EQ(wait_cq(n.cq, e), 1) << "the send and its echo";
+        if (e.op_context == &rctx)
+            ASSERT_EQ(e.len, len);
+        else
+            ASSERT_EQ(e.op_context, &sctx);
+    }
+    EXPECT_EQ(std::memcmp(in.data(), out.data(), len), 0) << "the echo's bytes";
+}
+
+} // namespace
+
+// fi_av_insert of a live host-local peer starts the connection to it
+// (SHUNT_VQ_AV_CONNECT): the connection record exists and the REQ is sent
+// before any operation. The peer, inserting us afterwards, finds the REQ
+// and accepts it instead of asking itself: one connection, on our spare QP
+// (no QP of ours accepts a request of the peer). Messages then go both ways.
+TEST(AvConnect, InsertStartsTheConnection)
+{
+    peer_proc p{"rdm"};
+    node n;
+    std::string cmb;
+    ASSERT_NO_FATAL_FAILURE(open_counted(n, nullptr, cmb));
+    fi_addr_t to = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
+    EXPECT_EQ(stat(cmb, "peers"), 1u) << "the insert made no connection";
+    ASSERT_EQ(p.set_peer(n.addr), 0);
+    ASSERT_NO_FATAL_FAILURE(echo_once(n, to, 100, 3));
+    ASSERT_NO_FATAL_FAILURE(echo_once(n, to, 5000, 4));
+    EXPECT_EQ(stat(cmb, "qps_created"), 1u) << "a second QP: the peer asked too, one connection each way";
+    EXPECT_EQ(stat(cmb, "half_open"), 0u);
+    n.close();
+}
+
+// The other order: the peer inserted us first, so its REQ waits in our UD
+// queue. Our insert answers it: the peer's connection is accepted (on our
+// spare), and our side sends over it at once, asking nothing itself.
+TEST(AvConnect, InsertAnswersTheRequestOfAPeerThatInsertedUsFirst)
+{
+    peer_proc p{"rdm"};
+    node n;
+    std::string cmb;
+    ASSERT_NO_FATAL_FAILURE(open_counted(n, nullptr, cmb));
+    ASSERT_EQ(p.set_peer(n.addr), 0); // the peer's insert sends its REQ to us
+    fi_addr_t to = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
+    EXPECT_EQ(stat(cmb, "peers"), 1u) << "the peer's request was not answered by the insert";
+    EXPECT_EQ(stat(cmb, "half_open"), 1u) << "accepted: open until the peer's first message";
+    ASSERT_NO_FATAL_FAILURE(echo_once(n, to, 100, 5));
+    EXPECT_EQ(stat(cmb, "qps_created"), 1u) << "a second QP: we asked as well";
+    EXPECT_EQ(stat(cmb, "half_open"), 0u) << "the peer finished its connection";
+    n.close();
+}
+
+// SHUNT_VQ_AV_CONNECT=0: the insert connects nothing, the first operation
+// does; and an insert's connection whose peer does not answer is not an
+// error: the first operation after the connect timeout still reaches the
+// peer once it answers.
+TEST(AvConnect, ZeroLeavesItToTheFirstOperation)
+{
+    peer_proc p{"rdm"};
+    node n;
+    std::string cmb;
+    ASSERT_NO_FATAL_FAILURE(open_counted(n, "0", cmb));
+    fi_addr_t to = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
+    EXPECT_EQ(stat(cmb, "peers"), 0u) << "a connection record at the insert";
+    ASSERT_EQ(p.set_peer(n.addr), 0);
+    ASSERT_NO_FATAL_FAILURE(echo_once(n, to, 100, 6));
+    EXPECT_EQ(stat(cmb, "peers"), 1u);
+    n.close();
+}
+
+TEST(AvConnect, AnUnansweredInsertIsNotAnError)
+{
+    peer_proc p{"rdm"};
+    node n;
+    ::setenv("SHUNT_VQ_CONNECT_TIMEOUT_MS", "200", 1);
+    std::string cmb;
+    open_counted(n, nullptr, cmb);
+    ::unsetenv("SHUNT_VQ_CONNECT_TIMEOUT_MS");
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    request pr;
+    pr.op = pause_peer;
+    pr.a = 1000;
+    (void)p.call(pr); // it answers, then polls nothing for a second
+    fi_addr_t to = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
+    EXPECT_EQ(stat(cmb, "peers"), 1u) << "the insert made no connection";
+    // Progress for longer than the connect timeout while the peer is away:
+    // nothing fails, there is no operation to fail.
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(400);
+    while (std::chrono::steady_clock::now() < until) {
+        cq_tagged_entry e{};
+        ASSERT_EQ(cq_read(n.cq, &e, 1), -FI_EAGAIN) << "a completion with no operation posted";
+        sched_yield();
+    }
+    // The peer is back (after its pause it answers the REQ waiting, and
+    // learns our address): the first operation connects and is echoed.
+    ASSERT_EQ(p.set_peer(n.addr), 0);
+    ASSERT_NO_FATAL_FAILURE(echo_once(n, to, 100, 7));
+    n.close();
+}
+
+// The insert's request is accepted, but we do not progress for longer than
+// the peer keeps a connection whose requester has not finished it: the
+// peer frees its end. The reply we then read names a QP that is gone; the
+// first operation's connection is asked for again rather than failed, and
+// its message is echoed.
+TEST(AvConnect, AReplyThePeerGaveUpOnStartsTheConnectionAgain)
+{
+    peer_proc p{"rdm", "manual", "private", {"SHUNT_VQ_CONNECT_TIMEOUT_MS=200"}};
+    node n;
+    std::string cmb;
+    ASSERT_NO_FATAL_FAILURE(open_counted(n, nullptr, cmb));
+    fi_addr_t to = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
+    ASSERT_EQ(p.set_peer(n.addr), 0); // it accepts our request, by now or in its next polls
+    std::this_thread::sleep_for(std::chrono::milliseconds(700)); // it gives the connection up
+    ASSERT_NO_FATAL_FAILURE(echo_once(n, to, 100, 8));
+    EXPECT_EQ(stat(cmb, "qps_created"), 2u) << "the connection was not asked for again";
+    ASSERT_NO_FATAL_FAILURE(echo_once(n, to, 3000, 9));
     n.close();
 }
