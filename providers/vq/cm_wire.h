@@ -39,6 +39,11 @@ inline constexpr std::uint32_t cm_f_rma_event = 1;
  *  one-way latency (SHUNT_TELEMETRY_ONE_WAY) and reads clock @c clock; a
  *  connection is stamped when both ends said so with the same clock. */
 inline constexpr std::uint32_t cm_f_one_way = 2;
+/** cm_f_eager (REQ): asked by fi_av_insert, not by an operation (no
+ *  operation waits on it): accepted only while at least half of the
+ *  endpoint's QP slots are free; refused silently otherwise, and asked for
+ *  again, without the flag, by the requester's first operation. */
+inline constexpr std::uint32_t cm_f_eager = 4;
 inline constexpr std::size_t clock_id_max = 40; ///< cm_msg::clock: a boot id (36 characters), NUL-padded
 struct cm_msg {
     std::uint8_t op;

@@ -596,8 +596,11 @@ void av_inserted(util::domain_obj *d, util::av_obj *av, util::av_entry *a)
         if (!c || c->state != conn::idle)
             continue;
         e->eager_left--;
+        c->eager = true; // its REQ says so (cm_f_eager)
         if (conn_start(e, c) == -FI_EAGAIN && c->state == conn::connecting)
-            c->eager = c->eager_origin = true;
+            c->eager_origin = true;
+        else
+            c->eager = false;
     }
 }
 
@@ -686,6 +689,8 @@ int conn_start(prov_ep *e, conn *c)
     m.ep_type = FI_EP_RDM;
     m.req_qpn = c->req_qpn;
     cm_sign(e, m);
+    if (c->eager)
+        m.flags |= cm_f_eager;
     m.from = e->addr;
     (void)ud_send(e, c->ah, c->peer.qpn, &m, offsetof(cm_msg, data));
     c->req_sent_ns = now;
@@ -718,6 +723,14 @@ std::uint32_t half_open_of(const prov_ep *e, const ep_addr &from)
 }
 
 } // namespace
+
+bool eager_room(const prov_ep *e)
+{
+    std::size_t used = 0;
+    for (int i = 0; i < int(e->slots.size()); i++)
+        used += e->slots[i].qp && i != e->spare_slot;
+    return 2 * used < e->slots.size();
+}
 
 void half_done(prov_ep *e, rc_slot &sl)
 {
@@ -802,6 +815,12 @@ void cm_handle(prov_ep *e, const cm_msg &m)
                     (void)ud_send(e, sl.c->ah, m.from.qpn, &r, offsetof(cm_msg, data));
                 return;
             }
+        }
+        if ((m.flags & cm_f_eager) && !eager_room(e)) {
+            // Asked by the peer's fi_av_insert: not at the cost of the slots
+            // our own traffic needs. Its first operation asks again.
+            e->cm.refused.add();
+            return;
         }
         // A peer we do not know gets a record only once its REQ is
         // accepted: records live until the endpoint closes, and anyone can

@@ -802,6 +802,9 @@ void av_inserted(util::domain_obj *d, util::av_obj *av, util::av_entry *a);
  *  av_inserted. */
 void eager_join(prov_ep *e);
 void eager_leave(prov_ep *e);
+/** Fewer than half of @p e's QP slots taken (the spare not counted): an
+ *  eager request (cm_f_eager) may be accepted. */
+bool eager_room(const prov_ep *e);
 /** RDM: answer the connection requests and replies waiting on the UD QP
  *  (rx.cpp). Lock held, progress_scope in place. */
 void cm_poll(prov_ep *e);

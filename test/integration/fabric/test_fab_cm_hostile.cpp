@@ -718,6 +718,46 @@ void connect_as_requester(hostile &h, const ep_addr &me, const std::string &cmb,
     ASSERT_EQ(stat(cmb, "half_open"), 0u) << "the hostile process's w_hello did not finish its connection";
 }
 
+// RDM: a request marked as asked by fi_av_insert (cm_f_eager) is accepted
+// only while at least half of the endpoint's QP slots are free, so that the
+// peers that insert it cannot take the slots its own traffic needs; the same
+// request without the mark (what the peer's first operation sends) is
+// accepted then. The hostile process takes slots by finishing connections
+// as a requester does (each new one retires the one before: the slot stays
+// taken).
+TEST_F(cm_hostile, RdmEndpointAcceptsInsertsRequestsOnlyWithHalfItsSlotsFree)
+{
+    victim v;
+    open_victim(v);
+    if (HasFatalFailure())
+        return;
+    auto &[n, cmb, me, s, prog] = v;
+    const std::uint32_t half = 63 / 2 + 1; // slots taken where an eager request is refused (63 on shm)
+    for (std::uint32_t i = 0; i < half; i++) {
+        std::uint32_t mine = 0;
+        connect_as_requester(h, me, cmb, prog, mine); // the slot is kept: a finished connection
+        if (HasFatalFailure())
+            return;
+    }
+    ASSERT_EQ(h.forget(), 0);
+    const std::uint64_t refused = stat(cmb, "refused");
+    cm_msg q = cm(cmw::cm_req, FI_EP_RDM, h.addr, h.rc_qp());
+    q.flags = cmw::cm_f_eager;
+    ASSERT_EQ(h.send(me, {whole(q)}, prog), 0);
+    datagram d;
+    EXPECT_NE(h.recv(d, prog, 500), 0) << "an eager REQ accepted with half the slots taken";
+    EXPECT_EQ(stat(cmb, "refused"), refused + 1);
+    q.flags = 0;
+    ASSERT_EQ(h.send(me, {whole(q)}, prog), 0);
+    ASSERT_EQ(h.recv(d, prog), 0) << "the same REQ without the mark is not answered";
+    cm_msg r;
+    ASSERT_TRUE(cmw::cm_parse(d.data(), d.size(), r));
+    EXPECT_EQ(r.op, cmw::cm_rep);
+    EXPECT_EQ(r.req_qpn, q.req_qpn);
+    expect_nothing(s, "RDM endpoint");
+    n.close();
+}
+
 // RDM: a peer that asks without taking what it gets back. The hostile
 // process connects to the endpoint as a requester does (REQ naming an RC QP
 // of its own, the REP's QP, then its w_hello), then sends 80000 small RMA
