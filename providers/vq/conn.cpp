@@ -562,6 +562,13 @@ void eager_join(prov_ep *e)
     std::int64_t n = 0;
     if (!e->dom->lim.host_local || t_av_connect.as_int(n) < 0 || n <= 0)
         return;
+    // The insert runs the endpoint's connection management from the
+    // inserting thread: under the endpoint's lock, or where the application
+    // serializes every call of the domain (FI_THREAD_DOMAIN). At the levels
+    // between (endpoint, completion, fid) an insert may run beside the
+    // endpoint's own calls without either: no connecting from the insert.
+    if (!e->lock.enabled() && e->dom->thread != FI_THREAD_DOMAIN)
+        return;
     e->eager_left = std::uint32_t(std::min<std::int64_t>(n, e->slots.size()));
     std::lock_guard g(e->dom->eps_mu);
     e->dom->rdm_eps.push_back(e);

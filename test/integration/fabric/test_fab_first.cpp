@@ -504,13 +504,14 @@ TEST(AvAttach, InsertHoldsThePeersSegmentUntilTheAddressIsRemoved)
 namespace {
 
 /** An RDM node opened with SHUNT_VQ_AV_CONNECT at @p av_connect (null:
- *  the default); its vq.ep.<n>.cm block in @p cmb. */
-void open_counted(node &n, const char *av_connect, std::string &cmb)
+ *  the default) at threading level @p thr; its vq.ep.<n>.cm block in
+ *  @p cmb. */
+void open_counted(node &n, const char *av_connect, std::string &cmb, threading thr = FI_THREAD_DOMAIN)
 {
     const std::vector<std::string> before = env::stats::list();
     if (av_connect)
         ::setenv("SHUNT_VQ_AV_CONNECT", av_connect, 1);
-    int orc = n.open(FI_EP_RDM, false);
+    int orc = n.open(FI_EP_RDM, false, FI_TRANSMIT | FI_RECV, thr);
     ::unsetenv("SHUNT_VQ_AV_CONNECT");
     ASSERT_EQ(orc, 0);
     cmb = cm_block(before);
@@ -600,6 +601,26 @@ TEST(AvConnect, ZeroLeavesItToTheFirstOperation)
     ASSERT_NO_FATAL_FAILURE(echo_once(n, to, 100, 6));
     EXPECT_EQ(stat(cmb, "peers"), 1u);
     n.close();
+}
+
+// The insert connects only where it may run the endpoint's connection
+// management: under the endpoint's lock (FI_THREAD_SAFE) or at
+// FI_THREAD_DOMAIN. At FI_THREAD_ENDPOINT the endpoint has no lock and an
+// insert may come from another thread: nothing is connected by it.
+TEST(AvConnect, OnlyWhereTheInsertMayTouchTheEndpoint)
+{
+    peer_proc p{"rdm"};
+    for (threading thr : {FI_THREAD_SAFE, FI_THREAD_ENDPOINT}) {
+        node n;
+        std::string cmb;
+        ASSERT_NO_FATAL_FAILURE(open_counted(n, nullptr, cmb, thr));
+        fi_addr_t to = FI_ADDR_NOTAVAIL;
+        ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
+        EXPECT_EQ(stat(cmb, "peers"), thr == FI_THREAD_SAFE ? 1u : 0u) << "threading " << int(thr);
+        ASSERT_EQ(p.set_peer(n.addr), 0);
+        ASSERT_NO_FATAL_FAILURE(echo_once(n, to, 100, 12 + int(thr)));
+        n.close();
+    }
 }
 
 TEST(AvConnect, AnUnansweredInsertIsNotAnError)
