@@ -14,7 +14,8 @@ namespace shunt::prov::vqprov {
 
 SHUNT_TUNABLE(t_connect_ms, "SHUNT_VQ_CONNECT_TIMEOUT_MS", integer, "10000",
               "vq provider, RDM: a connection to a peer that does not answer within this many milliseconds "
-              "fails, and so do the operations queued for it (error completions, FI_ETIMEDOUT); a connection "
+              "fails, and so do the operations queued for it (error completions, FI_ETIMEDOUT; one "
+              "fi_av_insert started counts from its first operation, and without one is not an error); a connection "
               "the endpoint accepted that its requester does not finish within as long is given up and its "
               "QP freed; 0: never",
               "vq");
@@ -30,7 +31,9 @@ SHUNT_TUNABLE(t_av_connect, "SHUNT_VQ_AV_CONNECT", integer, "4",
               "vq provider, RDM on host-local devices (shm): per endpoint, the first this many peers inserted "
               "into its AV while it is enabled, and attached by the insert (SHUNT_VQ_AV_ATTACH), are "
               "connected to from the insert: requests already waiting are answered and the endpoint's own "
-              "is sent, so that the first message to or from the peer does not wait for the connection; "
+              "is sent, so that the first message to or from the peer does not wait for the connection "
+              "(domains at FI_THREAD_SAFE, with automatic progress, or at FI_THREAD_DOMAIN; a peer accepts "
+              "such requests while half its endpoint's connections are free); "
               "0: connections start with the first operation",
               "vq");
 
