@@ -119,7 +119,8 @@ void frag_end(prov_ep *e, frag_msg *m)
         e->slots[std::size_t(m->slot)].rx_frag = nullptr;
     m->slot = -1;
     if (m->want_ack && m->c) {
-        fin_body fb{m->ack_id, 0, 0};
+        // FI_DELIVERY_COMPLETE: the sender's send fails with the message.
+        fin_body fb{m->ack_id, m->err, 0};
         ctl_send(e, m->c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
         m->want_ack = false;
     }
@@ -188,6 +189,8 @@ void frag_rx(prov_ep *e, int s, hdr_word h, const std::uint8_t *p, std::size_t l
                                      f.tag, f.data, (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0, total, &b,
                                      offsetof(fetch_blob, d)) != 0) {
         m->discarded = true; // no receive context, or no room to keep it: dropped
+        if (t)
+            m->err = FI_ENOMEM;
         env::stats::on_drop(e->io);
     } else if (!m->e && !(m->buf = stash_get(e, total)))
         m->err = FI_ENOMEM; // kept, but its receive will fail

@@ -31,14 +31,18 @@ inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p,
                                                             : conn_src(e, sl.c);
     env::stats::on_rx(e->io, len - n);
     const std::uint64_t mf = (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0;
+    int rc = 0;
     if (!c) [[unlikely]] // a scalable endpoint without an enabled receive context drops it
         env::stats::on_drop(e->io);
     else if (h.flags & wf_tagged)
-        (void)util::rx_deliver_as<true>(c, src, f.tag, f.data, mf, p + n, len - n);
+        rc = util::rx_deliver_as<true>(c, src, f.tag, f.data, mf, p + n, len - n);
     else
-        (void)util::rx_deliver_as<false>(c, src, f.tag, f.data, mf, p + n, len - n);
+        rc = util::rx_deliver_as<false>(c, src, f.tag, f.data, mf, p + n, len - n);
+    if (rc < 0) [[unlikely]] // nothing matched it and the unexpected store could not keep it
+        env::stats::on_drop(e->io);
     if (h.flags & wf_ack) [[unlikely]] {
-        fin_body fb{f.ack, 0, 0};
+        // FI_DELIVERY_COMPLETE: the sender's send fails with the message.
+        fin_body fb{f.ack, rc < 0 ? -rc : 0, 0};
         ctl_send(e, sl.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
     }
 }
