@@ -44,6 +44,9 @@ std::uint8_t *stash_get(prov_ep *e, std::size_t n)
     return static_cast<std::uint8_t *>(std::malloc(std::size_t(1) << (k + stash_min_log)));
 }
 
+/** Bytes of the staging buffer of a message of @p n bytes. */
+std::size_t stash_bytes(std::size_t n) { return std::size_t(1) << (stash_class(n) + stash_min_log); }
+
 void stash_put(prov_ep *e, std::uint8_t *p, std::size_t n)
 {
     if (!p)
@@ -185,9 +188,10 @@ void frag_rx(prov_ep *e, int s, hdr_word h, const std::uint8_t *p, std::size_t l
     util::ep_core *t = e->scalable ? rx_target(e, h.rx) : e->core;
     env::stats::on_rx(e->io, total);
     fetch_blob b{sl.c, 0, m, {}};
+    // Kept unexpected, its staging buffer counts against the store's bound.
     if (!t || util::rx_deliver_fetch(t, h.flags & wf_tagged, e->msg_type ? FI_ADDR_NOTAVAIL : conn_src(e, sl.c),
                                      f.tag, f.data, (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0, total, &b,
-                                     offsetof(fetch_blob, d)) != 0) {
+                                     offsetof(fetch_blob, d), stash_bytes(total)) != 0) {
         m->discarded = true; // no receive context, or no room to keep it: dropped
         if (t)
             m->err = FI_ENOMEM;

@@ -231,7 +231,11 @@ void tx_fail(ep_core *c, void *ctx, std::uint64_t cq_flags, int err, std::size_t
 
 /** A message arrived: match it and place it (or keep it unexpected).
  *  @param queue_unexpected false for DGRAM (dropped when nothing is posted).
- *  @return 0 delivered or queued; -FI_ENOMEM; 1 dropped (DGRAM, no receive). */
+ *  @return 0 delivered or queued; 1 dropped (DGRAM, no receive); -FI_ENOMEM:
+ *  nothing matched and the unexpected store could not keep it (past its
+ *  bound, SHUNT_UNEXPECTED_BYTES, or no memory), reported on @p c by an
+ *  FI_ENOMEM error completion with the endpoint's context and the error
+ *  counter. */
 int rx_deliver(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
                std::uint64_t msg_flags, const void *payload, std::size_t len, bool queue_unexpected = true);
 /** rx_deliver of a message whose kind the caller knows (@p Tagged): no
@@ -242,10 +246,14 @@ int rx_deliver_as(ep_core *c, fi_addr_t src, std::uint64_t tag, std::uint64_t da
 /** A rendezvous message arrived: its bytes stay where the sender has them,
  *  @p desc (@p desc_len bytes, copied if kept) says where. A matching receive
  *  goes to hooks->rx_fetch; without one the description is kept as an
- *  unexpected message, fetched when a receive matches it.
- *  @return 0; -FI_ENOMEM. */
+ *  unexpected message, fetched when a receive matches it, and @p kept
+ *  bytes that the provider holds for it meanwhile (a staging buffer)
+ *  count against the unexpected store's bound with it.
+ *  @return 0; -FI_ENOMEM: not kept (past the bound, or no memory),
+ *  reported on @p c as rx_deliver's. */
 int rx_deliver_fetch(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
-                     std::uint64_t msg_flags, std::size_t len, const void *desc, std::size_t desc_len);
+                     std::uint64_t msg_flags, std::size_t len, const void *desc, std::size_t desc_len,
+                     std::size_t kept = 0);
 /** A fetch started by hooks->rx_fetch is over: @p err 0 (the bytes are in
  *  place) or a positive error code. Writes the receive's completion (or
  *  error; FI_ETRUNC when r.n < r.len) and releases the entry. */

@@ -649,14 +649,39 @@ ssize_t g_trecvmsg(fid_ep *e, const msg_tagged *m, std::uint64_t flags)
 
 namespace {
 
+/** A message nothing matched and the unexpected store could not keep
+ *  (past its bound, or memory exhausted): not delivered, and reported on
+ *  the receiving endpoint as an error completion with the endpoint's
+ *  context (nothing of it written: len 0, olen its length). */
+[[gnu::cold]] void unexp_refused(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
+                                 std::uint64_t msg_flags, std::size_t len)
+{
+    cq_err_entry x{};
+    x.op_context = c->main ? c->main->ep.fid.context : nullptr;
+    x.flags = FI_RECV | kind_flag(tagged) | (msg_flags & FI_REMOTE_CQ_DATA);
+    x.data = data;
+    x.tag = tag;
+    x.olen = len;
+    x.err = FI_ENOMEM;
+    x.prov_errno = FI_ENOMEM;
+    x.src_addr = src;
+    if (c->rx_cq)
+        cq_write_err(c->rx_cq, x);
+    if (c->c_recv)
+        cntr_inc_err(c->c_recv);
+}
+
 /** Keep a message nothing matched: its bytes (or its description) copied
  *  once into the unexpected store. Rx lock held. */
 int queue_unexp(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
-                std::uint64_t msg_flags, std::size_t len, const void *bytes, std::size_t n, bool rndv)
+                std::uint64_t msg_flags, std::size_t len, const void *bytes, std::size_t n, bool rndv,
+                std::size_t kept = 0)
 {
-    unexp_msg *u = c->rx->unexp_get(n);
-    if (!u) [[unlikely]]
+    unexp_msg *u = c->rx->unexp_get(n, kept);
+    if (!u) [[unlikely]] {
+        unexp_refused(c, tagged, src, tag, data, msg_flags, len);
         return -FI_ENOMEM;
+    }
     if (n)
         std::memcpy(u->payload, bytes, n);
     u->src = src;
@@ -743,14 +768,15 @@ int rx_deliver(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::u
 }
 
 int rx_deliver_fetch(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
-                     std::uint64_t msg_flags, std::size_t len, const void *desc, std::size_t desc_len)
+                     std::uint64_t msg_flags, std::size_t len, const void *desc, std::size_t desc_len,
+                     std::size_t kept)
 {
     guard g(c->rx->lock);
     if (rx_entry *e = c->rx->match(tagged, src, tag)) {
         fetch(c, c->rx, e, tagged, src, tag, data, msg_flags, len, desc, desc_len);
         return 0;
     }
-    return queue_unexp(c, tagged, src, tag, data, msg_flags, len, desc, desc_len, true);
+    return queue_unexp(c, tagged, src, tag, data, msg_flags, len, desc, desc_len, true, kept);
 }
 
 void rx_fetch_done(rx_entry *e, const rx_fetch_req &r, int err)

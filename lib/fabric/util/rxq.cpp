@@ -1,13 +1,33 @@
 // Receive matching structures.
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 
 #include "env/errors.h"
+#include "env/tunable.h"
 #include "fabric/util/rxq.h"
 
 namespace shunt::fabric::util {
 
 namespace {
+
+SHUNT_TUNABLE(t_unexp_bytes, "SHUNT_UNEXPECTED_BYTES", integer, "268435456",
+              "Bytes the unexpected store of each receive queue (endpoint or shared receive context) may "
+              "hold at a time: messages that arrived before a matching receive, their entries and "
+              "buffers included; a message beyond it is not kept and is reported by an error completion "
+              "(FI_ENOMEM) on the receiving endpoint's CQ, and its sender's FI_DELIVERY_COMPLETE send "
+              "fails; 0: no bound",
+              "fabric");
+
+/** The bound of a store: the tunable, or its default when it is not a
+ *  number of bytes. */
+std::size_t unexp_bound()
+{
+    std::int64_t v = 0;
+    if (t_unexp_bytes.as_int(v) != 0 || v < 0)
+        return std::size_t(268435456);
+    return std::size_t(v);
+}
 
 void add_entries(rxq &q, unexp_msg *v, std::size_t n)
 {
@@ -48,6 +68,7 @@ int rxq::init(std::size_t depth)
     nfree = 0;
     for (auto &e : pool)
         put(&e);
+    unexp_limit = unexp_bound();
     if (uchunks.empty()) {
         // As many unexpected entries as receives, up front: an unexpected
         // message up to unexp_inline bytes (or a rendezvous description)
@@ -71,8 +92,16 @@ int rxq::init(std::size_t depth)
     return 0;
 }
 
-unexp_msg *rxq::unexp_get(std::size_t n)
+unexp_msg *rxq::unexp_get(std::size_t n, std::size_t kept)
 {
+    // What it will hold: the entry, its payload's buffer above the inline
+    // bytes, and what the provider keeps for it. (Each term is bounded by a
+    // message size; the bound's test cannot overflow.)
+    std::size_t charge = sizeof(unexp_msg) + kept;
+    if (n > unexp_inline)
+        charge += n > class_bytes[unexp_classes - 1] ? n : *std::lower_bound(class_bytes, class_bytes + unexp_classes, n);
+    if (unexp_limit && (charge > unexp_limit || unexp_held > unexp_limit - charge)) [[unlikely]]
+        return nullptr;
     unexp_msg *u = ufree;
     if (u) [[likely]]
         ufree = u->next;
@@ -84,6 +113,8 @@ unexp_msg *rxq::unexp_get(std::size_t n)
     u->len = u->plen = n;
     u->rndv = false;
     u->claim = u->owner = nullptr;
+    u->charge = charge;
+    unexp_held += charge;
     if (n <= unexp_inline) [[likely]] {
         u->payload = u->inline_buf;
         u->cls = 0;
@@ -105,6 +136,7 @@ unexp_msg *rxq::unexp_get(std::size_t n)
     u->payload = static_cast<std::uint8_t *>(std::malloc(n));
     u->cls = unexp_classes + 1;
     if (!u->payload) {
+        unexp_held -= charge;
         u->next = ufree;
         ufree = u;
         return nullptr;
@@ -121,6 +153,8 @@ void rxq::unexp_put(unexp_msg *u)
         std::free(u->payload);
     }
     u->payload = nullptr;
+    unexp_held -= u->charge;
+    u->charge = 0;
     u->next = ufree;
     ufree = u;
 }

@@ -8,7 +8,14 @@
  * buffers from free lists by size class, which grow to the high-water mark
  * the first time they run short and are reused from then on (no allocation
  * per message in a steady state). A message whose data the provider fetches
- * itself (a rendezvous) keeps only the provider's description of it. */
+ * itself (a rendezvous) keeps only the provider's description of it.
+ *
+ * The store is bounded (SHUNT_UNEXPECTED_BYTES, read at init): what it
+ * holds at a time, entries and payload buffers, and what providers keep
+ * for the messages it describes (a fragmented message's staging buffer),
+ * stays within the bound, so that peers sending what nobody receives
+ * cannot exhaust the process's memory. A message beyond it is not kept
+ * (unexp_get fails). */
 #pragma once
 
 #include <cstddef>
@@ -56,6 +63,7 @@ struct unexp_msg {
     bool rndv = false;            ///< the provider fetches the data when a receive matches (rx_fetch)
     std::uint8_t cls = 0;         ///< payload's storage: 0 inline, 1..unexp_classes a class, else malloc
     alignas(8) std::uint8_t inline_buf[unexp_inline];
+    std::size_t charge = 0;       ///< bytes it counts against the store's bound
     void *claim = nullptr;        ///< FI_CLAIM context that owns it
     /** The endpoint (its ep_core) that received it: with a shared receive
      *  context, the one whose CQ and counter report the receive. */
@@ -131,6 +139,8 @@ struct rxq {
     unexp_msg *ufree = nullptr;                  ///< free entries
     std::vector<unexp_msg *> uchunks;            ///< their storage (freed at destruction)
     void *bfree[unexp_classes] = {};             ///< free payload buffers per class (linked through their first word)
+    std::size_t unexp_limit = 0;                 ///< bytes the store may hold (0: no bound)
+    std::size_t unexp_held = 0;                  ///< bytes its messages hold now (lock held)
 
     /* Completions held for order (ep_data.cpp). nfetching is what the fast
      * path tests: with no fetch running, nothing is held. */
@@ -143,8 +153,11 @@ struct rxq {
     /** Allocate the pool. @return 0 or -FI_ENOMEM. */
     int init(std::size_t depth);
     /** An unexpected entry with room for @p n payload bytes (entry fields
-     *  reset, payload/plen set). Null when memory is exhausted. Lock held. */
-    unexp_msg *unexp_get(std::size_t n);
+     *  reset, payload/plen set), counted against the bound with @p kept
+     *  more bytes that the provider keeps for it until it is put back. Null
+     *  when that would take the store past its bound or memory is
+     *  exhausted. Lock held. */
+    unexp_msg *unexp_get(std::size_t n, std::size_t kept = 0);
     /** Return an entry and its payload to the store. Lock held. */
     void unexp_put(unexp_msg *u);
     /** A reset hold record (from a free list made by init and grown when it

@@ -25,7 +25,7 @@ enum op : std::uint32_t {
     set_peer,    ///< addr: the test's endpoint → rc
     checksum,    ///< a: offset, b: length → a: FNV-1a of the peer's memory
     fill,        ///< a: offset, b: length, c: seed
-    send_tagged, ///< n messages, tags a + i, b bytes each, pattern seed i
+    send_tagged, ///< n messages, tags a + i, b bytes each, pattern seed i; c: 1 FI_DELIVERY_COMPLETE
     stats,       ///< → a: messages echoed, b: remote CQ data events, c: errors, n: last data; d: shutdowns
     counters,    ///< FAB_PEER_RMA_EVENT peer → a: remote-write counter, b: remote-read counter, c: the region's
                  ///< counter; n: 1 when the endpoint has its counters (FI_RMA_EVENT)

@@ -51,6 +51,7 @@ struct peer {
         std::uint64_t tag;
         bool has_data;
         std::uint64_t cq_data;
+        bool delivery = false; ///< sent FI_DELIVERY_COMPLETE
     };
     std::deque<pending> todo;
     /** Echo buffers until their send completes, by the send's context (sends
@@ -104,7 +105,16 @@ void flush_todo(peer &p)
         ssize_t rc;
         const std::uintptr_t id = p.next_send;
         void *ctx = reinterpret_cast<void *>(id);
-        if (t.tagged)
+        if (t.delivery) {
+            iovec v{src, t.data.size()};
+            msg_tagged m;
+            m.msg_iov = &v;
+            m.iov_count = 1;
+            m.addr = to;
+            m.tag = t.tag + 1;
+            m.context = ctx;
+            rc = tsendmsg(p.n.ep, &m, FI_DELIVERY_COMPLETE | FI_COMPLETION);
+        } else if (t.tagged)
             rc = t.has_data ? tsenddata(p.n.ep, src, t.data.size(), nullptr, t.cq_data + 1, to, t.tag + 1, ctx)
                             : tsend(p.n.ep, src, t.data.size(), nullptr, to, t.tag + 1, ctx);
         else
@@ -256,6 +266,7 @@ int control(peer &p, int fd)
             t.tag = r.a + i - 1; // echo logic adds 1
             t.has_data = false;
             t.cq_data = 0;
+            t.delivery = r.c == 1;
             p.todo.push_back(std::move(t));
             p.st.a--; // not an echo
         }

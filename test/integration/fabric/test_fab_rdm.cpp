@@ -2,6 +2,7 @@
 // (unexpected, wildcards), inject, selective completion with counters, RMA
 // and atomics, all data checked byte for byte.
 #include "fab_client.h"
+#include "fabric/util/rxq.h"
 
 using namespace shunt;
 using namespace shunt::fabric;
@@ -743,6 +744,149 @@ TEST_F(rdm, MultiRecvPacksMessagesFromAnotherProcess)
         recvs++;
     }
     EXPECT_EQ(recvs, 3);
+}
+
+namespace {
+
+/** A peer, and this process's endpoint with its unexpected store bounded
+ *  at 256 KiB (SHUNT_UNEXPECTED_BYTES, read when the endpoint is enabled).
+ *  The peer sends without rendezvous: its messages above 16 KiB go through
+ *  the ring in fragments. */
+struct rdm_bounded : ::testing::Test {
+    static constexpr std::size_t bound = 256 * 1024;
+    peer_proc p{"rdm", "manual", "private", {"SHUNT_VQ_RNDV_BYTES=0"}};
+    node n;
+    fi_addr_t to = FI_ADDR_NOTAVAIL;
+    void TearDown() override { n.close(); }
+    void SetUp() override
+    {
+        ::setenv("SHUNT_UNEXPECTED_BYTES", std::to_string(bound).c_str(), 1);
+        connect_peer(n, p, FI_EP_RDM, to);
+        ::unsetenv("SHUNT_UNEXPECTED_BYTES");
+    }
+    /** Read this endpoint's CQ until @p want error completions came (10 s
+     *  at most): their entries. A successful completion fails the test. */
+    std::vector<cq_err_entry> errors(std::size_t want)
+    {
+        std::vector<cq_err_entry> v;
+        auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (v.size() < want && std::chrono::steady_clock::now() < end) {
+            cq_tagged_entry e{};
+            ssize_t rc = cq_read(n.cq, &e, 1);
+            if (rc == -FI_EAVAIL) {
+                cq_err_entry x{};
+                if (cq_readerr(n.cq, &x, 0) == 1)
+                    v.push_back(x);
+            } else {
+                EXPECT_EQ(rc, -FI_EAGAIN) << "no receive is posted: only errors may complete";
+                sched_yield();
+            }
+        }
+        return v;
+    }
+    /** The peer's count of failed operations once it reaches @p want (10 s
+     *  at most), this endpoint progressing meanwhile (the last fragments
+     *  and the acknowledgements). */
+    std::uint64_t peer_errors(std::uint64_t want)
+    {
+        auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        std::uint64_t got = 0;
+        while ((got = p.stats().c) < want && std::chrono::steady_clock::now() < end) {
+            for (int i = 0; i < 1000; i++) {
+                cq_tagged_entry e{};
+                EXPECT_EQ(cq_read(n.cq, &e, 1), -FI_EAGAIN) << "nothing more to complete here";
+            }
+        }
+        return got;
+    }
+    /** Receive the message of @p tag, @p len bytes of pattern @p seed. */
+    void take(std::uint64_t tag, std::size_t len, std::uint64_t seed)
+    {
+        std::vector<std::uint8_t> in(len + 8, 0xee), want(len);
+        fill_pattern(want.data(), len, seed);
+        context c;
+        ASSERT_EQ(trecv(n.ep, in.data(), in.size(), nullptr, to, tag, 0, &c), 0);
+        cq_tagged_entry e{};
+        ASSERT_EQ(wait_cq(n.cq, e), 1) << std::hex << tag;
+        ASSERT_EQ(e.op_context, &c);
+        EXPECT_EQ(e.tag, tag);
+        EXPECT_EQ(e.len, len);
+        EXPECT_EQ(std::memcmp(in.data(), want.data(), len), 0) << std::hex << tag;
+    }
+    /** The peer sends @p count tagged messages (tags @p base + i, @p len
+     *  bytes of pattern i), FI_DELIVERY_COMPLETE. */
+    void peer_sends(std::uint32_t count, std::uint64_t base, std::size_t len)
+    {
+        request r;
+        r.op = send_tagged;
+        r.n = count;
+        r.a = base;
+        r.b = len;
+        r.c = 1;
+        ASSERT_EQ(p.call(r).rc, 0);
+    }
+};
+
+/** Every error is the refusal of one message, tags @p first, first + 1, ... */
+void expect_refused(const std::vector<cq_err_entry> &v, std::uint64_t first, std::size_t len, void *ep_ctx)
+{
+    for (std::size_t i = 0; i < v.size(); i++) {
+        SCOPED_TRACE(i);
+        EXPECT_EQ(v[i].err, FI_ENOMEM);
+        EXPECT_EQ(v[i].flags, FI_RECV | FI_TAGGED);
+        EXPECT_EQ(v[i].tag, first + i) << "refused in arrival order";
+        EXPECT_EQ(v[i].len, 0u) << "nothing of it was written";
+        EXPECT_EQ(v[i].olen, len);
+        EXPECT_EQ(v[i].op_context, ep_ctx) << "the endpoint's context: no operation was posted";
+    }
+}
+
+} // namespace
+
+// A peer sends fragmented messages (20000 bytes from private memory) that
+// nobody receives: each kept one holds a 32 KiB staging buffer, so 7 fit a
+// 256 KiB bound. The other 33 are refused, each reported here and to its
+// delivery-complete sender; the 7 arrive intact when received, and their
+// room is free again for the next 7.
+TEST_F(rdm_bounded, FragmentedUnexpectedMessagesPastTheBoundAreRefusedAndReported)
+{
+    constexpr std::size_t len = 20000;
+    peer_sends(40, 0x100, len);
+    static_assert(bound / (sizeof(util::unexp_msg) + 32768) == 7);
+    auto v = errors(33);
+    ASSERT_EQ(v.size(), 33u) << "7 messages of 32 KiB of staging each fit 256 KiB, the 33 others do not";
+    expect_refused(v, 0x100 + 7, len, n.ep->fid.context);
+    EXPECT_EQ(peer_errors(33), 33u) << "each refused delivery-complete send fails at its sender";
+    for (std::uint64_t i = 0; i < 7; i++)
+        take(0x100 + i, len, i);
+    // Taken, they no longer count: 7 more are kept.
+    peer_sends(7, 0x200, len);
+    for (std::uint64_t i = 0; i < 7; i++)
+        take(0x200 + i, len, i);
+    EXPECT_EQ(p.stats().c, 33u) << "no more failures at the sender";
+}
+
+// The same with eager messages (100 bytes, copied into the store's
+// 512-byte buffers): the store keeps messages until the next would pass
+// the bound, refuses every later one, and gives back what it held.
+TEST_F(rdm_bounded, EagerUnexpectedMessagesPastTheBoundAreRefusedAndReported)
+{
+    constexpr std::size_t len = 100;
+    constexpr std::uint32_t count = 700;
+    peer_sends(count, 0x10000, len);
+    // Each kept one holds its entry and a 512-byte buffer.
+    constexpr std::size_t kept = bound / (sizeof(util::unexp_msg) + 512), refused = count - kept;
+    static_assert(kept > 100 && kept < count);
+    auto v = errors(refused);
+    ASSERT_EQ(v.size(), refused);
+    EXPECT_EQ(peer_errors(refused), refused);
+    expect_refused(v, 0x10000 + kept, len, n.ep->fid.context);
+    for (std::uint64_t i = 0; i < kept; i++)
+        take(0x10000 + i, len, i);
+    peer_sends(std::uint32_t(kept), 0x20000, len);
+    for (std::uint64_t i = 0; i < kept; i++)
+        take(0x20000 + i, len, i);
+    EXPECT_EQ(p.stats().c, refused) << "no more failures at the sender";
 }
 
 TEST_F(rdm, DeliveryCompleteWaitsForTheTargetTransmitCompleteDoesNot)

@@ -675,3 +675,73 @@ TEST_F(ep_data, NullMessagesAndEmptyOrResultlessAtomicsAreRefusedThroughTheOpTab
     EXPECT_EQ(target[1], 20u);
     EXPECT_EQ(close(&mr->fid), 0);
 }
+
+// The unexpected store's bound (SHUNT_UNEXPECTED_BYTES, read at enable): a
+// message past it is not kept; the receiving endpoint reports it (FI_ENOMEM
+// with the endpoint's context, nothing written, its tag and length) and its
+// receive counter counts an error. Taking kept messages frees their room;
+// 0 lifts the bound.
+TEST_F(ep_data, UnexpectedStoreBoundRefusesAndReportsWhatItCannotKeep)
+{
+    // Room for two messages of 1000 bytes (an entry and a 4096-byte buffer each).
+    const std::size_t one = sizeof(util::unexp_msg) + 4096;
+    ASSERT_EQ(::setenv("SHUNT_UNEXPECTED_BYTES", std::to_string(2 * one + one / 2).c_str(), 1), 0);
+    ASSERT_EQ(test::open_ep(env, a), 0);
+    ASSERT_EQ(test::open_ep(env, b, FI_TRANSMIT | FI_RECV, false), 0);
+    fid_cntr *got = nullptr;
+    ASSERT_EQ(cntr_open(env.domain, nullptr, &got, nullptr), 0);
+    ASSERT_EQ(ep_bind(b.ep, &got->fid, FI_RECV), 0);
+    ASSERT_EQ(enable(b.ep), 0);
+    ::unsetenv("SHUNT_UNEXPECTED_BYTES");
+    to_b = test::add_peer(a, b);
+    to_a = test::add_peer(b, a);
+    std::vector<std::uint8_t> out(1000);
+    auto send_tag = [&](std::uint64_t tag) {
+        std::memset(out.data(), int(tag), out.size());
+        return tsend(a.ep, out.data(), out.size(), nullptr, to_b, tag, nullptr);
+    };
+    auto take = [&](std::uint64_t tag) {
+        std::vector<std::uint8_t> in(out.size());
+        ASSERT_EQ(trecv(b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, tag, 0, nullptr), 0);
+        cq_tagged_entry e{};
+        ASSERT_EQ(test::read_one(b.cq, e), 1) << tag;
+        EXPECT_EQ(e.tag, tag);
+        EXPECT_EQ(e.len, out.size());
+        EXPECT_EQ(in, std::vector<std::uint8_t>(out.size(), std::uint8_t(tag)));
+    };
+    ASSERT_EQ(send_tag(1), 0);
+    ASSERT_EQ(send_tag(2), 0);
+    (void)send_tag(3); // refused by the receiver (the loop provider's send says so too)
+    cq_tagged_entry e{};
+    ASSERT_EQ(cq_read(b.cq, &e, 1), -FI_EAVAIL);
+    cq_err_entry err{};
+    ASSERT_EQ(cq_readerr(b.cq, &err, 0), 1);
+    EXPECT_EQ(err.err, FI_ENOMEM);
+    EXPECT_EQ(err.op_context, &b) << "no operation: the endpoint's context";
+    EXPECT_EQ(err.flags, FI_RECV | FI_TAGGED);
+    EXPECT_EQ(err.tag, 3u);
+    EXPECT_EQ(err.len, 0u);
+    EXPECT_EQ(err.olen, 1000u);
+    EXPECT_EQ(err.src_addr, to_a);
+    EXPECT_EQ(cntr_readerr(got), 1u);
+    EXPECT_EQ(cq_read(b.cq, &e, 1), -FI_EAGAIN) << "one message, one report";
+    take(1);
+    ASSERT_EQ(send_tag(4), 0) << "taken, the first one's room is free again";
+    take(2);
+    take(4);
+    EXPECT_EQ(cntr_read(got), 3u);
+    EXPECT_EQ(cntr_readerr(got), 1u);
+    a.close_all();
+    b.close_all();
+    EXPECT_EQ(close(&got->fid), 0);
+
+    // 0: no bound.
+    ASSERT_EQ(::setenv("SHUNT_UNEXPECTED_BYTES", "0", 1), 0);
+    pair();
+    ::unsetenv("SHUNT_UNEXPECTED_BYTES");
+    for (std::uint64_t t = 1; t <= 64; t++)
+        ASSERT_EQ(send_tag(t), 0) << t;
+    EXPECT_EQ(cq_read(b.cq, &e, 1), -FI_EAGAIN);
+    for (std::uint64_t t = 1; t <= 64; t++)
+        take(t);
+}
