@@ -220,11 +220,11 @@ void copy_to(const rx_entry *e, std::size_t offset, const void *src, std::size_t
     }
 }
 
-[[gnu::cold]] void rx_fail(ep_core *c, const rx_entry *e, std::uint64_t cq_flags, int err, std::size_t len,
+[[gnu::cold]] void rx_fail(ep_core *c, void *context, std::uint64_t cq_flags, int err, std::size_t len,
                            std::size_t olen, std::uint64_t data, std::uint64_t tag, fi_addr_t src, void *buf)
 {
     cq_err_entry x{};
-    x.op_context = e->context;
+    x.op_context = context;
     x.flags = cq_flags;
     x.len = len;
     x.buf = buf;
@@ -288,9 +288,9 @@ bool report(ep_core *c, rxq *q, rx_entry *e, const placement &p, bool tagged, fi
     if (multi && last)
         cqf |= FI_MULTI_RECV;
     if (err) [[unlikely]]
-        rx_fail(c, e, cqf, err, 0, len, data, tag, src, p.buf);
+        rx_fail(c, e->context, cqf, err, 0, len, data, tag, src, p.buf);
     else if (p.n < len) [[unlikely]]
-        rx_fail(c, e, cqf, FI_ETRUNC, p.n, len - p.n, data, tag, src, p.buf);
+        rx_fail(c, e->context, cqf, FI_ETRUNC, p.n, len - p.n, data, tag, src, p.buf);
     else {
         // A multi-recv release is always reported, even under selective
         // completion: it is how the application learns the buffer is its own again.
@@ -656,19 +656,8 @@ namespace {
 [[gnu::cold]] void unexp_refused(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
                                  std::uint64_t msg_flags, std::size_t len)
 {
-    cq_err_entry x{};
-    x.op_context = c->main ? c->main->ep.fid.context : nullptr;
-    x.flags = FI_RECV | kind_flag(tagged) | (msg_flags & FI_REMOTE_CQ_DATA);
-    x.data = data;
-    x.tag = tag;
-    x.olen = len;
-    x.err = FI_ENOMEM;
-    x.prov_errno = FI_ENOMEM;
-    x.src_addr = src;
-    if (c->rx_cq)
-        cq_write_err(c->rx_cq, x);
-    if (c->c_recv)
-        cntr_inc_err(c->c_recv);
+    rx_fail(c, c->main ? c->main->ep.fid.context : nullptr,
+            FI_RECV | kind_flag(tagged) | (msg_flags & FI_REMOTE_CQ_DATA), FI_ENOMEM, 0, len, data, tag, src, nullptr);
 }
 
 /** Keep a message nothing matched: its bytes (or its description) copied

@@ -19,13 +19,13 @@ SHUNT_TUNABLE(t_unexp_bytes, "SHUNT_UNEXPECTED_BYTES", integer, "268435456",
               "fails; 0: no bound",
               "fabric");
 
-/** The bound of a store: the tunable, or its default when it is not a
- *  number of bytes. */
+/** The bound of a store: the tunable, or its default (256 MiB, as
+ *  declared above) when it is not a number of bytes. */
 std::size_t unexp_bound()
 {
     std::int64_t v = 0;
     if (t_unexp_bytes.as_int(v) != 0 || v < 0)
-        return std::size_t(268435456);
+        return std::size_t(256) << 20;
     return std::size_t(v);
 }
 
@@ -99,7 +99,8 @@ unexp_msg *rxq::unexp_get(std::size_t n, std::size_t kept)
     // message size; the bound's test cannot overflow.)
     std::size_t charge = sizeof(unexp_msg) + kept;
     if (n > unexp_inline)
-        charge += n > class_bytes[unexp_classes - 1] ? n : *std::lower_bound(class_bytes, class_bytes + unexp_classes, n);
+        charge += n > class_bytes[unexp_classes - 1] ? n
+                                                     : *std::lower_bound(class_bytes, class_bytes + unexp_classes, n);
     if (unexp_limit && (charge > unexp_limit || unexp_held > unexp_limit - charge)) [[unlikely]]
         return nullptr;
     unexp_msg *u = ufree;
