@@ -6,7 +6,12 @@
 #include <new>
 
 #include "env/errors.h"
+#include "env/log.h"
 #include "fabric/util/ep.h"
+
+namespace shunt::fabric {
+extern env::log::component fabric_log;
+}
 
 namespace shunt::fabric::util {
 
@@ -656,6 +661,13 @@ namespace {
 [[gnu::cold]] void unexp_refused(ep_core *c, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t data,
                                  std::uint64_t msg_flags, std::size_t len)
 {
+    if (!c->rx->unexp_warned) {
+        c->rx->unexp_warned = true;
+        SHUNT_LOG(fabric_log, warning,
+                  "unexpected messages refused from now on while there is no room (%zu bytes held, bound %zu: "
+                  "SHUNT_UNEXPECTED_BYTES; or no memory): each is reported by an FI_ENOMEM error completion",
+                  c->rx->unexp_held, c->rx->unexp_limit);
+    }
     rx_fail(c, c->main ? c->main->ep.fid.context : nullptr,
             FI_RECV | kind_flag(tagged) | (msg_flags & FI_REMOTE_CQ_DATA), FI_ENOMEM, 0, len, data, tag, src, nullptr);
 }

@@ -141,6 +141,7 @@ struct rxq {
     void *bfree[unexp_classes] = {};             ///< free payload buffers per class (linked through their first word)
     std::size_t unexp_limit = 0;                 ///< bytes the store may hold (0: no bound)
     std::size_t unexp_held = 0;                  ///< bytes its messages hold now (lock held)
+    bool unexp_warned = false;                   ///< the first refusal was logged
 
     /* Completions held for order (ep_data.cpp). nfetching is what the fast
      * path tests: with no fetch running, nothing is held. */

@@ -711,26 +711,34 @@ TEST_F(ep_data, UnexpectedStoreBoundRefusesAndReportsWhatItCannotKeep)
     };
     ASSERT_EQ(send_tag(1), 0);
     ASSERT_EQ(send_tag(2), 0);
+    ::testing::internal::CaptureStderr();
     (void)send_tag(3); // refused by the receiver (the loop provider's send says so too)
+    (void)send_tag(5);
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    const std::string line = "unexpected messages refused from now on";
+    ASSERT_NE(log.find(line), std::string::npos) << log;
+    EXPECT_EQ(log.find(line, log.find(line) + 1), std::string::npos) << "logged once per receive queue: " << log;
     cq_tagged_entry e{};
-    ASSERT_EQ(cq_read(b.cq, &e, 1), -FI_EAVAIL);
-    cq_err_entry err{};
-    ASSERT_EQ(cq_readerr(b.cq, &err, 0), 1);
-    EXPECT_EQ(err.err, FI_ENOMEM);
-    EXPECT_EQ(err.op_context, &b) << "no operation: the endpoint's context";
-    EXPECT_EQ(err.flags, FI_RECV | FI_TAGGED);
-    EXPECT_EQ(err.tag, 3u);
-    EXPECT_EQ(err.len, 0u);
-    EXPECT_EQ(err.olen, 1000u);
-    EXPECT_EQ(err.src_addr, to_a);
-    EXPECT_EQ(cntr_readerr(got), 1u);
+    for (std::uint64_t tag : {3, 5}) {
+        ASSERT_EQ(cq_read(b.cq, &e, 1), -FI_EAVAIL);
+        cq_err_entry err{};
+        ASSERT_EQ(cq_readerr(b.cq, &err, 0), 1);
+        EXPECT_EQ(err.err, FI_ENOMEM);
+        EXPECT_EQ(err.op_context, &b) << "no operation: the endpoint's context";
+        EXPECT_EQ(err.flags, FI_RECV | FI_TAGGED);
+        EXPECT_EQ(err.tag, tag);
+        EXPECT_EQ(err.len, 0u);
+        EXPECT_EQ(err.olen, 1000u);
+        EXPECT_EQ(err.src_addr, to_a);
+    }
+    EXPECT_EQ(cntr_readerr(got), 2u);
     EXPECT_EQ(cq_read(b.cq, &e, 1), -FI_EAGAIN) << "one message, one report";
     take(1);
     ASSERT_EQ(send_tag(4), 0) << "taken, the first one's room is free again";
     take(2);
     take(4);
     EXPECT_EQ(cntr_read(got), 3u);
-    EXPECT_EQ(cntr_readerr(got), 1u);
+    EXPECT_EQ(cntr_readerr(got), 2u);
     a.close_all();
     b.close_all();
     EXPECT_EQ(close(&got->fid), 0);
