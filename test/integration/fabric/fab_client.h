@@ -213,6 +213,25 @@ ssize_t retry(fid_cq *cq, F &&post, std::vector<cq_tagged_entry> *seen = nullptr
     }
 }
 
+/** Receive the message of @p tag on @p n into a fresh buffer and check
+ *  every byte (pattern @p seed) and nothing past it. */
+inline void take_tagged(node &n, std::uint64_t tag, std::size_t len, std::uint64_t seed)
+{
+    std::vector<std::uint8_t> in(len + 64, 0xee), want(len);
+    fill_pattern(want.data(), len, seed);
+    context c;
+    ASSERT_EQ(trecv(n.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, tag, 0, &c), 0);
+    cq_tagged_entry e{};
+    ASSERT_EQ(wait_cq(n.cq, e), 1) << "tag " << std::hex << tag << std::dec << ", size " << len;
+    ASSERT_EQ(e.op_context, &c);
+    ASSERT_EQ(e.len, len);
+    ASSERT_EQ(e.tag, tag);
+    if (len) { // (want.data() of an empty vector may be null)
+        ASSERT_EQ(std::memcmp(in.data(), want.data(), len), 0) << "size " << len;
+    }
+    EXPECT_EQ(in[len], 0xee) << "nothing written past the message";
+}
+
 /** The connection-management block (vq.ep.<n>.cm) of the one RDM endpoint
  *  opened since @p before was listed; "" when there is not exactly one. */
 inline std::string cm_block(const std::vector<std::string> &before)

@@ -102,25 +102,6 @@ struct paths : ::testing::TestWithParam<peer_mode> {
         FAIL() << "the message of tag " << std::hex << tag << " never arrived";
     }
 
-    /** Receive the unexpected message of @p tag into a fresh buffer and check
-     *  every byte (pattern @p seed) and nothing past it. */
-    void take(std::uint64_t tag, std::size_t len, std::uint64_t seed)
-    {
-        std::vector<std::uint8_t> in(len + 64, 0xee), want(len);
-        fill_pattern(want.data(), len, seed);
-        context c;
-        ASSERT_EQ(trecv(n.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, tag, 0, &c), 0);
-        cq_tagged_entry e{};
-        ASSERT_EQ(wait_cq(n.cq, e), 1) << "size " << len;
-        ASSERT_EQ(e.op_context, &c);
-        ASSERT_EQ(e.len, len);
-        ASSERT_EQ(e.tag, tag);
-        if (len) { // (want.data() of an empty vector may be null)
-            ASSERT_EQ(std::memcmp(in.data(), want.data(), len), 0) << "size " << len;
-        }
-        EXPECT_EQ(in[len], 0xee) << "nothing written past the message";
-    }
-
     template <class Post>
     void while_the_peers_send_queue_is_full(std::uint64_t tag, const std::vector<std::uint64_t> &flags, Post &&post);
     void reads_while_the_peers_send_queue_is_full(std::size_t len, std::uint64_t tag);
@@ -175,8 +156,8 @@ TEST_P(paths, UnexpectedMessagesOfEverySizeClass)
         r.b = len;
         ASSERT_EQ(p.call(r).rc, 0);
         ASSERT_NO_FATAL_FAILURE(wait_unexpected(tag + 1, len));
-        ASSERT_NO_FATAL_FAILURE(take(tag + 1, len, 1));
-        ASSERT_NO_FATAL_FAILURE(take(tag, len, 0));
+        ASSERT_NO_FATAL_FAILURE(take_tagged(n, tag + 1, len, 1));
+        ASSERT_NO_FATAL_FAILURE(take_tagged(n, tag, len, 0));
         tag += 0x10;
     }
     EXPECT_EQ(p.stats().c, 0u) << "the peer saw no error";

@@ -799,20 +799,6 @@ struct rdm_bounded : ::testing::Test {
         }
         return got;
     }
-    /** Receive the message of @p tag, @p len bytes of pattern @p seed. */
-    void take(std::uint64_t tag, std::size_t len, std::uint64_t seed)
-    {
-        std::vector<std::uint8_t> in(len + 8, 0xee), want(len);
-        fill_pattern(want.data(), len, seed);
-        context c;
-        ASSERT_EQ(trecv(n.ep, in.data(), in.size(), nullptr, to, tag, 0, &c), 0);
-        cq_tagged_entry e{};
-        ASSERT_EQ(wait_cq(n.cq, e), 1) << std::hex << tag;
-        ASSERT_EQ(e.op_context, &c);
-        EXPECT_EQ(e.tag, tag);
-        EXPECT_EQ(e.len, len);
-        EXPECT_EQ(std::memcmp(in.data(), want.data(), len), 0) << std::hex << tag;
-    }
     /** The peer sends @p count tagged messages (tags @p base + i, @p len
      *  bytes of pattern i), FI_DELIVERY_COMPLETE. */
     void peer_sends(std::uint32_t count, std::uint64_t base, std::size_t len)
@@ -858,11 +844,11 @@ TEST_F(rdm_bounded, FragmentedUnexpectedMessagesPastTheBoundAreRefusedAndReporte
     expect_refused(v, 0x100 + 7, len, n.ep->fid.context);
     EXPECT_EQ(peer_errors(33), 33u) << "each refused delivery-complete send fails at its sender";
     for (std::uint64_t i = 0; i < 7; i++)
-        take(0x100 + i, len, i);
+        ASSERT_NO_FATAL_FAILURE(take_tagged(n, 0x100 + i, len, i));
     // Taken, they no longer count: 7 more are kept.
     peer_sends(7, 0x200, len);
     for (std::uint64_t i = 0; i < 7; i++)
-        take(0x200 + i, len, i);
+        ASSERT_NO_FATAL_FAILURE(take_tagged(n, 0x200 + i, len, i));
     EXPECT_EQ(p.stats().c, 33u) << "no more failures at the sender";
 }
 
@@ -882,10 +868,10 @@ TEST_F(rdm_bounded, EagerUnexpectedMessagesPastTheBoundAreRefusedAndReported)
     EXPECT_EQ(peer_errors(refused), refused);
     expect_refused(v, 0x10000 + kept, len, n.ep->fid.context);
     for (std::uint64_t i = 0; i < kept; i++)
-        take(0x10000 + i, len, i);
+        ASSERT_NO_FATAL_FAILURE(take_tagged(n, 0x10000 + i, len, i));
     peer_sends(std::uint32_t(kept), 0x20000, len);
     for (std::uint64_t i = 0; i < kept; i++)
-        take(0x20000 + i, len, i);
+        ASSERT_NO_FATAL_FAILURE(take_tagged(n, 0x20000 + i, len, i));
     EXPECT_EQ(p.stats().c, refused) << "no more failures at the sender";
 }
 
