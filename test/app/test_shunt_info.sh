@@ -32,7 +32,8 @@ set_out=$(SHUNT_LCORES=0 "$info" --env)
 check "--env shows a set value" grep -q 'SHUNT_LCORES.*\[set: 0\]' <<<"$set_out"
 # A bad SHUNT_* value: -E marks it, and the first use of a layer (getinfo
 # here) fails with the variable and the accepted values named.
-for v in SHUNT_LCORES=4096 SHUNT_HUGEPAGES=maybe SHUNT_MEMORY_MB=8 SHUNT_OFI_LAYERING=perhaps SHUNT_PROGRESS_CPU=x SHUNT_TELEMETRY_ONE_WAY=sometimes; do
+for v in SHUNT_LCORES=4096 SHUNT_HUGEPAGES=maybe SHUNT_MEMORY_MB=8 SHUNT_OFI_LAYERING=perhaps SHUNT_PROGRESS_CPU=x SHUNT_TELEMETRY_ONE_WAY=sometimes \
+  SHUNT_UNEXPECTED_BYTES=-1; do
   name=${v%%=*}
   marked=$(env "$v" "$info" --env)
   check "--env marks $v invalid with the accepted values" grep -q "^$name .*INVALID (accepted: " <<<"$marked"

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <new>
+#include <string>
 
 #include "env/errors.h"
 #include "env/tunable.h"
@@ -11,13 +12,19 @@ namespace shunt::fabric::util {
 
 namespace {
 
-SHUNT_TUNABLE(t_unexp_bytes, "SHUNT_UNEXPECTED_BYTES", integer, "268435456",
+int check_unexp_bytes(const std::string &v, std::string &accepted)
+{
+    accepted = "0 (no bound) or a number of bytes";
+    return std::strtoll(v.c_str(), nullptr, 0) >= 0 ? 0 : -FI_EINVAL;
+}
+
+SHUNT_TUNABLE_CHECKED(t_unexp_bytes, "SHUNT_UNEXPECTED_BYTES", integer, "268435456",
               "Bytes the unexpected store of each receive queue (endpoint or shared receive context) may "
               "hold at a time: messages that arrived before a matching receive, their entries and "
               "buffers included; a message beyond it is not kept and is reported by an error completion "
               "(FI_ENOMEM) on the receiving endpoint's CQ, and its sender's FI_DELIVERY_COMPLETE send "
               "fails; 0: no bound",
-              "fabric");
+              "fabric", check_unexp_bytes);
 
 /** The bound of a store: the tunable, or its default (256 MiB, as
  *  declared above) when it is not a number of bytes. */
