@@ -275,6 +275,11 @@ TEST(ShmLifecycle, DeregWaitsForAnInFlightRemoteWrite)
     // dereg_mr's bounded wait (20 x SHUNT_SHM_PEER_CHECK_MS, for a peer that
     // died inside an access), which then gives up on a live writer.
     constexpr std::size_t piece = 256u << 10, n = 32 * piece;
+#elif defined(__SANITIZE_ADDRESS__)
+    // AddressSanitizer's checked memmove at -O0, on a busy machine, has
+    // outlasted that wait with 256 MiB too; 64 MiB still keeps the write in
+    // flight for tens of milliseconds.
+    constexpr std::size_t piece = 2u << 20, n = 32 * piece;
 #else
     constexpr std::size_t piece = 8u << 20, n = 32 * piece;
 #endif
