@@ -193,8 +193,7 @@ void frag_rx(prov_ep *e, int s, hdr_word h, const std::uint8_t *p, std::size_t l
                                      f.tag, f.data, (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0, total, &b,
                                      offsetof(fetch_blob, d), stash_bytes(total)) != 0) {
         m->discarded = true; // no receive context, or no room to keep it: dropped
-        if (t)
-            m->err = FI_ENOMEM;
+        m->err = t ? FI_ENOMEM : FI_ENORX;
         env::stats::on_drop(e->io);
     } else if (!m->e && !(m->buf = stash_get(e, total)))
         m->err = FI_ENOMEM; // kept, but its receive will fail

@@ -31,14 +31,14 @@ inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p,
                                                             : conn_src(e, sl.c);
     env::stats::on_rx(e->io, len - n);
     const std::uint64_t mf = (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0;
-    int rc = 0;
+    int rc;
     if (!c) [[unlikely]] // a scalable endpoint without an enabled receive context drops it
-        env::stats::on_drop(e->io);
+        rc = -FI_ENORX;
     else if (h.flags & wf_tagged)
         rc = util::rx_deliver_as<true>(c, src, f.tag, f.data, mf, p + n, len - n);
     else
         rc = util::rx_deliver_as<false>(c, src, f.tag, f.data, mf, p + n, len - n);
-    if (rc < 0) [[unlikely]] // nothing matched it and the unexpected store could not keep it
+    if (rc < 0) [[unlikely]] // no receive context, or unmatched and the unexpected store could not keep it
         env::stats::on_drop(e->io);
     if (h.flags & wf_ack) [[unlikely]] {
         // FI_DELIVERY_COMPLETE: the sender's send fails with the message.
@@ -60,7 +60,7 @@ inline void rx_rts(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p, s
     env::stats::on_rx(e->io, b.d.total);
     if (!c) {
         env::stats::on_drop(e->io);
-        fin_body fb{f.ack, 0, 0};
+        fin_body fb{f.ack, FI_ENORX, 0};
         ctl_send(e, sl.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb); // dropped, as an eager message would be
         return;
     }

@@ -26,7 +26,8 @@ enum op : std::uint32_t {
     checksum,    ///< a: offset, b: length → a: FNV-1a of the peer's memory
     fill,        ///< a: offset, b: length, c: seed
     send_tagged, ///< n messages, tags a + i, b bytes each, pattern seed i; c: 1 FI_DELIVERY_COMPLETE
-    stats,       ///< → a: messages echoed, b: remote CQ data events, c: errors, n: last data; d: shutdowns
+    stats,       ///< → a: messages echoed, b: remote CQ data events, c: errors, n: last data; d: shutdowns;
+                 ///< err: the latest completion error
     counters,    ///< FAB_PEER_RMA_EVENT peer → a: remote-write counter, b: remote-read counter, c: the region's
                  ///< counter; n: 1 when the endpoint has its counters (FI_RMA_EVENT)
     reject_next, ///< MSG: reject the next connection request with data "no-room"
@@ -45,6 +46,7 @@ struct response {
     std::int32_t rc = 0;
     std::uint32_t n = 0;
     std::uint64_t a = 0, b = 0, c = 0, d = 0;
+    std::int32_t err = 0;
     std::uint8_t addr[64] = {};
 };
 

@@ -151,6 +151,7 @@ void drain_cq(peer &p)
         (void)cq_readerr(p.n.cq, &err, 0);
         std::fprintf(stderr, "fab_peer: completion error %d (%s)\n", err.err, shunt::strerror(err.err));
         p.st.c++;
+        p.st.err = err.err;
         return;
     }
     for (ssize_t k = 0; k < n; k++) {

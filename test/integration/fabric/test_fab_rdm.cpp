@@ -1093,6 +1093,98 @@ TEST(RdmScalable, ContextsTransmitAndReceiveWithNamedReceiveContexts)
     freeinfo(fi);
 }
 
+// A scalable endpoint whose one receive context is opened but never
+// enabled has nowhere to deliver: what arrives is dropped, and a sender
+// that asked for FI_DELIVERY_COMPLETE learns it. Eager and fragmented
+// messages (one peer, without rendezvous) and a rendezvous (another peer)
+// each fail at their sender with FI_ENORX; the transmit context's CQ
+// drives the scalable endpoint's progress meanwhile.
+TEST(RdmScalable, DeliveryCompleteSendsToAScalableEndpointWithoutAnEnabledReceiveContextFail)
+{
+    peer_proc ring{"rdm", "manual", "private", {"SHUNT_VQ_RNDV_BYTES=0"}};
+    peer_proc rndv{"rdm"};
+    info *h = shm_hints(FI_EP_RDM, false);
+    h->ep_attr->tx_ctx_cnt = 1;
+    h->ep_attr->rx_ctx_cnt = 1;
+    info *fi = nullptr;
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi), 0);
+    freeinfo(h);
+    fid_fabric *fab = nullptr;
+    fid_domain *dom = nullptr;
+    ASSERT_EQ(fabric_open(fi->fabric_attr, &fab, nullptr), 0);
+    ASSERT_EQ(domain_open(fab, fi, &dom, nullptr), 0);
+    av_attr aa;
+    fid_av *av = nullptr;
+    ASSERT_EQ(av_open(dom, &aa, &av, nullptr), 0);
+    fid_ep *sep = nullptr, *tx = nullptr, *rx = nullptr;
+    ASSERT_EQ(scalable_ep(dom, fi, &sep, nullptr), 0);
+    ASSERT_EQ(scalable_ep_bind(sep, &av->fid, 0), 0);
+    ASSERT_EQ(enable(sep), 0);
+    std::uint8_t sep_addr[64];
+    std::size_t alen = sizeof sep_addr;
+    ASSERT_EQ(getname(&sep->fid, sep_addr, &alen), 0);
+    cq_attr ca;
+    ca.format = FI_CQ_FORMAT_TAGGED;
+    fid_cq *txcq = nullptr, *rxcq = nullptr;
+    ASSERT_EQ(cq_open(dom, &ca, &txcq, nullptr), 0);
+    ASSERT_EQ(cq_open(dom, &ca, &rxcq, nullptr), 0);
+    ASSERT_EQ(tx_context(sep, 0, nullptr, &tx, nullptr), 0);
+    ASSERT_EQ(ep_bind(tx, &txcq->fid, FI_TRANSMIT), 0);
+    ASSERT_EQ(enable(tx), 0);
+    ASSERT_EQ(rx_context(sep, 0, nullptr, &rx, nullptr), 0);
+    ASSERT_EQ(ep_bind(rx, &rxcq->fid, FI_RECV), 0); // bound, never enabled
+    ASSERT_EQ(ring.set_peer(sep_addr), 0);
+    ASSERT_EQ(rndv.set_peer(sep_addr), 0);
+
+    // The peer's failed sends once they reach @p want (10 s at most).
+    auto failures = [&](peer_proc &p, std::uint64_t want) {
+        auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        response r = p.stats();
+        while (r.c < want && std::chrono::steady_clock::now() < end) {
+            for (int i = 0; i < 1000; i++) {
+                cq_tagged_entry e{};
+                EXPECT_EQ(cq_read(txcq, &e, 1), -FI_EAGAIN) << "nothing was sent from here";
+            }
+            r = p.stats();
+        }
+        return r;
+    };
+    auto send = [](peer_proc &p, std::uint64_t tag, std::size_t len) {
+        request r;
+        r.op = send_tagged;
+        r.n = 1;
+        r.a = tag;
+        r.b = len;
+        r.c = 1; // FI_DELIVERY_COMPLETE
+        return p.call(r).rc;
+    };
+    struct {
+        peer_proc *p;
+        std::size_t len;
+        std::uint64_t failed; // the peer's failures after this send
+        const char *what;
+    } cases[] = {{&ring, 100, 1, "eager"}, {&ring, 20000, 2, "fragmented"}, {&rndv, 100000, 1, "rendezvous"}};
+    for (const auto &k : cases) {
+        SCOPED_TRACE(k.what);
+        ASSERT_EQ(send(*k.p, 0x50, k.len), 0);
+        response r = failures(*k.p, k.failed);
+        EXPECT_EQ(r.c, k.failed) << "the delivery-complete send fails at its sender";
+        EXPECT_EQ(r.err, FI_ENORX);
+    }
+    cq_tagged_entry e{};
+    EXPECT_EQ(cq_read(rxcq, &e, 1), -FI_EAGAIN) << "a receive context that is not enabled reports nothing";
+
+    EXPECT_EQ(close(&tx->fid), 0);
+    EXPECT_EQ(close(&rx->fid), 0);
+    EXPECT_EQ(close(&sep->fid), 0);
+    EXPECT_EQ(close(&txcq->fid), 0);
+    EXPECT_EQ(close(&rxcq->fid), 0);
+    EXPECT_EQ(close(&av->fid), 0);
+    EXPECT_EQ(close(&dom->fid), 0);
+    EXPECT_EQ(close(&fab->fid), 0);
+    freeinfo(fi);
+}
+
 TEST(RdmScalable, ScalableEndpointsAreRdmOnly)
 {
     for (ep_type t : {FI_EP_MSG, FI_EP_DGRAM}) {
