@@ -26,13 +26,13 @@ SHUNT_TUNABLE_CHECKED(t_unexp_bytes, "SHUNT_UNEXPECTED_BYTES", integer, "2684354
               "fails; 0: no bound",
               "fabric", check_unexp_bytes);
 
-/** The bound of a store: the tunable, or its default (256 MiB, as
- *  declared above) when it is not a number of bytes. */
+/** The bound of a store: the tunable, or its declared default when it is
+ *  not a number of bytes (a value set after init's check). */
 std::size_t unexp_bound()
 {
     std::int64_t v = 0;
     if (t_unexp_bytes.as_int(v) != 0 || v < 0)
-        return std::size_t(256) << 20;
+        return std::size_t(std::strtoull(t_unexp_bytes.defval, nullptr, 0));
     return std::size_t(v);
 }
 
