@@ -9,6 +9,18 @@ namespace shunt::prov::vqprov {
 // copy is inlined by its callers (rc_rx: its only caller in rx.cpp).
 namespace {
 
+/** An eager message that was not received (@p err: no receive context,
+ *  or no room in the unexpected store): counted as a drop, and a sender
+ *  that asked for FI_DELIVERY_COMPLETE (@p ack its id) fails with @p err. */
+[[gnu::cold, gnu::noinline]] void rx_unreceived(prov_ep *e, rc_slot &sl, hdr_word h, std::uint64_t ack, int err)
+{
+    env::stats::on_drop(e->io);
+    if (h.flags & wf_ack) {
+        fin_body fb{ack, err, 0};
+        ctl_send(e, sl.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
+    }
+}
+
 /** The fast receive: a whole message, matched and copied once from where
  *  the QP lends it into the user's buffer (or the unexpected store). */
 inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p, std::size_t len)
@@ -24,7 +36,15 @@ inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p,
     } else if (fl && (n = parse_fields(h.flags, p, len, f)) == 0) [[unlikely]] {
         return;
     }
-    util::ep_core *c = e->scalable ? rx_target(e, h.rx) : e->core;
+    util::ep_core *c = e->core;
+    if (e->scalable) [[unlikely]] {
+        c = rx_target(e, h.rx);
+        if (!c) { // no receive context enabled: dropped
+            env::stats::on_rx(e->io, len - n);
+            rx_unreceived(e, sl, h, f.ack, FI_ENORX);
+            return;
+        }
+    }
     // The sender's AV address, once looked up, is the connection's (conn_src).
     fi_addr_t src = e->msg_type                             ? FI_ADDR_NOTAVAIL
                     : sl.c && sl.c->src != FI_ADDR_NOTAVAIL ? sl.c->src
@@ -32,17 +52,17 @@ inline void rx_eager(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p,
     env::stats::on_rx(e->io, len - n);
     const std::uint64_t mf = (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0;
     int rc;
-    if (!c) [[unlikely]] // a scalable endpoint without an enabled receive context drops it
-        rc = -FI_ENORX;
-    else if (h.flags & wf_tagged)
+    if (h.flags & wf_tagged)
         rc = util::rx_deliver_as<true>(c, src, f.tag, f.data, mf, p + n, len - n);
     else
         rc = util::rx_deliver_as<false>(c, src, f.tag, f.data, mf, p + n, len - n);
-    if (rc < 0) [[unlikely]] // no receive context, or unmatched and the unexpected store could not keep it
-        env::stats::on_drop(e->io);
+    if (rc < 0) [[unlikely]] { // unmatched, and the unexpected store could not keep it
+        rx_unreceived(e, sl, h, f.ack, -rc);
+        return;
+    }
     if (h.flags & wf_ack) [[unlikely]] {
-        // FI_DELIVERY_COMPLETE: the sender's send fails with the message.
-        fin_body fb{f.ack, rc < 0 ? -rc : 0, 0};
+        // FI_DELIVERY_COMPLETE: delivered.
+        fin_body fb{f.ack, 0, 0};
         ctl_send(e, sl.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
     }
 }
