@@ -592,6 +592,20 @@ TEST(RdmOptions, SharedMemoryCannotBeForbiddenForTheShmProvider)
 // receive context (receives posted once, each message reported on the CQ of
 // the endpoint it arrived on) and one transmit context; a real peer process
 // sends to each endpoint; data checked byte for byte.
+namespace {
+
+/** getinfo with the hints @p h (freed), then the fabric and the domain of
+ *  its answer. Call with ASSERT_NO_FATAL_FAILURE. */
+void open_domain(info *h, const char *what, info *&fi, fid_fabric *&fab, fid_domain *&dom)
+{
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi), 0) << what;
+    freeinfo(h);
+    ASSERT_EQ(fabric_open(fi->fabric_attr, &fab, nullptr), 0);
+    ASSERT_EQ(domain_open(fab, fi, &dom, nullptr), 0);
+}
+
+} // namespace
+
 TEST(RdmShared, SharedReceiveAndTransmitContextsAcrossProcesses)
 {
     peer_proc p{"rdm"};
@@ -599,14 +613,11 @@ TEST(RdmShared, SharedReceiveAndTransmitContextsAcrossProcesses)
     h->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT;
     h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
     info *fi = nullptr;
-    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi), 0) << "shm offers shared contexts";
-    freeinfo(h);
-    EXPECT_EQ(fi->ep_attr->tx_ctx_cnt, FI_SHARED_CONTEXT);
-    EXPECT_EQ(fi->ep_attr->rx_ctx_cnt, FI_SHARED_CONTEXT);
     fid_fabric *fab = nullptr;
     fid_domain *dom = nullptr;
-    ASSERT_EQ(fabric_open(fi->fabric_attr, &fab, nullptr), 0);
-    ASSERT_EQ(domain_open(fab, fi, &dom, nullptr), 0);
+    ASSERT_NO_FATAL_FAILURE(open_domain(h, "shm offers shared contexts", fi, fab, dom));
+    EXPECT_EQ(fi->ep_attr->tx_ctx_cnt, FI_SHARED_CONTEXT);
+    EXPECT_EQ(fi->ep_attr->rx_ctx_cnt, FI_SHARED_CONTEXT);
     fid_stx *stx = nullptr;
     fid_ep *srx = nullptr;
     ASSERT_EQ(stx_context(dom, nullptr, &stx, nullptr), 0);
@@ -978,16 +989,13 @@ TEST(RdmScalable, ContextsTransmitAndReceiveWithNamedReceiveContexts)
     h->ep_attr->tx_ctx_cnt = 2;
     h->ep_attr->rx_ctx_cnt = 2;
     info *fi = nullptr;
-    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi), 0) << "shm offers scalable RDM endpoints";
-    freeinfo(h);
+    fid_fabric *fab = nullptr;
+    fid_domain *dom = nullptr;
+    ASSERT_NO_FATAL_FAILURE(open_domain(h, "shm offers scalable RDM endpoints", fi, fab, dom));
     EXPECT_GE(fi->domain_attr->max_ep_tx_ctx, 2u);
     EXPECT_EQ(fi->ep_attr->tx_ctx_cnt, 2u);
     EXPECT_EQ(fi->ep_attr->rx_ctx_cnt, 2u);
     EXPECT_TRUE(fi->caps & FI_NAMED_RX_CTX);
-    fid_fabric *fab = nullptr;
-    fid_domain *dom = nullptr;
-    ASSERT_EQ(fabric_open(fi->fabric_attr, &fab, nullptr), 0);
-    ASSERT_EQ(domain_open(fab, fi, &dom, nullptr), 0);
     av_attr aa;
     aa.rx_ctx_bits = 1;
     fid_av *av = nullptr;
@@ -1107,12 +1115,9 @@ TEST(RdmScalable, DeliveryCompleteSendsToAScalableEndpointWithoutAnEnabledReceiv
     h->ep_attr->tx_ctx_cnt = 1;
     h->ep_attr->rx_ctx_cnt = 1;
     info *fi = nullptr;
-    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi), 0);
-    freeinfo(h);
     fid_fabric *fab = nullptr;
     fid_domain *dom = nullptr;
-    ASSERT_EQ(fabric_open(fi->fabric_attr, &fab, nullptr), 0);
-    ASSERT_EQ(domain_open(fab, fi, &dom, nullptr), 0);
+    ASSERT_NO_FATAL_FAILURE(open_domain(h, "shm RDM", fi, fab, dom));
     av_attr aa;
     fid_av *av = nullptr;
     ASSERT_EQ(av_open(dom, &aa, &av, nullptr), 0);
@@ -1212,12 +1217,9 @@ TEST(RdmFanIn, TwentyPeersReachOneEndpoint)
     peer_proc p{"rdm"};
     info *h = shm_hints(FI_EP_RDM, false);
     info *fi = nullptr;
-    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi), 0);
-    freeinfo(h);
     fid_fabric *fab = nullptr;
     fid_domain *dom = nullptr;
-    ASSERT_EQ(fabric_open(fi->fabric_attr, &fab, nullptr), 0);
-    ASSERT_EQ(domain_open(fab, fi, &dom, nullptr), 0);
+    ASSERT_NO_FATAL_FAILURE(open_domain(h, "shm RDM", fi, fab, dom));
     struct one {
         fid_ep *ep = nullptr;
         fid_cq *cq = nullptr;
