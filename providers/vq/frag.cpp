@@ -189,11 +189,14 @@ void frag_rx(prov_ep *e, int s, hdr_word h, const std::uint8_t *p, std::size_t l
     env::stats::on_rx(e->io, total);
     fetch_blob b{sl.c, 0, m, {}};
     // Kept unexpected, its staging buffer counts against the store's bound.
-    if (!t || util::rx_deliver_fetch(t, h.flags & wf_tagged, e->msg_type ? FI_ADDR_NOTAVAIL : conn_src(e, sl.c),
-                                     f.tag, f.data, (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0, total, &b,
-                                     offsetof(fetch_blob, d), stash_bytes(total)) != 0) {
+    const int rc = !t ? -FI_ENORX
+                      : util::rx_deliver_fetch(t, h.flags & wf_tagged,
+                                               e->msg_type ? FI_ADDR_NOTAVAIL : conn_src(e, sl.c), f.tag, f.data,
+                                               (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0, total, &b,
+                                               offsetof(fetch_blob, d), stash_bytes(total));
+    if (rc != 0) {
         m->discarded = true; // no receive context, or no room to keep it: dropped
-        m->err = t ? FI_ENOMEM : FI_ENORX;
+        m->err = -rc;        // what its delivery-complete acknowledgement says (frag_end)
         env::stats::on_drop(e->io);
     } else if (!m->e && !(m->buf = stash_get(e, total)))
         m->err = FI_ENOMEM; // kept, but its receive will fail

@@ -79,19 +79,14 @@ inline void rx_rts(prov_ep *e, rc_slot &sl, hdr_word h, const std::uint8_t *p, s
     util::ep_core *c = e->scalable ? rx_target(e, h.rx) : e->core;
     env::stats::on_rx(e->io, b.d.total);
     if (!c) {
-        env::stats::on_drop(e->io);
-        fin_body fb{f.ack, FI_ENORX, 0};
-        ctl_send(e, sl.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb); // dropped, as an eager message would be
+        rx_unreceived(e, sl, h, f.ack, FI_ENORX); // dropped, as an eager message would be
         return;
     }
     fi_addr_t src = e->msg_type ? FI_ADDR_NOTAVAIL : conn_src(e, sl.c);
-    if (util::rx_deliver_fetch(c, h.flags & wf_tagged, src, f.tag, f.data,
-                               (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0, b.d.total, &b,
-                               offsetof(fetch_blob, d) + rndv_desc_len(b.d.niov)) != 0) {
-        env::stats::on_drop(e->io);
-        fin_body fb{f.ack, FI_ENOMEM, 0};
-        ctl_send(e, sl.c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
-    }
+    if (int rc = util::rx_deliver_fetch(c, h.flags & wf_tagged, src, f.tag, f.data,
+                                        (h.flags & wf_data) ? FI_REMOTE_CQ_DATA : 0, b.d.total, &b,
+                                        offsetof(fetch_blob, d) + rndv_desc_len(b.d.niov)))
+        rx_unreceived(e, sl, h, f.ack, -rc);
 }
 
 } // namespace
