@@ -236,6 +236,10 @@ struct eth_td : vq::td {};
  *  it, with the length, id and checksum fields filled per packet. */
 struct dest_hdr {
     std::uint8_t b[wire::bth_off];
+    /** The IPv4 header's words as wire::ip_hdr_sum adds them, with total
+     *  length, identification and checksum zero (make_dest): a frame's
+     *  checksum is computed from it and the two fields, not read back. */
+    std::uint64_t ip_sum = 0;
 };
 
 struct eth_ah : vq::ah {
@@ -755,6 +759,7 @@ void qp_flush(eth_qp *q, const eth_cq *held) noexcept;
  *  caller calls roce_finish. @return the mbuf, or null (pool empty). */
 struct roce_frame {
     rte_mbuf *m;
+    std::uint64_t ip_sum;   ///< dest_hdr::ip_sum of the header it was made from
     std::uint8_t *bth;      ///< BTH (filled by the caller)
     std::uint8_t *ext;      ///< extension headers
     std::uint8_t *payload;  ///< payload

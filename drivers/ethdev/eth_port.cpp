@@ -870,6 +870,7 @@ int make_dest(port *p, const vq::dev_addr &a, dest_hdr *out)
     wire::st16(u + 2, wire::roce_udp_port);
     wire::st16(u + 4, 0);
     wire::st16(u + 6, 0); // no UDP checksum (allowed over IPv4; RoCEv2 NICs send 0)
+    out->ip_sum = wire::ip_hdr_words(ip4);
     return 0;
 }
 

@@ -728,6 +728,7 @@ bool roce_alloc(eth_qp *q, const dest_hdr &d, std::uint32_t ext, std::uint32_t p
     }
     std::memcpy(b, d.b, wire::bth_off);
     f->m = m;
+    f->ip_sum = d.ip_sum;
     f->bth = b + wire::bth_off;
     f->ext = f->bth + wire::bth_len;
     f->payload = f->ext + ext;
@@ -740,9 +741,13 @@ void roce_finish(eth_qp *q, roce_frame &f, std::uint32_t ext, std::uint32_t payl
     std::uint8_t *ip = f.bth - wire::udp_len - wire::ip_len;
     std::uint32_t tot = static_cast<std::uint32_t>(wire::ip_len + wire::udp_len + wire::bth_len) + ext + payload +
                         pad + static_cast<std::uint32_t>(wire::icrc_len);
+    const std::uint16_t id = q->ip_id++;
     wire::st16(ip + 2, static_cast<std::uint16_t>(tot));
-    wire::st16(ip + 4, q->ip_id++);
-    wire::ip_finish(ip);
+    wire::st16(ip + 4, id);
+    // From the template's sum: a read of the header just stored here would
+    // wait for those stores (no forwarding into a wider load).
+    const std::uint16_t c = wire::ip_csum_of(f.ip_sum, static_cast<std::uint16_t>(tot), id);
+    std::memcpy(ip + 10, &c, 2);
     std::uint8_t *udp = ip + wire::ip_len;
     wire::st16(udp, q->udp_sport);
     wire::st16(udp + 4, static_cast<std::uint16_t>(tot - wire::ip_len));

@@ -11,6 +11,7 @@
  * allocation-free: it runs per packet. */
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -227,11 +228,9 @@ inline std::uint16_t fold16(std::uint32_t s) noexcept
     s = (s & 0xffff) + (s >> 16);
     return static_cast<std::uint16_t>(~s);
 }
-/** The one's complement sum of the 20-byte IPv4 header at @p ip, folded to
- *  16 bits, in the header's own byte order: five 32-bit words added in
- *  host order (RFC 1071: the sum does not depend on the byte order; the
- *  result comes out byte-swapped with it, as it is stored). */
-inline std::uint16_t ip_hdr_sum(const std::uint8_t *ip) noexcept
+/** The unfolded sum ip_hdr_sum folds: the header's five 32-bit words in
+ *  host order. */
+inline std::uint64_t ip_hdr_words(const std::uint8_t *ip) noexcept
 {
     std::uint64_t s = 0;
     for (std::size_t i = 0; i < ip_len; i += 4) {
@@ -239,11 +238,37 @@ inline std::uint16_t ip_hdr_sum(const std::uint8_t *ip) noexcept
         std::memcpy(&w, ip + i, 4);
         s += w;
     }
+    return s;
+}
+/** The one's complement sum of the 20-byte IPv4 header at @p ip, folded to
+ *  16 bits, in the header's own byte order: five 32-bit words added in
+ *  host order (RFC 1071: the sum does not depend on the byte order; the
+ *  result comes out byte-swapped with it, as it is stored). */
+inline std::uint16_t ip_hdr_sum(const std::uint8_t *ip) noexcept
+{
+    std::uint64_t s = ip_hdr_words(ip);
     s = (s & 0xffffffffu) + (s >> 32);
     s = (s & 0xffff) + (s >> 16);
     s = (s & 0xffff) + (s >> 16);
     s = (s & 0xffff) + (s >> 16);
     return static_cast<std::uint16_t>(s);
+}
+/** The checksum field of an IPv4 header whose words, with total length,
+ *  identification and checksum zero, add up to @p sum (ip_hdr_words),
+ *  once @p tot and @p id are stored: in the header's byte order, as
+ *  ip_finish writes it, without reading the header back. */
+inline std::uint16_t ip_csum_of(std::uint64_t sum, std::uint16_t tot, std::uint16_t id) noexcept
+{
+    // Stored big-endian, tot is the high half of word 0 and id the low
+    // half of word 1, each byte-swapped in a host-order (little-endian) word.
+    static_assert(std::endian::native == std::endian::little, "the words are added in little-endian order");
+    std::uint64_t s = sum + (std::uint64_t{static_cast<std::uint16_t>(tot << 8 | tot >> 8)} << 16) +
+                      static_cast<std::uint16_t>(id << 8 | id >> 8);
+    s = (s & 0xffffffffu) + (s >> 32);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    return static_cast<std::uint16_t>(~s);
 }
 /** Is the checksum of the 20-byte IPv4 header at @p ip right? */
 inline bool ip_hdr_ok(const std::uint8_t *ip) noexcept { return ip_hdr_sum(ip) == 0xffff; }

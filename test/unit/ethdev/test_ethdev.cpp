@@ -89,6 +89,30 @@ TEST(Wire, Ipv4HeaderChecksumByWordsEqualsTheByteByByteSum)
     }
 }
 
+TEST(Wire, Ipv4ChecksumFromTheTemplateSumEqualsTheOneOfTheFinishedHeader)
+{
+    // A frame's IPv4 checksum comes from its template's word sum and the
+    // two fields patched per frame (total length, identification), not
+    // from the header read back: the same field ip_finish writes, for any
+    // template and values, including all-zero and all-ones words.
+    std::mt19937 r(29);
+    for (int i = 0; i < 20000; i++) {
+        std::uint8_t ip[20];
+        for (auto &x : ip)
+            x = i < 2 ? static_cast<std::uint8_t>(i ? 0xff : 0) : static_cast<std::uint8_t>(r());
+        ip[2] = ip[3] = ip[4] = ip[5] = ip[10] = ip[11] = 0;
+        const std::uint64_t sum = eth::wire::ip_hdr_words(ip);
+        const auto tot = static_cast<std::uint16_t>(i < 2 ? (i ? 0xffff : 0) : r());
+        const auto id = static_cast<std::uint16_t>(i < 2 ? (i ? 0xffff : 0) : r());
+        eth::wire::st16(ip + 2, tot);
+        eth::wire::st16(ip + 4, id);
+        eth::wire::ip_finish(ip);
+        std::uint16_t want;
+        std::memcpy(&want, ip + 10, 2);
+        ASSERT_EQ(eth::wire::ip_csum_of(sum, tot, id), want) << "header " << i;
+    }
+}
+
 TEST(Csum, TcpAndUdpChecksumsEqualTheByteByByteSum)
 {
     // drivers/common adds the words as 32-bit host-order loads; the
