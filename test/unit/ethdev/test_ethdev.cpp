@@ -65,6 +65,13 @@ TEST(Crc, OnePassIcrcOfAWholePacketEqualsHeadersThenRest)
     }
 }
 
+/** Header @p i of a checksum test: all zero bytes (0), all ones (1), else random. */
+void edge_or_random(std::uint8_t (&ip)[20], int i, std::mt19937 &r)
+{
+    for (auto &x : ip)
+        x = i < 2 ? static_cast<std::uint8_t>(i ? 0xff : 0) : static_cast<std::uint8_t>(r());
+}
+
 TEST(Wire, Ipv4HeaderChecksumByWordsEqualsTheByteByByteSum)
 {
     // ip_finish and ip_hdr_ok add the header as 32-bit words in host order;
@@ -72,8 +79,7 @@ TEST(Wire, Ipv4HeaderChecksumByWordsEqualsTheByteByByteSum)
     std::mt19937 r(5);
     for (int i = 0; i < 20000; i++) {
         std::uint8_t ip[20];
-        for (auto &x : ip)
-            x = i < 2 ? static_cast<std::uint8_t>(i ? 0xff : 0) : static_cast<std::uint8_t>(r());
+        edge_or_random(ip, i, r);
         eth::wire::ip_finish(ip);
         std::uint32_t ref = 0;
         for (int k = 0; k < 20; k += 2)
@@ -98,8 +104,7 @@ TEST(Wire, Ipv4ChecksumFromTheTemplateSumEqualsTheOneOfTheFinishedHeader)
     std::mt19937 r(29);
     for (int i = 0; i < 20000; i++) {
         std::uint8_t ip[20];
-        for (auto &x : ip)
-            x = i < 2 ? static_cast<std::uint8_t>(i ? 0xff : 0) : static_cast<std::uint8_t>(r());
+        edge_or_random(ip, i, r);
         ip[2] = ip[3] = ip[4] = ip[5] = ip[10] = ip[11] = 0;
         const std::uint64_t sum = eth::wire::ip_hdr_words(ip);
         const auto tot = static_cast<std::uint16_t>(i < 2 ? (i ? 0xffff : 0) : r());
