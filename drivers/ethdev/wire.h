@@ -11,7 +11,6 @@
  * allocation-free: it runs per packet. */
 #pragma once
 
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -259,11 +258,15 @@ inline std::uint16_t ip_hdr_sum(const std::uint8_t *ip) noexcept
  *  ip_finish writes it, without reading the header back. */
 inline std::uint16_t ip_csum_of(std::uint64_t sum, std::uint16_t tot, std::uint16_t id) noexcept
 {
-    // Stored big-endian, tot is the high half of word 0 and id the low
-    // half of word 1, each byte-swapped in a host-order (little-endian) word.
-    static_assert(std::endian::native == std::endian::little, "the words are added in little-endian order");
-    std::uint64_t s = sum + (std::uint64_t{static_cast<std::uint16_t>(tot << 8 | tot >> 8)} << 16) +
-                      static_cast<std::uint16_t>(id << 8 | id >> 8);
+    // Each field as its two stored bytes read in host order: the half of
+    // its word it sits in does not matter once the sum is folded.
+    auto stored = [](std::uint16_t v) {
+        const std::uint8_t b[2] = {static_cast<std::uint8_t>(v >> 8), static_cast<std::uint8_t>(v)};
+        std::uint16_t h;
+        std::memcpy(&h, b, 2);
+        return h;
+    };
+    std::uint64_t s = sum + stored(tot) + stored(id);
     s = (s & 0xffffffffu) + (s >> 32);
     s = (s & 0xffff) + (s >> 16);
     s = (s & 0xffff) + (s >> 16);
