@@ -37,7 +37,8 @@ int ms_left(clk::time_point end)
     return d < 0 ? 0 : static_cast<int>(d);
 }
 
-/** Wait for @p pid at most @p ms. @return true and *status when it exited. */
+/** Wait for @p pid at most @p ms. @return true and *status (exit status, or
+ *  128 + the signal that ended it) when it ended. */
 bool wait_pid(pid_t pid, int ms, int *status)
 {
     auto end = clk::now() + std::chrono::milliseconds(ms);
@@ -45,7 +46,9 @@ bool wait_pid(pid_t pid, int ms, int *status)
         int st = 0;
         pid_t r = ::waitpid(pid, &st, WNOHANG);
         if (r == pid) {
-            *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+            // A signal's number shows in a failed check (128 + n, as shells
+            // report it); -1 stays "did not exit in time".
+            *status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
             return true;
         }
         if (r < 0)

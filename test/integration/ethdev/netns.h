@@ -15,7 +15,8 @@
 namespace shunt::test::net {
 
 /** Run a command (argv[0] looked up in PATH), wait at most @p timeout_ms.
- *  @return its exit status, or -1 (not run, killed after the timeout). The
+ *  @return its exit status, 128 + the signal that ended it, or -1 (not run,
+ *  killed after the timeout). The
  *  command's stdout and stderr go into @p out when given. */
 int run(const std::vector<std::string> &argv, std::string *out = nullptr, int timeout_ms = 10000);
 
@@ -82,7 +83,8 @@ public:
     /** Write one line to its stdin. */
     bool say(const std::string &s);
     /** Close its stdin, wait at most @p ms for it to exit (then SIGKILL).
-     *  @return its exit status, or -1 when it was killed. */
+     *  @return its exit status, 128 + the signal that ended it, or -1 when
+     *  it did not exit in time and was killed. */
     int finish(int ms);
     /** Every line read so far. */
     const std::vector<std::string> &lines_seen() const { return seen_; }
