@@ -239,23 +239,25 @@ inline std::uint64_t ip_hdr_words(const std::uint8_t *ip) noexcept
     }
     return s;
 }
-/** The one's complement sum of the 20-byte IPv4 header at @p ip, folded to
- *  16 bits, in the header's own byte order: five 32-bit words added in
- *  host order (RFC 1071: the sum does not depend on the byte order; the
- *  result comes out byte-swapped with it, as it is stored). */
-inline std::uint16_t ip_hdr_sum(const std::uint8_t *ip) noexcept
+/** A sum of 32-bit words folded to 16 bits (end-around carries), not
+ *  complemented. */
+inline std::uint16_t fold_words(std::uint64_t s) noexcept
 {
-    std::uint64_t s = ip_hdr_words(ip);
     s = (s & 0xffffffffu) + (s >> 32);
     s = (s & 0xffff) + (s >> 16);
     s = (s & 0xffff) + (s >> 16);
     s = (s & 0xffff) + (s >> 16);
     return static_cast<std::uint16_t>(s);
 }
+/** The one's complement sum of the 20-byte IPv4 header at @p ip, folded to
+ *  16 bits, in the header's own byte order: five 32-bit words added in
+ *  host order (RFC 1071: the sum does not depend on the byte order; the
+ *  result comes out byte-swapped with it, as it is stored). */
+inline std::uint16_t ip_hdr_sum(const std::uint8_t *ip) noexcept { return fold_words(ip_hdr_words(ip)); }
 /** The checksum field of an IPv4 header whose words, with total length,
  *  identification and checksum zero, add up to @p sum (ip_hdr_words),
- *  once @p tot and @p id are stored: in the header's byte order, as
- *  ip_finish writes it, without reading the header back. */
+ *  once @p tot and @p id are stored, in the header's byte order (ready to
+ *  store at byte 10), without reading the header back. */
 inline std::uint16_t ip_csum_of(std::uint64_t sum, std::uint16_t tot, std::uint16_t id) noexcept
 {
     // Each field as its two stored bytes read in host order: the half of
@@ -266,21 +268,9 @@ inline std::uint16_t ip_csum_of(std::uint64_t sum, std::uint16_t tot, std::uint1
         std::memcpy(&h, b, 2);
         return h;
     };
-    std::uint64_t s = sum + stored(tot) + stored(id);
-    s = (s & 0xffffffffu) + (s >> 32);
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    return static_cast<std::uint16_t>(~s);
+    return static_cast<std::uint16_t>(~fold_words(sum + stored(tot) + stored(id)));
 }
 /** Is the checksum of the 20-byte IPv4 header at @p ip right? */
 inline bool ip_hdr_ok(const std::uint8_t *ip) noexcept { return ip_hdr_sum(ip) == 0xffff; }
-/** Fill the checksum of the 20-byte IPv4 header at @p ip. */
-inline void ip_finish(std::uint8_t *ip) noexcept
-{
-    ip[10] = ip[11] = 0;
-    const std::uint16_t c = static_cast<std::uint16_t>(~ip_hdr_sum(ip));
-    std::memcpy(ip + 10, &c, 2);
-}
 
 } // namespace shunt::drv::ethdev::wire
