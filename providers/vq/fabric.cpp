@@ -530,7 +530,12 @@ int wc_to_err(vq::wc_status s)
     case vq::wc_status::loc_access_err: return FI_EACCES;
     case vq::wc_status::retry_exc_err:
     case vq::wc_status::rnr_retry_exc_err: return FI_EHOSTUNREACH;
-    case vq::wc_status::wr_flush_err: return FI_ECANCELED;
+    // The provider moves a QP to ERR only when its connection failed (the
+    // peer died, an access error, a connection given up), never for
+    // fi_cancel: what the QP flushes failed with the connection. One
+    // request reports the cause (a dead peer's retry_exc_err); the rest,
+    // a rendezvous pull among them, would otherwise look cancelled.
+    case vq::wc_status::wr_flush_err: return FI_ECONNRESET;
     case vq::wc_status::rem_inv_req_err:
     case vq::wc_status::loc_len_err: return FI_EMSGSIZE;
     default: return FI_EIO;

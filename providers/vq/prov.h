@@ -840,7 +840,8 @@ inline std::uint64_t *scratch_of(prov_ep *e, const tx_entry *t)
 }
 inline prov_domain *dom_of(util::domain_obj *d) { return static_cast<prov_domain *>(d); }
 
-/** Map a vq completion status to a positive fabric error code. */
+/** Map a vq completion status to a positive fabric error code (a flushed
+ *  request: FI_ECONNRESET, its connection failed). */
 int wc_to_err(vq::wc_status s);
 
 } // namespace shunt::prov::vqprov
