@@ -1,7 +1,7 @@
 // A hostile process for the CM tests of the shm provider: it speaks the vq
 // verbs directly (no provider), with one UD QP on the Q_Key the provider's
-// connection management uses, and sends whatever bytes the test gives it to
-// any UD QP. It also answers like a minimal responder: an RC QP the test can
+// connection management uses (more on request: more addresses), and sends
+// whatever bytes the test gives it to any UD QP. It also answers like a minimal responder: an RC QP the test can
 // name in a REQ or REP, and the datagrams endpoints send it; over a connected
 // RC QP it sends what the test gives it, and takes what comes back only when
 // told to; memory registered for remote access is there to be named in
@@ -29,6 +29,7 @@ constexpr std::uint32_t sbufs = 1024;      // send buffers (at most max_out in f
 constexpr std::uint32_t max_out = 512;
 constexpr std::uint32_t rc_rbufs = 16;     // RC receive buffers (an RC QP's max_recv_wr)
 constexpr std::uint32_t rc_max_out = 16;   // RC sends in flight
+constexpr std::uint32_t ud_more_bufs = 4;  // receive buffers of each UD QP made by `ud`
 
 struct state {
     vq::context *ctx = nullptr;
@@ -52,6 +53,13 @@ struct state {
     // Regions handed out (kept until exit).
     std::vector<std::vector<std::uint8_t>> regions;
     std::vector<vq::mr *> region_mrs;
+    // UD QPs made by `ud` (kept until exit), each with its receive buffers.
+    struct more_ud {
+        vq::qp *qp = nullptr;
+        std::vector<std::uint8_t> mem = std::vector<std::uint8_t>(std::size_t(ud_more_bufs) * rbuf);
+        vq::mr *mr = nullptr;
+    };
+    std::vector<more_ud> uds;
 };
 
 std::uint64_t buf_addr(state &s, std::uint32_t i)
@@ -59,11 +67,32 @@ std::uint64_t buf_addr(state &s, std::uint32_t i)
     return reinterpret_cast<std::uint64_t>(s.mem.data()) + std::uint64_t(i) * rbuf;
 }
 
+/** A datagram received into @p b (its GRH area skipped) joins s.got. */
+void keep_datagram(state &s, const std::uint8_t *b, const vq::wc &w)
+{
+    std::uint32_t len = w.byte_len;
+    if ((w.wc_flags & vq::WC_GRH) && len >= 40) {
+        b += 40;
+        len -= 40;
+    }
+    s.got.emplace_back(b, b + len);
+}
+
 void poll_some(state &s)
 {
     vq::wc w[32];
     int n = vq::poll_cq(s.cq, 32, w);
     for (int k = 0; k < n; k++) {
+        auto more = std::find_if(s.uds.begin(), s.uds.end(),
+                                 [&](const state::more_ud &u) { return u.qp->qp_num == w[k].qp_num; });
+        if (more != s.uds.end()) { // a receive (they send nothing)
+            if (w[k].status == vq::wc_status::success)
+                keep_datagram(s, more->mem.data() + w[k].wr_id * rbuf, w[k]);
+            (void)vq::post_recv(more->qp, w[k].wr_id,
+                                reinterpret_cast<std::uint64_t>(more->mem.data()) + w[k].wr_id * rbuf, rbuf,
+                                more->mr->lkey);
+            continue;
+        }
         if (w[k].qp_num != s.ud->qp_num) {
             if (w[k].opcode == vq::wc_opcode::send) {
                 s.rc_outstanding--;
@@ -90,15 +119,8 @@ void poll_some(state &s)
                 s.send_errors++;
             continue;
         }
-        if (w[k].status == vq::wc_status::success) {
-            const std::uint8_t *b = s.mem.data() + w[k].wr_id * rbuf;
-            std::uint32_t len = w[k].byte_len;
-            if ((w[k].wc_flags & vq::WC_GRH) && len >= 40) {
-                b += 40;
-                len -= 40;
-            }
-            s.got.emplace_back(b, b + len);
-        }
+        if (w[k].status == vq::wc_status::success)
+            keep_datagram(s, s.mem.data() + w[k].wr_id * rbuf, w[k]);
         (void)vq::post_recv(s.ud, w[k].wr_id, buf_addr(s, std::uint32_t(w[k].wr_id)), rbuf, s.mr->lkey);
     }
 }
@@ -172,6 +194,53 @@ int send_list(state &s, const hp::request &r, const std::vector<std::uint8_t> &l
         rc = -FI_ETIMEDOUT;
     (void)vq::destroy_ah(ah);
     return rc;
+}
+
+/** A UD QP on the CM Q_Key, in RTS, room for @p recvs receives. */
+int make_ud(state &s, std::uint32_t recvs, vq::qp *&q)
+{
+    vq::qp_init_attr ia;
+    ia.type = vq::qp_type::ud;
+    ia.send_cq = ia.recv_cq = s.cq;
+    ia.send_ops_flags = vq::OPS_SEND;
+    ia.cap.max_send_wr = 1024;
+    ia.cap.max_recv_wr = recvs;
+    ia.cap.max_send_sge = 1;
+    ia.cap.max_recv_sge = 1;
+    if (int rc = vq::create_qp(s.pd, &ia, &q))
+        return rc;
+    vq::qp_attr a;
+    a.qkey = cm_qkey;
+    for (vq::qp_state st : {vq::qp_state::init, vq::qp_state::rtr, vq::qp_state::rts}) {
+        a.state = st;
+        if (int rc = vq::modify_qp(q, &a, vq::QP_ATTR_STATE | (st == vq::qp_state::init ? vq::QP_ATTR_QKEY : 0))) {
+            (void)vq::destroy_qp(q);
+            q = nullptr;
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/** `ud`: another UD QP with its receives posted; its address into @p out. */
+int more_ud(state &s, vq::qp_addr &out)
+{
+    state::more_ud u;
+    if (int rc = vq::reg_mr(s.pd, u.mem.data(), u.mem.size(), vq::ACCESS_LOCAL_WRITE, &u.mr))
+        return rc;
+    int rc = make_ud(s, ud_more_bufs, u.qp);
+    for (std::uint32_t i = 0; rc == 0 && i < ud_more_bufs; i++)
+        rc = vq::post_recv(u.qp, i, reinterpret_cast<std::uint64_t>(u.mem.data()) + std::uint64_t(i) * rbuf, rbuf,
+                           u.mr->lkey);
+    if (rc) {
+        if (u.qp)
+            (void)vq::destroy_qp(u.qp);
+        (void)vq::dereg_mr(u.mr);
+        return rc;
+    }
+    out = vq::get_qp_addr(u.qp);
+    s.uds.push_back(std::move(u));
+    return 0;
 }
 
 int rc_qp(state &s, std::uint32_t &qpn)
@@ -345,23 +414,8 @@ int main()
     ca.cqe = 4096;
     if (vq::create_cq(s.ctx, &ca, &s.cq))
         return 3;
-    vq::qp_init_attr ia;
-    ia.type = vq::qp_type::ud;
-    ia.send_cq = ia.recv_cq = s.cq;
-    ia.send_ops_flags = vq::OPS_SEND;
-    ia.cap.max_send_wr = 1024;
-    ia.cap.max_recv_wr = nbufs;
-    ia.cap.max_send_sge = 1;
-    ia.cap.max_recv_sge = 1;
-    if (vq::create_qp(s.pd, &ia, &s.ud))
+    if (make_ud(s, nbufs, s.ud))
         return 4;
-    vq::qp_attr a;
-    a.qkey = cm_qkey;
-    for (vq::qp_state st : {vq::qp_state::init, vq::qp_state::rtr, vq::qp_state::rts}) {
-        a.state = st;
-        if (vq::modify_qp(s.ud, &a, vq::QP_ATTR_STATE | (st == vq::qp_state::init ? vq::QP_ATTR_QKEY : 0)))
-            return 5;
-    }
     if (vq::reg_mr(s.pd, s.mem.data(), s.mem.size(), vq::ACCESS_LOCAL_WRITE, &s.mr) ||
         vq::reg_mr(s.pd, s.rc_rx.data(), s.rc_rx.size(), vq::ACCESS_LOCAL_WRITE, &s.rc_rx_mr))
         return 6;
@@ -422,6 +476,9 @@ int main()
         case hp::rc_take:
             o.rc = rc_take(s, r, out);
             break;
+        case hp::ud:
+            o.rc = more_ud(s, o.addr);
+            break;
         case hp::forget:
             poll_some(s);
             o.len = std::uint32_t(s.got.size());
@@ -431,6 +488,10 @@ int main()
             (void)hp::write_all(fd, &o, sizeof o);
             for (vq::qp *q : s.rc)
                 (void)vq::destroy_qp(q);
+            for (state::more_ud &u : s.uds) {
+                (void)vq::destroy_qp(u.qp);
+                (void)vq::dereg_mr(u.mr);
+            }
             (void)vq::destroy_qp(s.ud);
             for (vq::mr *m : s.region_mrs)
                 (void)vq::dereg_mr(m);

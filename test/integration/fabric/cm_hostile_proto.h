@@ -29,6 +29,8 @@ enum op : std::uint32_t {
                 ///< then its address (8 bytes)
     rc_take,    ///< take n messages received on RC QP a (posting receives for them), waiting up to b ms
                 ///< → rc (0: all n), then a taken per message, oldest first
+    ud,         ///< another UD QP on the CM Q_Key (another address of the same process); what it
+                ///< receives joins what `recv` takes → addr
 };
 /** What rc_take gives of one message: its immediate (as received), its
  *  length and its first 16 bytes (zeros beyond the length). */

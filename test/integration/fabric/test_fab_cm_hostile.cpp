@@ -151,6 +151,20 @@ public:
         EXPECT_EQ(s.rc, 0);
         return s.qpn;
     }
+    /** Another address of the process (a UD QP on the CM Q_Key): an
+     *  endpoint takes it for another peer; what it receives `recv` takes. */
+    ep_addr another_address()
+    {
+        hp::request r;
+        r.op = hp::ud;
+        hp::response s = call(r, {}, nullptr, [] {});
+        EXPECT_EQ(s.rc, 0);
+        ep_addr a{};
+        a.qpn = s.addr.qpn;
+        a.len = s.addr.dev.len;
+        std::memcpy(a.name, s.addr.dev.raw, a.len);
+        return a;
+    }
     /** Its RC QP @p qpn (from rc_qp) to RTS, connected to @p to. */
     int rc_connect(std::uint32_t qpn, const vq::qp_addr &to)
     {
@@ -689,16 +703,17 @@ TEST_F(cm_hostile, RdmEndpointFreesConnectionsNeverFinished)
 }
 
 /** The hostile process @p h connects to the RDM endpoint at @p me as a
- *  requester does: a REQ naming a new RC QP of its own (into @p mine), the
+ *  requester does, from its address @p from: a REQ naming a new RC QP of
+ *  its own (into @p mine), the
  *  endpoint's REP, that QP to RTS towards the one the REP named, and its
  *  first message (w_hello), which finishes the connection (the half_open
  *  gauge of the endpoint's vq.cm block @p cmb is back to 0). REQs of the
  *  endpoint's own (when it is connecting to @p h too) are passed over. */
-void connect_as_requester(hostile &h, const ep_addr &me, const std::string &cmb,
+void connect_as_requester(hostile &h, const ep_addr &from, const ep_addr &me, const std::string &cmb,
                           const std::function<void()> &prog, std::uint32_t &mine)
 {
     mine = h.rc_qp();
-    ASSERT_EQ(h.send(me, {whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, mine))}, prog), 0);
+    ASSERT_EQ(h.send(me, {whole(cm(cmw::cm_req, FI_EP_RDM, from, mine))}, prog), 0);
     cm_msg rep{};
     for (int i = 0; i < 16 && rep.op != cmw::cm_rep; i++) {
         datagram d;
@@ -735,7 +750,7 @@ TEST_F(cm_hostile, RdmEndpointAcceptsInsertsRequestsOnlyWithHalfItsSlotsFree)
     const std::uint32_t half = 63 / 2 + 1; // slots taken where an eager request is refused (63 on shm)
     for (std::uint32_t i = 0; i < half; i++) {
         std::uint32_t mine = 0;
-        connect_as_requester(h, me, cmb, prog, mine); // the slot is kept: a finished connection
+        connect_as_requester(h, h.addr, me, cmb, prog, mine); // the slot is kept: a finished connection
         if (HasFatalFailure())
             return;
     }
@@ -770,7 +785,7 @@ TEST_F(cm_hostile, RdmEndpointBoundsAnswersToAPeerThatTakesNone)
         return;
     auto &[n, cmb, me, s, prog] = v;
     std::uint32_t mine = 0;
-    connect_as_requester(h, me, cmb, prog, mine);
+    connect_as_requester(h, h.addr, me, cmb, prog, mine);
     if (HasFatalFailure())
         return;
     cmw::rma_hdr rd{};
@@ -818,7 +833,7 @@ TEST_F(cm_hostile, RdmEndpointBoundsTransfersForAPeerThatTakesNone)
         return;
     auto &[n, cmb, me, s, prog] = v;
     std::uint32_t mine = 0;
-    connect_as_requester(h, me, cmb, prog, mine);
+    connect_as_requester(h, h.addr, me, cmb, prog, mine);
     if (HasFatalFailure())
         return;
     constexpr std::uint32_t bound = 16 * 1024, refused = 1000, writes = bound + refused, piece = 64;
@@ -960,7 +975,7 @@ TEST_F(cm_hostile, RdmEndpointServesAPeerOverTheQpItAcceptedWhileItsOwnConnects)
     ASSERT_TRUE(cmw::cm_parse(d.data(), d.size(), req));
     ASSERT_EQ(req.op, cmw::cm_req);
     std::uint32_t mine = 0;
-    connect_as_requester(h, me, cmb, drive, mine);
+    connect_as_requester(h, h.addr, me, cmb, drive, mine);
     if (HasFatalFailure())
         return;
 
