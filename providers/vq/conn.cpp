@@ -121,7 +121,7 @@ void txq_put(prov_ep *e, queued_tx *q)
  *  no answer (@p keep_qp) our QP of the attempt stays as it is, so a reply
  *  that comes late completes the connection (the peer may already send on
  *  its end: nothing it sends is lost); a QP that could not be connected
- *  goes into the error state and is kept until the endpoint closes. */
+ *  is retired (slot_retire). */
 void conn_give_up(prov_ep *e, conn *c, int err, bool keep_qp = false)
 {
     if (c->slot >= 0 && !keep_qp) {
@@ -495,20 +495,66 @@ void slot_close(prov_ep *e, int s)
     if (sl.bounce_mr)
         (void)vq::dereg_mr(sl.bounce_mr);
     delete[] sl.bounce;
+    if (sl.retired && !sl.drain_posted)
+        e->undrained--;
     sl = rc_slot{};
 }
 
+namespace {
+
+/** Post retired slot @p s's marker: a signaled send behind everything its
+ *  QP holds. */
+bool slot_drain_post(prov_ep *e, int s)
+{
+    rc_slot &sl = e->slots[s];
+    if (vq::post_send_imm_inline(sl.qp, drain_id(s, sl.qp->qp_num), 0, nullptr, 0, vq::WR_SIGNALED) != 0)
+        return false;
+    sl.drain_posted = true;
+    e->scq_pending++;
+    return true;
+}
+
+} // namespace
+
 void slot_retire(prov_ep *e, int s)
 {
-    // A failed QP is kept (in ERR) until the endpoint closes instead of being
-    // destroyed: destroying it makes drivers/shm write the peer's ring
-    // control without checking that the peer's QP is still the one it was
-    // connected to, which corrupts a newer connection reusing that memory.
-    // The slot stays taken; its completions are ignored.
     frag_fail(e, s, FI_ECONNRESET); // a fragmented message on it never completes
     rc_slot &sl = e->slots[s];
     sl.c = nullptr;
+    if (sl.retired || !sl.qp)
+        return;
     sl.retired = true;
+    // Not destroyed at once: requests the QP holds (a rendezvous pull, an
+    // RMA the peer asked for, a send) complete only by coming back from it,
+    // flushed, and destroying it would lose them. In ERR it flushes them
+    // all and accepts a signaled marker after them; a send queue's
+    // completions come in order, so when the marker is back nothing of the
+    // QP's is left and slot_drained closes the slot for a new connection.
+    // Receives it still delivers meanwhile are ignored (rc_rx).
+    vq::qp_attr a;
+    a.state = vq::qp_state::err;
+    (void)vq::modify_qp(sl.qp, &a, vq::QP_ATTR_STATE);
+    if (!slot_drain_post(e, s))
+        e->undrained++; // the send queue is full: again on the sweep, after the send CQ was polled
+}
+
+void slot_drained(prov_ep *e, std::uint64_t id, std::uint32_t qpn)
+{
+    const std::uint64_t s = (id >> 32) & 0xffffu;
+    if (s >= e->slots.size() || std::uint32_t(id) != qpn)
+        return;
+    rc_slot &sl = e->slots[s];
+    if (sl.retired && sl.drain_posted && sl.qp && sl.qp->qp_num == qpn)
+        slot_close(e, int(s));
+}
+
+void slots_drain_retry(prov_ep *e)
+{
+    for (int s = 0; e->undrained && s < int(e->slots.size()); s++) {
+        rc_slot &sl = e->slots[s];
+        if (sl.retired && !sl.drain_posted && sl.qp && slot_drain_post(e, s))
+            e->undrained--;
+    }
 }
 
 namespace {
@@ -764,10 +810,11 @@ void half_open_expire(prov_ep *e)
         for (const tx_entry &t : e->tx)
             sent |= c && t.c == c;
         SHUNT_LOG(prov_log, info, "vq: %s did not finish the connection it asked for: given up, its QP %s",
-                  addr_key(sl.half_from).c_str(), sent ? "kept (requests on it wait)" : "freed");
+                  addr_key(sl.half_from).c_str(), sent ? "retired (requests on it come back first)" : "freed");
         if (sent) {
             // Destroying the QP would lose those completions: it fails as
-            // a broken connection does (its QP kept until the endpoint closes).
+            // a broken connection does (its QP retired, closed once they
+            // are back).
             if (c->slot == s)
                 conn_broken(e, c);
             continue;
@@ -946,6 +993,8 @@ void conn_broken(prov_ep *e, conn *c)
     }
     if (c->dead_slot < 0)
         c->dead_slot = c->slot;
+    else
+        slot_retire(e, c->slot); // one already waits for progress: this one goes now
     c->slot = -1;
     c->state = conn::idle;
     conn_pend(e, c);

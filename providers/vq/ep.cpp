@@ -26,7 +26,7 @@ const env::stats::schema one_way_schema{"vq.one_way", one_way_fields, 2};
 const env::stats::field cm_fields[] = {
     SHUNT_STATS_FIELD(cm_stats, peers, gauge, none, "connection records: peers the endpoint knows"),
     SHUNT_STATS_FIELD(cm_stats, refused, counter, none, "connection requests it could not accept"),
-    SHUNT_STATS_FIELD(cm_stats, qps, gauge, none, "RC QPs it holds: connected, being connected, or failed and kept"),
+    SHUNT_STATS_FIELD(cm_stats, qps, gauge, none, "RC QPs it holds: connected, being connected, or failed and draining"),
     SHUNT_STATS_FIELD(cm_stats, qps_created, counter, none, "RC QPs it created"),
     SHUNT_STATS_FIELD(cm_stats, half_open, gauge, none,
                       "connections it accepted that the requester has not finished (its first message)"),

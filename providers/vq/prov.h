@@ -209,7 +209,8 @@ struct rc_slot {
     std::uint32_t accepted_from = 0;  ///< requester's QP when we accepted (REQ retries)
     std::uint32_t unsignaled = 0;     ///< unsignaled sends since the last signaled one
     struct frag_msg *rx_frag = nullptr; ///< a fragmented message being received on this QP (frag.cpp)
-    bool retired = false;             ///< failed QP kept until the endpoint closes
+    bool retired = false;             ///< failed QP, closed when its marker comes back (slot_retire)
+    bool drain_posted = false;        ///< retired: its marker is posted
     /** Its lent receives are read in place with vq::poll_lent (the QP
      *  offers it): progress takes the hot slot's messages without the CQ. */
     bool lent_poll = false;
@@ -491,6 +492,9 @@ struct prov_ep {
     /** Signaled vq sends not yet completed: the send CQ is polled only while
      *  there are some (and on a periodic sweep for unsignaled errors). */
     std::uint32_t scq_pending = 0;
+    /** Retired slots whose marker could not be posted yet (send queue
+     *  full): posted again on the sweep. */
+    std::uint32_t undrained = 0;
     /** A post found the send queue full: the driver may hold requests it
      *  executes only when the send CQ is polled, so the next progress does. */
     bool tx_unpolled = false;
@@ -784,7 +788,19 @@ int slot_open(prov_ep *e, const ep_addr &peer, std::uint32_t peer_qpn, bool conn
  *  wait for a QP's creation; not made again once taken. */
 void slot_prepare(prov_ep *e);
 void slot_close(prov_ep *e, int slot);
+/** A failed connection's slot: its QP goes to ERR, and the slot is closed
+ *  (free for a new connection) once everything posted on it has come back. */
 void slot_retire(prov_ep *e, int slot);
+/** The wr_id of retired slot @p slot's marker, and whether @p id is one. */
+inline std::uint64_t drain_id(int slot, std::uint32_t qpn)
+{
+    return (std::uint64_t(3) << 61) | (std::uint64_t(std::uint32_t(slot)) << 32) | qpn;
+}
+inline bool is_drain_id(std::uint64_t id) { return (id >> 61) == 3; }
+/** The marker @p id of a retired slot came back from QP @p qpn: close it. */
+void slot_drained(prov_ep *e, std::uint64_t id, std::uint32_t qpn);
+/** Post the markers that found the send queue full (e->undrained). */
+void slots_drain_retry(prov_ep *e);
 int slot_connect(prov_ep *e, int slot, const ep_addr &peer, std::uint32_t peer_qpn);
 int ud_send(prov_ep *e, vq::ah *ah, std::uint32_t qpn, const void *buf, std::size_t len);
 vq::ah *ah_for(prov_ep *e, const ep_addr &a);

@@ -124,11 +124,16 @@ inline int slot_of(prov_ep *e, const vq::wc &w, int &last)
 {
     rc_slot &sl = e->slots[s];
     frag_fail(e, s, FI_ECONNRESET); // a fragmented message on it never completes
-    if (sl.c && sl.c->slot == s)
+    if (sl.c && sl.c->slot == s) {
         conn_broken(e, sl.c);
-    else if (!e->msg_type && sl.c && sl.c->dead_slot < 0) {
+    } else if (!e->msg_type && sl.c && sl.c->dead_slot < 0) {
         sl.c->dead_slot = s; // an accepted, receive-only QP
         conn_pend(e, sl.c);
+    } else if (!e->msg_type && sl.c && sl.c->dead_slot != s) {
+        // Another QP of the peer's waits for progress already (both sides
+        // connected at once: two QPs): this one is done, its receives
+        // flushed, and goes now.
+        slot_retire(e, s);
     }
     if (!e->msg_type && !sl.c && sl.qp && !sl.retired)
         slot_retire(e, s);
@@ -407,6 +412,8 @@ int queue_fetch(prov_ep *e, util::rx_entry *en, const util::rx_fetch_req &r, con
     }
     if (!e->pending.empty())
         pending_progress(e);
+    if ((t & (sweep_every - 1)) == 0 && e->undrained)
+        slots_drain_retry(e);
     if ((t & (ud_every - 1)) == 0 && e->cm.half_open.get())
         half_open_expire(e);
 }

@@ -499,6 +499,10 @@ void tx_complete(prov_ep *e, const vq::wc &w)
     }
     if (w.wr_id == ~0ULL || w.wr_id == reclaim_id)
         return;
+    if (is_drain_id(w.wr_id)) [[unlikely]] {
+        slot_drained(e, w.wr_id, w.qp_num);
+        return;
+    }
     if (w.wr_id >> 63) {
         if (rx_op *o = rx_op_from_id(e, w.wr_id))
             rx_op_done(e, o, w.status);

@@ -649,8 +649,10 @@ TEST_F(cm_hostile, RdmEndpointRefusesRequestsOfAnotherType)
 }
 
 // RDM: a process that asks for connections and never finishes them (REQs
-// naming free RC QPs of its own that it never connects or sends on) gets
-// at most cm_half_open_max of the endpoint's RC QPs, not all of them: a good
+// naming free RC QPs of its own that it never connects or sends on, from
+// 12 addresses of its own: a second REQ from one address would be taken as
+// that peer restarting, and replace its first) gets at most
+// cm_half_open_max of the endpoint's RC QPs, not all of them: a good
 // peer still connects and exchanges checked bytes meanwhile, and the
 // unfinished connections are given up after SHUNT_VQ_CONNECT_TIMEOUT_MS,
 // their QPs freed. Waits are bounded.
@@ -670,10 +672,13 @@ TEST_F(cm_hostile, RdmEndpointFreesConnectionsNeverFinished)
     seen s;
     auto prog = progress_of(n.cq, n.eq, s);
     // More REQs than the endpoint has RC QPs (63 on shm), each for another
-    // free QP of the hostile process.
+    // free QP of the hostile process, from its addresses in turn.
+    std::vector<ep_addr> from;
+    for (int i = 0; i < 12; i++)
+        from.push_back(h.another_address());
     std::vector<datagram> reqs;
     for (int i = 0; i < 70; i++)
-        reqs.push_back(whole(cm(cmw::cm_req, FI_EP_RDM, h.addr, h.rc_qp())));
+        reqs.push_back(whole(cm(cmw::cm_req, FI_EP_RDM, from[std::size_t(i) % from.size()], h.rc_qp())));
     ASSERT_EQ(h.send(me, reqs, prog), 0);
     for (int i = 0; i < 2000; i++)
         prog();
@@ -738,8 +743,8 @@ void connect_as_requester(hostile &h, const ep_addr &from, const ep_addr &me, co
 // peers that insert it cannot take the slots its own traffic needs; a
 // request without the mark (what the peer's first operation sends) is
 // accepted then. The hostile process takes slots by finishing connections
-// as a requester does (each new one retires the one before: the slot stays
-// taken).
+// as a requester does, each from another address of its own (a second
+// from one address replaces the first: that peer restarted).
 TEST_F(cm_hostile, RdmEndpointAcceptsInsertsRequestsOnlyWithHalfItsSlotsFree)
 {
     victim v;
@@ -750,7 +755,7 @@ TEST_F(cm_hostile, RdmEndpointAcceptsInsertsRequestsOnlyWithHalfItsSlotsFree)
     const std::uint32_t half = 63 / 2 + 1; // slots taken where an eager request is refused (63 on shm)
     for (std::uint32_t i = 0; i < half; i++) {
         std::uint32_t mine = 0;
-        connect_as_requester(h, h.addr, me, cmb, prog, mine); // the slot is kept: a finished connection
+        connect_as_requester(h, h.another_address(), me, cmb, prog, mine); // a finished connection keeps its slot
         if (HasFatalFailure())
             return;
     }

@@ -444,3 +444,50 @@ TEST(KillLoop, DgramPeerSigkilledAtRandomPointsManyTimes)
 }
 
 } // namespace
+
+// An RDM endpoint has at most 63 RC QPs. More peers than that, one after
+// another, each connects, echoes a checked message and is killed: the QP of
+// each dead peer's connection is freed once what it held has come back, so
+// every new peer connects and echoes, and once the deaths are seen the
+// endpoint holds no QP of a dead peer.
+TEST(KillLoop, RdmEndpointOutlivesMoreDeadPeersThanItHasQps)
+{
+    constexpr int peers = 70;
+    const std::vector<std::string> before = shunt::env::stats::list();
+    node n;
+    ASSERT_EQ(n.open(FI_EP_RDM, false), 0);
+    const std::string cmb = cm_block(before);
+    ASSERT_NE(cmb, "") << "no vq.ep.<n>.cm block for the endpoint";
+    for (int i = 0; i < peers; i++) {
+        SCOPED_TRACE("peer " + std::to_string(i));
+        peer_proc p{"rdm"};
+        fi_addr_t to = FI_ADDR_UNSPEC;
+        ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
+        ASSERT_EQ(p.set_peer(n.addr), 0);
+        std::uint8_t out[64], in[64] = {};
+        fill_pattern(out, sizeof out, std::uint64_t(i));
+        context rc, sc;
+        ASSERT_EQ(recv(n.ep, in, sizeof in, nullptr, FI_ADDR_UNSPEC, &rc), 0);
+        ASSERT_EQ(retry(n.cq, [&] { return send(n.ep, out, sizeof out, nullptr, to, &sc); }), 0);
+        for (int k = 0; k < 2; k++) {
+            cq_tagged_entry e{};
+            ASSERT_EQ(wait_cq(n.cq, e), 1) << "the echo of a new peer after " << i << " dead ones ("
+                                          << stat(cmb, "qps") << " RC QPs held, " << stat(cmb, "refused")
+                                          << " connection requests refused)";
+            ASSERT_TRUE(e.op_context == &rc || e.op_context == &sc);
+        }
+        ASSERT_EQ(std::memcmp(in, out, sizeof out), 0) << "echoed bytes differ";
+        p.kill();
+        ASSERT_EQ(av_remove(n.av, &to, 1, 0), 0);
+    }
+    // The last deaths are seen by progress (the driver looks at its peers
+    // now and then); nothing is left of them after that.
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (stat(cmb, "qps") > 0 && std::chrono::steady_clock::now() < end) {
+        cq_tagged_entry e{};
+        EXPECT_EQ(cq_read(n.cq, &e, 1), -FI_EAGAIN) << "a completion nothing asked for";
+        sched_yield();
+    }
+    EXPECT_EQ(stat(cmb, "qps"), 0u) << "RC QPs of dead peers still held after 10 s";
+    n.close();
+}
