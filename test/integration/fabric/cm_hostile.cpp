@@ -1,11 +1,12 @@
 // A hostile process for the CM tests of the shm provider: it speaks the vq
 // verbs directly (no provider), with one UD QP on the Q_Key the provider's
 // connection management uses (more on request: more addresses), and sends
-// whatever bytes the test gives it to any UD QP. It also answers like a minimal responder: an RC QP the test can
-// name in a REQ or REP, and the datagrams endpoints send it; over a connected
-// RC QP it sends what the test gives it, and takes what comes back only when
-// told to; memory registered for remote access is there to be named in
-// requests. Requests come on fd 3 (cm_hostile_proto.h).
+// whatever bytes the test gives it to any UD QP. It also answers like a
+// minimal responder: an RC QP the test can name in a REQ or REP, and the
+// datagrams endpoints send it; over a connected RC QP it sends what the test
+// gives it, and takes what comes back only when told to; memory registered
+// for remote access is there to be named in requests. Requests come on fd 3
+// (cm_hostile_proto.h).
 #include <poll.h>
 
 #include <algorithm>

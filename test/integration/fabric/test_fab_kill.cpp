@@ -15,6 +15,9 @@
 // endpoint type (SHUNT_TEST_KILL_SECONDS) with a random seed that a failure prints
 // (SHUNT_TEST_KILL_SEED repeats it).
 //
+// Besides the rounds: more peers than an RDM endpoint has RC QPs connect, echo
+// and are killed one after another, and each new one must still connect.
+//
 // A peer killed while it copies from this process's memory (an RDMA read, a
 // rendezvous pull) stays counted in the region entry: deregistering it then
 // logs "region entry N still in use by a peer after invalidation" after its
