@@ -4,7 +4,8 @@
 # UndefinedBehaviorSanitizer in build-asan/ (in the background, meanwhile)
 # and runs the suites again (SHUNT_TEST_SANITIZE=0 skips that); SHUNT_TEST_TSAN=1 adds a
 # ThreadSanitizer build of the unit and integration suites. With clang, builds the libFuzzer
-# harnesses of test/fuzz in build-fuzz/ (ASan+UBSan) and fuzzes each for
+# harnesses of test/fuzz in build-fuzz/ (ASan+UBSan; in the background while
+# the sanitizer suites run) and fuzzes each for
 # SHUNT_TEST_FUZZ_SECONDS (default 15) from its committed corpus
 # (SHUNT_TEST_FUZZ=0 skips that); a crash, leak or hang fails the run and
 # leaves its input in build-fuzz/crashes/. Ends with one line
@@ -64,6 +65,71 @@ run_suites() {
   failed=$((failed + ${fail:-0} + ${timeout:-0}))
 }
 
+# build_fuzzers: configure build-fuzz/ and build the harnesses (only them and
+# what they link); the tail of a failing step's log on stderr.
+fuzz_harnesses=(fuzz-shm-ring fuzz-shm-peer fuzz-wire fuzz-cm)
+build_fuzzers() {
+  local dir=build-fuzz re=
+  [ -f "$dir/build.ninja" ] && re=--reconfigure
+  if ! CC=clang CXX=clang++ meson setup $re "$dir" -Dfuzz=true -Db_sanitize=address,undefined \
+    -Db_lundef=false -Dbuildtype=debug -Dtests=false -Dbenchmarks=false >"$dir.setup.log" 2>&1; then
+    tail -n 40 "$dir.setup.log" >&2
+    return 1
+  fi
+  if ! ninja -C "$dir" "${fuzz_harnesses[@]/#/test/fuzz/}" >"$dir.ninja.log" 2>&1; then
+    tail -n 60 "$dir.ninja.log" >&2
+    return 1
+  fi
+}
+# The harnesses build in the background, in the idle class like the
+# sanitizer build, while the sanitizer suites run (they leave CPU time, as
+# the release suites do); the fuzzing itself runs after them, alone.
+fuzz_pid=
+fuzz_wanted=0
+if [ "${SHUNT_TEST_FUZZ:-1}" != 0 ]; then
+  if command -v clang++ >/dev/null 2>&1; then
+    fuzz_wanted=1
+  else
+    shunt_log "clang++ not found: fuzzing skipped"
+  fi
+fi
+start_fuzz_build() {
+  [ "$fuzz_wanted" = 1 ] || return 0
+  (
+    chrt --idle -p 0 "$BASHPID" >/dev/null 2>&1 || renice -n 19 -p "$BASHPID" >/dev/null 2>&1
+    build_fuzzers
+  ) >build-fuzz.build.log 2>&1 &
+  fuzz_pid=$!
+  trap 'pkill -TERM -P "$fuzz_pid" 2>/dev/null; kill "$fuzz_pid" 2>/dev/null; exit 130' INT TERM
+}
+# run_fuzzers: wait for the harnesses and fuzz each for a bounded time; each
+# harness counts as one test.
+run_fuzzers() {
+  local dir=build-fuzz secs=${SHUNT_TEST_FUZZ_SECONDS:-15} f
+  shunt_log "fuzzing: ${#fuzz_harnesses[@]} harnesses, ${secs}s each"
+  wait "$fuzz_pid"
+  local rc=$?
+  trap - INT TERM
+  if [ "$rc" -ne 0 ]; then
+    cat build-fuzz.build.log >&2
+    failed=$((failed + 1))
+    return
+  fi
+  mkdir -p "$dir/crashes"
+  for f in "${fuzz_harnesses[@]}"; do
+    mkdir -p "$dir/corpus/$f"
+    if ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      "$dir/test/fuzz/$f" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+      -artifact_prefix="$dir/crashes/$f-" "$dir/corpus/$f" "test/fuzz/corpus/$f" >"$dir/$f.log" 2>&1; then
+      passed=$((passed + 1))
+    else
+      tail -n 40 "$dir/$f.log" >&2
+      shunt_log "$f failed: its input is in $dir/crashes/; fix the bug and add the input to test/fuzz/corpus/$f/"
+      failed=$((failed + 1))
+    fi
+  done
+}
+
 release_built=0
 shunt_build build && release_built=1
 
@@ -100,6 +166,9 @@ if [ -n "$asan_pid" ]; then
   asan_rc=$?
   trap - INT TERM
   cat build-asan.build.log >&2
+  # (A ThreadSanitizer build comes next, and two meson configures at once
+  # trip over each other: the harnesses wait for it then.)
+  [ "${SHUNT_TEST_TSAN:-0}" = 1 ] || start_fuzz_build
   if [ "$asan_rc" -eq 0 ]; then
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0 LSAN_OPTIONS=suppressions=$PWD/test/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       run_suites build-asan sanitizers
@@ -124,46 +193,8 @@ if [ "${SHUNT_TEST_TSAN:-0}" = 1 ]; then
   fi
 fi
 
-# run_fuzzers: build the harnesses (only them and what they link) and fuzz
-# each for a bounded time; each harness counts as one test.
-fuzz_harnesses=(fuzz-shm-ring fuzz-shm-peer fuzz-wire fuzz-cm)
-run_fuzzers() {
-  local dir=build-fuzz secs=${SHUNT_TEST_FUZZ_SECONDS:-15} f re=
-  shunt_log "fuzzing: ${#fuzz_harnesses[@]} harnesses, ${secs}s each"
-  [ -f "$dir/build.ninja" ] && re=--reconfigure
-  if ! CC=clang CXX=clang++ meson setup $re "$dir" -Dfuzz=true -Db_sanitize=address,undefined \
-    -Db_lundef=false -Dbuildtype=debug -Dtests=false -Dbenchmarks=false >"$dir.setup.log" 2>&1; then
-    tail -n 40 "$dir.setup.log" >&2
-    failed=$((failed + 1))
-    return
-  fi
-  if ! ninja -C "$dir" "${fuzz_harnesses[@]/#/test/fuzz/}" >"$dir.ninja.log" 2>&1; then
-    tail -n 60 "$dir.ninja.log" >&2
-    failed=$((failed + 1))
-    return
-  fi
-  mkdir -p "$dir/crashes"
-  for f in "${fuzz_harnesses[@]}"; do
-    mkdir -p "$dir/corpus/$f"
-    if ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-      "$dir/test/fuzz/$f" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-      -artifact_prefix="$dir/crashes/$f-" "$dir/corpus/$f" "test/fuzz/corpus/$f" >"$dir/$f.log" 2>&1; then
-      passed=$((passed + 1))
-    else
-      tail -n 40 "$dir/$f.log" >&2
-      shunt_log "$f failed: its input is in $dir/crashes/; fix the bug and add the input to test/fuzz/corpus/$f/"
-      failed=$((failed + 1))
-    fi
-  done
-}
-
-if [ "${SHUNT_TEST_FUZZ:-1}" != 0 ]; then
-  if command -v clang++ >/dev/null 2>&1; then
-    run_fuzzers
-  else
-    shunt_log "clang++ not found: fuzzing skipped"
-  fi
-fi
+[ -z "$fuzz_pid" ] && start_fuzz_build
+[ "$fuzz_wanted" = 1 ] && run_fuzzers
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
