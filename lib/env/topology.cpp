@@ -51,15 +51,20 @@ int numa_of(const std::vector<numa_node> &nodes, hwloc_topology_t t, hwloc_const
     return -1;
 }
 
-SHUNT_COLD int discover(cache &c)
+// Discovers cores, caches and NUMA nodes, and with @p pci the PCI devices:
+// reading those scans the bus and its name database, several times the rest,
+// and choosing cores does not need them.
+SHUNT_COLD int discover(cache &c, bool pci)
 {
     hwloc_topology_t t;
     if (hwloc_topology_init(&t) != 0) {
         SHUNT_LOG(topo_log, error, "topology: hwloc_topology_init failed");
         return -FI_EIO;
     }
-    // PCI devices (NICs, storage, GPUs, accelerators) but not every bridge.
-    hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    // PCI devices (NICs, storage, GPUs, accelerators) but not every bridge;
+    // without them hwloc keeps no I/O object (its default).
+    if (pci)
+        hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     // Describe the machine, including CPUs a cpuset cgroup hides: what this
     // process may use is the affinity mask's business (pick_cores applies it).
     hwloc_topology_set_flags(t, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
@@ -147,12 +152,23 @@ SHUNT_COLD int discover(cache &c)
     return 0;
 }
 
+// Function-local statics: each discovered once, thread safe (C++11 magic
+// statics). The CPU part alone serves pick_cores() and l3_group_of().
 const cache &get_cache()
 {
-    // Function-local static: discovered once, thread safe (C++11 magic statics).
     static const cache c = [] {
         cache x;
-        x.rc = discover(x);
+        x.rc = discover(x, false);
+        return x;
+    }();
+    return c;
+}
+
+const cache &get_cache_with_pci()
+{
+    static const cache c = [] {
+        cache x;
+        x.rc = discover(x, true);
         return x;
     }();
     return c;
@@ -163,7 +179,7 @@ const cache &get_cache()
 
 int get_topology(const topology *&out)
 {
-    const cache &c = get_cache();
+    const cache &c = get_cache_with_pci();
     if (c.rc != 0)
         return c.rc;
     out = &c.topo;

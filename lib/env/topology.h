@@ -55,7 +55,8 @@ struct topology {
     unsigned cpu_count = 0;              ///< hardware threads (sum of every core's cpus)
 };
 
-/** Discover the topology (cached after the first call; thread safe).
+/** Discover the topology, PCI devices included (cached after the first call;
+ *  thread safe). pick_cores() and l3_group_of() do not scan PCI.
  *  @param out set to the process-wide topology, valid until exit; unchanged on error.
  *  @return 0; -FI_EIO if hwloc fails (logged once; every later call returns
  *          the same error). */
