@@ -23,6 +23,8 @@
 // logs "region entry N still in use by a peer after invalidation" after its
 // bound and retires the entry (doc/guides/drivers/shm.md, region table).
 #include <algorithm>
+#include <deque>
+#include <future>
 #include <memory>
 #include <random>
 
@@ -461,9 +463,21 @@ TEST(KillLoop, RdmEndpointOutlivesMoreDeadPeersThanItHasQps)
     ASSERT_EQ(n.open(FI_EP_RDM, false), 0);
     const std::string cmb = cm_block(before);
     ASSERT_NE(cmb, "") << "no vq.ep.<n>.cm block for the endpoint";
+    // A peer's start (a process and its environment) takes longer than its
+    // echo: the next few start while earlier ones are used. Each only waits
+    // to be told this endpoint's address, so none connects before its turn.
+    constexpr int ahead = 4;
+    auto start = [] { return std::async(std::launch::async, [] { return std::make_unique<peer_proc>("rdm"); }); };
+    std::deque<std::future<std::unique_ptr<peer_proc>>> next;
+    for (int i = 0; i < std::min(ahead, peers); i++)
+        next.push_back(start());
     for (int i = 0; i < peers; i++) {
         SCOPED_TRACE("peer " + std::to_string(i));
-        peer_proc p{"rdm"};
+        std::unique_ptr<peer_proc> pp = next.front().get();
+        next.pop_front();
+        if (i + ahead < peers)
+            next.push_back(start());
+        peer_proc &p = *pp;
         fi_addr_t to = FI_ADDR_UNSPEC;
         ASSERT_EQ(av_insert(n.av, p.addr, 1, &to, 0, nullptr), 1);
         ASSERT_EQ(p.set_peer(n.addr), 0);
