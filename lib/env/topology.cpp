@@ -152,23 +152,15 @@ SHUNT_COLD int discover(cache &c, bool pci)
     return 0;
 }
 
-// Function-local statics: each discovered once, thread safe (C++11 magic
-// statics). The CPU part alone serves pick_cores() and l3_group_of().
+// A function-local static per kind: each discovered once, thread safe (C++11
+// magic statics). The CPU part alone (@p Pci false) serves pick_cores() and
+// l3_group_of().
+template <bool Pci>
 const cache &get_cache()
 {
     static const cache c = [] {
         cache x;
-        x.rc = discover(x, false);
-        return x;
-    }();
-    return c;
-}
-
-const cache &get_cache_with_pci()
-{
-    static const cache c = [] {
-        cache x;
-        x.rc = discover(x, true);
+        x.rc = discover(x, Pci);
         return x;
     }();
     return c;
@@ -179,7 +171,7 @@ const cache &get_cache_with_pci()
 
 int get_topology(const topology *&out)
 {
-    const cache &c = get_cache_with_pci();
+    const cache &c = get_cache<true>();
     if (c.rc != 0)
         return c.rc;
     out = &c.topo;
@@ -188,7 +180,7 @@ int get_topology(const topology *&out)
 
 int l3_group_of(unsigned cpu)
 {
-    const cache &c = get_cache();
+    const cache &c = get_cache<false>();
     if (c.rc != 0 || cpu >= c.cpu_l3.size())
         return -1;
     return c.cpu_l3[cpu];
@@ -198,7 +190,7 @@ int pick_cores(unsigned n, std::vector<unsigned> &out, const std::vector<unsigne
 {
     if (n == 0)
         return -FI_EINVAL;
-    const cache &c = get_cache();
+    const cache &c = get_cache<false>();
     if (c.rc != 0)
         return c.rc;
 
