@@ -645,21 +645,18 @@ inline bool put_imm(shm_qp *q, std::uint8_t fl, std::uint32_t imm, const vq::dat
     return true;
 }
 
-/** A signaled send_imm (or any on a QP with sq_sig_all) on an idle queue:
- *  straight into the ring as an unsignaled one goes, its completion written
- *  at once into the send CQ, in order (the queue is idle), without a
- *  send-queue entry. Room for the completion is taken first, under the
- *  CQ's lock (QP lock, then CQ lock, as sq_run takes them). Out of line:
- *  the unsignaled path keeps its registers. @return whether it was sent
- *  (else: the session, which owes the completion when the CQ is full). */
-template <bool Locked>
-[[gnu::noinline]] bool send_imm_signaled(shm_qp *q, std::uint64_t wr_id, std::uint32_t imm, const vq::data_buf *list,
-                                         std::size_t n, unsigned flags) noexcept
+/** A signaled single-call send (or any on a QP with sq_sig_all) on an idle
+ *  queue: straight into the ring as an unsignaled one goes, its completion
+ *  written at once into the send CQ, in order (the queue is idle), without
+ *  a send-queue entry. Room for the completion is taken first, under the
+ *  CQ's lock (QP lock, then CQ lock, as sq_run takes them); then @p put(slot
+ *  flags) writes and publishes the message and says whether the ring had
+ *  room; its @p len bytes are counted. @return whether it was sent (else:
+ *  the session, which owes the completion when the CQ is full). */
+template <bool Locked, class Put>
+[[gnu::always_inline]] inline bool send_signaled_direct(shm_qp *q, std::uint64_t wr_id, unsigned flags,
+                                                        std::uint32_t len, Put &&put) noexcept
 {
-    std::uint32_t len;
-    if ((flags & ~(vq::WR_SOLICITED | vq::WR_FENCE | vq::WR_INLINE | vq::WR_SIGNALED)) != 0 || !list ||
-        !imm_direct_len(q, list, n, &len))
-        return false;
     const std::uint64_t posted = env::stats::stamp(q->io);
     shm_cq *c = q->scq;
     bool done = false;
@@ -669,9 +666,7 @@ template <bool Locked>
         q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::rts)) {
         if (!c->single_threaded)
             c->lock.lock();
-        if (c->space() > 0 &&
-            put_imm(q, std::uint8_t(sf_first | sf_last | ((flags & vq::WR_SOLICITED) ? sf_solicited : 0)), imm, list,
-                    n, len)) {
+        if (c->space() > 0 && put(std::uint8_t(sf_first | sf_last | ((flags & vq::WR_SOLICITED) ? sf_solicited : 0)))) {
             fill_wc(*c->next_entry(), wr_id, vq::wc_status::success, vq::wc_opcode::send, 0, q->qp_num);
             c->commit();
             done = true;
@@ -686,6 +681,20 @@ template <bool Locked>
         env::stats::on_complete(q->io, posted);
     }
     return done;
+}
+
+/** A signaled send_imm on an idle queue (send_signaled_direct). Out of
+ *  line: the unsignaled path keeps its registers. */
+template <bool Locked>
+[[gnu::noinline]] bool send_imm_signaled(shm_qp *q, std::uint64_t wr_id, std::uint32_t imm, const vq::data_buf *list,
+                                         std::size_t n, unsigned flags) noexcept
+{
+    std::uint32_t len;
+    if ((flags & ~(vq::WR_SOLICITED | vq::WR_FENCE | vq::WR_INLINE | vq::WR_SIGNALED)) != 0 || !list ||
+        !imm_direct_len(q, list, n, &len))
+        return false;
+    return send_signaled_direct<Locked>(q, wr_id, flags, len,
+                                        [&](std::uint8_t fl) { return put_imm(q, fl, imm, list, n, len); });
 }
 
 /** post_send_imm_inline beyond its unsignaled ring-direct path: a signaled
