@@ -536,6 +536,65 @@ void wr_abort(vq::qp *vq_) noexcept
         q->lock.unlock();
 }
 
+/** A signaled single-call send (or any on a QP with sq_sig_all) on an idle
+ *  queue: straight into the ring as an unsignaled one goes, its completion
+ *  written at once into the send CQ, in order (the queue is idle), without
+ *  a send-queue entry. Room for the completion is taken first, under the
+ *  CQ's lock (QP lock, then CQ lock, as sq_run takes them); then @p put(slot
+ *  flags) writes and publishes the message and says whether the ring had
+ *  room; its @p len bytes are counted. @return whether it was sent (else:
+ *  the session, which owes the completion when the CQ is full). */
+template <bool Locked, class Put>
+[[gnu::always_inline]] inline bool send_signaled_direct(shm_qp *q, std::uint64_t wr_id, unsigned flags,
+                                                        std::uint32_t len, Put &&put) noexcept
+{
+    const std::uint64_t posted = env::stats::stamp(q->io);
+    shm_cq *c = q->scq;
+    bool done = false;
+    if constexpr (Locked)
+        q->lock.lock();
+    if (q->sq_head == q->sq_tail &&
+        q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::rts)) {
+        if (!c->single_threaded)
+            c->lock.lock();
+        if (c->space() > 0 && put(std::uint8_t(sf_first | sf_last | ((flags & vq::WR_SOLICITED) ? sf_solicited : 0)))) {
+            fill_wc(*c->next_entry(), wr_id, vq::wc_status::success, vq::wc_opcode::send, 0, q->qp_num);
+            c->commit();
+            done = true;
+        }
+        if (!c->single_threaded)
+            c->lock.unlock();
+    }
+    if constexpr (Locked)
+        q->lock.unlock();
+    if (done) {
+        env::stats::on_tx(q->io, len);
+        env::stats::on_complete(q->io, posted);
+    }
+    return done;
+}
+
+/** A signaled small inline post_send on an idle queue (send_signaled_direct):
+ *  one slot, as the unsignaled fast path writes it. Out of line: that path
+ *  keeps its registers. */
+template <bool Locked>
+[[gnu::noinline]] bool send_signaled_inline(shm_qp *q, std::uint64_t wr_id, const void *buf, std::uint32_t len,
+                                            unsigned flags) noexcept
+{
+    if ((flags & ~(vq::WR_SOLICITED | vq::WR_FENCE | vq::WR_SIGNALED)) != vq::WR_INLINE || len > slot_payload ||
+        len > q->cap.max_inline_data || (!buf && len != 0))
+        return false;
+    return send_signaled_direct<Locked>(q, wr_id, flags, len, [&](std::uint8_t fl) {
+        txring r{q->tx_slots, q->tx_ctrl, q->tx_mask, &q->tx_tail, &q->tx_credit_head};
+        if (!ring_reserve(r, 1))
+            return false;
+        src_cursor c;
+        c.flat = static_cast<const std::uint8_t *>(buf);
+        ring_put(r, msg_send, fl, 0, c, len, len);
+        return true;
+    });
+}
+
 /* Single-call posts (RC/UC): the session, inlined. */
 template <bool Locked>
 int post_send(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t len, std::uint32_t lkey,
@@ -567,6 +626,8 @@ int post_send(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t l
         if constexpr (Locked)
             q->lock.unlock();
     }
+    if (((flags & vq::WR_SIGNALED) || q->sq_sig_all) && send_signaled_inline<Locked>(q, wr_id, buf, len, flags))
+        return 0;
     wr_start<Locked>(q);
     q->wr_id = wr_id;
     q->wr_flags = flags & ~vq::WR_INLINE;
@@ -643,44 +704,6 @@ inline bool put_imm(shm_qp *q, std::uint8_t fl, std::uint32_t imm, const vq::dat
         return false;
     ring_put_one(r, msg_send_imm, fl, imm, list, n, len);
     return true;
-}
-
-/** A signaled single-call send (or any on a QP with sq_sig_all) on an idle
- *  queue: straight into the ring as an unsignaled one goes, its completion
- *  written at once into the send CQ, in order (the queue is idle), without
- *  a send-queue entry. Room for the completion is taken first, under the
- *  CQ's lock (QP lock, then CQ lock, as sq_run takes them); then @p put(slot
- *  flags) writes and publishes the message and says whether the ring had
- *  room; its @p len bytes are counted. @return whether it was sent (else:
- *  the session, which owes the completion when the CQ is full). */
-template <bool Locked, class Put>
-[[gnu::always_inline]] inline bool send_signaled_direct(shm_qp *q, std::uint64_t wr_id, unsigned flags,
-                                                        std::uint32_t len, Put &&put) noexcept
-{
-    const std::uint64_t posted = env::stats::stamp(q->io);
-    shm_cq *c = q->scq;
-    bool done = false;
-    if constexpr (Locked)
-        q->lock.lock();
-    if (q->sq_head == q->sq_tail &&
-        q->state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(vq::qp_state::rts)) {
-        if (!c->single_threaded)
-            c->lock.lock();
-        if (c->space() > 0 && put(std::uint8_t(sf_first | sf_last | ((flags & vq::WR_SOLICITED) ? sf_solicited : 0)))) {
-            fill_wc(*c->next_entry(), wr_id, vq::wc_status::success, vq::wc_opcode::send, 0, q->qp_num);
-            c->commit();
-            done = true;
-        }
-        if (!c->single_threaded)
-            c->lock.unlock();
-    }
-    if constexpr (Locked)
-        q->lock.unlock();
-    if (done) {
-        env::stats::on_tx(q->io, len);
-        env::stats::on_complete(q->io, posted);
-    }
-    return done;
 }
 
 /** A signaled send_imm on an idle queue (send_signaled_direct). Out of

@@ -677,10 +677,11 @@ TEST(LoopbackOps, UdReceiveTooSmallIsALengthErrorAndTheQpStaysUp)
     EXPECT_EQ(vq::destroy_ah(ah), 0);
 }
 
-// Signaled single-call send_imms (which shm writes straight into the ring,
-// their completions at once) keep every completion, in posting order, also
-// when the send CQ is full and later posts queue behind one whose
-// completion waits for room; every message arrives once, in order.
+// Signaled single-call sends, both send_imm forms and the inline post_send
+// (which shm writes straight into the ring, their completions at once),
+// keep every completion, in posting order, also when the send CQ is full
+// and later posts queue behind one whose completion waits for room; every
+// message arrives once, in order.
 TEST(LoopbackOps, SignaledSingleCallSendsCompleteInOrderThroughAFullSendCq)
 {
     vq_env e;
@@ -705,9 +706,11 @@ TEST(LoopbackOps, SignaledSingleCallSendsCompleteInOrderThroughAFullSendCq)
     for (int i = 0; i < msgs; i++) {
         const std::uint64_t word = 0x1000 + std::uint64_t(i);
         const unsigned fl = i % 4 == 3 ? 0u : unsigned(vq::WR_SIGNALED); // three signaled in four
-        if (i % 2)
+        if (i % 3 == 1)
             ASSERT_EQ(vq::post_send_imm_hdr_inline(a, 100 + std::uint64_t(i), std::uint32_t(i), word, nullptr, 0, fl), 0)
                 << i;
+        else if (i % 3 == 2)
+            ASSERT_EQ(vq::post_send(a, 100 + std::uint64_t(i), &word, sizeof word, 0, fl | vq::WR_INLINE), 0) << i;
         else {
             const vq::data_buf part{&word, sizeof word};
             ASSERT_EQ(vq::post_send_imm_inline(a, 100 + std::uint64_t(i), std::uint32_t(i), &part, 1, fl), 0) << i;
@@ -731,7 +734,10 @@ TEST(LoopbackOps, SignaledSingleCallSendsCompleteInOrderThroughAFullSendCq)
     for (int i = 0; i < msgs; i++) {
         SCOPED_TRACE(i);
         EXPECT_EQ(r[std::size_t(i)].wr_id, 500u + std::uint64_t(i));
-        EXPECT_EQ(r[std::size_t(i)].imm_data, std::uint32_t(i));
+        if (i % 3 == 2)
+            EXPECT_EQ(r[std::size_t(i)].wc_flags & vq::WC_WITH_IMM, 0u) << "a plain send with immediate data";
+        else
+            EXPECT_EQ(r[std::size_t(i)].imm_data, std::uint32_t(i));
         EXPECT_EQ(r[std::size_t(i)].byte_len, 8u);
         std::uint64_t got;
         std::memcpy(&got, rx.bytes.data() + std::size_t(i) * 64, sizeof got);
