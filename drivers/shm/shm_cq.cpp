@@ -245,7 +245,11 @@ int create_cq(vq::context *vc, const vq::cq_init_attr *a, vq::cq **out)
     if (!c)
         return -FI_ENOMEM;
     std::uint32_t n = pow2_at_least(static_cast<std::uint32_t>(a->cqe));
-    c->ring = new (std::nothrow) vq::wc[n];
+    // Value-initialised: every page of the ring is touched now, so that
+    // writing a completion never takes a page fault (a ring above malloc's
+    // mmap threshold is fresh zero pages, each faulted in on its first use
+    // otherwise).
+    c->ring = new (std::nothrow) vq::wc[n]();
     if (!c->ring) {
         delete c;
         return -FI_ENOMEM;
