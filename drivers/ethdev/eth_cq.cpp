@@ -366,7 +366,9 @@ int create_cq(vq::context *vc, const vq::cq_init_attr *a, vq::cq **out)
     if (!c)
         return -FI_ENOMEM;
     std::uint32_t n = pow2_at_least(static_cast<std::uint32_t>(a->cqe));
-    c->ring = new (std::nothrow) vq::wc[n];
+    // Value-initialised: every page touched now, none faulted in by a
+    // completion later (as the shm driver's CQs).
+    c->ring = new (std::nothrow) vq::wc[n]();
     if (!c->ring) {
         delete c;
         return -FI_ENOMEM;
