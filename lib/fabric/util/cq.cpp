@@ -351,7 +351,9 @@ int cq_open(fid_domain *domain, cq_attr *attr, fid_cq **out, void *context)
     std::size_t n = 1;
     while (n < size)
         n <<= 1;
-    cq->ring = new (std::nothrow) cq_slot[n];
+    // Value-initialised: every page of the ring touched now, none faulted in
+    // by a completion later.
+    cq->ring = new (std::nothrow) cq_slot[n]();
     if (!cq->ring) {
         delete cq;
         return -FI_ENOMEM;
