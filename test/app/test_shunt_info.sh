@@ -6,7 +6,14 @@ info=$1
 fails=0
 check() { # description, command...
   local d=$1; shift
-  if "$@"; then echo "ok   $d"; else echo "FAIL $d"; fails=$((fails + 1)); fi
+  if "$@"; then echo "ok   $d"; else echo "FAIL $d"; fails=$((fails + 1)); return 1; fi
+}
+# check_rc DESCRIPTION WANT: the last command's exit status ($rc) is WANT;
+# if not, its stderr (saved in $err) is shown, a sanitizer's report with it.
+err=$(mktemp)
+trap 'rm -f "$err"' EXIT
+check_rc() {
+  check "$1" test "$rc" -eq "$2" || sed 's/^/    | /' "$err" | tail -n 60
 }
 out=$("$info" --help); rc=$?
 check "--help exits 0" test $rc -eq 0
@@ -81,8 +88,8 @@ if : >"$seg" 2>/dev/null; then
   fi
   rm -f "$seg"
 fi
-"$info" --clean >/dev/null 2>&1; rc=$?
-check "--clean without --doctor is bad usage" test $rc -eq 2
+"$info" --clean >/dev/null 2>"$err"; rc=$?
+check_rc "--clean without --doctor is bad usage" 2
 # fi_info counterpart: list, filters, verbose dump, exit codes.
 for opt in --list --provider --ep-type --caps --verbose --devices --getenv; do
   check "--help documents $opt" grep -q -- "$opt" <<<"$out"
@@ -102,16 +109,16 @@ check "-e FI_EP_DGRAM spelled as fi_info" bash -c "'$info' -e FI_EP_DGRAM | grep
 rma=$("$info" -c 'FI_MSG|FI_RMA')
 check "-c FI_MSG|FI_RMA excludes dgram (no RMA)" bash -c "! grep -q FI_EP_DGRAM <<<\"\$1\" && grep -q FI_EP_RDM <<<\"\$1\"" _ "$rma"
 check "-c accepts lower case and commas" bash -c "diff <('$info' -c 'msg,rma') <(echo \"\$1\")" _ "$rma"
-"$info" -c 'FI_RMA' -e dgram >/dev/null 2>&1; rc=$?
-check "no match exits 61 like fi_info (FI_ENODATA)" test $rc -eq 61
-"$info" -p no-such-provider >/dev/null 2>&1; rc=$?
-check "unknown provider exits 61" test $rc -eq 61
-"$info" -c FI_BOGUS >/dev/null 2>&1; rc=$?
-check "unknown capability exits 2" test $rc -eq 2
-"$info" -e stream >/dev/null 2>&1; rc=$?
-check "unknown endpoint type exits 2" test $rc -eq 2
-"$info" -p >/dev/null 2>&1; rc=$?
-check "-p without an argument exits 2" test $rc -eq 2
+"$info" -c 'FI_RMA' -e dgram >/dev/null 2>"$err"; rc=$?
+check_rc "no match exits 61 like fi_info (FI_ENODATA)" 61
+"$info" -p no-such-provider >/dev/null 2>"$err"; rc=$?
+check_rc "unknown provider exits 61" 61
+"$info" -c FI_BOGUS >/dev/null 2>"$err"; rc=$?
+check_rc "unknown capability exits 2" 2
+"$info" -e stream >/dev/null 2>"$err"; rc=$?
+check_rc "unknown endpoint type exits 2" 2
+"$info" -p >/dev/null 2>"$err"; rc=$?
+check_rc "-p without an argument exits 2" 2
 verb=$("$info" -p shm -e rdm -v)
 for f in caps: threading: mr_mode: max_msg_size: inject_size; do
   check "-v dumps $f" grep -q "$f" <<<"$verb"
@@ -126,10 +133,10 @@ check "-g filters the environment by name" bash -c "grep -q '^SHUNT_SHM_RING_SLO
 for v in SHUNT_PROVIDER SHUNT_PROVIDER_PATH SHUNT_SHM_SEGMENT_MB; do
   check "--env lists $v (every layer)" grep -q "^$v " <<<"$envs"
 done
-"$info" --no-such-option >/dev/null 2>&1; rc=$?
-check "unknown option exits 2" test $rc -eq 2
-"$info" extra >/dev/null 2>&1; rc=$?
-check "stray argument exits 2" test $rc -eq 2
+"$info" --no-such-option >/dev/null 2>"$err"; rc=$?
+check_rc "unknown option exits 2" 2
+"$info" extra >/dev/null 2>"$err"; rc=$?
+check_rc "stray argument exits 2" 2
 # --json for everything shunt-info prints: one object per run, a key per
 # section, each parsed and checked against the text form.
 jsonchk() { # description, python body (d = the object), args...
@@ -186,12 +193,12 @@ assert len(d['offers']) == 3" -l -p shm -D -t -H -E
 check "--json with no match: exit 61 and an empty offer list" bash -c "test $rc -eq 61 && python3 -c 'import json,sys; assert json.load(open(sys.argv[1])) == {\"offers\": []}' '${TMPDIR:-/tmp}/shunt-info-json.$$'"
 rm -f "${TMPDIR:-/tmp}/shunt-info-json.$$"
 # --live: option errors (the live view itself is tested in test_telemetry.sh)
-"$info" --live 0 >/dev/null 2>&1; rc=$?
-check "--live 0 is bad usage" test $rc -eq 2
-"$info" --count 2 >/dev/null 2>&1; rc=$?
-check "--count without --live is bad usage" test $rc -eq 2
-"$info" --live $$ -t >/dev/null 2>&1; rc=$?
-check "--live with another section is bad usage" test $rc -eq 2
+"$info" --live 0 >/dev/null 2>"$err"; rc=$?
+check_rc "--live 0 is bad usage" 2
+"$info" --count 2 >/dev/null 2>"$err"; rc=$?
+check_rc "--count without --live is bad usage" 2
+"$info" --live $$ -t >/dev/null 2>"$err"; rc=$?
+check_rc "--live with another section is bad usage" 2
 "$info" --live $$ --count 1 >/dev/null 2>"${TMPDIR:-/tmp}/shunt-info-live.$$"; rc=$?
 check "--live on a process without telemetry: exit 1, says so" bash -c "test $rc -eq 1 && grep -q 'serves no telemetry socket' '${TMPDIR:-/tmp}/shunt-info-live.$$'"
 rm -f "${TMPDIR:-/tmp}/shunt-info-live.$$"
