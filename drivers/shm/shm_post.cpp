@@ -595,6 +595,26 @@ template <bool Locked>
     });
 }
 
+/** post_send beyond its unsignaled ring-direct path: a signaled small
+ *  inline one on an idle queue by send_signaled_inline, else as a session
+ *  of one request. Out of line: the fast path keeps a small frame. */
+template <bool Locked>
+[[gnu::noinline]] int send_session(shm_qp *q, std::uint64_t wr_id, const void *buf, std::uint32_t len,
+                                   std::uint32_t lkey, unsigned flags) noexcept
+{
+    if (((flags & vq::WR_SIGNALED) || q->sq_sig_all) && send_signaled_inline<Locked>(q, wr_id, buf, len, flags))
+        return 0;
+    wr_start<Locked>(q);
+    q->wr_id = wr_id;
+    q->wr_flags = flags & ~vq::WR_INLINE;
+    b_send<false>(q);
+    if (flags & vq::WR_INLINE)
+        s_inline<false>(q, buf, len);
+    else
+        s_sge<false>(q, lkey, reinterpret_cast<std::uintptr_t>(buf), len);
+    return wr_complete<Locked, false>(q);
+}
+
 /* Single-call posts (RC/UC): the session, inlined. */
 template <bool Locked>
 int post_send(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t len, std::uint32_t lkey,
@@ -626,17 +646,7 @@ int post_send(vq::qp *vq_, std::uint64_t wr_id, const void *buf, std::uint32_t l
         if constexpr (Locked)
             q->lock.unlock();
     }
-    if (((flags & vq::WR_SIGNALED) || q->sq_sig_all) && send_signaled_inline<Locked>(q, wr_id, buf, len, flags))
-        return 0;
-    wr_start<Locked>(q);
-    q->wr_id = wr_id;
-    q->wr_flags = flags & ~vq::WR_INLINE;
-    b_send<false>(q);
-    if (flags & vq::WR_INLINE)
-        s_inline<false>(q, buf, len);
-    else
-        s_sge<false>(q, lkey, reinterpret_cast<std::uintptr_t>(buf), len);
-    return wr_complete<Locked, false>(q);
+    return send_session<Locked>(q, wr_id, buf, len, lkey, flags);
 }
 
 /** The ring-direct part of the single-call send_imms: under the QP's lock
