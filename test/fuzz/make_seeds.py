@@ -133,3 +133,67 @@ put('fuzz-cm', 'rep_long_from', cm(REP, rep=0x408, frm=struct.pack('<IB', 0x403,
 put('fuzz-cm', 'rej_data_missing', cm(REJ, data=b'no' * 64)[:CM_HDR + 4])
 put('fuzz-cm', 'rep_long_rc_at', cm(REP, rep=0x408, rc_at=struct.pack('<IB', 0x404, 148) + b'\0' * 59))
 put('fuzz-cm', 'req_short_header', cm(REQ, EP_RDM)[:CM_HDR - 1])
+
+# ---- fuzz-ethdev-rx: byte 0 = mode, then frames (2-byte little-endian
+# length, bytes). Mode bits: 1 template (the bytes start at the BTH), 2
+# append the ICRC, 4 map the QPN (the BTH's last QPN byte mod 4: 0 RC, 1 UC,
+# 2 UD, 3 RAW_PACKET), 8 the target's R_Key / Q_Key, 16 PSN = frame index,
+# 32 the target's RC QP has requests outstanding, 64 lent receives.
+TEMPLATE, ICRC, MAP_QPN, KEYS, PSN_SEQ, BUSY, LEND = 1, 2, 4, 8, 16, 32, 64
+FIXED = TEMPLATE | ICRC | MAP_QPN | KEYS | PSN_SEQ
+T_RC, T_UC, T_UD, T_RAW = 0, 1, 2, 3
+
+
+def bth(op, target, psn=0, ackreq=False, pad=0):
+    return struct.pack('>BBHB', op, 0x40 | pad << 4, 0xffff, 0) + bytes([0, 0, target]) + \
+        bytes([0x80 if ackreq else 0]) + psn.to_bytes(3, 'big')
+
+
+def reth(off, length):
+    return struct.pack('>QII', off, 0, length)
+
+
+def frames(*fs):
+    return b''.join(struct.pack('<H', len(f)) + f for f in fs)
+
+
+def eth_seed(name, mode, *fs):
+    put('fuzz-ethdev-rx', name, bytes([mode]) + frames(*fs))
+
+
+pay = bytes(range(256))
+eth_seed('rc_send_only', FIXED, bth(0x04, T_RC) + pay[:16])
+eth_seed('rc_send_two', FIXED, bth(0x00, T_RC) + pay * 4, bth(0x02, T_RC, ackreq=True) + pay[:100])
+# Three packets, more than the 2048-byte receive: a local length error.
+eth_seed('rc_send_three', FIXED, bth(0x00, T_RC) + pay * 4, bth(0x01, T_RC) + pay * 4,
+         bth(0x02, T_RC, ackreq=True) + pay[:100])
+eth_seed('rc_send_imm', FIXED, bth(0x05, T_RC) + b'\1\2\3\4' + pay[:32])
+eth_seed('rc_send_inv', FIXED, bth(0x17, T_RC) + b'\0\0\0\0' + pay[:8])
+eth_seed('rc_write_only', FIXED, bth(0x0a, T_RC, ackreq=True) + reth(4096, 64) + pay[:64])
+eth_seed('rc_write_imm', FIXED, bth(0x0b, T_RC) + reth(8192, 32) + b'\0\0\0\7' + pay[:32])
+eth_seed('rc_write_two', FIXED, bth(0x06, T_RC) + reth(0, 1100) + pay * 4, bth(0x08, T_RC) + pay[:76])
+eth_seed('rc_read', FIXED, bth(0x0c, T_RC) + reth(1024, 3000))
+eth_seed('rc_fetch_add', FIXED, bth(0x14, T_RC) + struct.pack('>QIQQ', 64, 0, 3, 0))
+eth_seed('rc_cmp_swap', FIXED, bth(0x13, T_RC) + struct.pack('>QIQQ', 128, 0, 9, 0))
+# The same atomic twice (PSN 0 both times): the second is a replay.
+atomic = bth(0x14, T_RC, ackreq=True) + struct.pack('>QIQQ', 64, 0, 3, 0)
+eth_seed('rc_atomic_replayed', FIXED & ~PSN_SEQ, atomic, atomic)
+eth_seed('rc_out_of_order', FIXED & ~PSN_SEQ, bth(0x04, T_RC, psn=5) + pay[:8], bth(0x04, T_RC, psn=0) + pay[:8])
+eth_seed('rc_ack', FIXED | BUSY, bth(0x11, T_RC, psn=3) + b'\x00\0\0\1')
+eth_seed('rc_nak_seq', FIXED | BUSY, bth(0x11, T_RC, psn=1) + b'\x60\0\0\0')
+eth_seed('rc_rnr_nak', FIXED | BUSY, bth(0x11, T_RC, psn=0) + b'\x21\0\0\0')
+eth_seed('rc_read_resp', FIXED | BUSY, bth(0x0d, T_RC) + b'\0\0\0\0' + pay * 4,
+         bth(0x0e, T_RC) + pay * 4, bth(0x0f, T_RC) + b'\0\0\0\1' + pay[:184])
+eth_seed('rc_atomic_ack', FIXED | BUSY, bth(0x12, T_RC, psn=2) + b'\0\0\0\3' + struct.pack('>Q', 41))
+eth_seed('rc_lent_send', FIXED | LEND, bth(0x04, T_RC) + pay[:40], bth(0x04, T_RC) + pay[:200])
+eth_seed('uc_send_and_write', FIXED, bth(0x24, T_UC) + pay[:24], bth(0x2a, T_UC) + reth(512, 16) + pay[:16])
+eth_seed('ud_send', FIXED, bth(0x64, T_UD) + struct.pack('>II', 0, 0x000012) + pay[:48])
+eth_seed('ud_send_imm', FIXED, bth(0x65, T_UD) + struct.pack('>II', 0, 0x000012) + b'\0\0\0\5' + pay[:20])
+eth_seed('bad_icrc', TEMPLATE | MAP_QPN, bth(0x04, T_RC) + pay[:16] + b'\0\0\0\0')
+# Whole frames: an ARP request and a plain UDP datagram (for the RAW_PACKET QP).
+bcast, mac = b'\xff' * 6, b'\x02\0\0\0\0\1'
+arp = bcast + mac + b'\x08\x06' + struct.pack('>HHBBH', 1, 0x0800, 6, 4, 1) + mac + bytes([169, 254, 0, 9]) + \
+    b'\0' * 6 + bytes([169, 254, 1, 1])
+eth_seed('arp_request', 0, arp)
+ip = struct.pack('>BBHHHBBH4s4s', 0x45, 0, 20 + 8 + 16, 1, 0, 64, 17, 0, bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]))
+eth_seed('plain_udp', 0, bcast + mac + b'\x08\x00' + ip + struct.pack('>HHHH', 1234, 5678, 24, 0) + pay[:16])
