@@ -26,7 +26,7 @@ namespace vq = shunt::vq;
 /* ---------------- Shared layout (offsets only, never pointers) ---------------- */
 
 inline constexpr std::uint64_t ctx_magic = 0x314d48535154564eull; // "NVTQSHM1"
-inline constexpr std::uint32_t layout_version = 4;
+inline constexpr std::uint32_t layout_version = 5;
 inline constexpr unsigned num_lock_stripes = 64;
 
 /** Head of a context's segment (data area offset 0). Written by the owner at
@@ -79,15 +79,17 @@ inline constexpr std::uint32_t entry_mw = 1u << 31;
 /** Ring control: the receiver's line and the sender's line, apart. */
 struct alignas(64) ring_ctrl {
     std::atomic<std::uint32_t> consumed; ///< receiver: slots consumed, published in batches
-    /** QP number of the QP receiving from this ring (written by it when the
-     *  ring is initialised): a sender's goodbye names it, so a late goodbye
-     *  for an older QP is recognisably stale. */
+    /** Which incarnation of which QP receives from this ring (written by it
+     *  when the ring is initialised, at creation and at every reset):
+     *  ring_epoch_of(). A sender's goodbye names the epoch it attached to,
+     *  so a late goodbye for an older QP, or for this QP before its last
+     *  reset, is recognisably stale. */
     std::atomic<std::uint32_t> epoch;
     alignas(64) std::atomic<std::uint64_t> owner; ///< UD: claiming sender id (0: free)
     std::uint32_t src_qpn;                 ///< sender's QP number (UD)
-    /** 0, or the epoch of the ring when its sender went to ERR / was
-     *  destroyed / reset (its last store to the ring). The receiver accepts
-     *  only its own QP number here. */
+    /** 0, or the epoch of the ring when its sender attached, stored when the
+     *  sender went to ERR / was destroyed / reset (its last store to the
+     *  ring). The receiver accepts only its ring's current epoch here. */
     std::atomic<std::uint32_t> sender_gone;
 };
 static_assert(sizeof(ring_ctrl) == 128);
@@ -124,13 +126,23 @@ inline constexpr std::uint32_t desc_free = 0xff;
  *  rendezvous (the receiver has no buffer of its own to copy into). */
 inline constexpr std::uint32_t desc_lend = 1;
 
-/** A sender's goodbye: tell the receiver of ring @p c, whose QP number was
- *  @p qpn when we attached, that we stopped writing. Skipped when the ring
- *  now belongs to another QP (the goodbye is stale). */
-inline void say_gone(ring_ctrl *c, std::uint32_t qpn) noexcept
+/** A ring's epoch: the receiving QP's number (24 bits) and, above it, the
+ *  count of its rings' initialisations (mod 256), @p prev the last one. */
+inline std::uint32_t ring_epoch_of(std::uint32_t qpn, std::uint32_t prev) noexcept
 {
-    if (c->epoch.load(std::memory_order_acquire) == qpn)
-        c->sender_gone.store(qpn, std::memory_order_release);
+    return ((prev >> 24) + 1) << 24 | (qpn & 0xffffff);
+}
+
+/** A sender's goodbye: tell the receiver of ring @p c, whose epoch was
+ *  @p epoch when we attached, that we stopped writing. Skipped when the
+ *  ring has been initialised again since (the goodbye is stale: the ring
+ *  belongs to another QP, or to a new connection of the same one). Should
+ *  the receiver initialise it between our check and our store, the store
+ *  names the old epoch, which the receiver ignores. */
+inline void say_gone(ring_ctrl *c, std::uint32_t epoch) noexcept
+{
+    if (c->epoch.load(std::memory_order_acquire) == epoch)
+        c->sender_gone.store(epoch, std::memory_order_release);
 }
 
 /** QP numbers (24 bits, host-unique per user): ctx_id << 14 | generation
@@ -403,6 +415,7 @@ enum : std::uint8_t {
 struct ud_dest {
     peer *p = nullptr;
     std::uint32_t qpn = 0;
+    std::uint32_t epoch = 0;   ///< the ring's epoch when claimed (say_gone)
     ring_ctrl *ctrl = nullptr; ///< null until claimed
     slot *slots = nullptr;
     std::uint32_t mask = 0;
@@ -478,10 +491,12 @@ struct shm_qp : vq::qp {
     vq::td *td = nullptr;        ///< thread domain (dealloc_td: busy while set)
     qp_desc *desc = nullptr;     ///< ours, in our segment
     std::uint32_t index = 0;
+    std::uint32_t ring_epoch = 0; ///< our rings' epoch (ring_ctrl::epoch), new at every reset
     std::uint64_t ring_mem = 0;  ///< heap offset of our ring(s)
     std::uint64_t ring_bytes = 0;
     peer *rpeer = nullptr;       ///< RC/UC: connected peer
     std::uint32_t dest_qpn = 0;
+    std::uint32_t tx_epoch = 0;  ///< the epoch of the peer's ring when we claimed it (say_gone)
     qp_desc *rdesc = nullptr;    ///< peer's descriptor
     vq::qp_attr attr{};
     std::uint8_t *stage = nullptr; ///< staging for TSO / IP_CSUM messages (ud_mtu bytes)
@@ -546,7 +561,7 @@ struct shm_ctx : vq::context {
      *  returned to the heap only once every ring's sender said goodbye,
      *  released it or died (reclaim_rings). index: the QP's descriptor,
      *  held with the memory when the QP was destroyed. */
-    struct zombie { std::uint64_t off, bytes; std::uint32_t index, qpn, nrings; bool held; };
+    struct zombie { std::uint64_t off, bytes; std::uint32_t index, epoch, nrings; bool held; };
     std::vector<zombie> zombies;
     std::vector<std::uint8_t> qp_held; ///< descriptor index held by a zombie
     std::uint32_t qp_next = 0;          ///< next descriptor index to try (round robin)
@@ -605,10 +620,10 @@ bool peer_dead(peer *p) noexcept;
 /** Heap allocation in our segment (context lock held). @return offset or no_seg_off. */
 std::uint64_t heap_alloc(shm_ctx *c, std::uint64_t size);
 void heap_free(shm_ctx *c, std::uint64_t off, std::uint64_t size);
-/** May no sender write into the @p nrings rings at @p off (stamped @p qpn)
- *  any more? Slow path (kill(2) per claimed ring). */
+/** May no sender write into the @p nrings rings at @p off (stamped with
+ *  @p epoch) any more? Slow path (kill(2) per claimed ring). */
 bool rings_quiet(shm_ctx *c, std::uint64_t off, std::uint64_t bytes, std::uint32_t nrings,
-                 std::uint32_t qpn) noexcept;
+                 std::uint32_t epoch) noexcept;
 /** Return the memory of quiet zombies to the heap (context lock held). */
 void reclaim_rings(shm_ctx *c) noexcept;
 

@@ -185,7 +185,7 @@ void cq_check_peers(shm_cq *c) noexcept
                 auto *ctrl = reinterpret_cast<ring_ctrl *>(base + i * stride);
                 auto pid = static_cast<pid_t>(ctrl->owner.load(std::memory_order_relaxed) >> 32);
                 if (pid > 0 && ::kill(pid, 0) < 0 && errno == ESRCH)
-                    ctrl->sender_gone.store(q->qp_num, std::memory_order_release);
+                    ctrl->sender_gone.store(q->ring_epoch, std::memory_order_release);
             }
             return;
         }

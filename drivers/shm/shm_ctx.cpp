@@ -709,7 +709,7 @@ std::uint64_t heap_alloc(shm_ctx *c, std::uint64_t size)
 }
 
 bool rings_quiet(shm_ctx *c, std::uint64_t off, std::uint64_t bytes, std::uint32_t nrings,
-                 std::uint32_t qpn) noexcept
+                 std::uint32_t epoch) noexcept
 {
     std::size_t stride = bytes / nrings;
     for (std::uint32_t i = 0; i < nrings; i++) {
@@ -717,7 +717,7 @@ bool rings_quiet(shm_ctx *c, std::uint64_t off, std::uint64_t bytes, std::uint32
         // seq_cst: pairs with the claimer's owner CAS and its re-check of
         // the descriptor (see the driver guide, "Reuse").
         std::uint64_t o = r->owner.load(std::memory_order_seq_cst);
-        if (o == 0 || r->sender_gone.load(std::memory_order_acquire) == qpn)
+        if (o == 0 || r->sender_gone.load(std::memory_order_acquire) == epoch)
             continue;
         auto pid = static_cast<pid_t>(o >> 32);
         if (pid > 0 && pid != getpid() && ::kill(pid, 0) < 0 && errno == ESRCH)
@@ -735,7 +735,7 @@ void reclaim_rings(shm_ctx *c) noexcept
         // A claimer that read the descriptor before it was freed is either
         // counted in entering or its claim is visible in the owner word.
         bool entering = c->self.qps()[e.index].entering.load(std::memory_order_seq_cst) != 0;
-        if (entering || !rings_quiet(c, e.off, e.bytes, e.nrings, e.qpn)) {
+        if (entering || !rings_quiet(c, e.off, e.bytes, e.nrings, e.epoch)) {
             i++;
             continue;
         }

@@ -43,12 +43,14 @@ void free_qp_memory(shm_qp *q)
 void reset_rings(shm_qp *q)
 {
     std::memset(q->sctx->self.base + q->ring_mem, 0, q->ring_bytes);
-    // Stamp every ring with our QP number (goodbyes must name it).
+    // Stamp every ring with a new epoch (goodbyes must name it): senders of
+    // our last connection, and their late goodbyes, are strangers now.
+    q->ring_epoch = ring_epoch_of(q->qp_num, q->ring_epoch);
     std::uint32_t nr = q->type == vq::qp_type::ud ? q->ud_nrings : 1;
     std::size_t stride = nr > 1 ? q->ring_bytes / nr : 0;
     for (std::uint32_t i = 0; i < nr; i++)
         reinterpret_cast<ring_ctrl *>(q->sctx->self.base + q->ring_mem + i * stride)
-            ->epoch.store(q->qp_num, std::memory_order_release);
+            ->epoch.store(q->ring_epoch, std::memory_order_release);
     q->rx_head = q->rx_published = 0;
     q->rx_busy = false;
     q->lend_flushed = false;
@@ -69,7 +71,7 @@ void disconnect(shm_qp *q)
     // references to their contexts (taken when each destination was added).
     for (std::uint32_t i = 0; i < q->ndests; i++) {
         if (q->dests[i].ctrl && !q->dests[i].failed)
-            say_gone(q->dests[i].ctrl, q->dests[i].qpn);
+            say_gone(q->dests[i].ctrl, q->dests[i].epoch);
         peer_put(q->sctx, q->dests[i].p);
     }
     q->ndests = 0;
@@ -77,7 +79,7 @@ void disconnect(shm_qp *q)
     if (q->dest_hash)
         std::memset(q->dest_hash, 0, ud_dest_hash * sizeof(std::uint16_t));
     if (q->tx_ctrl)
-        say_gone(q->tx_ctrl, q->dest_qpn);
+        say_gone(q->tx_ctrl, q->tx_epoch);
     q->tx_ctrl = nullptr;
     q->tx_slots = nullptr;
     if (q->rpeer)
@@ -93,9 +95,9 @@ std::uint32_t rings_of(const shm_qp *q) { return q->type == vq::qp_type::ud ? q-
 void retire_rings(shm_qp *q, bool hold_index)
 {
     shm_ctx *c = q->sctx;
-    shm_ctx::zombie z{q->ring_mem, q->ring_bytes, q->index, q->qp_num, rings_of(q), hold_index};
+    shm_ctx::zombie z{q->ring_mem, q->ring_bytes, q->index, q->ring_epoch, rings_of(q), hold_index};
     bool entering = q->desc->entering.load(std::memory_order_seq_cst) != 0;
-    if (!entering && rings_quiet(c, z.off, z.bytes, z.nrings, z.qpn)) {
+    if (!entering && rings_quiet(c, z.off, z.bytes, z.nrings, z.epoch)) {
         heap_free(c, z.off, z.bytes);
         return;
     }
@@ -439,7 +441,7 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
             // memory and park the old (see retire_rings).
             std::uint64_t fresh = q->ring_mem;
             if (q->desc->entering.load(std::memory_order_seq_cst) != 0 ||
-                !rings_quiet(c, q->ring_mem, q->ring_bytes, rings_of(q), q->qp_num)) {
+                !rings_quiet(c, q->ring_mem, q->ring_bytes, rings_of(q), q->ring_epoch)) {
                 reclaim_rings(c);
                 fresh = heap_alloc(c, q->ring_bytes);
                 if (fresh == no_seg_off)
@@ -522,6 +524,7 @@ int modify_qp(vq::qp *vq_, const vq::qp_attr *a, unsigned mask)
         q->rdesc = rd;
         q->dest_qpn = a->dest_qp_num;
         q->tx_ctrl = ctrl;
+        q->tx_epoch = ctrl->epoch.load(std::memory_order_acquire);
         q->tx_slots = reinterpret_cast<slot *>(p->base + roff + sizeof(ring_ctrl));
         q->tx_mask = rslots - 1;
         q->peer_lends = (rd->flags & desc_lend) != 0;

@@ -565,7 +565,7 @@ template <bool Drain = false>
         if (std::atomic_ref<std::uint32_t>(s->seq).load(std::memory_order_acquire) != head + 1) {
             if (Drain)
                 q->rx_drain.store(false, std::memory_order_relaxed); // all it sent was delivered: flush the rest
-            else if (q->type != vq::qp_type::ud && ctrl->sender_gone.load(std::memory_order_acquire) == q->qp_num &&
+            else if (q->type != vq::qp_type::ud && ctrl->sender_gone.load(std::memory_order_acquire) == q->ring_epoch &&
                 std::atomic_ref<std::uint32_t>(s->seq).load(std::memory_order_acquire) != head + 1)
                 qp_to_err(q); // the sender is gone and everything it sent was consumed
             break;
@@ -718,7 +718,7 @@ unsigned rx_progress(shm_qp *q, unsigned budget) noexcept
                                ctrl->src_qpn, budget - n);
         if (got)
             q->rx_ud_next = static_cast<int>((i + 1) % nr);
-        else if (ctrl->sender_gone.load(std::memory_order_acquire) == q->qp_num)
+        else if (ctrl->sender_gone.load(std::memory_order_acquire) == q->ring_epoch)
             ud_reclaim(q, i, ctrl, slots);
         n += got;
     }

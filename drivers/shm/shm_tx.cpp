@@ -288,6 +288,7 @@ SHUNT_COLD bool ud_claim(shm_qp *q, ud_dest *d) noexcept
         }
         ctrl->src_qpn = q->qp_num;
         ctrl->sender_gone.store(0, std::memory_order_relaxed);
+        d->epoch = ctrl->epoch.load(std::memory_order_acquire);
         // A reclaimed ring continues where its receiver stands: it published
         // its exact position in consumed before freeing the ring.
         std::uint32_t start = ctrl->consumed.load(std::memory_order_acquire);
@@ -321,7 +322,7 @@ exec_rc ud_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
     if (rd->qpn != d->qpn || rd->state.load(std::memory_order_acquire) == desc_free) [[unlikely]] {
         // The receiver is gone: release our ring (its memory is held until
         // we do) and drop this and every later datagram to it.
-        say_gone(d->ctrl, d->qpn);
+        say_gone(d->ctrl, d->epoch);
         d->failed = true;
         env::stats::on_drop(q->io);
         return ex_done;
@@ -330,7 +331,7 @@ exec_rc ud_send(shm_qp *q, wqe *w, std::uint8_t mop, vq::wc_status *st) noexcept
         [[unlikely]] {
         // The receiver was reset and receives in new rings: release the old
         // one and claim anew.
-        say_gone(d->ctrl, d->qpn);
+        say_gone(d->ctrl, d->epoch);
         d->ctrl = nullptr;
         if (!ud_claim(q, d)) {
             d->failed = true;
@@ -921,7 +922,7 @@ void qp_to_err(shm_qp *q) noexcept
         q->desc->state.store(static_cast<std::uint32_t>(vq::qp_state::err), std::memory_order_release);
     // Tell the peer: it polls this flag when its ring from us runs empty.
     if (q->tx_ctrl)
-        say_gone(q->tx_ctrl, q->dest_qpn);
+        say_gone(q->tx_ctrl, q->tx_epoch);
 }
 
 } // namespace shunt::drv::shm

@@ -164,5 +164,55 @@ TEST_F(QpState, ResetDiscardsWithoutCompletions)
     EXPECT_EQ(vq::get_qp_state(q), vq::qp_state::reset);
 }
 
+// A connection that failed is reset at both ends and connected again, as an
+// application recovers: the new connection carries messages both ways,
+// whichever end is reset first. (Each end's reset says goodbye into the
+// other's ring; a goodbye from the old connection must not reach the new.)
+TEST_F(QpState, APairResetAfterAnErrorConnectsAgainWhicheverEndResetsFirst)
+{
+    vq::mr *mr = nullptr;
+    std::uint64_t buf[4] = {};
+    ASSERT_EQ(vq::reg_mr(e.pd, buf, sizeof buf, vq::ACCESS_LOCAL_WRITE, &mr), 0);
+    auto to_state = [](vq::qp *x, vq::qp_state s) {
+        vq::qp_attr a;
+        a.state = s;
+        return vq::modify_qp(x, &a, vq::QP_ATTR_STATE);
+    };
+    // Messages both ways on a connected pair: each arrives.
+    auto exchange = [&](const char *when) {
+        SCOPED_TRACE(when);
+        ASSERT_EQ(vq::post_recv(q, 21, reinterpret_cast<std::uint64_t>(&buf[0]), 8, mr->lkey), 0);
+        ASSERT_EQ(vq::post_recv(peer, 22, reinterpret_cast<std::uint64_t>(&buf[1]), 8, mr->lkey), 0);
+        std::uint64_t v = 7;
+        ASSERT_EQ(vq::post_send(q, 31, &v, 8, 0, vq::WR_INLINE | vq::WR_SIGNALED), 0);
+        ASSERT_EQ(vq::post_send(peer, 32, &v, 8, 0, vq::WR_INLINE | vq::WR_SIGNALED), 0);
+        auto w = poll_n(c, 4);
+        ASSERT_EQ(w.size(), 4u);
+        for (auto &x : w)
+            EXPECT_EQ(x.status, vq::wc_status::success)
+                << "wr_id " << x.wr_id << " on QP " << x.qp_num << ": " << static_cast<int>(x.status);
+        EXPECT_TRUE(drain(c, 20).empty());
+    };
+    for (int first = 0; first < 2; first++) {
+        SCOPED_TRACE(first ? "the peer reset first" : "this end reset first");
+        ASSERT_EQ(connect_qp(q, vq::get_qp_addr(peer)), 0);
+        ASSERT_EQ(connect_qp(peer, vq::get_qp_addr(q)), 0);
+        exchange("the first connection");
+        ASSERT_EQ(to_state(q, vq::qp_state::err), 0); // the failure
+        drain(c, 50);
+        ASSERT_EQ(to_state(first ? peer : q, vq::qp_state::reset), 0);
+        ASSERT_EQ(to_state(first ? q : peer, vq::qp_state::reset), 0);
+        ASSERT_EQ(connect_qp(q, vq::get_qp_addr(peer)), 0);
+        ASSERT_EQ(connect_qp(peer, vq::get_qp_addr(q)), 0);
+        EXPECT_TRUE(drain(c, 20).empty()) << "the new connection failed at once";
+        EXPECT_EQ(vq::get_qp_state(q), vq::qp_state::rts);
+        EXPECT_EQ(vq::get_qp_state(peer), vq::qp_state::rts);
+        exchange("the connection made again");
+        ASSERT_EQ(to_state(q, vq::qp_state::reset), 0);
+        ASSERT_EQ(to_state(peer, vq::qp_state::reset), 0);
+    }
+    EXPECT_EQ(vq::dereg_mr(mr), 0);
+}
+
 } // namespace
 } // namespace shunt::test
