@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the fuzz harnesses (test/fuzz/corpus/<harness>/):
-well-formed inputs of the shm layout (layout version 3) and of the vq
+well-formed inputs of the shm layout (layout version 5) and of the vq
 provider's wire format and CM messages, from which libFuzzer mutates. Run it again when the
 layout changes; inputs the fuzzers found are added beside these by hand."""
 import os
@@ -53,8 +53,8 @@ for name, body in ring.items():
 put('fuzz-shm-ring', 'lend_small', bytes([1]) + message(SEND, 20))
 put('fuzz-shm-ring', 'lend_multi', bytes([1]) + message(SEND_IMM, 300) + message(SEND, 4))
 
-# ---- fuzz-shm-peer: ctx_hdr (192 bytes), qp_desc (128 bytes), qpn (4 bytes).
-MAGIC, VERSION = 0x314d48535154564e, 3
+# ---- fuzz-shm-peer: ctx_hdr (192 bytes), qp_desc (192 bytes), qpn (4 bytes).
+MAGIC, VERSION, DESC = 0x314d48535154564e, 5, 192
 
 
 def align(v, a):
@@ -65,7 +65,7 @@ def header(size=4 << 20, max_qp=1024, max_mr=4096):
     locks = 4096
     mr = locks + 64 * 64
     qp = align(mr + max_mr * 64, 4096)
-    heap = align(qp + max_qp * 128, 4096)
+    heap = align(qp + max_qp * DESC, 4096)
     h = struct.pack('<QIIiIQII', MAGIC, VERSION, 0, 0, max_qp, 0, max_mr, 0)
     h += struct.pack('<QQQQQ', locks, mr, qp, heap, size - heap)
     h = h.ljust(128, b'\0') + b'\0' * 64  # closed: its own line, at 128
@@ -75,7 +75,7 @@ def header(size=4 << 20, max_qp=1024, max_mr=4096):
 def desc(state, qpn, qtype, ring_off=0, ring_slots=0, ud_nrings=0, ud_off=0, ud_slots=0):
     d = struct.pack('<IIIIIIQII', state, qpn, qtype, 7, 0, 0, ring_off, ring_slots, ud_nrings)
     d += struct.pack('<QIIQ', ud_off, ud_slots, 0, 0)
-    return d.ljust(128, b'\0')
+    return d.ljust(DESC, b'\0')
 
 
 h, heap = header()
