@@ -197,3 +197,75 @@ arp = bcast + mac + b'\x08\x06' + struct.pack('>HHBBH', 1, 0x0800, 6, 4, 1) + ma
 eth_seed('arp_request', 0, arp)
 ip = struct.pack('>BBHHHBBH4s4s', 0x45, 0, 20 + 8 + 16, 1, 0, 64, 17, 0, bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]))
 eth_seed('plain_udp', 0, bcast + mac + b'\x08\x00' + ip + struct.pack('>HHHH', 1234, 5678, 24, 0) + pay[:16])
+
+# ---- fuzz-vq-post: byte 0 = driver (0 shm, 1 ethdev), then a program:
+# each step an opcode byte (mod 24) and its arguments, read in the order
+# fuzz_vq_post.cpp reads them. A builder or setter outside a session opens
+# one on the QP named by the next byte (0 RC, 1 UC, 2 UD, 3 RAW_PACKET).
+SEND, SEND_IMM, SEND_INV, WRITE, WRITE_IMM, READ, CAS, FAA, TSO = range(9)
+SGE, SGE_LIST, INLINE, INLINE_LIST, UD_ADDR, COMPLETE, ABORT = range(9, 16)
+POST_SEND, POST_WRITE, POST_IMM_INLINE, POST_IMM_HDR, POST_RECV, POLL = range(16, 22)
+F_FENCE, F_SIGNALED, F_SOLICITED, F_INLINE, F_IP_CSUM = 1, 2, 4, 8, 16
+Q_RC, Q_UC, Q_UD, Q_RAW = range(4)
+
+
+def u16(v):
+    return struct.pack('<H', v)
+
+
+def local_arg(off, length, small=False, key=0):
+    """c: bit 0 the small region, bit 1 a 16-bit length, bits 2..3 the key
+    (0 right, 2 another context's, 3 given)."""
+    return bytes([(1 if small else 0) | 2 | key << 2]) + u16(off) + u16(length)
+
+
+def remote_arg(off, small=False, key=0):
+    return bytes([(1 if small else 0) | key << 1]) + u16(off)
+
+
+def vq_seed(name, driver, *steps):
+    put('fuzz-vq-post', name, bytes([driver]) + b''.join(steps))
+
+
+for drv, tag in ((0, 'shm'), (1, 'eth')):
+    # A signaled send of a registered buffer, then a poll.
+    vq_seed(tag + '_rc_send', drv, bytes([SEND, Q_RC, F_SIGNALED]), bytes([SGE]) + local_arg(64, 512),
+            bytes([COMPLETE, POLL, Q_RC]))
+    vq_seed(tag + '_rc_send_imm_inline', drv, bytes([SEND_IMM, Q_RC, F_SIGNALED]) + b'\1\2\3\4',
+            bytes([INLINE]) + u16(100), bytes([COMPLETE]))
+    vq_seed(tag + '_rc_write_read', drv,
+            bytes([WRITE, Q_RC]) + remote_arg(4096) + bytes([F_SIGNALED]), bytes([SGE]) + local_arg(0, 3000),
+            bytes([READ]) + remote_arg(4096) + bytes([F_SIGNALED]), bytes([SGE]) + local_arg(8192, 3000),
+            bytes([COMPLETE]))
+    vq_seed(tag + '_rc_atomics', drv,
+            bytes([FAA, Q_RC]) + remote_arg(64) + bytes([F_SIGNALED]) + struct.pack('<Q', 5),
+            bytes([SGE]) + local_arg(128, 8),
+            bytes([CAS]) + remote_arg(64) + bytes([F_SIGNALED]) + struct.pack('<QQ', 5, 6),
+            bytes([SGE]) + local_arg(136, 8), bytes([COMPLETE]))
+    vq_seed(tag + '_rc_sge_list', drv, bytes([SEND, Q_RC, F_SIGNALED]),
+            bytes([SGE_LIST, 3]) + local_arg(0, 10) + local_arg(90, 10, small=True) + local_arg(500, 1000),
+            bytes([COMPLETE]))
+    vq_seed(tag + '_rc_past_the_end', drv, bytes([SEND, Q_RC, F_SIGNALED]), bytes([SGE]) + local_arg(65500, 100),
+            bytes([COMPLETE]))
+    vq_seed(tag + '_rc_wrong_key', drv, bytes([SEND, Q_RC, F_SIGNALED]), bytes([SGE]) + local_arg(0, 64, key=2),
+            bytes([COMPLETE]))
+    vq_seed(tag + '_uc_write_imm', drv,
+            bytes([WRITE_IMM, Q_UC]) + remote_arg(256) + bytes([F_SIGNALED]) + b'\0\0\0\x09',
+            bytes([SGE]) + local_arg(0, 200), bytes([COMPLETE]))
+    vq_seed(tag + '_ud_send', drv, bytes([SEND, Q_UD, F_SIGNALED]), bytes([UD_ADDR, 3]),
+            bytes([SGE]) + local_arg(0, 256), bytes([COMPLETE]))
+    # A TSO send on UD: a 54-byte Ethernet/IPv4/TCP header, MSS 512, 3000 bytes.
+    vq_seed(tag + '_ud_tso', drv, bytes([TSO, Q_UD]) + u16(54) + u16(512) + bytes([F_SIGNALED | F_IP_CSUM]),
+            bytes([UD_ADDR, 3]), bytes([SGE]) + local_arg(0, 3000), bytes([COMPLETE]))
+    vq_seed(tag + '_singles', drv,
+            bytes([POST_SEND, Q_RC]) + local_arg(0, 64) + bytes([F_SIGNALED]),
+            bytes([POST_SEND, Q_RC]) + local_arg(0, 64) + bytes([F_SIGNALED | F_INLINE]),
+            bytes([POST_WRITE, Q_RC]) + local_arg(0, 64) + remote_arg(0) + bytes([F_SIGNALED]),
+            bytes([POST_IMM_INLINE, Q_RC, 2]) + u16(16) + u16(40) + b'\0\0\0\1' + bytes([F_SIGNALED]),
+            bytes([POST_IMM_HDR, Q_UC]) + u16(24) + b'\0\0\0\2' + struct.pack('<Q', 7) + bytes([0]),
+            bytes([POST_RECV, Q_RC, 1]) + local_arg(0, 1024), bytes([POLL, 0]))
+# RAW_PACKET frames (ethdev): a whole frame, with checksums asked for, and a TSO send.
+vq_seed('eth_raw_ip_csum', 1, bytes([SEND, Q_RAW, F_SIGNALED | F_IP_CSUM]), bytes([SGE]) + local_arg(0, 600),
+        bytes([COMPLETE]))
+vq_seed('eth_raw_tso', 1, bytes([TSO, Q_RAW]) + u16(54) + u16(1000) + bytes([F_SIGNALED]),
+        bytes([SGE]) + local_arg(0, 9000), bytes([COMPLETE]))
