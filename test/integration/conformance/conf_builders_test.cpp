@@ -483,6 +483,41 @@ TEST_P(RcBuilders, AtomicsReturnTheOriginalAndUpdateTheTargetWord)
     expect_target_matches_model("after atomics");
 }
 
+/* ---- Reconnecting ---- */
+
+// A connection that failed is reset at both ends and connected again, as an
+// application recovers it: the new connection carries messages, whichever
+// end is reset first (the second end's reset happens after the first end
+// is ready for the new connection, and must not reach it).
+TEST_P(ConnectedBuilders, APairResetAtBothEndsConnectsAgainWhicheverEndResetsFirst)
+{
+    if (!open(vq::OPS_SEND, {0, 0, 1, 1, 64})) {
+        if (skipped)
+            GTEST_SKIP() << skip_reason;
+        return;
+    }
+    send_one(OP_SEND, DATA_SGE, 100, 1, 0, 0);
+    for (int local_first = 0; local_first < 2 && !HasFailure(); local_first++) {
+        SCOPED_TRACE(local_first ? "this end reset first" : "the peer reset first");
+        vq::qp_attr a;
+        a.state = vq::qp_state::err; // the failure
+        ASSERT_EQ(vq::modify_qp(c.qp(), &a, vq::QP_ATTR_STATE), 0);
+        c.L.drain(c.lq, 50);
+        a.state = vq::qp_state::reset;
+        if (local_first)
+            ASSERT_EQ(vq::modify_qp(c.qp(), &a, vq::QP_ATTR_STATE), 0);
+        ASSERT_EQ(c.P.modify(c.pq.index, vq::qp_state::reset), 0);
+        if (!local_first)
+            ASSERT_EQ(vq::modify_qp(c.qp(), &a, vq::QP_ATTR_STATE), 0);
+        ASSERT_EQ(c.L.connect(c.lq, c.peer_addr()), 0);
+        ASSERT_EQ(c.P.connect(c.pq.index, c.local_addr()), 0);
+        EXPECT_TRUE(c.L.drain(c.lq, 50).empty()) << "the new connection failed at once";
+        EXPECT_EQ(vq::get_qp_state(c.qp()), vq::qp_state::rts);
+        for (int i = 0; i < 3; i++)
+            send_one(OP_SEND, DATA_SGE, static_cast<std::uint32_t>(rnd(1, 5000)), 1, 0, 0);
+    }
+}
+
 /* ---- Completion forms and signaling ---- */
 
 TEST_P(ConnectedBuilders, UnsignaledRequestsProduceNoCompletionAndSqSigAllSignalsAll)
