@@ -334,6 +334,17 @@ struct program {
     }
     /** Inline data: the last @p len bytes of the source block. */
     const void *inline_src(std::size_t len) const { return r.src + src_len - len; }
+    /** An inline buffer list of up to @p max pieces, each in its own part of
+     *  the source block. @return the number of pieces. */
+    std::size_t buf_list(vq::data_buf *l, std::size_t max)
+    {
+        const std::size_t n = in.u8() % (max + 1), part = src_len / max;
+        for (std::size_t i = 0; i < n; i++) {
+            const std::size_t k = in.u16() % (part + 1);
+            l[i] = {r.src + src_len - k - i * part, k};
+        }
+        return n;
+    }
     unsigned flags()
     {
         const std::uint8_t f = in.u8();
@@ -404,11 +415,7 @@ struct program {
         }
         case 12: {
             vq::data_buf l[8];
-            const std::size_t n = in.u8() % 9;
-            for (std::size_t i = 0; i < n; i++) {
-                const std::size_t k = in.u16() % (src_len / 8 + 1);
-                l[i] = {r.src + src_len - k - i * (src_len / 8), k};
-            }
+            const std::size_t n = buf_list(l, 8);
             vq::wr_set_inline_data_list(q, n, n ? l : nullptr);
             break;
         }
@@ -468,11 +475,7 @@ struct program {
         }
         case 18: {
             vq::data_buf l[4];
-            const std::size_t n = in.u8() % 5;
-            for (std::size_t i = 0; i < n; i++) {
-                const std::size_t k = in.u16() % (src_len / 4 + 1);
-                l[i] = {r.src + src_len - k - i * (src_len / 4), k};
-            }
+            const std::size_t n = buf_list(l, 4);
             const std::uint32_t imm = in.u32();
             rc = vq::post_send_imm_inline(q, id, imm, n ? l : nullptr, n, flags());
             break;
