@@ -5,8 +5,8 @@
 // single-call posts and post_recv, with arguments that are often wrong:
 // keys of another region, context or of nothing, addresses and lengths
 // past a region's end, too many SGEs, inline data over the limit, TSO
-// headers and MSS out of range, unaligned atomics, unknown flag bits, UD
-// destinations that do not exist.
+// headers and MSS out of range, unaligned atomics, unknown flag bits,
+// unknown flush types and levels, UD destinations that do not exist.
 //
 // Every buffer handed to the API is valid for the length given (the
 // caller's side of the contract); every region is registered over a whole
@@ -53,7 +53,7 @@ struct region {
     std::uint8_t *p = nullptr;
     std::size_t n = 0;
     vq::mr *mr = nullptr;
-    void make(vq::pd *pd, std::size_t bytes)
+    void make(vq::pd *pd, std::size_t bytes, unsigned extra_access = 0)
     {
         n = bytes;
         p = static_cast<std::uint8_t *>(std::malloc(bytes));
@@ -61,7 +61,7 @@ struct region {
         std::memset(p, 0, bytes);
         check(vq::reg_mr(pd, p, bytes,
                          vq::ACCESS_LOCAL_WRITE | vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ |
-                             vq::ACCESS_REMOTE_ATOMIC,
+                             vq::ACCESS_REMOTE_ATOMIC | extra_access,
                          &mr) == 0,
               "reg_mr");
     }
@@ -92,7 +92,7 @@ struct side {
         vq::cq_init_attr ca;
         ca.cqe = 4096;
         check(vq::create_cq(ctx, &ca, &cq) == 0, "create_cq");
-        r_big.make(pd, big);
+        r_big.make(pd, big, vq::ACCESS_FLUSH_GLOBAL); // a flush target; the small one is not
         r_small.make(pd, small);
         r_other.make(pd, small);
         if (rereg) {
@@ -369,7 +369,8 @@ struct program {
     void step(session &s)
     {
         const std::uint8_t op = in.u8() % 24;
-        if (op < 16 && !s.q) { // builders and setters run inside a session
+        const bool in_session = op < 16 || op == 22; // builders and setters (22: flush)
+        if (in_session && !s.q) {
             s.q = pick();
             s.ids.clear();
             vq::wr_start(s.q);
@@ -436,6 +437,14 @@ struct program {
             }
             s.q = nullptr;
             s.ids.clear();
+            break;
+        }
+        case 22: {
+            remote(&key, &addr);
+            const std::uint64_t n = in.u32();
+            const std::uint8_t tl = in.u8();
+            builder_prologue(s);
+            vq::wr_flush(q, key, addr, n, tl & 3, (tl >> 2) & 3); // types 0..3, levels 0..3: some unknown
             break;
         }
         default:

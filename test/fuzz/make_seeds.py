@@ -205,6 +205,7 @@ eth_seed('plain_udp', 0, bcast + mac + b'\x08\x00' + ip + struct.pack('>HHHH', 1
 SEND, SEND_IMM, SEND_INV, WRITE, WRITE_IMM, READ, CAS, FAA, TSO = range(9)
 SGE, SGE_LIST, INLINE, INLINE_LIST, UD_ADDR, COMPLETE, ABORT = range(9, 16)
 POST_SEND, POST_WRITE, POST_IMM_INLINE, POST_IMM_HDR, POST_RECV, POLL = range(16, 22)
+FLUSH = 22  # a builder too
 F_FENCE, F_SIGNALED, F_SOLICITED, F_INLINE, F_IP_CSUM = 1, 2, 4, 8, 16
 Q_RC, Q_UC, Q_UD, Q_RAW = range(4)
 
@@ -257,6 +258,11 @@ for drv, tag in ((0, 'shm'), (1, 'eth')):
     # A TSO send on UD: a 54-byte Ethernet/IPv4/TCP header, MSS 512, 3000 bytes.
     vq_seed(tag + '_ud_tso', drv, bytes([TSO, Q_UD]) + u16(54) + u16(512) + bytes([F_SIGNALED | F_IP_CSUM]),
             bytes([UD_ADDR, 3]), bytes([SGE]) + local_arg(0, 3000), bytes([COMPLETE]))
+    # A global flush of a range, then of the whole region (type in bits 0..1, level in 2..3).
+    vq_seed(tag + '_rc_flush', drv, bytes([FLUSH, Q_RC]) + remote_arg(0) + struct.pack('<IB', 4096, 1) +
+            bytes([F_SIGNALED]),
+            bytes([FLUSH]) + remote_arg(0) + struct.pack('<IB', 0, 1 | 1 << 2) + bytes([F_SIGNALED]),
+            bytes([COMPLETE]))
     vq_seed(tag + '_singles', drv,
             bytes([POST_SEND, Q_RC]) + local_arg(0, 64) + bytes([F_SIGNALED]),
             bytes([POST_SEND, Q_RC]) + local_arg(0, 64) + bytes([F_SIGNALED | F_INLINE]),
