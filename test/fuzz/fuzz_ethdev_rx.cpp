@@ -157,6 +157,10 @@ struct rig {
                      rx.make(vq::qp_type::raw_packet)};
     vq::qp *lend_rc = rx.make(vq::qp_type::rc, true);
     bool posted[nq][nslots] = {};
+    /** Inputs so far: the high 32 bits of this input's wr_ids, so that a
+     *  completion left from an earlier input is told apart. */
+    std::uint64_t gen = 0;
+    static constexpr std::uint64_t recv_bit = 1u << 31; ///< wr_id of one of the rig's receives
     std::uint8_t tx_mac[6], tx_ip[4], rx_mac[6], rx_ip[4];
 
     rig()
@@ -179,6 +183,7 @@ struct rig {
     /** Every target QP reset and up again, with fresh receives. */
     void restart(bool lend)
     {
+        gen++;
         for (vq::qp *x : {q[i_rc], lend_rc, q[i_uc], peer_rc, peer_uc})
             check(to(x, vq::qp_state::reset) == 0, "reset");
         up(q[i_ud]);
@@ -194,8 +199,8 @@ struct rig {
                 continue;
             for (std::size_t s = 0; s < nslots; s++) {
                 std::size_t off = (static_cast<std::size_t>(k) * nslots + s) * slot;
-                check(vq::post_recv(q[k], static_cast<std::uint64_t>(k) << 8 | s, rx.at(off), slot, rx.mr->lkey) == 0,
-                      "post_recv");
+                const std::uint64_t id = gen << 32 | recv_bit | static_cast<std::uint64_t>(k) << 8 | s;
+                check(vq::post_recv(q[k], id, rx.at(off), slot, rx.mr->lkey) == 0, "post_recv");
                 posted[k][s] = true;
             }
         }
@@ -208,17 +213,17 @@ struct rig {
         vq::qp *r = rc(lend);
         check(vq::post_recv(peer_rc, 1, tx.at(0), slot, tx.mr->lkey) == 0, "peer post_recv");
         vq::wr_start(r);
-        r->wr_id = 1u << 20;
+        r->wr_id = gen << 32 | 1u << 20;
         r->wr_flags = vq::WR_SIGNALED;
         vq::wr_rdma_read(r, tx.mr->rkey, tx.at(8192));
         vq::wr_set_sge(r, rx.mr->lkey, rx.at(work_off), 3000);
-        r->wr_id = 2u << 20;
+        r->wr_id = gen << 32 | 2u << 20;
         vq::wr_rdma_write(r, tx.mr->rkey, tx.at(16384));
         vq::wr_set_sge(r, rx.mr->lkey, rx.at(work_off + 4096), 2500);
-        r->wr_id = 3u << 20;
+        r->wr_id = gen << 32 | 3u << 20;
         vq::wr_atomic_fetch_add(r, tx.mr->rkey, tx.at(24576), 5);
         vq::wr_set_sge(r, rx.mr->lkey, rx.at(work_off + 8192), 8);
-        r->wr_id = 4u << 20;
+        r->wr_id = gen << 32 | 4u << 20;
         vq::wr_send(r);
         vq::wr_set_sge(r, rx.mr->lkey, rx.at(work_off + 12288), 1500);
         check(vq::wr_complete(r) == 0, "the target's requests");
@@ -251,10 +256,9 @@ struct rig {
     }
     void on_wc(const vq::wc &w)
     {
-        if (w.opcode != vq::wc_opcode::recv && w.opcode != vq::wc_opcode::recv_rdma_with_imm)
-            return; // the target's own requests (m_busy)
-        if (w.qp_num == lend_rc->qp_num) {
-            if (w.status == vq::wc_status::success && w.byte_len) {
+        // Told apart by QP and wr_id: an error completion's opcode is not defined.
+        if (w.qp_num == lend_rc->qp_num) { // lent receives carry wr_id 0
+            if (w.status == vq::wc_status::success && w.opcode == vq::wc_opcode::recv && w.byte_len) {
                 check(w.data != nullptr, "a lent completion without data");
                 volatile std::uint8_t sum = 0;
                 for (std::uint32_t b = 0; b < w.byte_len; b++)
@@ -262,7 +266,9 @@ struct rig {
             }
             return;
         }
-        const unsigned k = static_cast<unsigned>(w.wr_id >> 8), s = static_cast<unsigned>(w.wr_id & 0xff);
+        if (w.wr_id >> 32 != gen || !(w.wr_id & recv_bit))
+            return; // from an earlier input (flushed by its reset), or the target's own requests (m_busy)
+        const unsigned k = static_cast<unsigned>((w.wr_id >> 8) & 0xff), s = static_cast<unsigned>(w.wr_id & 0xff);
         check(k < nq && s < nslots && posted[k][s], "a completion for a receive never posted");
         check(w.qp_num == q[k]->qp_num, "a receive completed on another QP");
         posted[k][s] = false;
