@@ -504,11 +504,13 @@ TEST_P(ConnectedBuilders, APairResetAtBothEndsConnectsAgainWhicheverEndResetsFir
         ASSERT_EQ(vq::modify_qp(c.qp(), &a, vq::QP_ATTR_STATE), 0);
         c.L.drain(c.lq, 50);
         a.state = vq::qp_state::reset;
-        if (local_first)
+        if (local_first) {
             ASSERT_EQ(vq::modify_qp(c.qp(), &a, vq::QP_ATTR_STATE), 0);
+        }
         ASSERT_EQ(c.P.modify(c.pq.index, vq::qp_state::reset), 0);
-        if (!local_first)
+        if (!local_first) {
             ASSERT_EQ(vq::modify_qp(c.qp(), &a, vq::QP_ATTR_STATE), 0);
+        }
         ASSERT_EQ(c.L.connect(c.lq, c.peer_addr()), 0);
         ASSERT_EQ(c.P.connect(c.pq.index, c.local_addr()), 0);
         EXPECT_TRUE(c.L.drain(c.lq, 50).empty()) << "the new connection failed at once";
