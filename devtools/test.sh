@@ -6,7 +6,7 @@
 # ThreadSanitizer build of the unit and integration suites. With clang, builds the libFuzzer
 # harnesses of test/fuzz in build-fuzz/ (ASan+UBSan; in the background while
 # the sanitizer suites run) and fuzzes each for
-# SHUNT_TEST_FUZZ_SECONDS (default 15) from its committed corpus
+# SHUNT_TEST_FUZZ_SECONDS (default 10) from its committed corpus
 # (SHUNT_TEST_FUZZ=0 skips that); a crash, leak or hang fails the run and
 # leaves its input in build-fuzz/crashes/. Ends with one line
 # "N passed, M failed".
@@ -105,7 +105,7 @@ start_fuzz_build() {
 # run_fuzzers: wait for the harnesses and fuzz each for a bounded time; each
 # harness counts as one test.
 run_fuzzers() {
-  local dir=build-fuzz secs=${SHUNT_TEST_FUZZ_SECONDS:-15} f
+  local dir=build-fuzz secs=${SHUNT_TEST_FUZZ_SECONDS:-10} f
   shunt_log "fuzzing: ${#fuzz_harnesses[@]} harnesses, ${secs}s each"
   wait "$fuzz_pid"
   local rc=$?
