@@ -15,7 +15,8 @@
 // and the single-call posts return 0 or an error the API documents; a
 // completion carries a wr_id that was accepted and not yet completed (a
 // failed batch generates none); a receive completion is no longer than its
-// receive. Every input starts from QPs reset and connected again.
+// receive. Every input starts from QPs reset at both ends and connected
+// again, which must leave them in RTS.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -210,6 +211,12 @@ struct rig {
             for (side &x : s)
                 while (vq::poll_cq(x.cq, 64, w) > 0) {
                 }
+        // Nothing of the last input may reach the new connections.
+        for (side &x : s)
+            for (int k : {q_rc, q_uc})
+                if (x.q[k])
+                    check(vq::get_qp_state(x.q[k]) == vq::qp_state::rts,
+                          "a QP connected again left RTS at its first polls");
         std::memset(posted, 0, sizeof posted);
         for (int k = 0; k < nq; k++) {
             vq::qp *b = s[1].q[k];
