@@ -197,6 +197,10 @@ constexpr std::uint32_t af_packet_max_mtu(std::uint32_t framesz)
     return framesz > 80 + 18 ? framesz - 80 - 18 : 0;
 }
 
+/** Queue pairs of each net_ring port of SHUNT_ETHDEV_RING_PAIRS (the port
+ *  uses SHUNT_ETHDEV_QUEUES of them, or set_port_queues'). */
+constexpr unsigned ring_pair_queues = 2;
+
 /** 169.254.x.y from the last two bytes of the MAC (x, y kept in 1..254). */
 std::uint32_t link_local(const rte_ether_addr &m)
 {
@@ -229,21 +233,26 @@ bool eal_has_ports()
 int make_ring_pairs(unsigned n)
 {
     for (unsigned i = 0; i < n; i++) {
-        char an[RTE_RING_NAMESIZE], bn[RTE_RING_NAMESIZE], pa[32], pb[32];
-        std::snprintf(an, sizeof an, "shunt_rp%ua", i);
-        std::snprintf(bn, sizeof bn, "shunt_rp%ub", i);
+        char pa[32], pb[32];
         std::snprintf(pa, sizeof pa, "pair%ua", i); // the PMD names the port net_ring_pair<i>a
         std::snprintf(pb, sizeof pb, "pair%ub", i);
-        // a -> b on ring "a", b -> a on ring "b"; each ring has one producer
-        // (a port's tx queue, serialised by the driver) and one consumer.
-        rte_ring *ra = rte_ring_create(an, 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-        rte_ring *rb = rte_ring_create(bn, 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-        if (!ra || !rb) {
-            SHUNT_LOG(eth_log, error, "cannot create the rings of pair %u", i);
-            return -FI_ENOMEM;
+        // a -> b on rings "a<q>", b -> a on rings "b<q>": queue q of one
+        // port feeds queue q of the other. Each ring has one producer (a
+        // port's tx queue, serialised by the driver) and one consumer.
+        rte_ring *ra[ring_pair_queues], *rb[ring_pair_queues];
+        for (unsigned q = 0; q < ring_pair_queues; q++) {
+            char an[RTE_RING_NAMESIZE], bn[RTE_RING_NAMESIZE];
+            std::snprintf(an, sizeof an, "shunt_rp%ua%u", i, q);
+            std::snprintf(bn, sizeof bn, "shunt_rp%ub%u", i, q);
+            ra[q] = rte_ring_create(an, 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+            rb[q] = rte_ring_create(bn, 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+            if (!ra[q] || !rb[q]) {
+                SHUNT_LOG(eth_log, error, "cannot create the rings of pair %u", i);
+                return -FI_ENOMEM;
+            }
         }
-        if (rte_eth_from_rings(pa, &rb, 1, &ra, 1, SOCKET_ID_ANY) < 0 ||
-            rte_eth_from_rings(pb, &ra, 1, &rb, 1, SOCKET_ID_ANY) < 0) {
+        if (rte_eth_from_rings(pa, rb, ring_pair_queues, ra, ring_pair_queues, SOCKET_ID_ANY) < 0 ||
+            rte_eth_from_rings(pb, ra, ring_pair_queues, rb, ring_pair_queues, SOCKET_ID_ANY) < 0) {
             SHUNT_LOG(eth_log, error, "cannot create ring port pair %u", i);
             return -FI_ENOMEM;
         }
