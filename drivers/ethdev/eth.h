@@ -127,6 +127,13 @@ struct port {
     eth_qp *raw[max_raw_shared] = {};   ///< RAW_PACKET QPs on queue 0 (under rx_lock)
     std::uint32_t nraw = 0;
     std::uint32_t raw_next = 0;         ///< round robin among them
+    /** Queues beyond 0 that no QP owns (under rx_lock): a port that spreads
+     *  frames over its queues puts some there, so the shared path polls them. */
+    std::uint16_t nunowned = 0;
+    std::uint16_t unowned[RTE_MAX_QUEUES_PER_PORT] = {};
+    /** RC, UC and UD QPs on the port: frames on queues that RAW_PACKET QPs
+     *  own are looked at for RoCE and ARP only while there are any. */
+    std::atomic<std::uint32_t> roce_qps{0};
     /* Shared transmit queue 0. */
     alignas(64) spinlock tx_lock;
     std::uint16_t ip_id = 0;            ///< IPv4 id of frames sent on queue 0 by the port itself
@@ -181,6 +188,14 @@ int port_start(port *p);
 /** Poll the shared queue 0 of @p p once and hand frames to their QPs.
  *  @return frames taken (0 when another thread holds the rx lock). */
 unsigned port_poll(port *p) noexcept;
+/** Rebuild the list of queues the shared path polls beyond queue 0 (after
+ *  a queue's owner changed; setup_lock held). */
+void port_unowned_queues(port *p) noexcept;
+/** A frame from a queue a RAW_PACKET QP owns, on a port with RoCE QPs: a
+ *  RoCE frame for one of them goes to the shared path (under the rx lock)
+ *  and @return true; an ARP frame goes to the responder too and, like
+ *  everything else, stays the owner's (false). */
+bool port_divert(port *p, rte_mbuf *m) noexcept;
 /** Transmit on queue @p q (locked when it is the shared queue). @return taken. */
 std::uint16_t port_tx(port *p, std::uint16_t q, bool locked, rte_mbuf **m, std::uint16_t n) noexcept;
 /** Is the link up? (Reads the PMD's link status: may be a system call.) */

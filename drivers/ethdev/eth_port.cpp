@@ -508,6 +508,7 @@ int port_start(port *p)
     p->gso.gso_types = RTE_ETH_TX_OFFLOAD_TCP_TSO;
     p->gso.flag = 0;
     p->configured = true;
+    port_unowned_queues(p);
     describe(p);
     SHUNT_LOG(eth_log, info, "%s started: %s", p->name.c_str(), p->description.c_str());
     return 0;
@@ -594,7 +595,7 @@ SHUNT_COLD void drop(port *p, rte_mbuf *m, counter c) noexcept
 }
 
 /** A RoCEv2 frame for us: validate every field, then hand it to its QP. */
-void roce_input(port *p, rte_mbuf *m, std::uint32_t l3) noexcept
+SHUNT_ALWAYS_INLINE void roce_input(port *p, rte_mbuf *m, std::uint32_t l3) noexcept
 {
     const std::uint8_t *f = rte_pktmbuf_mtod(m, const std::uint8_t *);
     const std::uint32_t seg = m->data_len, total = m->pkt_len;
@@ -641,7 +642,19 @@ void roce_input(port *p, rte_mbuf *m, std::uint32_t l3) noexcept
     hand_over(p, q, m, static_cast<std::uint16_t>(bth), d.hlen, plen);
 }
 
-void classify(port *p, rte_mbuf *m) noexcept
+/** Is frame @p f (@p seg bytes in its first segment, ethertype @p et, the
+ *  network header at @p l3) UDP to the RoCEv2 port at our MAC and IPv4? */
+inline bool roce_for_us(const port *p, const std::uint8_t *f, std::uint32_t seg, std::uint32_t l3,
+                        std::uint16_t et) noexcept
+{
+    if (et != wire::ethertype_ipv4 || seg < l3 + wire::ip_len + wire::udp_len)
+        return false;
+    const std::uint8_t *ip = f + l3;
+    return ip[9] == 17 && wire::ld16(ip + wire::ip_len + 2) == wire::roce_udp_port &&
+           std::memcmp(ip + 16, &p->ipv4, 4) == 0 && std::memcmp(f, p->mac.addr_bytes, 6) == 0;
+}
+
+SHUNT_ALWAYS_INLINE void classify(port *p, rte_mbuf *m) noexcept
 {
     const std::uint8_t *f = rte_pktmbuf_mtod(m, const std::uint8_t *);
     const std::uint32_t seg = m->data_len;
@@ -657,16 +670,35 @@ void classify(port *p, rte_mbuf *m) noexcept
         arp_input(p, f + l3, seg - l3);
         return to_raw(p, m);
     }
-    if (et == wire::ethertype_ipv4 && seg >= l3 + wire::ip_len + wire::udp_len) {
-        const std::uint8_t *ip = f + l3;
-        if (ip[9] == 17 && wire::ld16(ip + wire::ip_len + 2) == wire::roce_udp_port &&
-            std::memcmp(ip + 16, &p->ipv4, 4) == 0 && std::memcmp(f, p->mac.addr_bytes, 6) == 0) {
-            if (ip[0] != 0x45)
-                return drop(p, m, c_rx_bad_ip); // options or not version 4: no RoCEv2 frame has them
-            return roce_input(p, m, l3);
-        }
+    if (roce_for_us(p, f, seg, l3, et)) {
+        if (f[l3] != 0x45)
+            return drop(p, m, c_rx_bad_ip); // options or not version 4: no RoCEv2 frame has them
+        return roce_input(p, m, l3);
     }
     to_raw(p, m);
+}
+
+/** Take a burst from queue @p rxq and classify it (rx_lock held). */
+SHUNT_ALWAYS_INLINE unsigned poll_queue(port *p, std::uint16_t rxq) noexcept
+{
+    rte_mbuf *m[burst];
+    std::uint16_t n = rte_eth_rx_burst(p->id, rxq, m, burst);
+    tsan_taken(m, n);
+    for (std::uint16_t i = 0; i < n; i++) {
+        if (i + 1 < n)
+            rte_prefetch0(rte_pktmbuf_mtod(m[i + 1], void *));
+        classify(p, m[i]);
+    }
+    return n;
+}
+
+/** The queues beyond 0 that nobody owns (rx_lock held). */
+SHUNT_COLD unsigned poll_unowned(port *p) noexcept
+{
+    unsigned n = 0;
+    for (std::uint16_t i = 0; i < p->nunowned; i++)
+        n += poll_queue(p, p->unowned[i]);
+    return n;
 }
 
 } // namespace
@@ -675,18 +707,50 @@ unsigned port_poll(port *p) noexcept
 {
     if (p->q0_owned.load(std::memory_order_relaxed) || !p->rx_lock.try_lock())
         return 0;
-    rte_mbuf *m[burst];
-    std::uint16_t n = rte_eth_rx_burst(p->id, 0, m, burst);
-    tsan_taken(m, n);
-    for (std::uint16_t i = 0; i < n; i++) {
-        if (i + 1 < n)
-            rte_prefetch0(rte_pktmbuf_mtod(m[i + 1], void *));
-        classify(p, m[i]);
-    }
+    unsigned n = poll_queue(p, 0);
+    if (p->nunowned) [[unlikely]]
+        n += poll_unowned(p);
     p->rx_lock.unlock();
     if (n)
         p->count(c_rx_frames, n);
     return n;
+}
+
+void port_unowned_queues(port *p) noexcept
+{
+    p->rx_lock.lock();
+    p->nunowned = 0;
+    for (std::uint16_t i = 1; i < p->nq; i++)
+        if (!p->queue_owned[i])
+            p->unowned[p->nunowned++] = i;
+    p->rx_lock.unlock();
+}
+
+bool port_divert(port *p, rte_mbuf *m) noexcept
+{
+    const std::uint8_t *f = rte_pktmbuf_mtod(m, const std::uint8_t *);
+    const std::uint32_t seg = m->data_len;
+    if (seg < wire::eth_len)
+        return false;
+    std::uint32_t l3 = wire::eth_len;
+    std::uint16_t et = wire::ld16(f + 12);
+    if (et == wire::ethertype_vlan && seg >= 18) {
+        et = wire::ld16(f + 16);
+        l3 = 18;
+    }
+    if (et == wire::ethertype_arp) {
+        arp_input(p, f + l3, seg - l3);
+        return false;
+    }
+    if (!roce_for_us(p, f, seg, l3, et))
+        return false;
+    p->rx_lock.lock();
+    if (f[l3] != 0x45)
+        drop(p, m, c_rx_bad_ip);
+    else
+        roce_input(p, m, l3);
+    p->rx_lock.unlock();
+    return true;
 }
 
 bool icrc_ok(const rte_mbuf *m, std::uint16_t bth_off) noexcept

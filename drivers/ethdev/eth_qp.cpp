@@ -74,6 +74,7 @@ int claim_queue(eth_qp *q)
         for (std::uint16_t i = 1; i < p->nq; i++)
             if (!p->queue_owned[i]) {
                 p->queue_owned[i] = 1;
+                port_unowned_queues(p); // the shared path stops polling it
                 q->txq = q->rxq = i;
                 q->exclusive = true;
                 q->tx_locked = false;
@@ -102,6 +103,8 @@ int claim_queue(eth_qp *q)
             return -FI_ENOSPC;
     }
     p->shared_users++;
+    if (q->type != vq::qp_type::raw_packet)
+        p->roce_qps.fetch_add(1, std::memory_order_relaxed);
     q->txq = q->rxq = 0;
     q->exclusive = false;
     q->tx_locked = true;
@@ -115,8 +118,12 @@ void release_queue(eth_qp *q)
         p->queue_owned[q->rxq] = 0;
         if (q->rxq == 0)
             p->q0_owned.store(false, std::memory_order_release);
+        else
+            port_unowned_queues(p);
         return;
     }
+    if (q->type != vq::qp_type::raw_packet)
+        p->roce_qps.fetch_sub(1, std::memory_order_relaxed);
     if (q->type == vq::qp_type::raw_packet) {
         p->rx_lock.lock();
         for (std::uint32_t i = 0; i < p->nraw; i++)

@@ -474,7 +474,12 @@ unsigned raw_rx(eth_qp *q, const eth_cq *held) noexcept
         tsan_taken(m, k);
         if (k)
             q->p->count(c_rx_frames, k);
+        // A port that spreads frames over its queues may put RoCE frames
+        // for our other QPs here, and ARP.
+        const bool divert = q->p->roce_qps.load(std::memory_order_relaxed) != 0;
         for (std::uint16_t i = 0; i < k; i++) {
+            if (divert && port_divert(q->p, m[i])) [[unlikely]]
+                continue; // the shared path took it
             if (!raw_deliver(q, c, m[i]))
                 q->p->count(c_rx_no_raw); // an SRQ emptied by another QP meanwhile
             rte_pktmbuf_free(m[i]);

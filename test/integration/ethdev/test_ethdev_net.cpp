@@ -45,12 +45,14 @@ const char *fwd_path() { return SHUNT_FWD_PATH; }
     } while (0)
 
 /** The EAL argument that makes port @p n of a process on @p iface. */
-std::string vdev(const std::string &pmd, const std::string &iface, bool bypass_qdisc = true, int n = 0)
+std::string vdev(const std::string &pmd, const std::string &iface, bool bypass_qdisc = true, int n = 0,
+                 int qpairs = 1)
 {
     const std::string i = std::to_string(n);
     if (pmd == "af_xdp")
         return "--vdev=net_af_xdp" + i + ",iface=" + iface + ",start_queue=0,queue_count=1,force_copy=1";
-    return "--vdev=net_af_packet" + i + ",iface=" + iface + ",qpairs=1,qdisc_bypass=" + (bypass_qdisc ? "1" : "0");
+    return "--vdev=net_af_packet" + i + ",iface=" + iface + ",qpairs=" + std::to_string(qpairs) +
+           ",qdisc_bypass=" + (bypass_qdisc ? "1" : "0");
 }
 std::string devname(const std::string &pmd) { return pmd == "af_xdp" ? "net_af_xdp0" : "net_af_packet0"; }
 
@@ -97,6 +99,7 @@ struct rc_run {
     std::vector<std::string> sender_extra, receiver_extra;
     int timeout_ms = 120000;
     bool a_first = false; ///< B starts once A's port is up (a net_memif client needs the server's socket)
+    std::map<std::string, std::string> env; ///< more environment for both nodes
 };
 
 /** RC sender in @p ns_a on @p eal_a, receiver in @p ns_b on @p eal_b: every
@@ -115,13 +118,16 @@ std::pair<std::string, std::string> rc_exactly_once(const netns *ns_a, const std
     sb.insert(sb.end(), common.begin(), common.end());
     sa.insert(sa.end(), r.sender_extra.begin(), r.sender_extra.end());
     sb.insert(sb.end(), r.receiver_extra.begin(), r.receiver_extra.end());
-    proc a(ns_a, sa, node_env(eal_a));
+    auto env_a = node_env(eal_a), env_b = node_env(eal_b);
+    env_a.insert(r.env.begin(), r.env.end());
+    env_b.insert(r.env.begin(), r.env.end());
+    proc a(ns_a, sa, env_a);
     std::string xa;
     if (r.a_first) {
         xa = a.expect("ADDR", 30000);
         EXPECT_FALSE(xa.empty()) << "node A did not start";
     }
-    proc b(ns_b, sb, node_env(eal_b));
+    proc b(ns_b, sb, env_b);
     EXPECT_TRUE(a.ok() && b.ok());
     if (!exchange(a, b, nullptr, nullptr, xa))
         return {};
@@ -168,6 +174,32 @@ TEST_P(Veth, RcDeliversEveryMessageOnceInOrderBetweenTwoNamespaces)
     r.max = 65536;
     auto [ca, cb] = rc_exactly_once(&na, devname(pmd), vdev(pmd, v.a), &nb, devname(pmd), vdev(pmd, v.b), r);
     EXPECT_EQ(counter(cb, "rx_bad_icrc"), 0u);
+}
+
+TEST(Veth, RcDeliversEveryMessageWhenThePortSpreadsFramesOverTwoQueues)
+{
+    // net_af_packet with two queue pairs: its sockets join a fanout group,
+    // so the kernel spreads received frames over both queues by a hash of
+    // their addresses and ports (the RC flow's UDP source port comes from
+    // its QP number, random per process). The driver must receive RoCE
+    // frames from whichever queue they land on. Several rounds: each has
+    // new QP numbers, so the flows land on either queue.
+    NET_REQUIRE();
+    netns na("a"), nb("b");
+    ASSERT_TRUE(na.ok() && nb.ok());
+    veth v(na, nb, "v");
+    ASSERT_TRUE(v.ok);
+    for (int round = 0; round < 4 && !HasFailure(); round++) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        rc_run r;
+        r.count = 100;
+        r.max = 8192;
+        r.seed = static_cast<std::uint64_t>(round) + 7;
+        r.timeout_ms = 30000;
+        r.env = {{"SHUNT_ETHDEV_QUEUES", "2"}};
+        rc_exactly_once(&na, "net_af_packet0", vdev("af_packet", v.a, true, 0, 2), &nb, "net_af_packet0",
+                        vdev("af_packet", v.b, true, 0, 2), r);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Pmd, Veth, ::testing::Values("af_packet", "af_xdp"),

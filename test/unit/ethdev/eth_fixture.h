@@ -1,6 +1,7 @@
 // Helpers for the ethdev driver tests: endpoints on the cross-wired net_ring
-// port pairs the driver creates in this process (SHUNT_ETHDEV_RING_PAIRS=2:
-// net_ring_pair0a <-> net_ring_pair0b, net_ring_pair1a <-> net_ring_pair1b),
+// port pairs the driver creates in this process (SHUNT_ETHDEV_RING_PAIRS=3:
+// net_ring_pair0a <-> net_ring_pair0b, net_ring_pair1a <-> net_ring_pair1b,
+// and pair2 for the tests of ports with two queue pairs),
 // QP set-up, bounded waits, a frame decoder independent of the driver, and an
 // in-process forwarder with impairments between the two pairs.
 #pragma once
@@ -30,12 +31,14 @@ inline constexpr const char *dev0a = "net_ring_pair0a";
 inline constexpr const char *dev0b = "net_ring_pair0b";
 inline constexpr const char *dev1a = "net_ring_pair1a";
 inline constexpr const char *dev1b = "net_ring_pair1b";
+inline constexpr const char *dev2a = "net_ring_pair2a"; ///< two queue pairs: MultiQueue tests
+inline constexpr const char *dev2b = "net_ring_pair2b";
 
 /** The device @p name (the ring pairs are created on first use). */
 inline vq::device *device(const char *name)
 {
     static bool once = [] {
-        setenv("SHUNT_ETHDEV_RING_PAIRS", "2", 0);
+        setenv("SHUNT_ETHDEV_RING_PAIRS", "3", 0);
         return true;
     }();
     (void)once;

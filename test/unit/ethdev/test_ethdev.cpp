@@ -1077,5 +1077,129 @@ TEST(Malformed, BadFramesAreDroppedAndCountedAndTheQpKeepsWorking)
     EXPECT_FALSE(r.empty()) << "the QP stopped receiving after malformed frames";
 }
 
+/* ---------------- Ports with several queue pairs ---------------- */
+
+/** An ARP request from @p a for @p b's IPv4 address. */
+std::vector<std::uint8_t> arp_request(const ep &a, const ep &b)
+{
+    std::vector<std::uint8_t> f(60, 0); // padded to the minimum frame
+    std::memset(f.data(), 0xff, 6);
+    std::memcpy(f.data() + 6, a.ctx->addr.raw, 6);
+    f[12] = 0x08, f[13] = 0x06;
+    const std::uint8_t arp[8] = {0, 1, 8, 0, 6, 4, 0, 1}; // Ethernet, IPv4, request
+    std::memcpy(f.data() + 14, arp, 8);
+    std::memcpy(f.data() + 22, a.ctx->addr.raw, 10); // sender MAC and IPv4
+    std::memcpy(f.data() + 38, b.ctx->addr.raw + 6, 4);
+    return f;
+}
+
+TEST(MultiQueue, RoceAndArpFramesReachTheirQpsOnWhicheverQueueTheyArrive)
+{
+    // Two queue pairs on pair2a and pair2b. On net_ring a frame sent on
+    // queue 1 arrives on the peer's queue 1, as a port that spreads frames
+    // over its queues (RSS, net_af_packet's fanout) puts some there: RoCE
+    // frames and ARP must reach the shared receive path from every queue,
+    // whether a RAW_PACKET QP owns it or nobody does.
+    ASSERT_EQ(eth::set_port_queues(device(dev2a), 2), 0);
+    ASSERT_EQ(eth::set_port_queues(device(dev2b), 2), 0);
+    ep a(dev2a), b(dev2b);
+    ASSERT_TRUE(a.ok() && b.ok());
+    vq::qp *target = b.qp(qp_type::ud, vq::OPS_SEND, {64, 64, 1, 1, 0});
+    ud_up(target);
+    auto good = valid_ud_frame(a, b, target->qp_num); // leaves a UD QP on a's shared queue 0
+    ASSERT_GE(good.size(), 14u + 20 + 8 + 12 + 8 + 256 + 4);
+    refresh(good);
+    auto plain = good; // not RoCE: UDP port 4792
+    plain[14 + 20 + 3] = 0xb8;
+    vq::td *ta = nullptr, *tb = nullptr;
+    ASSERT_EQ(vq::alloc_td(a.ctx, &ta), 0);
+    ASSERT_EQ(vq::alloc_td(b.ctx, &tb), 0);
+    vq::qp *inj = a.qp(qp_type::raw_packet, vq::OPS_SEND, {64, 16, 1, 1, 0}, ta); // owns a's queue 1
+    ASSERT_NE(inj, nullptr);
+    ud_up(inj);
+    auto inject = [&](const std::vector<std::uint8_t> &f) {
+        std::memcpy(a.buf + 1000000, f.data(), f.size());
+        int rc;
+        while ((rc = vq::post_send(inj, 0, a.buf + 1000000, static_cast<std::uint32_t>(f.size()), a.mr->lkey, 0)) ==
+               -FI_EAGAIN)
+            a.pump();
+        ASSERT_EQ(rc, 0);
+    };
+    auto ud_recvs = [&](const std::vector<vq::wc> &r) {
+        return std::count_if(r.begin(), r.end(), [](const vq::wc &w) { return w.wr_id >= 100 && w.wr_id < 200; });
+    };
+
+    // b's queue 1 belongs to nobody: the shared path must poll it.
+    for (int i = 0; i < 8; i++)
+        ASSERT_EQ(b.recv(target, 100 + i, 8192 + i * 4096, 4096), 0);
+    inject(good);
+    auto r = wait_wcs(b, 1, {&a}, 3000);
+    ASSERT_EQ(r.size(), 1u) << "a RoCE frame on a queue nobody owns was lost";
+    EXPECT_EQ(r[0].wr_id, 100u);
+    EXPECT_EQ(r[0].status, vq::wc_status::success);
+    EXPECT_EQ(r[0].byte_len, 40u + 256) << "the GRH area and the payload";
+    EXPECT_EQ(std::memcmp(b.buf + 8192 + 40, a.buf, 256), 0);
+    // Poll both until @p done (at most 5 s), then 50 ms more for anything extra.
+    auto poll_until = [&](const std::function<bool(const std::vector<vq::wc> &)> &done) {
+        std::vector<vq::wc> got;
+        auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (!done(got) && std::chrono::steady_clock::now() < end) {
+            auto more = drain(b, {&a}, 1);
+            got.insert(got.end(), more.begin(), more.end());
+        }
+        auto more = drain(b, {&a}, 50);
+        got.insert(got.end(), more.begin(), more.end());
+        return got;
+    };
+    std::uint64_t replies = counter(dev2b, eth::c_arp_replies);
+    inject(arp_request(a, b));
+    poll_until([&](const std::vector<vq::wc> &) { return counter(dev2b, eth::c_arp_replies) > replies; });
+    EXPECT_EQ(counter(dev2b, eth::c_arp_replies), replies + 1) << "an ARP request on a queue nobody owns";
+
+    // A RAW_PACKET QP with a thread domain takes b's queue 1: it gets the
+    // frames that are not RoCE for b's QPs (ARP included, as on the shared
+    // queue), and the UD QP still gets its own.
+    vq::qp *own = b.qp(qp_type::raw_packet, vq::OPS_SEND, {16, 64, 1, 1, 0}, tb);
+    ASSERT_NE(own, nullptr);
+    ud_up(own);
+    for (int i = 0; i < 32; i++)
+        ASSERT_EQ(b.recv(own, 300 + i, 200000 + i * 2048, 2048), 0);
+    inject(plain);
+    inject(good);
+    inject(arp_request(a, b));
+    inject(good);
+    auto owner_wcs = [](const std::vector<vq::wc> &all) {
+        std::vector<vq::wc> o;
+        std::copy_if(all.begin(), all.end(), std::back_inserter(o), [](const vq::wc &w) { return w.wr_id >= 300; });
+        return o;
+    };
+    r = poll_until([&](const std::vector<vq::wc> &got) {
+        return ud_recvs(got) >= 2 && owner_wcs(got).size() >= 2 &&
+               counter(dev2b, eth::c_arp_replies) >= replies + 2;
+    });
+    std::vector<vq::wc> raw = owner_wcs(r);
+    EXPECT_EQ(ud_recvs(r), 2) << "RoCE frames on an owned queue went astray";
+    ASSERT_EQ(raw.size(), 2u) << "the owner receives the plain frame and the ARP request, nothing else";
+    EXPECT_EQ(raw[0].byte_len, plain.size());
+    EXPECT_EQ(std::memcmp(b.buf + 200000, plain.data(), plain.size()), 0);
+    EXPECT_EQ(raw[1].byte_len, 60u);
+    EXPECT_EQ(be16(b.buf + 200000 + 2048 + 12), 0x0806);
+    EXPECT_EQ(counter(dev2b, eth::c_arp_replies), replies + 2) << "an ARP request on an owned queue";
+
+    // Its queue back with the QP: the shared path polls it again.
+    ASSERT_EQ(vq::destroy_qp(own), 0);
+    b.qps.erase(std::find(b.qps.begin(), b.qps.end(), own));
+    inject(good);
+    r = wait_wcs(b, 1, {&a}, 3000);
+    ASSERT_EQ(r.size(), 1u) << "a RoCE frame on a queue given back";
+    EXPECT_EQ(r[0].wr_id, 103u);
+    for (vq::qp *q : {inj}) {
+        EXPECT_EQ(vq::destroy_qp(q), 0);
+        a.qps.erase(std::find(a.qps.begin(), a.qps.end(), q));
+    }
+    EXPECT_EQ(vq::dealloc_td(ta), 0);
+    EXPECT_EQ(vq::dealloc_td(tb), 0);
+}
+
 } // namespace
 } // namespace shunt::test
