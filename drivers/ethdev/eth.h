@@ -518,6 +518,9 @@ struct eth_qp : vq::qp {
     std::uint32_t timer_polls = 0;     ///< progress calls since the timers last read the TSC
     std::uint32_t timer_stride = 1;    ///< the timers read the TSC on every this many calls (rc_timing)
     std::uint32_t since_ackreq = 0;
+    /** A request failed before sending (a local check, bind, invalidation):
+     *  nothing after it starts; the QP goes to ERR as it completes. */
+    bool sq_halted = false;
     bool nak_retry = false;            ///< go back armed by a NAK (once per PSN)
     std::uint32_t nak_psn = 0;
     /* RC/UC responder. */

@@ -163,6 +163,7 @@ void reset_state(eth_qp *q)
     for (std::uint32_t i = 0; i <= q->sq_mask; i++)
         q->sq[i].state = ws_queued;
     q->sq_head = q->sq_tail = q->sq_start = q->sq_next = 0;
+    q->sq_halted = false;
     q->own_rq.head.store(0);
     q->own_rq.tail.store(0);
     q->rx_has_wqe = false;

@@ -227,14 +227,27 @@ std::uint32_t rd_atomic_out(eth_qp *q) noexcept
     return n;
 }
 
+/** @p w failed before any packet of it was sent: done with @p s, and no
+ *  later request starts (the QP goes to ERR when @p w completes). */
+SHUNT_COLD void fail_here(eth_qp *q, wqe *w, wc_status s) noexcept
+{
+    done(w, s);
+    q->sq_halted = true;
+}
+
 /** Execute a bind or local invalidation (in order, no packet). */
 void exec_local(eth_qp *q, wqe *w) noexcept
 {
+    wc_status s;
     if (w->op == op_bind)
-        done(w, key_bind(q->c, static_cast<eth_mw *>(static_cast<vq::mw *>(w->p0)),
-                         static_cast<eth_mr *>(static_cast<vq::mr *>(w->p1)), w->rkey, w->a0, w->a1, w->imm));
+        s = key_bind(q->c, static_cast<eth_mw *>(static_cast<vq::mw *>(w->p0)),
+                     static_cast<eth_mr *>(static_cast<vq::mr *>(w->p1)), w->rkey, w->a0, w->a1, w->imm);
     else
-        done(w, key_invalidate(q->c, w->imm) ? wc_status::success : wc_status::loc_prot_err);
+        s = key_invalidate(q->c, w->imm) ? wc_status::success : wc_status::loc_prot_err;
+    if (s == wc_status::success)
+        done(w, s);
+    else
+        fail_here(q, w, s);
 }
 
 /** Start request @p w: PSNs, local checks. @return false: it cannot start yet. */
@@ -263,7 +276,7 @@ bool start(eth_qp *q, wqe *w) noexcept
     w->got = 0;
     q->psn = psn_add(q->psn, n);
     if (!local_ok(q, w)) {
-        done(w, wc_status::loc_prot_err);
+        fail_here(q, w, wc_status::loc_prot_err);
         return true;
     }
     w->state = ws_active;
@@ -287,8 +300,13 @@ void rc_tx(eth_qp *q, const eth_cq *) noexcept
     }
     for (;;) {
         if (q->tx_wqe == q->sq_next) {
-            // The cursor reached unstarted requests: start the next one.
+            // The cursor reached unstarted requests: start the next one,
+            // unless the one before it failed here (a local check, a bind, an
+            // invalidation): the QP goes to ERR when that completes, and
+            // nothing after it may run, only be flushed.
             if (q->sq_next == q->sq_tail)
+                break;
+            if (q->sq_halted) [[unlikely]]
                 break;
             wqe *w = at(q, q->sq_next);
             if (!start(q, w))

@@ -232,6 +232,67 @@ TEST_F(Features, BoundWindowAllowsExactlyItsRangeAndAccessAndLocalInvRevokesIt)
     EXPECT_EQ(r.status, wc_status::rem_access_err) << "read through an invalidated window: " << wc_str(r);
 }
 
+TEST_F(Features, AFailedBindOrInvalidationFlushesEveryLaterRequestUnexecuted)
+{
+    // A bind or local invalidation that fails completes in error and moves
+    // the QP to ERR: the requests after it in the same batch complete as
+    // flushed and are never executed, so the peer receives nothing and its
+    // memory stays as it was. (These run without a packet: a driver must not
+    // let later requests out before the failure is reported.)
+    constexpr std::uint64_t ops = vq::OPS_BIND_MW | vq::OPS_LOCAL_INV | vq::OPS_SEND | vq::OPS_RDMA_WRITE;
+    for (const qp_type t : {qp_type::rc, qp_type::uc}) {
+        for (const bool bind : {true, false}) {
+            SCOPED_TRACE(std::string(t == qp_type::rc ? "RC, " : "UC, ") + (bind ? "bind" : "local_inv"));
+            conn c;
+            CONF_REQUIRE_OPS(c.L.attr, t, ops);
+            ASSERT_EQ(c.setup(t, ops), 0);
+            reg_rep r{};
+            ASSERT_EQ(c.P.reg(4096, ACC_ALL_REMOTE, false, 41, &r), 0);
+            ASSERT_EQ(c.P.post_recv(c.pq.index, 8, {{r.index, 64, 0}}), 0);
+            const auto before = c.P.read_mem(r.index, 0, 4096);
+            int plain = c.L.reg(4096, vq::ACCESS_LOCAL_WRITE, false, 42); // no MW_BIND
+            ASSERT_GE(plain, 0);
+            vq::mw *w = nullptr;
+            ASSERT_EQ(vq::alloc_mw(c.L.pd, vq::mw_type::type2, &w), 0);
+            c.L.o.mws.push_back(w);
+            vq::mw_bind_info bi{c.L.o.mrs[static_cast<std::size_t>(plain)].mr, c.L.addr(plain), 1024,
+                                vq::ACCESS_REMOTE_READ};
+            vq::wr_start(c.qp());
+            c.qp()->wr_id = 1;
+            c.qp()->wr_flags = vq::WR_SIGNALED;
+            if (bind)
+                vq::wr_bind_mw(c.qp(), w, vq::inc_rkey(w->rkey), &bi); // the region lacks MW_BIND
+            else
+                vq::wr_local_inv(c.qp(), vq::inc_rkey(w->rkey)); // a key nothing has
+            c.qp()->wr_id = 2;
+            vq::wr_send(c.qp());
+            vq::wr_set_inline_data(c.qp(), "late", 4);
+            c.qp()->wr_id = 3;
+            vq::wr_rdma_write(c.qp(), r.rkey, r.addr + 1024);
+            vq::wr_set_inline_data(c.qp(), "later", 5);
+            ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+            auto l = c.L.wait_wcs(c.lq, 3);
+            ASSERT_EQ(l.size(), 3u);
+            EXPECT_EQ(l[0].wr_id, 1u);
+            EXPECT_NE(l[0].status, wc_status::success) << wc_str(l[0]);
+            EXPECT_NE(l[0].status, wc_status::wr_flush_err) << "the failure itself is reported: " << wc_str(l[0]);
+            if (bind) {
+                EXPECT_EQ(l[0].status, wc_status::mw_bind_err) << wc_str(l[0]);
+            }
+            for (int i = 1; i < 3; i++) {
+                EXPECT_EQ(l[static_cast<std::size_t>(i)].wr_id, static_cast<std::uint64_t>(i + 1));
+                EXPECT_EQ(l[static_cast<std::size_t>(i)].status, wc_status::wr_flush_err)
+                    << wc_str(l[static_cast<std::size_t>(i)]);
+            }
+            EXPECT_EQ(vq::get_qp_state(c.qp()), vq::qp_state::err);
+            for (const vq::wc &p : c.P.wait_wcs(c.pq.index, 0, 300))
+                EXPECT_NE(p.status, wc_status::success) << "the peer received a request that was flushed: "
+                                                        << wc_str(p);
+            EXPECT_EQ(c.P.read_mem(r.index, 0, 4096), before) << "a flushed write reached the peer's memory";
+        }
+    }
+}
+
 TEST_F(Features, FlushCompletesAfterTheWritesBeforeIt)
 {
     conn c;
