@@ -6,7 +6,10 @@
 // keys of another region, context or of nothing, addresses and lengths
 // past a region's end, too many SGEs, inline data over the limit, TSO
 // headers and MSS out of range, unaligned atomics, unknown flag bits,
-// unknown flush types and levels, UD destinations that do not exist.
+// unknown flush types and levels, UD destinations that do not exist; and
+// memory windows: binds (by either side) of any range of any region with
+// any access and new key, local invalidation, send-with-invalidate, and
+// remote operations through windows bound, unbound, invalidated or stale.
 //
 // Every buffer handed to the API is valid for the length given (the
 // caller's side of the contract); every region is registered over a whole
@@ -38,7 +41,7 @@ using shunt::FI_ENOSPC;
 using shunt::FI_EOPBADSTATE;
 using shunt::FI_EOPNOTSUPP;
 
-constexpr std::size_t big = 65536, small = 100, src_len = 4096, rslot = 2048, nrecv = 16;
+constexpr std::size_t big = 65536, small = 100, src_len = 4096, rslot = 2048, nrecv = 16, nmw = 2;
 constexpr std::uint32_t qkey = 0x2222;
 
 void check(bool ok, const char *what)
@@ -81,6 +84,7 @@ struct side {
      *  nothing on the other (keys are per context and the first ones agree). */
     region r_other;
     vq::qp *q[nq] = {};
+    vq::mw *mw[nmw] = {}; ///< type-2 windows (none where the driver has no windows)
     vq::device_attr da;
 
     void open(const char *dev, bool rereg)
@@ -93,7 +97,7 @@ struct side {
         vq::cq_init_attr ca;
         ca.cqe = 4096;
         check(vq::create_cq(ctx, &ca, &cq) == 0, "create_cq");
-        r_big.make(pd, big, vq::ACCESS_FLUSH_GLOBAL); // a flush target; the small one is not
+        r_big.make(pd, big, vq::ACCESS_FLUSH_GLOBAL | vq::ACCESS_MW_BIND); // the small one is neither
         r_small.make(pd, small);
         r_other.make(pd, small);
         if (rereg) {
@@ -106,8 +110,7 @@ struct side {
                               : t == q_uc ? vq::qp_type::uc
                               : t == q_ud ? vq::qp_type::ud
                                           : vq::qp_type::raw_packet;
-            const std::uint64_t ops = da.ops[static_cast<unsigned>(type)] & vq::ops_allowed(type) &
-                                      ~(vq::OPS_BIND_MW | vq::OPS_LOCAL_INV);
+            const std::uint64_t ops = da.ops[static_cast<unsigned>(type)] & vq::ops_allowed(type);
             if (!ops)
                 continue; // the driver has no such QP type
             vq::qp_init_attr ia;
@@ -121,6 +124,9 @@ struct side {
             ia.cap.max_inline_data = 256;
             check(vq::create_qp(pd, &ia, &q[t]) == 0, "create_qp");
         }
+        if (da.max_mw)
+            for (vq::mw *&w : mw)
+                check(vq::alloc_mw(pd, vq::mw_type::type2, &w) == 0, "alloc_mw");
     }
 };
 
@@ -325,7 +331,9 @@ struct program {
         default: *lkey = in.u32(); break;
         }
     }
-    /** A remote key and address in the peer's memory (or not). */
+    /** A remote key and address in the peer's memory (or not). Bit 4 of
+     *  the first byte: the key of one of the peer's windows (bit 5), its
+     *  current one or (bit 6) the one before. */
     void remote(std::uint32_t *rkey, std::uint64_t *raddr)
     {
         const std::uint8_t c = in.u8();
@@ -338,6 +346,25 @@ struct program {
         }
         if (c & 8)
             *raddr = in.u64();
+        if ((c & 16) && peer.mw[0]) {
+            const std::uint32_t k = peer.mw[(c >> 5) & 1]->rkey;
+            *rkey = (c & 64) ? (k & 0xffffff00u) | ((k - 1) & 0xffu) : k;
+        }
+    }
+    /** A bind of window @p w of side @p x: a range of one of its regions
+     *  (often out of it, or a region without MW_BIND access), any access
+     *  bits, and usually the window's next key. */
+    void bind_args(side &x, vq::mw *w, std::uint32_t *rkey, vq::mw_bind_info *b)
+    {
+        const std::uint8_t c = in.u8();
+        const region &g = (c & 1) ? x.r_small : (c & 2) ? x.r_other : x.r_big;
+        b->mr = g.mr;
+        b->addr = g.at(in.u16() % (g.n + 64));
+        b->length = (c & 4) ? in.u32() : in.u16() % (g.n + 1); // 0: unbind
+        const std::uint8_t a = in.u8();
+        b->mw_access_flags = (c & 8) ? a : a & (vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ |
+                                                 vq::ACCESS_REMOTE_ATOMIC);
+        *rkey = (c & 16) ? in.u32() : vq::inc_rkey(w->rkey);
     }
     /** Inline data: the last @p len bytes of the source block. */
     const void *inline_src(std::size_t len) const { return r.src + src_len - len; }
@@ -375,8 +402,8 @@ struct program {
     }
     void step(session &s)
     {
-        const std::uint8_t op = in.u8() % 24;
-        const bool in_session = op < 16 || op == 22; // builders and setters (22: flush)
+        const std::uint8_t op = in.u8() % 27;
+        const bool in_session = op < 16 || op == 22 || op == 23 || op == 24; // builders and setters
         if (in_session && !s.q) {
             s.q = pick();
             s.ids.clear();
@@ -454,11 +481,58 @@ struct program {
             vq::wr_flush(q, key, addr, n, tl & 3, (tl >> 2) & 3); // types 0..3, levels 0..3: some unknown
             break;
         }
+        case 23: { // bind one of our windows (a region's key in place of a window: some drivers check)
+            if (!me.mw[0]) {
+                builder_prologue(s);
+                vq::wr_send(q);
+                break;
+            }
+            vq::mw *w = me.mw[in.u8() % nmw];
+            vq::mw_bind_info b{};
+            bind_args(me, w, &key, &b);
+            builder_prologue(s);
+            vq::wr_bind_mw(q, w, key, &b);
+            break;
+        }
+        case 24: { // invalidate one of our windows, a region or anything
+            const std::uint8_t c = in.u8();
+            key = (c & 3) == 0 ? me.r_big.mr->rkey
+                  : (c & 3) == 3 || !me.mw[0] ? in.u32()
+                                              : me.mw[(c >> 2) & 1]->rkey;
+            builder_prologue(s);
+            vq::wr_local_inv(q, key);
+            break;
+        }
         default:
             if (s.q)
                 break; // single-call posts only outside a session (one QP's lock)
-            single(op);
+            if (op == 25)
+                peer_bind();
+            else
+                single(op);
         }
+    }
+    /** The peer binds one of its windows in a session of its own, on its RC
+     *  or UC QP: the targets of our remote operations and invalidations. */
+    void peer_bind()
+    {
+        const std::uint8_t c = in.u8();
+        vq::qp *q = peer.q[(c & 1) ? q_uc : q_rc];
+        if (!q || !peer.mw[0])
+            return;
+        vq::mw *w = peer.mw[(c >> 1) & 1];
+        vq::mw_bind_info b{};
+        std::uint32_t key;
+        bind_args(peer, w, &key, &b);
+        vq::wr_start(q);
+        q->wr_id = r.gen << 32 | next_id++;
+        q->wr_flags = flags();
+        const std::uint64_t id = q->wr_id;
+        vq::wr_bind_mw(q, w, key, &b);
+        const int rc = vq::wr_complete(q);
+        check(documented(rc), "wr_complete of a bind returned an error the API does not document");
+        if (rc == 0)
+            r.issued.insert(id);
     }
     void single(std::uint8_t op)
     {

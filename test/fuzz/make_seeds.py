@@ -199,13 +199,14 @@ ip = struct.pack('>BBHHHBBH4s4s', 0x45, 0, 20 + 8 + 16, 1, 0, 64, 17, 0, bytes([
 eth_seed('plain_udp', 0, bcast + mac + b'\x08\x00' + ip + struct.pack('>HHHH', 1234, 5678, 24, 0) + pay[:16])
 
 # ---- fuzz-vq-post: byte 0 = driver (0 shm, 1 ethdev), then a program:
-# each step an opcode byte (mod 24) and its arguments, read in the order
+# each step an opcode byte (mod 27) and its arguments, read in the order
 # fuzz_vq_post.cpp reads them. A builder or setter outside a session opens
 # one on the QP named by the next byte (0 RC, 1 UC, 2 UD, 3 RAW_PACKET).
 SEND, SEND_IMM, SEND_INV, WRITE, WRITE_IMM, READ, CAS, FAA, TSO = range(9)
 SGE, SGE_LIST, INLINE, INLINE_LIST, UD_ADDR, COMPLETE, ABORT = range(9, 16)
 POST_SEND, POST_WRITE, POST_IMM_INLINE, POST_IMM_HDR, POST_RECV, POLL = range(16, 22)
-FLUSH = 22  # a builder too
+FLUSH, BIND_MW, LOCAL_INV = 22, 23, 24  # builders too
+PEER_BIND = 25  # the peer binds one of its windows in a session of its own
 F_FENCE, F_SIGNALED, F_SOLICITED, F_INLINE, F_IP_CSUM = 1, 2, 4, 8, 16
 Q_RC, Q_UC, Q_UD, Q_RAW = range(4)
 
@@ -220,8 +221,21 @@ def local_arg(off, length, small=False, key=0):
     return bytes([(1 if small else 0) | 2 | key << 2]) + u16(off) + u16(length)
 
 
-def remote_arg(off, small=False, key=0):
-    return bytes([(1 if small else 0) | key << 1]) + u16(off)
+def remote_arg(off, small=False, key=0, window=None, stale=False):
+    """window: the key of the peer's window 0 or 1 (stale: the one before)."""
+    c = (1 if small else 0) | key << 1
+    if window is not None:
+        c |= 16 | window << 5 | (64 if stale else 0)
+    return bytes([c]) + u16(off)
+
+
+def bind_arg(off, length, access, region=0):
+    """c: bits 0..1 the region (0 big, 1 small: no MW_BIND, 2 the third);
+    a 16-bit length (0 unbinds), the access bits, the window's next key."""
+    return bytes([region]) + u16(off) + u16(length) + bytes([access])
+
+
+A_REMOTE_WRITE, A_REMOTE_READ, A_REMOTE_ATOMIC = 2, 4, 8
 
 
 def vq_seed(name, driver, *steps):
@@ -270,6 +284,35 @@ for drv, tag in ((0, 'shm'), (1, 'eth')):
             bytes([POST_IMM_INLINE, Q_RC, 2]) + u16(16) + u16(40) + b'\0\0\0\1' + bytes([F_SIGNALED]),
             bytes([POST_IMM_HDR, Q_UC]) + u16(24) + b'\0\0\0\2' + struct.pack('<Q', 7) + bytes([0]),
             bytes([POST_RECV, Q_RC, 1]) + local_arg(0, 1024), bytes([POLL, 0]))
+    # Memory windows. The peer binds its window 0 over 4 KiB of its region
+    # (read and write); we write and read through it, invalidate it with a
+    # send and write through it again (an error: the QP fails, so the other
+    # errors have seeds of their own).
+    peer_bind = bytes([PEER_BIND, 0]) + bind_arg(4096, 4096, A_REMOTE_WRITE | A_REMOTE_READ) + \
+        bytes([F_SIGNALED, POLL, 0, POLL, 0])
+    vq_seed(tag + '_mw_remote', drv, peer_bind,
+            bytes([WRITE, Q_RC]) + remote_arg(4096, window=0) + bytes([F_SIGNALED]),
+            bytes([SGE]) + local_arg(0, 1000),
+            bytes([READ]) + remote_arg(5000, window=0) + bytes([F_SIGNALED]), bytes([SGE]) + local_arg(2000, 500),
+            bytes([COMPLETE, POLL, 0]),
+            bytes([SEND_INV, Q_RC]) + remote_arg(0, window=0) + bytes([F_SIGNALED]),
+            bytes([SGE]) + local_arg(0, 16), bytes([COMPLETE, POLL, 0]),
+            bytes([WRITE, Q_RC]) + remote_arg(4096, window=0) + bytes([F_SIGNALED]),
+            bytes([SGE]) + local_arg(0, 8), bytes([COMPLETE, POLL, 0]))
+    vq_seed(tag + '_mw_stale_key', drv, peer_bind,
+            bytes([WRITE, Q_RC]) + remote_arg(4096, window=0, stale=True) + bytes([F_SIGNALED]),
+            bytes([SGE]) + local_arg(0, 64), bytes([COMPLETE, POLL, 0]))
+    vq_seed(tag + '_mw_past_the_end', drv, peer_bind,
+            bytes([WRITE, Q_UC]) + remote_arg(8000, window=0) + bytes([F_SIGNALED]),
+            bytes([SGE]) + local_arg(0, 500), bytes([COMPLETE, POLL, 0]))
+    # Our own windows: bind over the region, over the small region (no
+    # MW_BIND access), unbind; invalidate a window and a region's key.
+    vq_seed(tag + '_mw_local', drv,
+            bytes([BIND_MW, Q_RC, 0]) + bind_arg(0, 8192, A_REMOTE_WRITE) + bytes([F_SIGNALED]),
+            bytes([BIND_MW, 1]) + bind_arg(0, 50, A_REMOTE_READ, region=1) + bytes([F_SIGNALED]),
+            bytes([BIND_MW, 0]) + bind_arg(0, 0, 0) + bytes([F_SIGNALED]),
+            bytes([LOCAL_INV, 1, F_SIGNALED]),
+            bytes([LOCAL_INV, 0, F_SIGNALED]), bytes([COMPLETE, POLL, 0]))
 # RAW_PACKET frames (ethdev): a whole frame, with checksums asked for, and a TSO send.
 vq_seed('eth_raw_ip_csum', 1, bytes([SEND, Q_RAW, F_SIGNALED | F_IP_CSUM]), bytes([SGE]) + local_arg(0, 600),
         bytes([COMPLETE]))
