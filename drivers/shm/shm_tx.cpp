@@ -408,6 +408,10 @@ inline bool remote_ok(shm_qp *q, std::uint32_t rkey, std::uint64_t raddr, std::u
 {
     if ((q->rdesc->access & need) != need)
         return false;
+    if (len == 0) [[unlikely]] { // nothing to reach: no R_Key or address to check (IBTA C9-88)
+        *ref = region_ref{raddr, no_seg_off};
+        return true;
+    }
     return pin_key(q->rpeer, rkey, raddr, len, need, ref, &pin.e);
 }
 

@@ -114,18 +114,20 @@ std::uint64_t sg_len(const std::vector<mseg> &sg) noexcept
     return n;
 }
 
-/** Remote access check of [addr, addr+len) through @p rkey. @return true when allowed. */
+/** Remote access check of [addr, addr+len) through @p rkey. @return true
+ *  when allowed. A zero-byte access needs the QP's access flag only: the
+ *  responder checks no R_Key or address for it (IBTA C9-88). */
 bool remote_ok(mport &p, mqp &q, std::uint32_t rkey, std::uint64_t addr, std::uint64_t len, unsigned need)
 {
     if (!(q.access & need))
         return false;
+    if (len == 0)
+        return true;
     mr_obj *m = find_key(p, rkey);
     if (!m || m->pd != q.pd || !(m->access & need))
         return false;
     if (m->window && (!m->bound || (m->bound_qpn && m->bound_qpn != q.qpn)))
         return false;
-    if (len == 0)
-        return true;
     return addr >= m->addr && len <= m->len && addr - m->addr <= m->len - len;
 }
 

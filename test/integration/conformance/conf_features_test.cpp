@@ -293,6 +293,62 @@ TEST_F(Features, AFailedBindOrInvalidationFlushesEveryLaterRequestUnexecuted)
     }
 }
 
+TEST_F(Features, ZeroByteWritesAndReadsNeedNoValidKeyOrAddress)
+{
+    // IBTA C9-88: the responder checks neither the R_Key nor the address of
+    // a zero-byte RDMA write or read. They complete, touch nothing, and the
+    // QP stays up; a zero-byte write with immediate still consumes a receive.
+    conn c;
+    constexpr std::uint64_t ops = vq::OPS_RDMA_WRITE | vq::OPS_RDMA_READ | vq::OPS_RDMA_WRITE_WITH_IMM;
+    CONF_REQUIRE_OPS(c.L.attr, qp_type::rc, ops);
+    ASSERT_EQ(c.setup(qp_type::rc, ops), 0);
+    reg_rep r{};
+    ASSERT_EQ(c.P.reg(4096, ACC_ALL_REMOTE, false, 51, &r), 0);
+    const auto before = c.P.read_mem(r.index, 0, 4096);
+    ASSERT_EQ(c.P.post_recv(c.pq.index, 9, {{r.index, 64, 0}}), 0);
+    int src = c.L.reg(64, vq::ACCESS_LOCAL_WRITE, false, 52);
+    ASSERT_GE(src, 0);
+    const std::uint32_t lkey = c.L.mr(src)->lkey;
+    constexpr std::uint32_t nokey = 0x00fff0ee; // names nothing on the peer
+    vq::qp *q = c.qp();
+    vq::wr_start(q);
+    q->wr_flags = vq::WR_SIGNALED;
+    q->wr_id = 1;
+    vq::wr_rdma_write(q, nokey, 0);
+    vq::wr_set_sge(q, lkey, c.L.addr(src), 0);
+    q->wr_id = 2;
+    vq::wr_rdma_read(q, nokey, 8);
+    vq::wr_set_sge(q, lkey, c.L.addr(src), 0);
+    q->wr_id = 3;
+    vq::wr_rdma_write_imm(q, nokey, 16, 0xfeed);
+    vq::wr_set_sge(q, lkey, c.L.addr(src), 0);
+    q->wr_id = 4; // and the QP still works: a real write
+    vq::wr_rdma_write(q, r.rkey, r.addr + 100);
+    vq::wr_set_sge(q, lkey, c.L.addr(src), 64);
+    ASSERT_EQ(vq::wr_complete(q), 0);
+    auto l = c.L.wait_wcs(c.lq, 4);
+    ASSERT_EQ(l.size(), 4u);
+    const wc_opcode want[4] = {wc_opcode::rdma_write, wc_opcode::rdma_read, wc_opcode::rdma_write,
+                               wc_opcode::rdma_write};
+    for (std::size_t i = 0; i < 4; i++) {
+        EXPECT_EQ(l[i].wr_id, i + 1);
+        EXPECT_EQ(l[i].status, wc_status::success) << "zero bytes need no key: " << wc_str(l[i]);
+        EXPECT_EQ(l[i].opcode, want[i]) << wc_str(l[i]);
+    }
+    EXPECT_EQ(l[1].byte_len, 0u);
+    auto rv = c.P.wait_wcs(c.pq.index, 1);
+    ASSERT_EQ(rv.size(), 1u);
+    EXPECT_EQ(rv[0].status, wc_status::success) << wc_str(rv[0]);
+    EXPECT_EQ(rv[0].opcode, wc_opcode::recv_rdma_with_imm);
+    EXPECT_EQ(rv[0].byte_len, 0u);
+    EXPECT_EQ(rv[0].imm_data, 0xfeedu);
+    auto after = c.P.read_mem(r.index, 0, 4096);
+    EXPECT_EQ(std::memcmp(after.data() + 100, c.L.mem(src), 64), 0) << "the real write landed";
+    std::memcpy(after.data() + 100, before.data() + 100, 64);
+    EXPECT_EQ(after, before) << "the zero-byte operations touched the peer's memory";
+    EXPECT_EQ(vq::get_qp_state(q), vq::qp_state::rts);
+}
+
 TEST_F(Features, FlushCompletesAfterTheWritesBeforeIt)
 {
     conn c;
