@@ -654,18 +654,27 @@ inline bool roce_for_us(const port *p, const std::uint8_t *f, std::uint32_t seg,
            std::memcmp(ip + 16, &p->ipv4, 4) == 0 && std::memcmp(f, p->mac.addr_bytes, 6) == 0;
 }
 
+/** The ethertype of frame @p f (@p seg >= 14 bytes in its first segment)
+ *  past one VLAN tag; *@p l3: where its network header starts. */
+inline std::uint16_t ethertype(const std::uint8_t *f, std::uint32_t seg, std::uint32_t *l3) noexcept
+{
+    std::uint16_t et = wire::ld16(f + 12);
+    *l3 = wire::eth_len;
+    if (et == wire::ethertype_vlan && seg >= 18) {
+        et = wire::ld16(f + 16);
+        *l3 = 18;
+    }
+    return et;
+}
+
 SHUNT_ALWAYS_INLINE void classify(port *p, rte_mbuf *m) noexcept
 {
     const std::uint8_t *f = rte_pktmbuf_mtod(m, const std::uint8_t *);
     const std::uint32_t seg = m->data_len;
     if (seg < wire::eth_len)
         return to_raw(p, m);
-    std::uint32_t l3 = wire::eth_len;
-    std::uint16_t et = wire::ld16(f + 12);
-    if (et == wire::ethertype_vlan && seg >= 18) {
-        et = wire::ld16(f + 16);
-        l3 = 18;
-    }
+    std::uint32_t l3;
+    const std::uint16_t et = ethertype(f, seg, &l3);
     if (et == wire::ethertype_arp) {
         arp_input(p, f + l3, seg - l3);
         return to_raw(p, m);
@@ -732,12 +741,8 @@ bool port_divert(port *p, rte_mbuf *m) noexcept
     const std::uint32_t seg = m->data_len;
     if (seg < wire::eth_len)
         return false;
-    std::uint32_t l3 = wire::eth_len;
-    std::uint16_t et = wire::ld16(f + 12);
-    if (et == wire::ethertype_vlan && seg >= 18) {
-        et = wire::ld16(f + 16);
-        l3 = 18;
-    }
+    std::uint32_t l3;
+    const std::uint16_t et = ethertype(f, seg, &l3);
     if (et == wire::ethertype_arp) {
         arp_input(p, f + l3, seg - l3);
         return false;

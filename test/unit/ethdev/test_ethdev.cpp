@@ -967,6 +967,17 @@ std::vector<std::uint8_t> valid_ud_frame(ep &a, ep &b, std::uint32_t qpn)
     return f;
 }
 
+/** Send frame @p f as it is from RAW_PACKET QP @p inj of @p a (waits for room). */
+void send_frame(ep &a, vq::qp *inj, const std::vector<std::uint8_t> &f)
+{
+    std::memcpy(a.buf + 1000000, f.data(), f.size());
+    int rc;
+    while ((rc = vq::post_send(inj, 0, a.buf + 1000000, static_cast<std::uint32_t>(f.size()), a.mr->lkey, 0)) ==
+           -FI_EAGAIN)
+        a.pump();
+    ASSERT_EQ(rc, 0);
+}
+
 /** Recompute the IPv4 checksum and the ICRC of RoCE frame @p f. */
 void refresh(std::vector<std::uint8_t> &f)
 {
@@ -997,12 +1008,7 @@ TEST(Malformed, BadFramesAreDroppedAndCountedAndTheQpKeepsWorking)
     vq::qp *inj = a.qp(qp_type::raw_packet, vq::OPS_SEND, {256, 16, 1, 1, 0});
     ud_up(inj);
     auto inject = [&](const std::vector<std::uint8_t> &f) {
-        std::memcpy(a.buf + 1000000, f.data(), f.size());
-        int rc;
-        while ((rc = vq::post_send(inj, 0, a.buf + 1000000, static_cast<std::uint32_t>(f.size()), a.mr->lkey, 0)) ==
-               -FI_EAGAIN)
-            a.pump();
-        ASSERT_EQ(rc, 0);
+        send_frame(a, inj, f);
         a.pump();
         b.pump();
     };
@@ -1117,14 +1123,7 @@ TEST(MultiQueue, RoceAndArpFramesReachTheirQpsOnWhicheverQueueTheyArrive)
     vq::qp *inj = a.qp(qp_type::raw_packet, vq::OPS_SEND, {64, 16, 1, 1, 0}, ta); // owns a's queue 1
     ASSERT_NE(inj, nullptr);
     ud_up(inj);
-    auto inject = [&](const std::vector<std::uint8_t> &f) {
-        std::memcpy(a.buf + 1000000, f.data(), f.size());
-        int rc;
-        while ((rc = vq::post_send(inj, 0, a.buf + 1000000, static_cast<std::uint32_t>(f.size()), a.mr->lkey, 0)) ==
-               -FI_EAGAIN)
-            a.pump();
-        ASSERT_EQ(rc, 0);
-    };
+    auto inject = [&](const std::vector<std::uint8_t> &f) { send_frame(a, inj, f); };
     auto ud_recvs = [&](const std::vector<vq::wc> &r) {
         return std::count_if(r.begin(), r.end(), [](const vq::wc &w) { return w.wr_id >= 100 && w.wr_id < 200; });
     };
