@@ -1,8 +1,10 @@
 // libFuzzer: the posting API against a careless caller, on the shm driver
-// (two contexts of shm0) and the ethdev driver (a net_ring pair), in one
-// process. The input is a program of calls: sessions of builders and
-// setters in any order (wr_start ... wr_complete or wr_abort), the
-// single-call posts and post_recv, with arguments that are often wrong:
+// (two contexts of shm0), the ethdev driver (a net_ring pair) and the mlx5
+// driver over its model of a ConnectX port (two contexts of mlx5_model0),
+// in one process; byte 0 of the input picks one (mod 3). The rest is a
+// program of calls: sessions of builders and setters in any order
+// (wr_start ... wr_complete or wr_abort), the single-call posts and
+// post_recv, with arguments that are often wrong:
 // keys of another region, context or of nothing, addresses and lengths
 // past a region's end, too many SGEs, inline data over the limit, TSO
 // headers and MSS out of range, unaligned atomics, unknown flag bits,
@@ -130,7 +132,9 @@ struct side {
     }
 };
 
-int to(vq::qp *q, vq::qp_state s, vq::qp *peer)
+/** Move @p q to @p s (RTR: connected to @p peer; RTS: an RC QP with one
+ *  retry and retransmit timeout @p timeout, verbs' exponent). */
+int to(vq::qp *q, vq::qp_state s, vq::qp *peer, std::uint8_t timeout = 8)
 {
     vq::qp_attr a;
     a.state = s;
@@ -147,9 +151,9 @@ int to(vq::qp *q, vq::qp_state s, vq::qp *peer)
         a.dest_qp_num = peer->qp_num;
         m |= vq::QP_ATTR_AV | vq::QP_ATTR_DEST_QPN;
     }
-    if (s == vq::qp_state::rts && q->type == vq::qp_type::rc) { // errors surface in a millisecond
+    if (s == vq::qp_state::rts && q->type == vq::qp_type::rc) { // errors surface soon
         a.retry_cnt = 1;
-        a.timeout = 8;
+        a.timeout = timeout;
         m |= vq::QP_ATTR_RETRY_CNT | vq::QP_ATTR_TIMEOUT;
     }
     return vq::modify_qp(q, &a, m);
@@ -165,8 +169,9 @@ struct rig {
     std::uint64_t gen = 0;
     std::set<std::uint64_t> issued;   ///< send wr_ids accepted and not completed (this input)
     std::set<std::uint64_t> recv_ids; ///< the program's own receives, accepted and not completed
+    std::uint8_t rc_timeout;          ///< RC retransmit timeout (verbs' exponent)
 
-    rig(const char *d0, const char *d1)
+    rig(const char *d0, const char *d1, std::uint8_t timeout = 8) : rc_timeout(timeout)
     {
         s[0].open(d0, false);
         s[1].open(d1, true);
@@ -208,7 +213,7 @@ struct rig {
             for (int i = 0; i < 2; i++) {
                 vq::qp *x = i ? b : a, *peer = conn ? (i ? a : b) : nullptr;
                 check(to(x, vq::qp_state::init, nullptr) == 0 && to(x, vq::qp_state::rtr, peer) == 0 &&
-                          to(x, vq::qp_state::rts, peer) == 0,
+                          to(x, vq::qp_state::rts, peer, rc_timeout) == 0,
                       "bringing a QP up");
             }
         }
@@ -610,18 +615,29 @@ struct program {
     }
 };
 
-rig &the_rig(bool ethdev)
+/** The rig of driver @p which: 0 shm (two contexts of shm0), 1 ethdev (a
+ *  net_ring pair), 2 the mlx5 driver over its software model of a ConnectX
+ *  port (two contexts of mlx5_model0), or shm where there is no model. */
+rig &the_rig(unsigned which)
 {
     static bool once = [] {
         setenv("SHUNT_ETHDEV_RING_PAIRS", "1", 0);
+        setenv("SHUNT_MLX5_MODEL", "1", 0);
         setenv("SHUNT_LOG_LEVEL", "error", 0);
         return true;
     }();
     (void)once;
     // Live for the whole run: contexts are not torn down per input.
-    if (ethdev) {
+    static bool have_model = vq::find_device("mlx5_model0") != nullptr;
+    if (which == 1) {
         static rig *e = new rig("net_ring_pair0a", "net_ring_pair0b");
         return *e;
+    }
+    if (which == 2 && have_model) {
+        // timeout 14 (67 ms): the model's device thread sleeps while idle,
+        // so a round trip takes milliseconds, and 1 ms would fail most.
+        static rig *x = new rig("mlx5_model0", "mlx5_model0", 14);
+        return *x;
     }
     static rig *m = new rig("shm0", "shm0");
     return *m;
@@ -633,7 +649,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
 {
     if (size < 1)
         return 0;
-    rig &r = the_rig(data[0] & 1);
+    rig &r = the_rig(data[0] % 3u);
     r.restart();
     program{r, reader{data + 1, size - 1}}.run();
     return 0;

@@ -198,7 +198,7 @@ eth_seed('arp_request', 0, arp)
 ip = struct.pack('>BBHHHBBH4s4s', 0x45, 0, 20 + 8 + 16, 1, 0, 64, 17, 0, bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]))
 eth_seed('plain_udp', 0, bcast + mac + b'\x08\x00' + ip + struct.pack('>HHHH', 1234, 5678, 24, 0) + pay[:16])
 
-# ---- fuzz-vq-post: byte 0 = driver (0 shm, 1 ethdev), then a program:
+# ---- fuzz-vq-post: byte 0 = driver (0 shm, 1 ethdev, 2 the mlx5 model), then a program:
 # each step an opcode byte (mod 27) and its arguments, read in the order
 # fuzz_vq_post.cpp reads them. A builder or setter outside a session opens
 # one on the QP named by the next byte (0 RC, 1 UC, 2 UD, 3 RAW_PACKET).
@@ -242,7 +242,7 @@ def vq_seed(name, driver, *steps):
     put('fuzz-vq-post', name, bytes([driver]) + b''.join(steps))
 
 
-for drv, tag in ((0, 'shm'), (1, 'eth')):
+for drv, tag in ((0, 'shm'), (1, 'eth'), (2, 'mlx5')):
     # A signaled send of a registered buffer, then a poll.
     vq_seed(tag + '_rc_send', drv, bytes([SEND, Q_RC, F_SIGNALED]), bytes([SGE]) + local_arg(64, 512),
             bytes([COMPLETE, POLL, Q_RC]))
