@@ -306,7 +306,9 @@ struct alignas(64) send_state {
     struct bind { vq::mw *mw; std::uint32_t rkey; };
     bind *binds = nullptr;           ///< windows bound by this batch (their keys change at wr_complete)
     std::uint32_t max_bind = 0;
-    bind *bind_undo = nullptr;       ///< per BB index: the window and its key before this bind
+    /** A bind's window, its key before the bind and the bind's new key. */
+    struct undo { vq::mw *mw; std::uint32_t old_rkey, new_rkey; };
+    undo *bind_undo = nullptr;       ///< per BB index: what an error completion of its bind undoes
     /** The single-call send's control segment, first 8 bytes before byte
      *  swapping, per inline length (1..fast_inline): opcode SEND << 32 |
      *  qpn << 8 | ds (ctrl and the inline octowords); the WQE index is added

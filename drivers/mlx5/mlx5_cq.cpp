@@ -175,9 +175,13 @@ void decode(mlx5_cq *c, mlx5_cqe64 *cqe, vq::wc *w) noexcept
             w->wr_id = q->sq.meta[idx].wr_id;
             w->opcode = static_cast<wc_opcode>(q->sq.meta[idx].opcode);
             if (w->opcode == wc_opcode::bind_mw) [[unlikely]] { // the bind did not happen
-                send_state::bind &u = q->sq.bind_undo[idx];
-                if (u.mw)
-                    u.mw->rkey = u.rkey;
+                // Its window gets its key before the bind back. A flushed
+                // bind comes after the QP's first error: an earlier bind of
+                // the window may have failed and restored an older key
+                // already, which only a key this bind set may overwrite.
+                send_state::undo &u = q->sq.bind_undo[idx];
+                if (u.mw && (e->syndrome != MLX5_CQE_SYNDROME_WR_FLUSH_ERR || u.mw->rkey == u.new_rkey))
+                    u.mw->rkey = u.old_rkey;
                 u.mw = nullptr;
             }
         } else {

@@ -632,7 +632,7 @@ int create_qp(vq::pd *vp, const vq::qp_init_attr *attr, vq::qp **out)
     if (attr->send_ops_flags & vq::OPS_BIND_MW) {
         s.max_bind = s.max_post;
         s.binds = new (std::nothrow) send_state::bind[s.max_bind]();
-        s.bind_undo = new (std::nothrow) send_state::bind[cr.sq.wqe_cnt]();
+        s.bind_undo = new (std::nothrow) send_state::undo[cr.sq.wqe_cnt]();
     }
     if (!msrq) {
         q->rq.buf = cr.rq.buf;

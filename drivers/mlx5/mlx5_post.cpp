@@ -479,13 +479,21 @@ void umr(mlx5_qp *q, std::uint32_t orig_key, std::uint32_t new_key, const vq::mw
 void b_bind_mw(vq::qp *vqp, vq::mw *w, std::uint32_t rkey, const vq::mw_bind_info *bi) noexcept
 {
     mlx5_qp *q = to_qp(vqp);
-    if (!w || !bi || (bi->length && !bi->mr) || (rkey & 0xffffff00u) != (w->rkey & 0xffffff00u)) [[unlikely]] {
+    send_state &s = q->sq;
+    // The window's key when this bind runs: an earlier bind of it in this
+    // batch has given it a new one already (w->rkey changes at wr_complete).
+    std::uint32_t cur = w ? w->rkey : 0;
+    for (std::uint32_t i = s.nbind; i-- > 0;)
+        if (s.binds[i].mw == w) {
+            cur = s.binds[i].rkey;
+            break;
+        }
+    if (!w || !bi || (bi->length && !bi->mr) || (rkey & 0xffffff00u) != (cur & 0xffffff00u)) [[unlikely]] {
         close_open(q);
         latch(q, -FI_EINVAL);
         return;
     }
-    umr(q, w->rkey, rkey, bi, wc_opcode::bind_mw);
-    send_state &s = q->sq;
+    umr(q, cur, rkey, bi, wc_opcode::bind_mw);
     if (s.err)
         return;
     if (s.nbind == s.max_bind) [[unlikely]] {
@@ -493,9 +501,9 @@ void b_bind_mw(vq::qp *vqp, vq::mw *w, std::uint32_t rkey, const vq::mw_bind_inf
         return;
     }
     s.binds[s.nbind++] = {w, rkey};
-    // An error completion of this WQE gives the window its old key back.
+    // An error completion of this WQE gives the window its key before it back.
     std::uint32_t idx = static_cast<std::uint32_t>(reinterpret_cast<std::uint8_t *>(s.ctrl) - s.buf) >> wqe_shift;
-    s.bind_undo[idx] = {w, w->rkey};
+    s.bind_undo[idx] = {w, cur, rkey};
 }
 
 void b_local_inv(vq::qp *vqp, std::uint32_t rkey) noexcept

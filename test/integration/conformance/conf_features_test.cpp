@@ -293,6 +293,46 @@ TEST_F(Features, AFailedBindOrInvalidationFlushesEveryLaterRequestUnexecuted)
     }
 }
 
+TEST_F(Features, AWindowKeepsTheKeyOfItsLastBindThatRan)
+{
+    // One batch binds a window, fails a bind of another, and binds the first
+    // window again (flushed). The window's key is the first bind's: the one
+    // the device gave it. (A type-2 window answers only the QP that bound
+    // it, now in ERR, so no peer can read through it to show more.)
+    conn c;
+    constexpr std::uint64_t ops = vq::OPS_BIND_MW | vq::OPS_SEND;
+    CONF_REQUIRE_OPS(c.L.attr, qp_type::rc, ops);
+    ASSERT_EQ(c.setup(qp_type::rc, ops), 0);
+    int reg = c.L.reg(8192, acc_mw, false, 61);
+    int plain = c.L.reg(4096, vq::ACCESS_LOCAL_WRITE, false, 62); // no MW_BIND
+    ASSERT_TRUE(reg >= 0 && plain >= 0);
+    vq::mw *w = nullptr, *w2 = nullptr;
+    ASSERT_EQ(vq::alloc_mw(c.L.pd, vq::mw_type::type2, &w), 0);
+    c.L.o.mws.push_back(w);
+    ASSERT_EQ(vq::alloc_mw(c.L.pd, vq::mw_type::type2, &w2), 0);
+    c.L.o.mws.push_back(w2);
+    const std::uint32_t k1 = vq::inc_rkey(w->rkey), k2 = vq::inc_rkey(k1);
+    vq::mw_bind_info good{c.L.o.mrs[static_cast<std::size_t>(reg)].mr, c.L.addr(reg), 4096,
+                          vq::ACCESS_REMOTE_READ};
+    vq::mw_bind_info bad{c.L.o.mrs[static_cast<std::size_t>(plain)].mr, c.L.addr(plain), 1024,
+                         vq::ACCESS_REMOTE_READ};
+    vq::wr_start(c.qp());
+    c.qp()->wr_flags = vq::WR_SIGNALED;
+    c.qp()->wr_id = 1;
+    vq::wr_bind_mw(c.qp(), w, k1, &good);
+    c.qp()->wr_id = 2;
+    vq::wr_bind_mw(c.qp(), w2, vq::inc_rkey(w2->rkey), &bad);
+    c.qp()->wr_id = 3;
+    vq::wr_bind_mw(c.qp(), w, k2, &good);
+    ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+    auto l = c.L.wait_wcs(c.lq, 3);
+    ASSERT_EQ(l.size(), 3u);
+    EXPECT_EQ(l[0].status, wc_status::success) << wc_str(l[0]);
+    EXPECT_EQ(l[1].status, wc_status::mw_bind_err) << wc_str(l[1]);
+    EXPECT_EQ(l[2].status, wc_status::wr_flush_err) << wc_str(l[2]);
+    EXPECT_EQ(w->rkey, k1) << "the key of the bind that ran";
+}
+
 TEST_F(Features, ZeroByteWritesAndReadsNeedNoValidKeyOrAddress)
 {
     // IBTA C9-88: the responder checks neither the R_Key nor the address of
