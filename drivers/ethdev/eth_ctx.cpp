@@ -498,6 +498,8 @@ bool key_invalidate(eth_ctx *c, std::uint32_t k) noexcept
     if (k == 0)
         return false;
     key_entry &e = c->keys[key_index(k)];
+    if (e.mw && !e.mw->bound && e.mw->rkey == k)
+        return true; // a free window named by its key: nothing to take away (as rxe and the device do)
     if (e.key.load(std::memory_order_relaxed) != k || (!e.mr && !e.mw))
         return false;
     key_kill(c, e);

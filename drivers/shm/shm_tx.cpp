@@ -737,6 +737,8 @@ bool invalidate_key(shm_ctx *c, std::uint32_t k) noexcept
     std::lock_guard<std::mutex> g(c->lock);
     if (k == 0 || idx >= c->mr_obj.size() || (!c->mr_obj[idx] && !c->mw_obj[idx]))
         return false;
+    if (const shm_mw *w = c->mw_obj[idx]; w && !w->bound && w->rkey == k)
+        return true; // a free window named by its key: nothing to take away (as rxe and the device do)
     mr_entry &e = c->self.mrs()[idx];
     if (e.key.load(std::memory_order_relaxed) != k)
         return false;

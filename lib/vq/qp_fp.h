@@ -155,7 +155,8 @@ inline void wr_send_imm(qp *q, std::uint32_t imm_data) noexcept { q->send_imm_fn
 /** Send, and invalidate @p invalidate_rkey (a window or MR of the receiver)
  *  before the receive completes (WC_WITH_INV, wc::invalidated_rkey). An rkey
  *  that names nothing the receiver can invalidate completes the receive with
- *  rem_inv_req_err and moves the receiving QP to ERR. */
+ *  rem_inv_req_err and moves the receiving QP to ERR (which keys a driver
+ *  can invalidate: doc/guides/vq.md, "Invalidation"). */
 inline void wr_send_inv(qp *q, std::uint32_t invalidate_rkey) noexcept
 {
     q->send_inv_fn(q, invalidate_rkey);
@@ -206,7 +207,10 @@ inline void wr_bind_mw(qp *q, mw *window, std::uint32_t rkey, const mw_bind_info
 {
     q->bind_mw_fn(q, window, rkey, info);
 }
-/** Invalidate the local window (or MR) @p invalidate_rkey (no setters). */
+/** Invalidate the local window (or MR) @p invalidate_rkey (no setters). A
+ *  window that is free (never bound, or invalidated) named by its current
+ *  key succeeds and stays free. A key the driver cannot invalidate fails
+ *  the request and moves the QP to ERR (doc/guides/vq.md, "Invalidation"). */
 inline void wr_local_inv(qp *q, std::uint32_t invalidate_rkey) noexcept
 {
     q->local_inv_fn(q, invalidate_rkey);

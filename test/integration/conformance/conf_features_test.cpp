@@ -293,6 +293,82 @@ TEST_F(Features, AFailedBindOrInvalidationFlushesEveryLaterRequestUnexecuted)
     }
 }
 
+TEST_F(Features, InvalidatingAFreeWindowByItsKeySucceedsAndLeavesItFree)
+{
+    // Local invalidation names a type-2 window by its key (IBV_WR API(3)).
+    // A window that is free (never bound, or invalidated already) and named
+    // by its current key has nothing to take away: the request succeeds and
+    // the QP goes on (Linux rxe and the mlx5 device do the same), and the
+    // key stays dead for remote access.
+    constexpr std::uint64_t ops = vq::OPS_BIND_MW | vq::OPS_LOCAL_INV | vq::OPS_SEND;
+    for (const qp_type t : {qp_type::rc, qp_type::uc}) {
+        SCOPED_TRACE(t == qp_type::rc ? "RC" : "UC");
+        conn c;
+        CONF_REQUIRE_OPS(c.L.attr, t, ops);
+        ASSERT_EQ(c.setup(t, ops), 0);
+        int reg = c.L.reg(8192, acc_mw, false, 0);
+        ASSERT_GE(reg, 0);
+        vq::mw *w = nullptr;
+        ASSERT_EQ(vq::alloc_mw(c.L.pd, vq::mw_type::type2, &w), 0);
+        c.L.o.mws.push_back(w);
+        auto one = [&](std::uint64_t id, auto &&build) {
+            vq::wr_start(c.qp());
+            c.qp()->wr_id = id;
+            c.qp()->wr_flags = vq::WR_SIGNALED;
+            build();
+            EXPECT_EQ(vq::wr_complete(c.qp()), 0);
+            auto l = c.L.wait_wcs(c.lq, 1);
+            return l.empty() ? vq::wc{} : l[0];
+        };
+        const std::uint32_t fresh = w->rkey;
+        vq::wc r = one(1, [&] { vq::wr_local_inv(c.qp(), fresh); });
+        EXPECT_EQ(r.wr_id, 1u);
+        EXPECT_EQ(r.status, wc_status::success) << "a window never bound, by its key: " << wc_str(r);
+        ASSERT_EQ(vq::get_qp_state(c.qp()), vq::qp_state::rts);
+        const std::uint32_t key = vq::inc_rkey(w->rkey);
+        vq::mw_bind_info bi{c.L.o.mrs[static_cast<std::size_t>(reg)].mr, c.L.addr(reg, 1024), 1024,
+                            vq::ACCESS_REMOTE_READ | vq::ACCESS_REMOTE_WRITE};
+        r = one(2, [&] { vq::wr_bind_mw(c.qp(), w, key, &bi); });
+        EXPECT_EQ(r.status, wc_status::success) << wc_str(r);
+        EXPECT_EQ(w->rkey, key);
+        r = one(3, [&] { vq::wr_local_inv(c.qp(), key); });
+        EXPECT_EQ(r.status, wc_status::success) << "a bound window: " << wc_str(r);
+        r = one(4, [&] { vq::wr_local_inv(c.qp(), key); });
+        EXPECT_EQ(r.status, wc_status::success) << "the same window again, free now: " << wc_str(r);
+        ASSERT_EQ(vq::get_qp_state(c.qp()), vq::qp_state::rts);
+        // The QP still works, and the key still opens nothing.
+        reg_rep pr{};
+        ASSERT_EQ(c.P.reg(4096, vq::ACCESS_LOCAL_WRITE, false, 0, &pr), 0);
+        ASSERT_EQ(c.P.post_recv(c.pq.index, 8, {{pr.index, 64, 0}}), 0);
+        r = one(5, [&] {
+            vq::wr_send(c.qp());
+            vq::wr_set_inline_data(c.qp(), "after", 5);
+        });
+        EXPECT_EQ(r.status, wc_status::success) << wc_str(r);
+        auto p = c.P.wait_wcs(c.pq.index, 1);
+        ASSERT_EQ(p.size(), 1u);
+        EXPECT_EQ(p[0].status, wc_status::success) << wc_str(p[0]);
+        EXPECT_EQ(p[0].byte_len, 5u);
+        if (t == qp_type::rc) {
+            std::memset(c.L.mem(reg) + 1024, 0x5c, 16);
+            wr_desc d;
+            d.op = OP_WRITE;
+            d.wr_id = 9;
+            d.flags = vq::WR_SIGNALED;
+            d.rkey = key;
+            d.raddr = c.L.addr(reg, 1024);
+            d.data = DATA_INLINE;
+            d.npieces = 1;
+            d.pieces[0] = {0, 16, 0};
+            ASSERT_EQ(c.P.post(c.pq.index, {d}), 0);
+            auto pw = c.P.wait_wcs(c.pq.index, 1);
+            ASSERT_EQ(pw.size(), 1u);
+            EXPECT_EQ(pw[0].status, wc_status::rem_access_err) << "a write through the invalidated key: " << wc_str(pw[0]);
+            EXPECT_EQ(c.L.mem(reg)[1024], 0x5c) << "a write through an invalidated window landed";
+        }
+    }
+}
+
 TEST_F(Features, AWindowKeepsTheKeyOfItsLastBindThatRan)
 {
     // One batch binds a window, fails a bind of another, and binds the first
