@@ -181,6 +181,27 @@ inline void rx_credit(ring_ctrl *ctrl, std::uint32_t mask, std::uint32_t head, s
     }
 }
 
+/** The receive of a send with invalidate (WC_WITH_INV set when it began),
+ *  its data placed: invalidate the key now (the message may have landed in
+ *  the region it names, as in Linux rxe, which invalidates at completion).
+ *  A key it cannot invalidate fails the receive (rem_inv_req_err); a receive
+ *  that failed already invalidates nothing. */
+[[gnu::cold]] void invalidate_now(shm_qp *q) noexcept
+{
+    vq::wc &w = q->rx_wc;
+    if (w.status == wc_status::success && invalidate_key(q->sctx, w.invalidated_rkey))
+        return;
+    if (w.status == wc_status::success)
+        w.status = wc_status::rem_inv_req_err;
+    w.wc_flags &= ~vq::WC_WITH_INV;
+    w.invalidated_rkey = 0;
+}
+inline void invalidate_placed(shm_qp *q) noexcept
+{
+    if (q->rx_wc.wc_flags & vq::WC_WITH_INV) [[unlikely]]
+        invalidate_now(q);
+}
+
 /** Is [addr, addr+len) of @p sg in a region of ours with local write? The
  *  last receive SGE validated is cached until a key of ours changes. */
 inline bool rx_sge_ok(shm_qp *q, const vq::sge &sg) noexcept
@@ -358,12 +379,10 @@ SHUNT_COLD rx_step rx_general(shm_qp *q, slot *slots, std::uint32_t mask, std::u
             w.imm_data = s->imm;
             w.wc_flags |= vq::WC_WITH_IMM;
         } else if (eop == msg_send_inv) {
-            if (invalidate_key(q->sctx, s->imm)) {
-                w.invalidated_rkey = s->imm;
-                w.wc_flags |= vq::WC_WITH_INV;
-            } else {
-                w.status = wc_status::rem_inv_req_err;
-            }
+            // Invalidated once the message is placed (it may land in the
+            // region it names), before its completion: at its last part.
+            w.invalidated_rkey = s->imm;
+            w.wc_flags |= vq::WC_WITH_INV;
         }
         q->rx_off = 0;
         q->rx_busy = true;
@@ -375,6 +394,7 @@ SHUNT_COLD rx_step rx_general(shm_qp *q, slot *slots, std::uint32_t mask, std::u
         if (q->rx_wc.status == wc_status::success)
             q->rx_wc.status = sane ? rndv_copy(q, *h, reinterpret_cast<const rndv_piece *>(desc + sizeof(rndv_hdr)))
                                    : wc_status::rem_inv_req_err;
+        invalidate_placed(q); // before the sender learns the outcome
         // Tell the sender its buffer is free; on an error it learns from
         // our QP going to ERR instead (its request then does not succeed).
         if (q->rdesc) {
@@ -392,6 +412,8 @@ SHUNT_COLD rx_step rx_general(shm_qp *q, slot *slots, std::uint32_t mask, std::u
     head += s->nslots;
     if (flags & sf_last) {
         q->rx_wc.byte_len = q->rx_off;
+        if (op != msg_rndv)
+            invalidate_placed(q);
         cq_push(c, q->rx_wc);
         count_rx(q, q->rx_wc.status, q->rx_off);
         ++*completions;

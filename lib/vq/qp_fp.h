@@ -153,10 +153,11 @@ inline void wr_send(qp *q) noexcept { q->send_fn(q); }
  *  receiver's wc::imm_data with WC_WITH_IMM. */
 inline void wr_send_imm(qp *q, std::uint32_t imm_data) noexcept { q->send_imm_fn(q, imm_data); }
 /** Send, and invalidate @p invalidate_rkey (a window or MR of the receiver)
- *  before the receive completes (WC_WITH_INV, wc::invalidated_rkey). An rkey
- *  that names nothing the receiver can invalidate completes the receive with
- *  rem_inv_req_err and moves the receiving QP to ERR (which keys a driver
- *  can invalidate: doc/guides/vq.md, "Invalidation"). */
+ *  once the message is placed, before the receive completes (WC_WITH_INV,
+ *  wc::invalidated_rkey): the message may land in the region it names. An
+ *  rkey that names nothing the receiver can invalidate completes the receive
+ *  with rem_inv_req_err and moves the receiving QP to ERR (which keys a
+ *  driver can invalidate: doc/guides/vq.md, "Invalidation"). */
 inline void wr_send_inv(qp *q, std::uint32_t invalidate_rkey) noexcept
 {
     q->send_inv_fn(q, invalidate_rkey);

@@ -369,6 +369,60 @@ TEST_F(Features, InvalidatingAFreeWindowByItsKeySucceedsAndLeavesItFree)
     }
 }
 
+TEST_F(Features, SendWithInvalidatePlacesTheMessageBeforeItInvalidates)
+{
+    // send_inv invalidates the receiver's key "before delivering a
+    // completion" (IBV_WR API(3)): after the message is placed, so a message
+    // may land in the very region it invalidates (Linux rxe invalidates at
+    // completion). shm and ethdev invalidate regions registered with reg_mr;
+    // the mlx5 device invalidates only windows and answers a region's key
+    // with an invalid request on both sides (doc/guides/vq.md).
+    constexpr std::uint64_t ops = vq::OPS_SEND | vq::OPS_SEND_WITH_INV | vq::OPS_RDMA_WRITE;
+    conn c;
+    CONF_REQUIRE_OPS(c.L.attr, qp_type::rc, ops);
+    ASSERT_EQ(c.setup(qp_type::rc, ops), 0);
+    reg_rep rb{};
+    ASSERT_EQ(c.P.reg(4096, ACC_ALL_REMOTE, false, 0, &rb), 0);
+    ASSERT_EQ(c.P.post_recv(c.pq.index, 8, {{rb.index, 64, 0}}), 0);
+    int src = c.L.reg(4096, vq::ACCESS_LOCAL_WRITE, false, 0x77);
+    ASSERT_GE(src, 0);
+    const vq::mr *sm = c.L.o.mrs[static_cast<std::size_t>(src)].mr;
+    std::memcpy(c.L.mem(src), "into the region it invalidates", 30);
+    vq::wr_start(c.qp());
+    c.qp()->wr_id = 1;
+    c.qp()->wr_flags = vq::WR_SIGNALED;
+    vq::wr_send_inv(c.qp(), rb.rkey);
+    vq::wr_set_sge(c.qp(), sm->lkey, c.L.addr(src), 30);
+    ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+    auto p = c.P.wait_wcs(c.pq.index, 1);
+    auto l = c.L.wait_wcs(c.lq, 1);
+    ASSERT_EQ(p.size(), 1u);
+    ASSERT_EQ(l.size(), 1u);
+    if (std::strncmp(conf_device(), "mlx5", 4) == 0) {
+        EXPECT_EQ(p[0].status, wc_status::rem_inv_req_err) << wc_str(p[0]);
+        EXPECT_EQ(l[0].status, wc_status::rem_inv_req_err) << wc_str(l[0]);
+        return;
+    }
+    EXPECT_EQ(l[0].status, wc_status::success) << wc_str(l[0]);
+    EXPECT_EQ(p[0].status, wc_status::success) << "the message was placed before the invalidation: " << wc_str(p[0]);
+    EXPECT_EQ(p[0].byte_len, 30u);
+    EXPECT_TRUE(p[0].wc_flags & vq::WC_WITH_INV) << wc_str(p[0]);
+    EXPECT_EQ(p[0].invalidated_rkey, rb.rkey);
+    const auto got = c.P.read_mem(rb.index, 0, 30);
+    EXPECT_EQ(std::string(got.begin(), got.end()), "into the region it invalidates");
+    // The key is dead: a write through it fails and changes nothing.
+    vq::wr_start(c.qp());
+    c.qp()->wr_id = 2;
+    c.qp()->wr_flags = vq::WR_SIGNALED;
+    vq::wr_rdma_write(c.qp(), rb.rkey, rb.addr + 64);
+    vq::wr_set_sge(c.qp(), sm->lkey, c.L.addr(src), 16);
+    EXPECT_EQ(vq::wr_complete(c.qp()), 0);
+    l = c.L.wait_wcs(c.lq, 1);
+    ASSERT_EQ(l.size(), 1u);
+    EXPECT_EQ(l[0].status, wc_status::rem_access_err) << "a write through the invalidated key: " << wc_str(l[0]);
+    EXPECT_EQ(c.P.read_mem(rb.index, 64, 16), std::vector<std::uint8_t>(16, 0));
+}
+
 TEST_F(Features, AWindowKeepsTheKeyOfItsLastBindThatRan)
 {
     // One batch binds a window, fails a bind of another, and binds the first
