@@ -29,10 +29,12 @@ int key_alloc(eth_ctx *c, std::uint32_t *index, std::uint32_t *key)
 {
     // Round robin, and every key of an entry is used once (255 tags x 4096
     // generations): a stale key never names a later region or window.
+    // Index 0 is never used: with it a window's key could be 0 (the dead
+    // key) once its key byte wraps.
     for (std::uint32_t k = 0; k < max_mr; k++) {
         std::uint32_t i = (c->key_next + k) % max_mr;
         key_entry &e = c->keys[i];
-        if (e.mr || e.mw || c->key_ver[i] >= 255u * 4096u)
+        if (i == 0 || e.mr || e.mw || c->key_ver[i] >= 255u * 4096u)
             continue;
         std::uint32_t v = c->key_ver[i]++;
         c->key_next = (i + 1) % max_mr;
@@ -337,9 +339,9 @@ int query_device(vq::context *vc, vq::device_attr *out)
     a.max_inline_data = max_inline;
     a.max_cq = 1024;
     a.max_cqe = max_cqe;
-    a.max_mr = max_mr;
+    a.max_mr = max_mr - 1; // the key table less index 0 (key_alloc)
     a.max_mr_size = 1ull << 40;
-    a.max_mw = max_mr;
+    a.max_mw = max_mr - 1;
     a.max_srq = 1024;
     a.max_srq_wr = max_wr;
     a.max_msg_sz = max_msg;
@@ -517,7 +519,9 @@ vq::wc_status key_bind(eth_ctx *c, eth_mw *mw, eth_mr *mr, std::uint32_t rkey, s
 {
     std::lock_guard<std::mutex> g(c->lock);
     key_entry &e = c->keys[mw->index];
-    if ((rkey & ~0xffu) != (mw->rkey & ~0xffu) || (rkey & 0xff) == 0 || e.mw != mw)
+    // Any key byte, 0 included (inc_rkey wraps to it); the index bits are
+    // the window's, never 0 (key_alloc skips index 0), so the key is not 0.
+    if ((rkey & ~0xffu) != (mw->rkey & ~0xffu) || e.mw != mw)
         return vq::wc_status::mw_bind_err;
     if (len == 0) { // unbind
         key_kill(c, e);

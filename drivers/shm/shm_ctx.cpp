@@ -219,11 +219,12 @@ int table_alloc(shm_ctx *c, std::uint32_t *index, std::uint32_t *key)
 {
     // Round robin over the table, and every key of an entry is used once
     // (the entry is retired after key_versions): a stale key never matches
-    // a later region or window.
+    // a later region or window. Index 0 is never used: with it a window's
+    // key could be 0 (the dead key) once its key byte wraps.
     auto n = static_cast<std::uint32_t>(c->mr_obj.size());
     for (std::uint32_t k = 0; k < n; k++) {
         std::uint32_t i = (c->mr_next + k) % n;
-        if (c->mr_obj[i] || c->mw_obj[i] || c->mr_ver[i] >= key_versions)
+        if (i == 0 || c->mr_obj[i] || c->mw_obj[i] || c->mr_ver[i] >= key_versions)
             continue;
         std::uint32_t v = c->mr_ver[i]++;
         c->mr_next = (i + 1) % n;
@@ -462,9 +463,9 @@ int query_device(vq::context *, vq::device_attr *out)
     a.max_inline_data = max_inline;
     a.max_cq = max_cq;
     a.max_cqe = max_cqe;
-    a.max_mr = l.max_mr;
+    a.max_mr = l.max_mr - 1; // the table less index 0 (table_alloc)
     a.max_mr_size = 1ull << 40;
-    a.max_mw = l.max_mr;
+    a.max_mw = l.max_mr - 1;
     a.max_srq = max_srq;
     a.max_srq_wr = max_wr;
     a.max_msg_sz = max_msg;

@@ -423,6 +423,57 @@ TEST_F(Features, SendWithInvalidatePlacesTheMessageBeforeItInvalidates)
     EXPECT_EQ(c.P.read_mem(rb.index, 64, 16), std::vector<std::uint8_t>(16, 0));
 }
 
+TEST_F(Features, AWindowRebindsWithNextKeysPastTheKeyByteWrapping)
+{
+    // ibv_inc_rkey (vq::inc_rkey) takes the key byte from 0xff to 0x00: an
+    // application that rebinds a window with the next key each time gets
+    // every key byte, 0 included, and each bind must work. 300 binds cross
+    // the wrap once whatever the first key; the last key opens the window.
+    constexpr std::uint64_t ops = vq::OPS_BIND_MW | vq::OPS_SEND;
+    conn c;
+    CONF_REQUIRE_OPS(c.L.attr, qp_type::rc, ops);
+    ASSERT_EQ(c.setup(qp_type::rc, ops), 0);
+    int reg = c.L.reg(8192, acc_mw, false, 0x3c);
+    ASSERT_GE(reg, 0);
+    vq::mw *w = nullptr;
+    ASSERT_EQ(vq::alloc_mw(c.L.pd, vq::mw_type::type2, &w), 0);
+    c.L.o.mws.push_back(w);
+    vq::mw_bind_info bi{c.L.o.mrs[static_cast<std::size_t>(reg)].mr, c.L.addr(reg, 1024), 1024,
+                        vq::ACCESS_REMOTE_READ};
+    bool wrapped = false;
+    for (int i = 0; i < 300; i++) {
+        const std::uint32_t key = vq::inc_rkey(w->rkey);
+        wrapped |= (key & 0xff) == 0;
+        vq::wr_start(c.qp());
+        c.qp()->wr_id = static_cast<std::uint64_t>(i);
+        c.qp()->wr_flags = vq::WR_SIGNALED;
+        vq::wr_bind_mw(c.qp(), w, key, &bi);
+        ASSERT_EQ(vq::wr_complete(c.qp()), 0);
+        auto l = c.L.wait_wcs(c.lq, 1);
+        ASSERT_EQ(l.size(), 1u);
+        ASSERT_EQ(l[0].status, wc_status::success) << "bind " << i << " with key " << std::hex << key << ": "
+                                                   << wc_str(l[0]);
+        ASSERT_EQ(w->rkey, key);
+    }
+    EXPECT_TRUE(wrapped);
+    reg_rep pr{};
+    ASSERT_EQ(c.P.reg(4096, vq::ACCESS_LOCAL_WRITE, false, 0, &pr), 0);
+    wr_desc d;
+    d.op = OP_READ;
+    d.wr_id = 7;
+    d.flags = vq::WR_SIGNALED;
+    d.rkey = w->rkey;
+    d.raddr = c.L.addr(reg, 1024);
+    d.data = DATA_SGE;
+    d.npieces = 1;
+    d.pieces[0] = {pr.index, 64, 0};
+    ASSERT_EQ(c.P.post(c.pq.index, {d}), 0);
+    auto r = c.P.wait_wcs(c.pq.index, 1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].status, wc_status::success) << wc_str(r[0]);
+    EXPECT_EQ(c.P.read_mem(pr.index, 0, 64), std::vector<std::uint8_t>(c.L.mem(reg) + 1024, c.L.mem(reg) + 1088));
+}
+
 TEST_F(Features, AWindowKeepsTheKeyOfItsLastBindThatRan)
 {
     // One batch binds a window, fails a bind of another, and binds the first
