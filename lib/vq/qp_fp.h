@@ -203,8 +203,11 @@ inline void wr_atomic_fetch_add(qp *q, std::uint32_t rkey, std::uint64_t remote_
 }
 /** Bind type-2 window @p window with new key @p rkey as @p info says (no
  *  setters). On success window->rkey becomes @p rkey; @p rkey must keep the
- *  window's index bits (use inc_rkey()); its key byte may be any value, 0
- *  included (inc_rkey wraps to it). Failure: mw_bind_err completion. */
+ *  window's index bits (use inc_rkey(); other bits: -FI_EINVAL from
+ *  wr_complete, as for the other argument errors doc/guides/vq.md lists);
+ *  its key byte may be any value, 0 included (inc_rkey wraps to it). A bind
+ *  the device refuses (range, the region's MW_BIND access, ...): mw_bind_err
+ *  completion. */
 inline void wr_bind_mw(qp *q, mw *window, std::uint32_t rkey, const mw_bind_info *info) noexcept
 {
     q->bind_mw_fn(q, window, rkey, info);

@@ -265,6 +265,26 @@ std::vector<batch_case> batch_cases()
              vq::wr_atomic_fetch_add(f.q(), f.tgt.rkey, f.tgt.addr, 1);
              vq::wr_set_sge(f.q(), f.lkey(), f.sa(2000), 4);
          }},
+        // A bind's key keeps the window's index bits (inc_rkey): another's
+        // is the caller's mistake, refused when the batch is posted.
+        {"BindWithAKeyOfOtherIndexBits", qp_type::rc, rc_ops | vq::OPS_BIND_MW, -FI_EINVAL,
+         [](F &f) {
+             vq::mw *w = nullptr;
+             ASSERT_EQ(vq::alloc_mw(f.c.L.pd, vq::mw_type::type2, &w), 0);
+             f.c.L.o.mws.push_back(w);
+             const vq::mw_bind_info bi{f.c.L.o.mrs[static_cast<std::size_t>(f.src)].mr, f.sa(0), 64,
+                                       vq::ACCESS_REMOTE_READ};
+             vq::wr_bind_mw(f.q(), w, vq::inc_rkey(w->rkey) ^ 0x100, &bi);
+         }},
+        {"BindWithUnknownAccessBits", qp_type::rc, rc_ops | vq::OPS_BIND_MW, -FI_EINVAL,
+         [](F &f) {
+             vq::mw *w = nullptr;
+             ASSERT_EQ(vq::alloc_mw(f.c.L.pd, vq::mw_type::type2, &w), 0);
+             f.c.L.o.mws.push_back(w);
+             const vq::mw_bind_info bi{f.c.L.o.mrs[static_cast<std::size_t>(f.src)].mr, f.sa(0), 64,
+                                       vq::ACCESS_REMOTE_READ | 1u << 20};
+             vq::wr_bind_mw(f.q(), w, vq::inc_rkey(w->rkey), &bi);
+         }},
         {"TsoWithZeroMss", qp_type::ud, vq::OPS_SEND | vq::OPS_TSO, -FI_EINVAL,
          [](F &f) {
              std::uint8_t hdr[54] = {};
