@@ -22,17 +22,39 @@
 // failed batch generates none); a receive completion is no longer than its
 // receive. Every input starts from QPs reset at both ends and connected
 // again, which must leave them in RTS.
+//
+// Comparing drivers (devtools/fuzz_vq_diff.py): with SHUNT_FUZZ_TRACE set,
+// each step's operation, QP type and next wr_id and each completion of the
+// input's own requests (wr_id, status) go to stderr; SHUNT_FUZZ_SETTLE_MS
+// polls up to that long at the end of an input until every accepted request
+// has completed (the mlx5 model's device thread sleeps while idle, so its
+// completions come milliseconds later). Both are off by default.
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "env/errors.h"
 #include "vq/vq.h"
 
 namespace {
+
+/** SHUNT_FUZZ_TRACE and SHUNT_FUZZ_SETTLE_MS (read once). */
+bool tracing()
+{
+    static const bool on = std::getenv("SHUNT_FUZZ_TRACE") != nullptr;
+    return on;
+}
+long settle_ms()
+{
+    static const char *v = std::getenv("SHUNT_FUZZ_SETTLE_MS");
+    static const long ms = v ? std::atol(v) : 0;
+    return ms;
+}
 
 namespace vq = shunt::vq;
 using shunt::FI_E2BIG;
@@ -246,6 +268,8 @@ struct rig {
     {
         if (w.wr_id >> 32 != gen)
             return; // from an earlier input (flushed by the reset, or late)
+        if (tracing() && !(w.wr_id & 1u << 31))
+            std::fprintf(stderr, "wc %u %d\n", static_cast<unsigned>(w.wr_id), static_cast<int>(w.status));
         if (w.wr_id & 1u << 31) { // one of the rig's receives
             const unsigned k = (w.wr_id >> 8) & 0xff, j = w.wr_id & 0xff;
             check(k < nq && j < nrecv && posted[k][j], "a completion for a receive never posted");
@@ -370,6 +394,12 @@ struct program {
         b->mw_access_flags = (c & 8) ? a : a & (vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ |
                                                  vq::ACCESS_REMOTE_ATOMIC);
         *rkey = (c & 16) ? in.u32() : vq::inc_rkey(w->rkey);
+        if (tracing())
+            std::fprintf(stderr, "  bind %s region at %llu length %llu access %#x key %s\n",
+                         &g == &x.r_small ? "small" : &g == &x.r_other ? "other" : "big",
+                         static_cast<unsigned long long>(b->addr - g.at(0)),
+                         static_cast<unsigned long long>(b->length), b->mw_access_flags,
+                         (c & 16) ? "any" : "next");
     }
     /** Inline data: the last @p len bytes of the source block. */
     const void *inline_src(std::size_t len) const { return r.src + src_len - len; }
@@ -417,6 +447,9 @@ struct program {
         vq::qp *q = s.q;
         std::uint32_t key, len;
         std::uint64_t addr;
+        if (tracing())
+            std::fprintf(stderr, "step op %u qp %d id %llu\n", op, q ? static_cast<int>(q->type) : -1,
+                         static_cast<unsigned long long>(next_id));
         switch (op) {
         case 0: builder_prologue(s); vq::wr_send(q); break;
         case 1: builder_prologue(s); vq::wr_send_imm(q, in.u32()); break;
@@ -468,6 +501,8 @@ struct program {
         case 14: case 15: { // end the session
             if (op == 14) {
                 const int rc = vq::wr_complete(q);
+                if (tracing())
+                    std::fprintf(stderr, "  wr_complete %d\n", rc);
                 check(documented(rc), "wr_complete returned an error the API does not document");
                 if (rc == 0)
                     r.issued.insert(s.ids.begin(), s.ids.end());
@@ -600,6 +635,8 @@ struct program {
             r.pump(1);
             return;
         }
+        if (tracing())
+            std::fprintf(stderr, "  post %d\n", rc);
         check(documented(rc), "a single-call post returned an error the API does not document");
         if (rc == 0)
             r.issued.insert(id);
@@ -612,6 +649,11 @@ struct program {
         if (s.q)
             vq::wr_abort(s.q);
         r.pump(32);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(settle_ms());
+        while (!r.issued.empty() && std::chrono::steady_clock::now() < until) {
+            r.pump(1);
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
     }
 };
 
