@@ -143,6 +143,17 @@ constexpr int any_error = 1;
 
 std::uint64_t rc_ops = vq::OPS_SEND | vq::OPS_RDMA_WRITE | vq::OPS_ATOMIC_FETCH_AND_ADD;
 
+/** Bind a new window over 64 bytes of the fixture's source region with
+ *  access @p access and the window's next key with @p key_xor applied. */
+void bind_new_window(errfix &f, std::uint32_t key_xor, unsigned access)
+{
+    vq::mw *w = nullptr;
+    ASSERT_EQ(vq::alloc_mw(f.c.L.pd, vq::mw_type::type2, &w), 0);
+    f.c.L.o.mws.push_back(w);
+    const vq::mw_bind_info bi{f.c.L.o.mrs[static_cast<std::size_t>(f.src)].mr, f.sa(0), 64, access};
+    vq::wr_bind_mw(f.q(), w, vq::inc_rkey(w->rkey) ^ key_xor, &bi);
+}
+
 std::vector<batch_case> batch_cases()
 {
     using F = errfix;
@@ -268,23 +279,9 @@ std::vector<batch_case> batch_cases()
         // A bind's key keeps the window's index bits (inc_rkey): another's
         // is the caller's mistake, refused when the batch is posted.
         {"BindWithAKeyOfOtherIndexBits", qp_type::rc, rc_ops | vq::OPS_BIND_MW, -FI_EINVAL,
-         [](F &f) {
-             vq::mw *w = nullptr;
-             ASSERT_EQ(vq::alloc_mw(f.c.L.pd, vq::mw_type::type2, &w), 0);
-             f.c.L.o.mws.push_back(w);
-             const vq::mw_bind_info bi{f.c.L.o.mrs[static_cast<std::size_t>(f.src)].mr, f.sa(0), 64,
-                                       vq::ACCESS_REMOTE_READ};
-             vq::wr_bind_mw(f.q(), w, vq::inc_rkey(w->rkey) ^ 0x100, &bi);
-         }},
+         [](F &f) { bind_new_window(f, 0x100, vq::ACCESS_REMOTE_READ); }},
         {"BindWithUnknownAccessBits", qp_type::rc, rc_ops | vq::OPS_BIND_MW, -FI_EINVAL,
-         [](F &f) {
-             vq::mw *w = nullptr;
-             ASSERT_EQ(vq::alloc_mw(f.c.L.pd, vq::mw_type::type2, &w), 0);
-             f.c.L.o.mws.push_back(w);
-             const vq::mw_bind_info bi{f.c.L.o.mrs[static_cast<std::size_t>(f.src)].mr, f.sa(0), 64,
-                                       vq::ACCESS_REMOTE_READ | 1u << 20};
-             vq::wr_bind_mw(f.q(), w, vq::inc_rkey(w->rkey), &bi);
-         }},
+         [](F &f) { bind_new_window(f, 0, vq::ACCESS_REMOTE_READ | 1u << 20); }},
         {"TsoWithZeroMss", qp_type::ud, vq::OPS_SEND | vq::OPS_TSO, -FI_EINVAL,
          [](F &f) {
              std::uint8_t hdr[54] = {};

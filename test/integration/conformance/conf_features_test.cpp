@@ -19,6 +19,24 @@ class Features : public conf_test {};
 
 constexpr unsigned acc_mw = ACC_ALL_REMOTE | vq::ACCESS_MW_BIND;
 
+/** A signaled RDMA request for the peer to post: @p op (OP_WRITE, OP_READ)
+ *  of @p len bytes at (@p rkey, @p raddr); a write's data from the
+ *  request's inline bytes, a read's into peer region @p into at offset 0. */
+wr_desc peer_rdma(std::uint8_t op, std::uint64_t wr_id, std::uint32_t rkey, std::uint64_t raddr, std::uint32_t len,
+                  std::uint32_t into = 0)
+{
+    wr_desc d;
+    d.op = op;
+    d.wr_id = wr_id;
+    d.flags = vq::WR_SIGNALED;
+    d.rkey = rkey;
+    d.raddr = raddr;
+    d.data = op == OP_WRITE ? DATA_INLINE : DATA_SGE;
+    d.npieces = 1;
+    d.pieces[0] = {op == OP_WRITE ? 0 : into, len, 0};
+    return d;
+}
+
 /** Bind a peer window over [off, off+len) of peer region @p r with @p access;
  *  @return the window's new rkey (0 on failure). */
 std::uint32_t peer_bind(conn &c, const reg_rep &r, std::uint32_t mw_idx, std::uint64_t off, std::uint64_t len,
@@ -351,16 +369,7 @@ TEST_F(Features, InvalidatingAFreeWindowByItsKeySucceedsAndLeavesItFree)
         EXPECT_EQ(p[0].byte_len, 5u);
         if (t == qp_type::rc) {
             std::memset(c.L.mem(reg) + 1024, 0x5c, 16);
-            wr_desc d;
-            d.op = OP_WRITE;
-            d.wr_id = 9;
-            d.flags = vq::WR_SIGNALED;
-            d.rkey = key;
-            d.raddr = c.L.addr(reg, 1024);
-            d.data = DATA_INLINE;
-            d.npieces = 1;
-            d.pieces[0] = {0, 16, 0};
-            ASSERT_EQ(c.P.post(c.pq.index, {d}), 0);
+            ASSERT_EQ(c.P.post(c.pq.index, {peer_rdma(OP_WRITE, 9, key, c.L.addr(reg, 1024), 16)}), 0);
             auto pw = c.P.wait_wcs(c.pq.index, 1);
             ASSERT_EQ(pw.size(), 1u);
             EXPECT_EQ(pw[0].status, wc_status::rem_access_err) << "a write through the invalidated key: " << wc_str(pw[0]);
@@ -458,16 +467,7 @@ TEST_F(Features, AWindowRebindsWithNextKeysPastTheKeyByteWrapping)
     EXPECT_TRUE(wrapped);
     reg_rep pr{};
     ASSERT_EQ(c.P.reg(4096, vq::ACCESS_LOCAL_WRITE, false, 0, &pr), 0);
-    wr_desc d;
-    d.op = OP_READ;
-    d.wr_id = 7;
-    d.flags = vq::WR_SIGNALED;
-    d.rkey = w->rkey;
-    d.raddr = c.L.addr(reg, 1024);
-    d.data = DATA_SGE;
-    d.npieces = 1;
-    d.pieces[0] = {pr.index, 64, 0};
-    ASSERT_EQ(c.P.post(c.pq.index, {d}), 0);
+    ASSERT_EQ(c.P.post(c.pq.index, {peer_rdma(OP_READ, 7, w->rkey, c.L.addr(reg, 1024), 64, pr.index)}), 0);
     auto r = c.P.wait_wcs(c.pq.index, 1);
     ASSERT_EQ(r.size(), 1u);
     EXPECT_EQ(r[0].status, wc_status::success) << wc_str(r[0]);
@@ -1318,16 +1318,7 @@ TEST_F(Features, UcWindowBindAndLocalInv)
     ASSERT_EQ(b.size(), 1u);
     EXPECT_EQ(b[0].status, wc_status::success) << wc_str(b[0]);
     auto peer_write = [&](std::uint64_t wr_id) {
-        wr_desc d;
-        d.op = OP_WRITE;
-        d.wr_id = wr_id;
-        d.flags = vq::WR_SIGNALED;
-        d.rkey = key;
-        d.raddr = c.L.addr(reg, 1024);
-        d.data = DATA_INLINE;
-        d.npieces = 1;
-        d.pieces[0] = {0, 16, 0};
-        EXPECT_EQ(c.P.post(c.pq.index, {d}), 0);
+        EXPECT_EQ(c.P.post(c.pq.index, {peer_rdma(OP_WRITE, wr_id, key, c.L.addr(reg, 1024), 16)}), 0);
         return c.P.wait_wcs(c.pq.index, 1);
     };
     std::memset(c.L.mem(reg) + 1024, 0xab, 16);
