@@ -189,10 +189,8 @@ void b_bind(vq::qp *x, vq::mw *mw, std::uint32_t rkey, const vq::mw_bind_info *i
     wqe *w = begin(q, op_bind);
     if (!w)
         return;
-    constexpr unsigned bind_access = vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ | vq::ACCESS_REMOTE_ATOMIC |
-                                     vq::ACCESS_LOCAL_WRITE;
     if (!mw || !info || mw->ctx != q->ctx || (info->mr && info->mr->ctx != q->ctx) || (info->length && !info->mr) ||
-        (rkey & ~0xffu) != (mw->rkey & ~0xffu) || (info->mw_access_flags & ~bind_access)) {
+        (rkey & ~0xffu) != (mw->rkey & ~0xffu) || (info->mw_access_flags & ~vq::ACCESS_MW_ALL)) {
         latch(q, -FI_EINVAL);
         return;
     }

@@ -488,10 +488,8 @@ void b_bind_mw(vq::qp *vqp, vq::mw *w, std::uint32_t rkey, const vq::mw_bind_inf
             cur = s.binds[i].rkey;
             break;
         }
-    constexpr unsigned bind_access =
-        vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ | vq::ACCESS_REMOTE_ATOMIC | vq::ACCESS_LOCAL_WRITE;
     if (!w || !bi || w->ctx != vqp->ctx || (bi->mr && bi->mr->ctx != vqp->ctx) || (bi->length && !bi->mr) ||
-        (rkey & 0xffffff00u) != (cur & 0xffffff00u) || (bi->mw_access_flags & ~bind_access)) [[unlikely]] {
+        (rkey & 0xffffff00u) != (cur & 0xffffff00u) || (bi->mw_access_flags & ~vq::ACCESS_MW_ALL)) [[unlikely]] {
         close_open(q);
         latch(q, -FI_EINVAL);
         return;

@@ -164,8 +164,7 @@ void b_bind(vq::qp *vq_, vq::mw *mw, std::uint32_t rkey, const vq::mw_bind_info 
         return;
     if (!mw || !info || mw->ctx != q->ctx || (info->mr && info->mr->ctx != q->ctx) ||
         (info->length && !info->mr) || (rkey & ~0xffu) != (mw->rkey & ~0xffu) ||
-        (info->mw_access_flags & ~(vq::ACCESS_REMOTE_WRITE | vq::ACCESS_REMOTE_READ |
-                                   vq::ACCESS_REMOTE_ATOMIC | vq::ACCESS_LOCAL_WRITE))) {
+        (info->mw_access_flags & ~vq::ACCESS_MW_ALL)) {
         latch(q, -FI_EINVAL);
         return;
     }

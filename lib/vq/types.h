@@ -56,6 +56,10 @@ inline constexpr unsigned ACCESS_FLUSH_PERSISTENT = 1u << 9; ///< target of flus
 inline constexpr unsigned ACCESS_ALL = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE |
     ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC | ACCESS_MW_BIND | ACCESS_FLUSH_GLOBAL |
     ACCESS_FLUSH_PERSISTENT;
+/** The access flags a window may be bound with (mw_bind_info::mw_access_flags);
+ *  others make the bind's batch fail with -FI_EINVAL. */
+inline constexpr unsigned ACCESS_MW_ALL = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ |
+    ACCESS_REMOTE_ATOMIC;
 
 /** Operations a QP will post: qp_init_attr::send_ops_flags (IBV_QP_EX_WITH_*). */
 inline constexpr std::uint64_t OPS_RDMA_WRITE = 1u << 0;
