@@ -519,9 +519,10 @@ vq::wc_status key_bind(eth_ctx *c, eth_mw *mw, eth_mr *mr, std::uint32_t rkey, s
 {
     std::lock_guard<std::mutex> g(c->lock);
     key_entry &e = c->keys[mw->index];
-    // Any key byte, 0 included (inc_rkey wraps to it); the index bits are
-    // the window's, never 0 (key_alloc skips index 0), so the key is not 0.
-    if ((rkey & ~0xffu) != (mw->rkey & ~0xffu) || e.mw != mw)
+    // Any key byte, 0 included (inc_rkey wraps to it). The index bits are
+    // the window's (b_bind checked them), never 0 (key_alloc skips index 0),
+    // so the key is not 0.
+    if (e.mw != mw)
         return vq::wc_status::mw_bind_err;
     if (len == 0) { // unbind
         key_kill(c, e);

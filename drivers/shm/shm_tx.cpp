@@ -693,9 +693,10 @@ vq::wc_status do_bind(shm_qp *q, wqe *w) noexcept
     auto *mw = static_cast<shm_mw *>(static_cast<vq::mw *>(w->p0));
     auto *mr = static_cast<shm_mr *>(static_cast<vq::mr *>(w->p1));
     std::lock_guard<std::mutex> g(c->lock);
-    // Any key byte, 0 included (inc_rkey wraps to it); the index bits are
-    // the window's, never 0 (table_alloc skips index 0), so the key is not 0.
-    if ((w->rkey & ~0xffu) != (mw->rkey & ~0xffu) || c->mw_obj[mw->index] != mw)
+    // Any key byte, 0 included (inc_rkey wraps to it). The index bits are
+    // the window's (b_bind checked them), never 0 (table_alloc skips index
+    // 0), so the key is not 0.
+    if (c->mw_obj[mw->index] != mw)
         return vq::wc_status::mw_bind_err;
     mr_entry &e = c->self.mrs()[mw->index];
     if (w->a1 == 0) { // unbind
