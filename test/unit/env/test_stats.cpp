@@ -19,9 +19,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
@@ -371,7 +373,12 @@ TEST(Telemetry, SocketServesShuntCommandsAndGoesAwayAtFini)
 TEST(Telemetry, RuntimeDirectoryRemovedAtExitAndStaleOnesByTheNextInit)
 {
     // A child initialises and exits without fini(): its directory goes at exit.
-    const std::string pidfile = testing::TempDir() + "telemetry-child.pid";
+    // One file per test process: the death test's child runs this body
+    // again (gtest's threadsafe style), so the name travels in the environment.
+    if (!getenv("SHUNT_TEST_CHILD_PIDFILE"))
+        setenv("SHUNT_TEST_CHILD_PIDFILE",
+               (testing::TempDir() + "telemetry-child-" + std::to_string(getpid()) + ".pid").c_str(), 1);
+    const std::string pidfile = getenv("SHUNT_TEST_CHILD_PIDFILE");
     EXPECT_EXIT(
         {
             if (init(no_huge()) != 0 || !exists(telemetry::socket_path(getpid())))
@@ -394,9 +401,15 @@ TEST(Telemetry, RuntimeDirectoryRemovedAtExitAndStaleOnesByTheNextInit)
         _exit(0);
     ASSERT_EQ(waitpid(dead, &status, 0), dead);
     const std::string stale = telemetry::runtime_base() + "/dpdk/" + telemetry::file_prefix(dead);
-    ASSERT_EQ(std::system(("mkdir -p '" + stale + "' && touch '" + stale + "/dpdk_telemetry.v2'").c_str()), 0);
+    // Made under a name no init looks at, then renamed: another process's
+    // init running meanwhile (CI runs tests in parallel) may remove the whole
+    // directory, as ours would, but never sees it half made.
+    const std::string making = telemetry::runtime_base() + "/dpdk/making-" + std::to_string(getpid());
+    ASSERT_EQ(std::system(("mkdir -p '" + making + "' && touch '" + making + "/dpdk_telemetry.v2'").c_str()), 0);
+    ASSERT_EQ(rename(making.c_str(), stale.c_str()), 0) << std::strerror(errno);
     EXPECT_EXIT({ std::exit(init(no_huge()) == 0 ? 0 : 1); }, testing::ExitedWithCode(0), "");
     EXPECT_FALSE(exists(stale)) << "a dead process's directory is cleaned up";
+    std::remove(pidfile.c_str()); // not before: the death test's child reads it again
 }
 
 TEST(Telemetry, ProgressAndPoolsArePublished)
