@@ -28,7 +28,7 @@ ssize_t post_rma(fid_ep *e, bool write, const iovec *iov, void **desc, std::size
     if (flags & (FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE) & ~c->supported_op_flags)
         [[unlikely]]
         return -FI_EOPNOTSUPP;
-    if (count > c->iov_limit || rma_count > c->rma_iov_limit || !rma || (!iov && count)) [[unlikely]]
+    if (count > c->iov_limit || rma_count == 0 || rma_count > c->rma_iov_limit || !rma || (!iov && count)) [[unlikely]]
         return -FI_EINVAL;
     std::size_t len = 0, rlen = 0;
     for (std::size_t i = 0; i < count; i++) {

@@ -676,6 +676,37 @@ TEST_F(ep_data, NullMessagesAndEmptyOrResultlessAtomicsAreRefusedThroughTheOpTab
     EXPECT_EQ(close(&mr->fid), 0);
 }
 
+// readmsg/writemsg name their target only by rma_iov: without one (a count
+// of 0, even for no bytes) there is nothing to read or write, and the call
+// is refused before anything is queued.
+TEST_F(ep_data, RmaMessagesWithoutARemoteSegmentAreRefused)
+{
+    pair();
+    std::uint64_t target = 10;
+    fid_mr *mr = nullptr;
+    ASSERT_EQ(mr_reg(env.domain, &target, sizeof target, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 5, 0, &mr, nullptr), 0);
+    std::uint64_t local = 99;
+    iovec v{&local, sizeof local};
+    rma_iov ri{0, sizeof local, 5};
+    for (std::size_t n : {std::size_t(0), sizeof local}) {
+        v.iov_len = n;
+        ri.len = n;
+        msg_rma m;
+        m.msg_iov = &v;
+        m.iov_count = n ? 1 : 0;
+        m.addr = to_b;
+        m.rma_iov = &ri;
+        m.rma_iov_count = 0;
+        EXPECT_EQ(writemsg(a.ep, &m, 0), -FI_EINVAL) << n << " bytes";
+        EXPECT_EQ(readmsg(a.ep, &m, 0), -FI_EINVAL) << n << " bytes";
+        EXPECT_EQ(writemsg(a.ep, &m, FI_INJECT), -FI_EINVAL) << n << " bytes";
+    }
+    cq_tagged_entry e;
+    EXPECT_EQ(cq_read(a.cq, &e, 1), -FI_EAGAIN) << "nothing was posted";
+    EXPECT_EQ(target, 10u);
+    EXPECT_EQ(close(&mr->fid), 0);
+}
+
 // The unexpected store's bound (SHUNT_UNEXPECTED_BYTES, read at enable): a
 // message past it is not kept; the receiving endpoint reports it (FI_ENOMEM
 // with the endpoint's context, nothing written, its tag and length) and its
