@@ -28,6 +28,10 @@ ssize_t post_rma(fid_ep *e, bool write, const iovec *iov, void **desc, std::size
     if (flags & (FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE) & ~c->supported_op_flags)
         [[unlikely]]
         return -FI_EOPNOTSUPP;
+    // FI_INJECT and FI_REMOTE_CQ_DATA apply to writes (fi_rma(3)): a read
+    // has no outbound buffer to give back and carries no data to the target.
+    if (!write)
+        flags &= ~(FI_INJECT | FI_REMOTE_CQ_DATA);
     if (count > c->iov_limit || rma_count == 0 || rma_count > c->rma_iov_limit || !rma || (!iov && count)) [[unlikely]]
         return -FI_EINVAL;
     std::size_t len = 0, rlen = 0;

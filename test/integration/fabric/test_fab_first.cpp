@@ -264,6 +264,37 @@ TEST_F(first_op, RmaAndAtomicsAreAcceptedAndReachTheTarget)
     EXPECT_EQ(p.checksum(64, 8), fnv(v.data(), 8));
 }
 
+// FI_INJECT and FI_REMOTE_CQ_DATA apply to writes (fi_rma(3)): a readmsg
+// that carries them is a read all the same, into the caller's buffer, as
+// the first operation (queued until the connection is up) and on the
+// connection; the target sees no remote CQ data.
+TEST_F(first_op, ReadmsgWithWriteOnlyFlagsReadsIntoTheCallersBuffer)
+{
+    context c;
+    fresh();
+    p.fill(20000, 3000, 9);
+    std::vector<std::uint8_t> expect(3000);
+    fill_pattern(expect.data(), expect.size(), 9);
+    const std::uint64_t data_before = p.stats().b;
+    for (int round = 0; round < 2; round++) {
+        std::vector<std::uint8_t> back(3000, 0);
+        iovec v{back.data(), back.size()};
+        rma_iov ri{p.mem + 20000, back.size(), p.key};
+        msg_rma m;
+        m.msg_iov = &v;
+        m.iov_count = 1;
+        m.addr = to;
+        m.rma_iov = &ri;
+        m.rma_iov_count = 1;
+        m.context = &c;
+        m.data = 7;
+        ASSERT_EQ(readmsg(n->ep, &m, FI_COMPLETION | FI_INJECT | FI_REMOTE_CQ_DATA), 0) << round;
+        wait_for({&c});
+        EXPECT_EQ(back, expect) << (round ? "on the connection" : "the first operation");
+    }
+    EXPECT_EQ(p.stats().b, data_before) << "remote CQ data at the target";
+}
+
 // Operations posted while the connection forms are queued (64 per endpoint)
 // and go in order once it is up; the 65th is -FI_EAGAIN until then. Sizes
 // mix every path, injects and sends with completions.
