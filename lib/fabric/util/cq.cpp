@@ -1,4 +1,5 @@
 // Generic completion queue.
+#include <algorithm>
 #include <cstring>
 #include <new>
 #include <sched.h>
@@ -70,8 +71,17 @@ inline void run_progress(cq_impl *cq)
     if (cq->do_progress && !progressed &&
         (count == 0 || cq->head.load(std::memory_order_relaxed) - cq->tail.load(std::memory_order_relaxed) < count))
         run_progress(cq);
-    if (cq->nerr.load(std::memory_order_acquire)) [[unlikely]]
-        return -FI_EAVAIL;
+    if (cq->nerr.load(std::memory_order_acquire)) [[unlikely]] {
+        // Only what was written before the oldest error, then the error.
+        std::lock_guard g(cq->cold_mu);
+        if (!cq->errs.empty()) {
+            const std::size_t read = cq->tail.load(std::memory_order_relaxed) + cq->spill_out;
+            const std::size_t at = cq->errs.front().at;
+            if (read >= at)
+                return -FI_EAVAIL;
+            count = std::min(count, at - read);
+        }
+    }
     cq->rlock.lock();
     std::size_t t = cq->tail.load(std::memory_order_relaxed);
     // Observe published slots: pairs with the release store in cq_write.
@@ -92,6 +102,7 @@ inline void run_progress(cq_impl *cq)
             if (src)
                 src[n] = cq->overflow.front().src;
             cq->overflow.pop_front();
+            cq->spill_out++;
             n++;
         }
         if (cq->overflow.empty())
@@ -176,7 +187,7 @@ ssize_t sread_impl(fid_cq *c, void *buf, std::size_t count, fi_addr_t *src, cons
         if (cq->do_progress)
             cq_progress(cq);
         if (cq->nerr.load(std::memory_order_acquire))
-            return -FI_EAVAIL;
+            return read_impl(c, buf, count, src); // what came before the error, or -FI_EAVAIL
         std::size_t avail = cq->head.load(std::memory_order_acquire) - cq->tail.load(std::memory_order_relaxed);
         if (avail >= threshold || (avail && count < threshold) || cq->spilled.load(std::memory_order_acquire))
             return read_impl(c, buf, count, src);
@@ -277,14 +288,20 @@ void cq_spill(cq_obj *cq, const cq_slot &s)
 {
     std::lock_guard g(cq->cold_mu);
     cq->overflow.push_back(s);
+    cq->spill_in++;
     cq->spilled.store(true, std::memory_order_release);
 }
 
 void cq_write_err(cq_obj *cq, const cq_err_entry &e, const void *err_data, std::size_t err_data_size)
 {
+    // Inside this CQ's own direct read (same thread): what comes after the
+    // error must not be returned before it, so the rest goes to the ring.
+    if (cq->direct_cap)
+        cq->direct_cap = cq->direct_n;
     {
         std::lock_guard g(cq->cold_mu);
         cq_obj::err x;
+        x.at = cq->head.load(std::memory_order_acquire) + cq->spill_in;
         x.e = e;
         x.e.err_data = nullptr;
         x.e.err_data_size = 0;

@@ -5,7 +5,9 @@
  * cq_read in the CQ's format — or, when cq_read itself drives the progress
  * that produces them (manual progress, one thread), straight into the
  * reader's array (direct output); errors go to a separate queue (cq_write_err,
- * slow path). The ring is single-producer/single-consumer without locks;
+ * slow path), each marked with the number of successful completions written
+ * before it, so that a read returns those first and -FI_EAVAIL only when the
+ * error is next: completions are read in the order they were written. The ring is single-producer/single-consumer without locks;
  * when the domain is multi-threaded (FI_THREAD_SAFE or auto progress) the
  * producer and consumer sides each take a spinlock, chosen at open. If the
  * ring is full, entries spill into an overflow list (allocates; ordering is
@@ -75,9 +77,11 @@ struct cq_obj {
     alignas(64) std::atomic<bool> spilled{false};
     std::mutex cold_mu;
     std::deque<cq_slot> overflow;
+    std::size_t spill_in = 0, spill_out = 0;      ///< entries ever put into / taken from overflow
     struct err {
         cq_err_entry e;
         std::vector<std::uint8_t> data;
+        std::size_t at = 0; ///< successful completions written before it (head + spill_in then)
     };
     std::deque<err> errs;
     std::vector<std::uint8_t> err_data_keep;      ///< data of the last readerr

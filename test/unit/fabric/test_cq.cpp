@@ -5,8 +5,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <poll.h>
 #include <thread>
+#include <vector>
 
 #include "fabric/api.h"
 #include "fabric/util/cq.h"
@@ -127,6 +129,8 @@ TEST_F(cq_test, ErrorsAreReportedByReadAvailAndReaderr)
     const char data[] = "provider detail";
     util::cq_write_err(util::to_cq(cq), e, data, sizeof data);
     cq_entry ce;
+    ASSERT_EQ(cq_read(cq, &ce, 1), 1) << "the completion written before the error comes first";
+    EXPECT_EQ(ce.op_context, &ctx);
     EXPECT_EQ(cq_read(cq, &ce, 1), -FI_EAVAIL);
     cq_err_entry got{};
     ASSERT_EQ(cq_readerr(cq, &got, FI_PEEK), 1);
@@ -148,10 +152,112 @@ TEST_F(cq_test, ErrorsAreReportedByReadAvailAndReaderr)
     EXPECT_EQ(std::memcmp(mine, data, sizeof mine), 0);
     EXPECT_EQ(cq_readerr(cq, &got, 0), -FI_EAGAIN);
     EXPECT_EQ(cq_readerr(cq, &got, 1ULL << 40), -FI_EBADFLAGS);
-    ASSERT_EQ(cq_read(cq, &ce, 1), 1);
-    EXPECT_EQ(ce.op_context, &ctx);
+    EXPECT_EQ(cq_read(cq, &ce, 1), -FI_EAGAIN);
     EXPECT_NE(cq_strerror(cq, FI_ETRUNC, nullptr, nullptr, 0), nullptr);
     EXPECT_EQ(close(&cq->fid), 0);
+}
+
+// Successful and error completions are read in the order they were written
+// (fi_cq(3): -FI_EAVAIL when the next entry is an error): a read returns
+// what came before the oldest error, then -FI_EAVAIL until it is read. So an
+// application that reposts a multi-receive buffer on the entry carrying
+// FI_MULTI_RECV (an error entry when its last message was truncated) has
+// seen every earlier completion of that buffer. Through the ring, through
+// spilled entries, through direct output and through sread.
+TEST_F(cq_test, ErrorsAreReadInTheOrderTheyWereWritten)
+{
+    int ctx[12];
+    auto err = [&](fid_cq *cq, int i) {
+        cq_err_entry e{};
+        e.op_context = &ctx[i];
+        e.err = FI_ETRUNC;
+        util::cq_write_err(util::to_cq(cq), e, nullptr, 0);
+    };
+    // Reads `want` successes (contexts in order), then the error of ctx[err_i].
+    auto expect = [&](fid_cq *cq, std::vector<int> want, int err_i) {
+        cq_entry ce[8];
+        std::size_t got = 0;
+        for (int tries = 0; tries < 20 && got < want.size(); tries++) {
+            ssize_t n = cq_read(cq, ce, 8);
+            ASSERT_GT(n, 0) << "after " << got << " of " << want.size() << " completions";
+            for (ssize_t k = 0; k < n; k++, got++) {
+                ASSERT_LT(got, want.size()) << "a completion written after the error came before it";
+                EXPECT_EQ(ce[k].op_context, &ctx[want[got]]);
+            }
+        }
+        ASSERT_EQ(got, want.size());
+        if (err_i < 0) {
+            EXPECT_EQ(cq_read(cq, ce, 8), -FI_EAGAIN);
+            return;
+        }
+        ASSERT_EQ(cq_read(cq, ce, 8), -FI_EAVAIL);
+        cq_err_entry e{};
+        ASSERT_EQ(cq_readerr(cq, &e, 0), 1);
+        EXPECT_EQ(e.op_context, &ctx[err_i]);
+    };
+    {
+        SCOPED_TRACE("ring");
+        fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT);
+        put(cq, &ctx[0], FI_SEND, 0, 0, 0);
+        err(cq, 1);
+        put(cq, &ctx[2], FI_SEND, 0, 0, 0);
+        put(cq, &ctx[3], FI_SEND, 0, 0, 0);
+        err(cq, 4);
+        expect(cq, {0}, 1);
+        expect(cq, {2, 3}, 4);
+        expect(cq, {}, -1);
+        EXPECT_EQ(close(&cq->fid), 0);
+    }
+    {
+        SCOPED_TRACE("spilled");
+        fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE, 4);
+        for (int i = 0; i < 6; i++)
+            put(cq, &ctx[i], FI_SEND, 0, 0, 0);
+        err(cq, 6);
+        put(cq, &ctx[7], FI_SEND, 0, 0, 0);
+        err(cq, 8);
+        put(cq, &ctx[9], FI_SEND, 0, 0, 0);
+        expect(cq, {0, 1, 2, 3, 4, 5}, 6);
+        expect(cq, {7}, 8);
+        expect(cq, {9}, -1);
+        EXPECT_EQ(close(&cq->fid), 0);
+    }
+    {
+        SCOPED_TRACE("direct output");
+        fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT);
+        ASSERT_TRUE(util::to_cq(cq)->direct_ok);
+        struct hook_state {
+            fid_cq *cq;
+            int *ctx;
+            std::function<void(fid_cq *, int)> err;
+            bool done = false;
+        } h{cq, ctx, err};
+        auto fn = [](void *arg) {
+            auto *st = static_cast<hook_state *>(arg);
+            if (st->done)
+                return;
+            st->done = true;
+            put(st->cq, &st->ctx[0], FI_SEND, 0, 0, 0);
+            st->err(st->cq, 1);
+            put(st->cq, &st->ctx[2], FI_SEND, 0, 0, 0);
+        };
+        util::cq_add_progress(util::to_cq(cq), util::progress_hook{fn, &h});
+        expect(cq, {0}, 1);
+        expect(cq, {2}, -1);
+        util::cq_remove_progress(util::to_cq(cq), &h);
+        EXPECT_EQ(close(&cq->fid), 0);
+    }
+    {
+        SCOPED_TRACE("sread");
+        fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_UNSPEC);
+        put(cq, &ctx[0], FI_SEND, 0, 0, 0);
+        err(cq, 1);
+        cq_entry ce[4];
+        ASSERT_EQ(cq_sread(cq, ce, 4, nullptr, 100), 1);
+        EXPECT_EQ(ce[0].op_context, &ctx[0]);
+        EXPECT_EQ(cq_sread(cq, ce, 4, nullptr, 100), -FI_EAVAIL);
+        EXPECT_EQ(close(&cq->fid), 0);
+    }
 }
 
 TEST_F(cq_test, SreadTimesOutWithoutEntriesAndNeedsAWaitObject)
