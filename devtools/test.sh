@@ -67,7 +67,7 @@ run_suites() {
 
 # build_fuzzers: configure build-fuzz/ and build the harnesses (only them and
 # what they link); the tail of a failing step's log on stderr.
-fuzz_harnesses=(fuzz-shm-ring fuzz-shm-peer fuzz-wire fuzz-cm fuzz-ethdev-rx fuzz-vq-post)
+fuzz_harnesses=(fuzz-shm-ring fuzz-shm-peer fuzz-wire fuzz-cm fuzz-ethdev-rx fuzz-vq-post fuzz-fi-ep)
 build_fuzzers() {
   local dir=build-fuzz re=
   [ -f "$dir/build.ninja" ] && re=--reconfigure

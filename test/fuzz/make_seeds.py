@@ -318,3 +318,84 @@ vq_seed('eth_raw_ip_csum', 1, bytes([SEND, Q_RAW, F_SIGNALED | F_IP_CSUM]), byte
         bytes([COMPLETE]))
 vq_seed('eth_raw_tso', 1, bytes([TSO, Q_RAW]) + u16(54) + u16(1000) + bytes([F_SIGNALED]),
         bytes([SGE]) + local_arg(0, 9000), bytes([COMPLETE]))
+
+# ---- fuzz-fi-ep: a program of endpoint calls (see the harness for the
+# bytes each call reads). Op byte: bit 0 the side; (byte >> 1) % 8: 0 send,
+# 2 receive, 4 RMA, 5 cancel, 6 poll (1 + byte >> 4 rounds).
+EP_SEND, EP_RECV, EP_RMA, EP_CANCEL, EP_POLL = 0, 4, 8, 10, 12
+# pick_len: an index into its table (or 0x80 | n: n * 37 bytes).
+L0, L8, L64, L_INJ, L_INJ1, L4K, L6K, L64K, L_PAST_MAX = 0, 4, 7, 10, 11, 14, 16, 19, 21
+PEER, SELF, REMOVED = 4, 0, 1
+FL_COMPLETION, FL_INJECT, FL_CQ_DATA, FL_TRANSMIT, FL_DELIVERY = 1, 2, 4, 8, 16
+
+
+def ep_send(side, length, tagged=False, form=0, dest=PEER, tag_hi=0, data=0x01020304, flags=0, niov=1, vector=False):
+    """form: 0 send, 1 senddata, 2 inject, 3 injectdata, 4 sendv/sendmsg."""
+    b = bytes([EP_SEND | side, (form << 1) | int(tagged), length])
+    if form == 4:
+        b += bytes([niov])
+    b += bytes([tag_hi, 0]) + struct.pack('<I', data) + bytes([dest])
+    if form == 4:
+        b += bytes([flags, int(vector)])
+    return b
+
+
+def ep_recv(side, length, form=0, tag_hi=0, tag_lo=0, any_tag=True, niov=1, multi_len=64, flags=0):
+    """form: 0 recv, 1 trecv, 2 recvv, 3 multi-receive, 4 peek, 5 trecvmsg."""
+    b = bytes([EP_RECV | side, form, length])
+    if form == 3:
+        b += bytes([multi_len])
+    if form in (2, 5):
+        b += bytes([niov])
+    b += bytes([1])  # from any source
+    b += bytes([tag_hi, 0, tag_lo]) + (bytes([1]) if any_tag else bytes([0, 0]))
+    if form == 3:
+        b += bytes([1])
+    if form == 5:
+        b += bytes([flags])
+    return b
+
+
+def ep_rma(side, write, length, off, variant=0, key=4, dest=PEER, inject=False, niov=1, flags=0):
+    """variant: 0 read/write (inject: inject_write), 1 writedata, 2 readmsg/writemsg."""
+    b = bytes([EP_RMA | side, int(write) | (variant << 1) | (8 if inject else 0), length, off >> 8, off & 0xff, key,
+               dest])
+    if variant == 2:
+        b += bytes([niov])
+    if variant == 1:
+        b += struct.pack('<I', 7)
+    if variant == 2:
+        b += bytes([1]) + struct.pack('<I', 7) + bytes([flags])
+    return b
+
+
+def ep_poll(rounds=1, side=0):
+    return bytes([EP_POLL | side | ((rounds - 1) << 4)])
+
+
+ep = {
+    'msg_pingpong': ep_recv(1, L64) + ep_send(0, L8) + ep_poll(4) + ep_recv(0, L64) + ep_send(1, L64) + ep_poll(4),
+    'tagged_rendezvous': ep_recv(1, L64K, form=1, any_tag=True) + ep_send(0, L64K, tagged=True) + ep_poll(8) +
+    ep_send(0, L6K, tagged=True, form=1) + ep_recv(1, L4K, form=1),
+    'unexpected_then_matched': ep_send(0, L4K) + ep_send(0, L8, form=2) + ep_poll(8) + ep_recv(1, L4K) +
+    ep_recv(1, L8),
+    'inject_sizes': ep_send(0, L_INJ - 1, form=2) + ep_send(0, L_INJ, form=3) + ep_send(0, L_INJ1, form=2) +
+    ep_recv(1, L4K) + ep_recv(1, L4K) + ep_poll(4),
+    'sendmsg_flags': ep_send(1, L4K, form=4, niov=3, flags=FL_COMPLETION | FL_DELIVERY | FL_CQ_DATA) +
+    ep_send(1, L64, tagged=True, form=4, niov=2, flags=FL_INJECT | FL_TRANSMIT) + ep_recv(0, L64K, form=2, niov=2) +
+    ep_recv(0, L4K, form=5, niov=1),
+    'multi_recv': ep_recv(1, 0, form=3, multi_len=40) + ep_send(0, L64) + ep_send(0, L4K) + ep_send(0, L8, form=1) +
+    ep_poll(8),
+    'peek_and_cancel': ep_send(0, L64, tagged=True) + ep_poll(4) + ep_recv(1, L64, form=4) + ep_poll(2) +
+    ep_recv(1, L8, form=1, any_tag=False) + bytes([EP_CANCEL | 1, 0]) + ep_poll(2),
+    'self_removed_and_past_max': ep_send(0, L8, dest=SELF) + ep_recv(0, L8) + ep_send(0, L8, dest=REMOVED) +
+    ep_send(1, L_PAST_MAX) + ep_poll(4),
+    'rma_write_read': ep_rma(0, True, L4K, 0) + ep_poll(4) + ep_rma(0, False, L4K, 0x0100) +
+    ep_rma(1, True, L64, 0xff00, variant=1) + ep_poll(4),
+    'rma_bad_keys_and_bounds': ep_rma(0, True, L64, 0, key=0) + ep_rma(0, False, L64, 0, key=1) +
+    ep_rma(0, True, L64K, 0x0200) + ep_rma(1, True, L8, 0, inject=True) + ep_poll(4),
+    'rma_msg_forms': ep_rma(0, True, L6K, 0x1000, variant=2, niov=2, flags=FL_COMPLETION | FL_DELIVERY) +
+    ep_rma(0, False, L6K, 0x1000, variant=2, niov=3) + ep_poll(8),
+}
+for name, data in ep.items():
+    put('fuzz-fi-ep', name, data)

@@ -1,0 +1,886 @@
+// libFuzzer: the endpoint API against a careless caller. Two RDM endpoints
+// of the vq provider over the shm driver, each on a domain of its own, in
+// one process (manual progress, FI_THREAD_DOMAIN). Each input is a program
+// of calls on either endpoint: the message, tagged and RMA calls in their
+// plain, vector, msg, data and inject forms, with lengths around every
+// threshold (inject size, one slot, the rendezvous, the maximum and past
+// it), vectors of any count (past the limit too), flags of any mix (unknown
+// bits included), destinations that are the peer, the endpoint itself, an
+// address removed or never inserted; receives with and without tags, with
+// FI_MULTI_RECV and FI_PEEK; fi_cancel of any outstanding receive; RMA to
+// the peer's region at any offset and length, with its key or another.
+//
+// The caller's side of the contract holds: every buffer is valid for the
+// length given, in a heap block of exactly that length (a provider that
+// writes or reads past it hits ASan's redzone), and stays untouched until
+// its operation completes, except an inject's, which is overwritten as soon
+// as the call returns. The checks:
+// - every call returns 0, -FI_EAGAIN or an error the API documents;
+// - every accepted operation completes exactly once (a multi-receive buffer
+//   until the completion that carries FI_MULTI_RECV), successfully or with
+//   an error entry, and nothing completes that was not accepted;
+// - a received message is the one sent: length, tag, remote CQ data and
+//   every byte (each send carries its number in its first bytes); a
+//   truncated one is a prefix of it;
+// - RMA: a read returns, byte for byte, what the target region held or a
+//   write put there; at the end of the input every byte a successful write
+//   covered holds what it wrote, and every other byte its old value.
+// At the end of an input both endpoints post receives for whatever is left
+// and cancel their own; every accepted operation must then complete within
+// a bounded time. Endpoints, CQs and AVs are made per input; fabric,
+// domains and regions live for the run.
+#include <chrono>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "env/errors.h"
+#include "fabric/api.h"
+
+namespace {
+
+using namespace shunt;
+using namespace shunt::fabric;
+
+[[noreturn]] void fail(const char *what, long a = 0, long b = 0)
+{
+    std::fprintf(stderr, "fuzz_fi_ep: %s (%ld, %ld)\n", what, a, b);
+    std::abort();
+}
+void check(bool ok, const char *what, long a = 0, long b = 0)
+{
+    if (!ok)
+        fail(what, a, b);
+}
+
+/** With SHUNT_FUZZ_TRACE set: every call and completion to stderr. */
+[[gnu::format(printf, 1, 2)]] void trace(const char *fmt, ...)
+{
+    static const bool on = std::getenv("SHUNT_FUZZ_TRACE") != nullptr;
+    if (!on)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    std::vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
+/** Bytes of the input, read as needed; zeros past its end. */
+struct reader {
+    const std::uint8_t *p;
+    std::size_t n;
+    bool done() const { return n == 0; }
+    std::uint8_t u8()
+    {
+        if (!n)
+            return 0;
+        n--;
+        return *p++;
+    }
+    std::uint32_t u32()
+    {
+        std::uint32_t v = 0;
+        for (int i = 0; i < 4; i++)
+            v |= std::uint32_t(u8()) << (8 * i);
+        return v;
+    }
+};
+
+constexpr std::size_t region_len = 1 << 16;
+constexpr std::size_t max_ops = 96;
+
+/** Byte @p i of message @p id; its first four bytes are the id itself. */
+std::uint8_t msg_byte(std::uint32_t id, std::size_t i)
+{
+    if (i < 4)
+        return std::uint8_t(id >> (8 * i));
+    return std::uint8_t(id * 29 + i * 7 + (i >> 9));
+}
+/** What the target regions hold at offset @p p before any write (0) and
+ *  what every write puts there (1): a read can tell each byte's source. */
+std::uint8_t rma_byte(int gen, std::size_t p) { return gen ? std::uint8_t(p * 13 + 5) : std::uint8_t(p * 7 + 3) | 1; }
+
+enum kind : std::uint8_t { k_send, k_recv, k_multi, k_peek, k_write, k_read };
+
+/** One operation handed to the provider. Starts with the FI_CONTEXT area. */
+struct op {
+    void *prov[4] = {};
+    kind k = k_send;
+    int side = 0;
+    bool accepted = false, done = false, tagged = false, has_data = false, sink = false;
+    std::uint32_t id = 0;
+    std::uint64_t tag = 0, data = 0;
+    std::size_t len = 0;           ///< sum of the vector
+    std::vector<std::unique_ptr<std::uint8_t[]>> bufs;
+    std::vector<std::size_t> lens;
+    std::size_t roff = 0;          ///< RMA: offset in the peer's region
+    bool rma_in_range = false;
+};
+
+struct side_res {
+    fid_domain *domain = nullptr;
+    fid_mr *mr = nullptr;
+    std::uint8_t *region = nullptr;
+    std::vector<bool> written;
+    bool touched = false; ///< a write to the region was accepted in this input
+    /** Inputs (this one and the next) in which an inject_write, which
+     *  completes nothing, may still land. */
+    int late = 0;
+    info *fi = nullptr;
+    // Per input.
+    fid_ep *ep = nullptr;
+    fid_cq *cq = nullptr;
+    fid_av *av = nullptr;
+    fi_addr_t peer = FI_ADDR_NOTAVAIL, self = FI_ADDR_NOTAVAIL, removed = FI_ADDR_NOTAVAIL;
+    std::uint8_t addr[64] = {};
+};
+
+struct rig {
+    fid_fabric *fabric = nullptr;
+    side_res s[2];
+    std::vector<std::uint8_t> initial = std::vector<std::uint8_t>(region_len); ///< rma_byte(0, *)
+    std::size_t inject = 0, iov_limit = 0, rma_iov_limit = 0, max_msg = 0;
+
+    rig()
+    {
+        setenv("SHUNT_LOG_LEVEL", "error", 0);
+        info *h = allocinfo();
+        h->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_MULTI_RECV | FI_DIRECTED_RECV;
+        h->mode = FI_CONTEXT;
+        h->ep_attr->type = FI_EP_RDM;
+        h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
+        h->domain_attr->threading = FI_THREAD_DOMAIN;
+        h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+        h->fabric_attr->prov_name = ::strdup("shm");
+        info *fi = nullptr;
+        check(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi) == 0, "getinfo");
+        freeinfo(h);
+        check(fabric_open(fi->fabric_attr, &fabric, nullptr) == 0, "fabric");
+        inject = fi->tx_attr->inject_size;
+        iov_limit = fi->tx_attr->iov_limit;
+        rma_iov_limit = fi->tx_attr->rma_iov_limit;
+        max_msg = fi->ep_attr->max_msg_size;
+        for (side_res &r : s) {
+            r.fi = dupinfo(fi);
+            check(domain_open(fabric, r.fi, &r.domain, nullptr) == 0, "domain");
+            r.region = new std::uint8_t[region_len];
+            check(mr_reg(r.domain, r.region, region_len, FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
+                         FI_REMOTE_WRITE, 0, 0, 0, &r.mr, nullptr) == 0, "mr_reg");
+            r.written.assign(region_len, false);
+            for (std::size_t p = 0; p < region_len; p++)
+                initial[p] = rma_byte(0, p);
+            std::memcpy(r.region, initial.data(), region_len);
+        }
+        freeinfo(fi);
+    }
+
+    void open_endpoints()
+    {
+        for (side_res &r : s) {
+            cq_attr ca;
+            ca.format = FI_CQ_FORMAT_TAGGED;
+            ca.size = 1024;
+            av_attr aa;
+            check(cq_open(r.domain, &ca, &r.cq, nullptr) == 0, "cq_open");
+            check(av_open(r.domain, &aa, &r.av, nullptr) == 0, "av_open");
+            check(endpoint(r.domain, r.fi, &r.ep, nullptr) == 0, "endpoint");
+            check(ep_bind(r.ep, &r.cq->fid, FI_TRANSMIT | FI_RECV) == 0, "bind cq");
+            check(ep_bind(r.ep, &r.av->fid, 0) == 0, "bind av");
+            check(enable(r.ep) == 0, "enable");
+            std::size_t len = sizeof r.addr;
+            check(getname(&r.ep->fid, r.addr, &len) == 0, "getname");
+        }
+        for (int i = 0; i < 2; i++) {
+            side_res &r = s[i];
+            // A third address, inserted and removed: its fi_addr names nothing.
+            check(av_insert(r.av, s[1 - i].addr, 1, &r.removed, 0, nullptr) == 1, "av_insert");
+            check(av_remove(r.av, &r.removed, 1, 0) == 0, "av_remove");
+            check(av_insert(r.av, s[1 - i].addr, 1, &r.peer, 0, nullptr) == 1, "av_insert peer");
+            check(av_insert(r.av, r.addr, 1, &r.self, 0, nullptr) == 1, "av_insert self");
+        }
+    }
+    void close_endpoints()
+    {
+        for (side_res &r : s) {
+            check(fabric::close(&r.ep->fid) == 0, "close ep");
+            check(fabric::close(&r.av->fid) == 0, "close av");
+            check(fabric::close(&r.cq->fid) == 0, "close cq");
+            r.ep = nullptr;
+            r.av = nullptr;
+            r.cq = nullptr;
+        }
+    }
+};
+
+rig &the_rig()
+{
+    static rig *r = new rig;
+    return *r;
+}
+
+/** The errors a data call may return besides 0 and -FI_EAGAIN. */
+bool documented(ssize_t rc)
+{
+    switch (-rc) {
+    case FI_EINVAL:
+    case FI_EMSGSIZE:
+    case FI_EOPNOTSUPP:
+    case FI_EBADFLAGS:
+    case FI_EADDRNOTAVAIL:
+    case FI_ENOMEM:
+    case FI_E2BIG:
+        return true;
+    default:
+        return false;
+    }
+}
+
+struct program {
+    rig &r;
+    reader in;
+    std::vector<std::unique_ptr<op>> ops;
+    std::uint32_t next_id = 1;
+    std::map<std::uint32_t, op *> sends; ///< by id: what the receiver checks against
+
+    std::size_t pick_len()
+    {
+        const std::size_t inj = r.inject;
+        const std::size_t table[] = {0, 1, 3, 4, 8, 33, 48, 64, 65, inj - 1, inj, inj + 1, 984, 1000, 4096, 6143,
+                                     6144, 8192, 16384, 65536, 70000, r.max_msg + 1};
+        std::uint8_t b = in.u8();
+        if (b & 0x80)
+            return (b & 0x7f) * 37u;
+        return table[b % (sizeof table / sizeof table[0])];
+    }
+    /** Two bytes: the tag's top byte and two bits above its low word, where
+     *  a send's number goes. */
+    std::uint64_t pick_tag(std::uint32_t low)
+    {
+        std::uint64_t hi = in.u8();
+        std::uint64_t mid = in.u8() & 3;
+        return hi << 56 | mid << 32 | low;
+    }
+    fi_addr_t pick_addr(const side_res &sr)
+    {
+        switch (in.u8() % 8) {
+        case 0:
+            return sr.self;
+        case 1:
+            return sr.removed;
+        case 2:
+            return 57; // never inserted
+        case 3:
+            return FI_ADDR_UNSPEC;
+        default:
+            return sr.peer;
+        }
+    }
+    std::uint64_t pick_flags()
+    {
+        static const std::uint64_t bits[] = {FI_COMPLETION, FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRANSMIT_COMPLETE,
+                                             FI_DELIVERY_COMPLETE, FI_INJECT_COMPLETE, FI_FENCE, 1ULL << 40};
+        std::uint8_t b = in.u8();
+        std::uint64_t f = 0;
+        for (int i = 0; i < 8; i++)
+            if (b & (1u << i))
+                f |= bits[i];
+        return f;
+    }
+
+    op *new_op(kind k, int side)
+    {
+        ops.push_back(std::make_unique<op>());
+        op *o = ops.back().get();
+        o->k = k;
+        o->side = side;
+        return o;
+    }
+    /** Cut @p total bytes into @p n buffers of their own (n >= 1 buffers made
+     *  even for n == 0, so that the call can be given a valid pointer). */
+    void make_bufs(op *o, std::size_t total, std::size_t n)
+    {
+        std::size_t k = n ? n : 1;
+        for (std::size_t i = 0; i < k; i++) {
+            std::size_t l = i + 1 == k ? total - total / k * (k - 1) : total / k;
+            if (n == 0)
+                l = total;
+            o->bufs.push_back(std::unique_ptr<std::uint8_t[]>(new std::uint8_t[l ? l : 1]));
+            o->lens.push_back(l);
+        }
+        o->len = total;
+    }
+    void fill_msg(op *o)
+    {
+        std::size_t at = 0;
+        for (std::size_t i = 0; i < o->bufs.size(); i++)
+            for (std::size_t j = 0; j < o->lens[i]; j++)
+                o->bufs[i][j] = msg_byte(o->id, at++);
+    }
+    void scribble(op *o)
+    {
+        for (std::size_t i = 0; i < o->bufs.size(); i++)
+            std::memset(o->bufs[i].get(), 0xee, o->lens[i]);
+    }
+    std::vector<iovec> iovs(op *o, std::size_t n)
+    {
+        std::vector<iovec> v;
+        for (std::size_t i = 0; i < n && i < o->bufs.size(); i++)
+            v.push_back(iovec{o->bufs[i].get(), o->lens[i]});
+        return v;
+    }
+
+    void accept(op *o, ssize_t rc, bool inject)
+    {
+        trace("side %d kind %d id %u len %zu nbufs %zu tagged %d tag %#llx -> %zd\n", o->side, int(o->k), o->id,
+              o->len, o->bufs.size(), int(o->tagged), static_cast<unsigned long long>(o->tag), rc);
+        check(rc == 0 || rc == -FI_EAGAIN || documented(rc), "undocumented return", rc, o->k);
+        if (rc == 0) {
+            o->accepted = true;
+            if (o->k == k_send)
+                sends[o->id] = o;
+            if (inject) // the buffer is the caller's again
+                scribble(o);
+        }
+    }
+
+    void do_send(int side)
+    {
+        side_res &sr = r.s[side];
+        op *o = new_op(k_send, side);
+        o->id = next_id++;
+        std::uint8_t form = in.u8();
+        o->tagged = form & 1;
+        std::size_t len = pick_len();
+        if (len > 70000 && (len != r.max_msg + 1 || len > (1u << 22)))
+            len = 70000; // past the maximum only where that is no huge allocation
+        std::size_t niov = 1;
+        unsigned f = (form >> 1) % 5; // 0 plain, 1 data, 2 inject, 3 injectdata, 4 vector/msg
+        if (f == 4)
+            niov = in.u8() % (r.iov_limit + 2);
+        make_bufs(o, len, niov);
+        fill_msg(o);
+        o->tag = pick_tag(o->id);
+        o->data = in.u32();
+        fi_addr_t dest = pick_addr(sr);
+        ssize_t rc;
+        bool inject = false;
+        void *buf = o->bufs[0].get();
+        switch (f) {
+        case 0:
+            rc = o->tagged ? tsend(sr.ep, buf, len, nullptr, dest, o->tag, o)
+                           : fabric::send(sr.ep, buf, len, nullptr, dest, o);
+            break;
+        case 1:
+            o->has_data = true;
+            rc = o->tagged ? tsenddata(sr.ep, buf, len, nullptr, o->data, dest, o->tag, o)
+                           : senddata(sr.ep, buf, len, nullptr, o->data, dest, o);
+            break;
+        case 2:
+            inject = true;
+            rc = o->tagged ? tinject(sr.ep, buf, len, dest, o->tag) : fabric::inject(sr.ep, buf, len, dest);
+            break;
+        case 3:
+            inject = true;
+            o->has_data = true;
+            rc = o->tagged ? tinjectdata(sr.ep, buf, len, o->data, dest, o->tag)
+                           : injectdata(sr.ep, buf, len, o->data, dest);
+            break;
+        default: {
+            std::vector<iovec> v = iovs(o, niov);
+            std::uint64_t flags = pick_flags();
+            o->has_data = flags & FI_REMOTE_CQ_DATA;
+            inject = flags & FI_INJECT;
+            if (in.u8() & 1) {
+                rc = o->tagged ? tsendv(sr.ep, v.data(), nullptr, niov, dest, o->tag, o)
+                               : sendv(sr.ep, v.data(), nullptr, niov, dest, o);
+                inject = false;
+                o->has_data = false;
+            } else if (o->tagged) {
+                msg_tagged m;
+                m.msg_iov = v.data();
+                m.iov_count = niov;
+                m.addr = dest;
+                m.tag = o->tag;
+                m.context = o;
+                m.data = o->data;
+                rc = tsendmsg(sr.ep, &m, flags);
+            } else {
+                msg m;
+                m.msg_iov = v.data();
+                m.iov_count = niov;
+                m.addr = dest;
+                m.context = o;
+                m.data = o->data;
+                rc = sendmsg(sr.ep, &m, flags);
+            }
+        }
+        }
+        if (niov == 0)
+            o->len = 0;
+        // An inject completes nothing; an injecting sendmsg completes like any send.
+        bool no_completion = inject && f != 4;
+        accept(o, rc, inject);
+        if (rc == 0 && no_completion)
+            o->done = true;
+    }
+
+    void do_recv(int side)
+    {
+        side_res &sr = r.s[side];
+        std::uint8_t form = in.u8();
+        unsigned f = form % 6; // 0 recv, 1 trecv, 2 recvv, 3 multi, 4 peek, 5 trecvmsg
+        kind k = f == 3 ? k_multi : f == 4 ? k_peek : k_recv;
+        op *o = new_op(k, side);
+        o->tagged = f == 1 || f == 4 || f == 5;
+        std::size_t len = pick_len();
+        if (len > 70000)
+            len = 70000;
+        if (k == k_multi)
+            len = 1024 + in.u8() * 512u;
+        std::size_t niov = f == 2 || f == 5 ? in.u8() % (r.iov_limit + 2) : 1;
+        make_bufs(o, len, niov);
+        std::memset(o->bufs[0].get(), 0x5a, o->lens[0]);
+        fi_addr_t src = in.u8() & 3 ? FI_ADDR_UNSPEC : pick_addr(sr);
+        std::uint64_t tag = pick_tag(0);
+        tag |= in.u8();
+        std::uint64_t ignore = in.u8() & 1 ? ~0ull : (in.u8() & 1 ? 0xffffffffull : 0);
+        o->tag = tag;
+        ssize_t rc;
+        std::vector<iovec> v = iovs(o, niov);
+        switch (f) {
+        case 0:
+            rc = fabric::recv(sr.ep, o->bufs[0].get(), len, nullptr, src, o);
+            break;
+        case 1:
+            rc = trecv(sr.ep, o->bufs[0].get(), len, nullptr, src, tag, ignore, o);
+            break;
+        case 2:
+            rc = recvv(sr.ep, v.data(), nullptr, niov, src, o);
+            break;
+        case 3: {
+            msg m;
+            m.msg_iov = v.data();
+            m.iov_count = 1;
+            m.addr = src;
+            m.context = o;
+            rc = recvmsg(sr.ep, &m, FI_MULTI_RECV | (in.u8() & 1 ? FI_COMPLETION : 0));
+            break;
+        }
+        case 4: {
+            msg_tagged m;
+            m.msg_iov = v.data();
+            m.iov_count = 1;
+            m.addr = src;
+            m.tag = tag;
+            m.ignore = ignore;
+            m.context = o;
+            rc = trecvmsg(sr.ep, &m, FI_PEEK);
+            break;
+        }
+        default: {
+            msg_tagged m;
+            m.msg_iov = v.data();
+            m.iov_count = niov;
+            m.addr = src;
+            m.tag = tag;
+            m.ignore = ignore;
+            m.context = o;
+            rc = trecvmsg(sr.ep, &m, pick_flags() & ~(FI_INJECT | FI_REMOTE_CQ_DATA));
+        }
+        }
+        if (niov == 0)
+            o->len = 0;
+        accept(o, rc, false);
+    }
+
+    void do_rma(int side)
+    {
+        side_res &sr = r.s[side], &peer = r.s[1 - side];
+        std::uint8_t form = in.u8();
+        bool write = form & 1;
+        op *o = new_op(write ? k_write : k_read, side);
+        std::size_t len = pick_len();
+        if (len > 70000)
+            len = 70000;
+        std::size_t off = in.u8();
+        off = (off << 8 | in.u8()) % (region_len + 64);
+        o->roff = off;
+        o->rma_in_range = off <= region_len && len <= region_len - off;
+        std::uint64_t key = mr_key(peer.mr);
+        switch (in.u8() % 8) {
+        case 0:
+            key ^= 1;
+            break;
+        case 1:
+            key = 0;
+            break;
+        case 2:
+            key = mr_key(sr.mr); // our own region's key, at the peer
+            break;
+        default:
+            break;
+        }
+        const bool right_key = key == mr_key(peer.mr);
+        if (!right_key)
+            o->rma_in_range = false;
+        std::uint64_t raddr = reinterpret_cast<std::uintptr_t>(peer.region) + off;
+        fi_addr_t dest = pick_addr(sr);
+        if (dest != sr.peer)
+            o->rma_in_range = false; // another target's memory: not checked
+        std::size_t niov = (form >> 1) % 3 == 2 ? in.u8() % (r.iov_limit + 2) : 1;
+        make_bufs(o, len, niov);
+        if (write) {
+            std::size_t at = 0;
+            for (std::size_t i = 0; i < o->bufs.size(); i++)
+                for (std::size_t j = 0; j < o->lens[i]; j++, at++)
+                    o->bufs[i][j] = rma_byte(1, off + at);
+        }
+        std::vector<iovec> v = iovs(o, niov);
+        ssize_t rc;
+        bool inject = false;
+        switch ((form >> 1) % 3) {
+        case 0:
+            if (write && (form & 8)) {
+                inject = true;
+                rc = inject_write(sr.ep, o->bufs[0].get(), len, dest, raddr, key);
+            } else {
+                rc = write ? fabric::write(sr.ep, o->bufs[0].get(), len, nullptr, dest, raddr, key, o)
+                           : fabric::read(sr.ep, o->bufs[0].get(), len, nullptr, dest, raddr, key, o);
+            }
+            break;
+        case 1:
+            o->has_data = write;
+            o->data = in.u32();
+            rc = write ? writedata(sr.ep, o->bufs[0].get(), len, nullptr, o->data, dest, raddr, key, o)
+                       : fabric::read(sr.ep, o->bufs[0].get(), len, nullptr, dest, raddr, key, o);
+            break;
+        default: {
+            rma_iov ri{raddr, len, key};
+            msg_rma m;
+            m.msg_iov = v.data();
+            m.iov_count = niov;
+            m.addr = dest;
+            m.rma_iov = &ri;
+            m.rma_iov_count = in.u8() % 4 == 0 ? 0 : 1;
+            m.context = o;
+            m.data = in.u32();
+            std::uint64_t flags = pick_flags();
+            o->has_data = write && (flags & FI_REMOTE_CQ_DATA);
+            inject = write && (flags & FI_INJECT);
+            if (m.rma_iov_count == 0 || niov == 0)
+                o->rma_in_range = false;
+            if (niov == 0)
+                o->len = 0;
+            rc = write ? writemsg(sr.ep, &m, flags) : readmsg(sr.ep, &m, flags);
+            if (inject && rc == 0) {
+                accept(o, rc, true);
+                peer.touched = true;
+                return;
+            }
+        }
+        }
+        accept(o, rc, inject);
+        if (rc == 0 && write)
+            peer.touched = true;
+        if (rc == 0 && inject) {
+            o->done = true; // inject_write completes nothing (and may land after the input: not marked)
+            peer.late = 2;
+        }
+    }
+
+    void mark_written(op *o)
+    {
+        std::vector<bool> &w = r.s[1 - o->side].written;
+        for (std::size_t i = 0; i < o->len; i++)
+            w[o->roff + i] = true;
+    }
+
+    void do_cancel(int side)
+    {
+        std::vector<op *> c;
+        for (auto &o : ops)
+            if (o->side == side && o->accepted && !o->done && o->k != k_send)
+                c.push_back(o.get());
+        op *o = c.empty() ? nullptr : c[in.u8() % c.size()];
+        ssize_t rc = fabric::cancel(r.s[side].ep, o ? static_cast<void *>(o) : static_cast<void *>(&next_id));
+        check(rc == 0 || rc == -FI_ENOENT, "cancel's return", rc);
+    }
+
+    op *find(int side, void *ctx, const char *what)
+    {
+        for (auto &o : ops)
+            if (o.get() == ctx) {
+                check(o->side == side, "completion on the other side's CQ", o->k);
+                check(o->accepted, what, o->k, o->id);
+                check(!o->done, "a second completion", o->k, o->id);
+                return o.get();
+            }
+        fail("completion of an unknown context");
+    }
+
+    /** Received @p n bytes at @p at: a prefix of a message this program sent. */
+    void check_message(const std::uint8_t *at, std::size_t n, std::size_t full, bool tagged, std::uint64_t tag,
+                       std::uint64_t flags, std::uint64_t data)
+    {
+        if (n < 4 && full < 4)
+            return; // too short to carry its number
+        if (n < 4)
+            return;
+        std::uint32_t id = std::uint32_t(at[0]) | std::uint32_t(at[1]) << 8 | std::uint32_t(at[2]) << 16 |
+                           std::uint32_t(at[3]) << 24;
+        auto it = sends.find(id);
+        check(it != sends.end(), "a message nobody sent", id);
+        const op *s = it->second;
+        check(full == s->len, "received length", long(full), long(s->len));
+        check(tagged == s->tagged, "tagged message on an untagged receive or the reverse", id);
+        if (tagged)
+            check(tag == s->tag, "received tag", id);
+        if (flags & FI_REMOTE_CQ_DATA)
+            check(s->has_data && data == (s->data & 0xffffffffull), "remote CQ data", id, long(data));
+        for (std::size_t i = 0; i < n; i++)
+            if (at[i] != msg_byte(id, i))
+                fail("received byte", id, long(i));
+    }
+
+    void on_success(int side, const cq_tagged_entry &e)
+    {
+        trace("side %d completion ctx %p flags %#llx len %zu tag %#llx\n", side, e.op_context,
+              static_cast<unsigned long long>(e.flags), e.len, static_cast<unsigned long long>(e.tag));
+        if (!e.op_context) {
+            check((e.flags & FI_REMOTE_CQ_DATA) && (e.flags & FI_REMOTE_WRITE), "a completion without a context",
+                  long(e.flags));
+            return;
+        }
+        op *o = find(side, e.op_context, "completion of a refused call");
+        switch (o->k) {
+        case k_send:
+            check(e.flags & FI_SEND, "send completion flags", long(e.flags));
+            o->done = true;
+            break;
+        case k_write:
+        case k_read:
+            o->done = true;
+            if (o->rma_in_range && o->k == k_write)
+                mark_written(o);
+            if (o->rma_in_range && o->k == k_read) {
+                std::size_t at = 0;
+                for (std::size_t i = 0; i < o->bufs.size(); i++)
+                    for (std::size_t j = 0; j < o->lens[i]; j++, at++) {
+                        std::uint8_t b = o->bufs[i][j];
+                        if (b != rma_byte(0, o->roff + at) && b != rma_byte(1, o->roff + at))
+                            fail("read byte", long(o->roff + at), b);
+                    }
+            }
+            break;
+        case k_peek:
+            o->done = true;
+            break;
+        case k_recv: {
+            o->done = true;
+            check(e.len <= o->len, "receive longer than its buffer", long(e.len), long(o->len));
+            // Gather the vector's bytes.
+            std::vector<std::uint8_t> got;
+            for (std::size_t i = 0; i < o->bufs.size() && got.size() < e.len; i++)
+                got.insert(got.end(), o->bufs[i].get(),
+                           o->bufs[i].get() + std::min(o->lens[i], e.len - got.size()));
+            check_message(got.data(), e.len, e.len, e.flags & FI_TAGGED, e.tag, e.flags, e.data);
+            break;
+        }
+        case k_multi: {
+            if (e.len) {
+                const std::uint8_t *b = static_cast<const std::uint8_t *>(e.buf), *base = o->bufs[0].get();
+                check(b >= base && e.len <= o->len && std::size_t(b - base) <= o->len - e.len,
+                      "multi-receive completion outside its buffer", long(b - base), long(e.len));
+                check_message(b, e.len, e.len, e.flags & FI_TAGGED, e.tag, e.flags, e.data);
+            }
+            if (e.flags & FI_MULTI_RECV)
+                o->done = true;
+            break;
+        }
+        }
+    }
+
+    void on_error(int side, const cq_err_entry &e)
+    {
+        trace("side %d error ctx %p flags %#llx len %zu olen %zu err %d tag %#llx\n", side, e.op_context,
+              static_cast<unsigned long long>(e.flags), e.len, e.olen, e.err, static_cast<unsigned long long>(e.tag));
+        check(e.err > 0, "error entry without an error", e.err);
+        if (!e.op_context)
+            return; // the endpoint's own error (no operation)
+        op *o = find(side, e.op_context, "error completion of a refused call");
+        if (o->k == k_multi && !(e.flags & FI_MULTI_RECV) && e.err != FI_ECANCELED)
+            return; // one message of the buffer failed; the buffer goes on
+        o->done = true;
+        if (e.err != FI_ETRUNC || o->bufs.size() != 1 || e.len < 4)
+            return;
+        // What fitted is the start of the message; a multi-receive placed it at e.buf.
+        const std::uint8_t *at = o->bufs[0].get(), *base = at;
+        if (o->k == k_multi) {
+            at = static_cast<const std::uint8_t *>(e.buf);
+            check(at >= base && e.len <= o->len && std::size_t(at - base) <= o->len - e.len,
+                  "truncated multi-receive completion outside its buffer", long(at - base), long(e.len));
+        } else if (o->k != k_recv) {
+            return;
+        }
+        check(e.len <= o->lens[0], "truncated receive longer than its buffer", long(e.len), long(o->lens[0]));
+        check_message(at, e.len, e.len + e.olen, e.flags & FI_TAGGED, e.tag, 0, 0);
+    }
+
+    bool poll(int side)
+    {
+        cq_tagged_entry e[8];
+        ssize_t n = cq_read(r.s[side].cq, e, 8);
+        if (n > 0) {
+            for (ssize_t i = 0; i < n; i++)
+                on_success(side, e[i]);
+            return true;
+        }
+        if (n == -FI_EAVAIL) {
+            cq_err_entry err{};
+            check(cq_readerr(r.s[side].cq, &err, 0) == 1, "cq_readerr after -FI_EAVAIL");
+            on_error(side, err);
+            return true;
+        }
+        check(n == -FI_EAGAIN, "cq_read's return", n);
+        return false;
+    }
+
+    bool all_done() const
+    {
+        for (auto &o : ops)
+            if (o->accepted && !o->done)
+                return false;
+        return true;
+    }
+
+    /** Receive whatever is left, cancel what is still posted, and wait for
+     *  every accepted operation (bounded). */
+    void drain()
+    {
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(8); // under -timeout=10
+        int round = 0;
+        while (!all_done()) {
+            check(std::chrono::steady_clock::now() < until, "an accepted operation never completed",
+                  long(pending_kind()));
+            bool any = poll(0);
+            any = poll(1) || any;
+            if (any)
+                continue;
+            if (++round % 64)
+                continue;
+            // Nothing moved for a while: while sends are waiting, receive
+            // whatever is left (on both sides: a send may name its own
+            // endpoint); then cancel this program's receives.
+            bool sends_left = false;
+            for (auto &o : ops)
+                if (o->k == k_send && o->accepted && !o->done)
+                    sends_left = true;
+            for (int side = 0; side < 2; side++) {
+                if (sends_left) {
+                    post_sinks(side);
+                    continue;
+                }
+                for (auto &o : ops)
+                    if (o->side == side && o->accepted && !o->done && o->k != k_send && o->k != k_write &&
+                        o->k != k_read)
+                        (void)fabric::cancel(r.s[side].ep, o.get());
+            }
+        }
+    }
+    long pending_kind() const
+    {
+        for (auto &o : ops)
+            if (o->accepted && !o->done)
+                return o->k * 1000 + o->side;
+        return -1;
+    }
+    /** Receives for any message on @p side: up to two open of each kind,
+     *  tagged and untagged (counted apart: what one kind does not take must
+     *  not keep the other from being posted). */
+    void post_sinks(int side)
+    {
+        for (int t = 0; t < 2; t++) {
+            int open = 0;
+            for (auto &o : ops)
+                open += o->sink && o->side == side && o->tagged == bool(t) && o->accepted && !o->done;
+            if (open >= 2)
+                continue;
+            op *o = new_op(k_recv, side);
+            o->tagged = t;
+            o->sink = true;
+            make_bufs(o, 70000, 1);
+            ssize_t rc = t ? trecv(r.s[side].ep, o->bufs[0].get(), 70000, nullptr, FI_ADDR_UNSPEC, 0, ~0ull, o)
+                           : fabric::recv(r.s[side].ep, o->bufs[0].get(), 70000, nullptr, FI_ADDR_UNSPEC, o);
+            accept(o, rc, false);
+        }
+    }
+
+    void verify_regions()
+    {
+        for (side_res &sr : r.s) {
+            if (sr.late > 0)
+                sr.late--;
+            if (!sr.touched && !sr.late) {
+                check(std::memcmp(sr.region, r.initial.data(), region_len) == 0, "a region nobody wrote changed");
+                continue;
+            }
+            sr.touched = false;
+            for (std::size_t p = 0; p < region_len; p++) {
+                std::uint8_t want = rma_byte(sr.written[p] ? 1 : 0, p);
+                if (sr.region[p] != want && !(sr.region[p] == rma_byte(1, p)))
+                    fail("region byte", long(p), sr.region[p]);
+                if (sr.written[p] && sr.region[p] != want)
+                    fail("a completed write is missing", long(p), sr.region[p]);
+            }
+            std::memcpy(sr.region, r.initial.data(), region_len);
+            sr.written.assign(region_len, false);
+        }
+    }
+
+    void run()
+    {
+        while (!in.done() && ops.size() < max_ops) {
+            std::uint8_t b = in.u8();
+            int side = b & 1;
+            switch ((b >> 1) % 8) {
+            case 0:
+            case 1:
+                do_send(side);
+                break;
+            case 2:
+            case 3:
+                do_recv(side);
+                break;
+            case 4:
+                do_rma(side);
+                break;
+            case 5:
+                do_cancel(side);
+                break;
+            default:
+                for (int i = 0; i < 1 + (b >> 4); i++) {
+                    (void)poll(side);
+                    (void)poll(1 - side);
+                }
+            }
+        }
+        drain();
+        verify_regions();
+    }
+};
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size)
+{
+    rig &r = the_rig();
+    r.open_endpoints();
+    program{r, reader{data, size}}.run();
+    r.close_endpoints();
+    return 0;
+}
