@@ -1,8 +1,9 @@
 // libFuzzer: the endpoint API against a careless caller. Two RDM endpoints
-// of the vq provider over the shm driver, each on a domain of its own, in
-// one process (manual progress, FI_THREAD_DOMAIN). Each input is a program
-// of calls on either endpoint: the message, tagged and RMA calls in their
-// plain, vector, msg, data and inject forms, with lengths around every
+// of the vq provider, each on a domain of its own, in one process (manual
+// progress, FI_THREAD_DOMAIN): over the shm driver, or over the ethdev
+// driver's net_ring pair (byte 0 of the input picks, mod 2). The rest is a
+// program of calls on either endpoint: the message, tagged and RMA calls in
+// their plain, vector, msg, data and inject forms, with lengths around every
 // threshold (inject size, one slot, the rendezvous, the maximum and past
 // it), vectors of any count (past the limit too), flags of any mix (unknown
 // bits included), destinations that are the peer, the endpoint itself, an
@@ -123,6 +124,7 @@ struct op {
 };
 
 struct side_res {
+    fid_fabric *fabric = nullptr;
     fid_domain *domain = nullptr;
     fid_mr *mr = nullptr;
     std::uint8_t *region = nullptr;
@@ -141,33 +143,34 @@ struct side_res {
 };
 
 struct rig {
-    fid_fabric *fabric = nullptr;
     side_res s[2];
     std::vector<std::uint8_t> initial = std::vector<std::uint8_t>(region_len); ///< rma_byte(0, *)
     std::size_t inject = 0, iov_limit = 0, rma_iov_limit = 0, max_msg = 0;
 
-    rig()
+    /** Each side a domain of the vq device @p dev[i], on a fabric of its own. */
+    explicit rig(const char *const dev[2])
     {
-        setenv("SHUNT_LOG_LEVEL", "error", 0);
-        info *h = allocinfo();
-        h->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_MULTI_RECV | FI_DIRECTED_RECV;
-        h->mode = FI_CONTEXT;
-        h->ep_attr->type = FI_EP_RDM;
-        h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
-        h->domain_attr->threading = FI_THREAD_DOMAIN;
-        h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
-        h->fabric_attr->prov_name = ::strdup("shm");
-        info *fi = nullptr;
-        check(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi) == 0, "getinfo");
-        freeinfo(h);
-        check(fabric_open(fi->fabric_attr, &fabric, nullptr) == 0, "fabric");
-        inject = fi->tx_attr->inject_size;
-        iov_limit = fi->tx_attr->iov_limit;
-        rma_iov_limit = fi->tx_attr->rma_iov_limit;
-        max_msg = fi->ep_attr->max_msg_size;
-        for (side_res &r : s) {
-            r.fi = dupinfo(fi);
-            check(domain_open(fabric, r.fi, &r.domain, nullptr) == 0, "domain");
+        for (int i = 0; i < 2; i++) {
+            side_res &r = s[i];
+            info *h = allocinfo();
+            h->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_MULTI_RECV | FI_DIRECTED_RECV;
+            h->mode = FI_CONTEXT;
+            h->ep_attr->type = FI_EP_RDM;
+            h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
+            h->domain_attr->threading = FI_THREAD_DOMAIN;
+            h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+            h->fabric_attr->prov_name = ::strdup("shm");
+            h->domain_attr->name = ::strdup(dev[i]);
+            check(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &r.fi) == 0, "getinfo");
+            freeinfo(h);
+            if (i == 0) {
+                inject = r.fi->tx_attr->inject_size;
+                iov_limit = r.fi->tx_attr->iov_limit;
+                rma_iov_limit = r.fi->tx_attr->rma_iov_limit;
+                max_msg = r.fi->ep_attr->max_msg_size;
+            }
+            check(fabric_open(r.fi->fabric_attr, &r.fabric, nullptr) == 0, "fabric");
+            check(domain_open(r.fabric, r.fi, &r.domain, nullptr) == 0, "domain");
             r.region = new std::uint8_t[region_len];
             check(mr_reg(r.domain, r.region, region_len, FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
                          FI_REMOTE_WRITE, 0, 0, 0, &r.mr, nullptr) == 0, "mr_reg");
@@ -176,7 +179,6 @@ struct rig {
                 initial[p] = rma_byte(0, p);
             std::memcpy(r.region, initial.data(), region_len);
         }
-        freeinfo(fi);
     }
 
     void open_endpoints()
@@ -217,10 +219,29 @@ struct rig {
     }
 };
 
-rig &the_rig()
+/** The rig of device @p which: 0 shm (two domains of the shm driver), 1
+ *  ethdev (the two ports of a net_ring pair). Live for the whole run. */
+rig &the_rig(unsigned which)
 {
-    static rig *r = new rig;
-    return *r;
+    static bool once = [] {
+        setenv("SHUNT_LOG_LEVEL", "error", 0);
+        setenv("SHUNT_ETHDEV_RING_PAIRS", "1", 0);
+        // A connection nobody answers (an endpoint that sent to itself over
+        // the ring pair, which has no loopback) gives up soon: an input
+        // waits for it. One that times out although its peer is there
+        // fails its operations with error completions, which is allowed.
+        setenv("SHUNT_VQ_CONNECT_TIMEOUT_MS", "100", 0);
+        return true;
+    }();
+    (void)once;
+    if (which == 1) {
+        static const char *const ports[2] = {"net_ring_pair0a", "net_ring_pair0b"};
+        static rig *e = new rig(ports);
+        return *e;
+    }
+    static const char *const shm[2] = {"shm0", "shm0"};
+    static rig *m = new rig(shm);
+    return *m;
 }
 
 /** The errors a data call may return besides 0 and -FI_EAGAIN. */
@@ -878,9 +899,11 @@ struct program {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size)
 {
-    rig &r = the_rig();
+    if (size < 1)
+        return 0;
+    rig &r = the_rig(data[0] % 2u);
     r.open_endpoints();
-    program{r, reader{data, size}}.run();
+    program{r, reader{data + 1, size - 1}}.run();
     r.close_endpoints();
     return 0;
 }

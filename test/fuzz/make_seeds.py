@@ -319,9 +319,10 @@ vq_seed('eth_raw_ip_csum', 1, bytes([SEND, Q_RAW, F_SIGNALED | F_IP_CSUM]), byte
 vq_seed('eth_raw_tso', 1, bytes([TSO, Q_RAW]) + u16(54) + u16(1000) + bytes([F_SIGNALED]),
         bytes([SGE]) + local_arg(0, 9000), bytes([COMPLETE]))
 
-# ---- fuzz-fi-ep: a program of endpoint calls (see the harness for the
-# bytes each call reads). Op byte: bit 0 the side; (byte >> 1) % 8: 0 send,
-# 2 receive, 4 RMA, 5 cancel, 6 poll (1 + byte >> 4 rounds).
+# ---- fuzz-fi-ep: byte 0 the device, then a program of endpoint calls (see
+# the harness for the bytes each call reads). Op byte: bit 0 the side;
+# (byte >> 1) % 8: 0 send, 2 receive, 4 RMA, 5 cancel, 6 poll (1 + byte >> 4
+# rounds).
 EP_SEND, EP_RECV, EP_RMA, EP_CANCEL, EP_POLL = 0, 4, 8, 10, 12
 # pick_len: an index into its table (or 0x80 | n: n * 37 bytes).
 L0, L8, L64, L_INJ, L_INJ1, L4K, L6K, L64K, L_PAST_MAX = 0, 4, 7, 10, 11, 14, 16, 19, 21
@@ -397,5 +398,7 @@ ep = {
     'rma_msg_forms': ep_rma(0, True, L6K, 0x1000, variant=2, niov=2, flags=FL_COMPLETION | FL_DELIVERY) +
     ep_rma(0, False, L6K, 0x1000, variant=2, niov=3) + ep_poll(8),
 }
+# Byte 0 picks the device (mod 2): 0 shm, 1 ethdev's net_ring pair.
 for name, data in ep.items():
-    put('fuzz-fi-ep', name, data)
+    put('fuzz-fi-ep', name, bytes([0]) + data)
+    put('fuzz-fi-ep', 'eth_' + name, bytes([1]) + data)
