@@ -9,7 +9,9 @@
 // bits included), destinations that are the peer, the endpoint itself, an
 // address removed or never inserted; receives with and without tags, with
 // FI_MULTI_RECV and FI_PEEK; fi_cancel of any outstanding receive; RMA to
-// the peer's region at any offset and length, with its key or another.
+// the peer's region at any offset and length, with its key or another;
+// atomics of any datatype, operation, element count and offset (their
+// target bytes are not checked, only their completions).
 //
 // The caller's side of the contract holds: every buffer is valid for the
 // length given, in a heap block of exactly that length (a provider that
@@ -42,6 +44,7 @@
 
 #include "env/errors.h"
 #include "fabric/api.h"
+#include "fabric/atomic.h"
 
 namespace {
 
@@ -106,7 +109,16 @@ std::uint8_t msg_byte(std::uint32_t id, std::size_t i)
  *  what every write puts there (1): a read can tell each byte's source. */
 std::uint8_t rma_byte(int gen, std::size_t p) { return gen ? std::uint8_t(p * 13 + 5) : std::uint8_t(p * 7 + 3) | 1; }
 
-enum kind : std::uint8_t { k_send, k_recv, k_multi, k_peek, k_write, k_read };
+enum kind : std::uint8_t { k_send, k_recv, k_multi, k_peek, k_write, k_read, k_atomic };
+
+constexpr std::size_t arena_len = 256; ///< each side's atomics target
+
+/** Bytes of one element of @p dt; 32 (the largest) for a value past the list. */
+std::size_t dt_size(int dt)
+{
+    static const std::size_t size[] = {1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 8, 16, 16, 32, 16, 16};
+    return dt >= 0 && dt < FI_DATATYPE_LAST ? size[dt] : 32;
+}
 
 /** One operation handed to the provider. Starts with the FI_CONTEXT area. */
 struct op {
@@ -129,6 +141,8 @@ struct side_res {
     fid_mr *mr = nullptr;
     std::uint8_t *region = nullptr;
     std::vector<bool> written;
+    fid_mr *arena_mr = nullptr;
+    std::uint8_t *arena = nullptr; ///< what atomics change: no byte of it is checked
     bool touched = false; ///< a write to the region was accepted in this input
     /** Inputs (this one and the next) in which an inject_write, which
      *  completes nothing, may still land. */
@@ -153,7 +167,7 @@ struct rig {
         for (int i = 0; i < 2; i++) {
             side_res &r = s[i];
             info *h = allocinfo();
-            h->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_MULTI_RECV | FI_DIRECTED_RECV;
+            h->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_MULTI_RECV | FI_DIRECTED_RECV;
             h->mode = FI_CONTEXT;
             h->ep_attr->type = FI_EP_RDM;
             h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
@@ -174,6 +188,9 @@ struct rig {
             r.region = new std::uint8_t[region_len];
             check(mr_reg(r.domain, r.region, region_len, FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
                          FI_REMOTE_WRITE, 0, 0, 0, &r.mr, nullptr) == 0, "mr_reg");
+            r.arena = new std::uint8_t[arena_len]();
+            check(mr_reg(r.domain, r.arena, arena_len, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &r.arena_mr,
+                         nullptr) == 0, "mr_reg arena");
             r.written.assign(region_len, false);
             for (std::size_t p = 0; p < region_len; p++)
                 initial[p] = rma_byte(0, p);
@@ -523,6 +540,8 @@ struct program {
     {
         side_res &sr = r.s[side], &peer = r.s[1 - side];
         std::uint8_t form = in.u8();
+        if (form & 0x80)
+            return do_atomic(side, form);
         bool write = form & 1;
         op *o = new_op(write ? k_write : k_read, side);
         std::size_t len = pick_len();
@@ -614,6 +633,57 @@ struct program {
         }
     }
 
+    /** An atomic on the peer's arena: any datatype and operation (one past
+     *  each list too), 0 to 5 elements, any offset (past the end too), the
+     *  right key or another. Only its completion is checked (and ASan: the
+     *  operand, compare and result buffers are exactly count elements). */
+    void do_atomic(int side, std::uint8_t form)
+    {
+        side_res &sr = r.s[side], &peer = r.s[1 - side];
+        op *o = new_op(k_atomic, side);
+        const int dt = in.u8() % (FI_DATATYPE_LAST + 1);
+        const int aop = in.u8() % (FI_ATOMIC_OP_LAST + 1);
+        const std::size_t count = in.u8() % 6;
+        const std::size_t off = in.u8() % (arena_len + 16);
+        std::uint64_t key = mr_key(peer.arena_mr);
+        if (in.u8() % 4 == 0)
+            key = mr_key(peer.mr); // the RMA region's key, at the arena's address
+        const std::uint64_t raddr = reinterpret_cast<std::uintptr_t>(peer.arena) + off;
+        const fi_addr_t dest = pick_addr(sr);
+        const std::size_t bytes = count * dt_size(dt);
+        make_bufs(o, bytes, 1);                     // the operand
+        std::unique_ptr<std::uint8_t[]> cmp(new std::uint8_t[bytes ? bytes : 1]());
+        std::unique_ptr<std::uint8_t[]> res(new std::uint8_t[bytes ? bytes : 1]);
+        std::memset(o->bufs[0].get(), 1, bytes);
+        ssize_t rc;
+        bool inject = false;
+        switch ((form >> 1) % 4) {
+        case 0:
+            rc = atomic(sr.ep, o->bufs[0].get(), count, nullptr, dest, raddr, key, datatype(dt), op_of(aop), o);
+            break;
+        case 1:
+            inject = true;
+            rc = inject_atomic(sr.ep, o->bufs[0].get(), count, dest, raddr, key, datatype(dt), op_of(aop));
+            break;
+        case 2:
+            rc = fetch_atomic(sr.ep, o->bufs[0].get(), count, nullptr, res.get(), nullptr, dest, raddr, key,
+                              datatype(dt), op_of(aop), o);
+            break;
+        default:
+            rc = compare_atomic(sr.ep, o->bufs[0].get(), count, nullptr, cmp.get(), nullptr, res.get(), nullptr, dest,
+                                raddr, key, datatype(dt), op_of(aop), o);
+        }
+        accept(o, rc, inject);
+        if (rc == 0 && inject)
+            o->done = true;
+        // The compare and result buffers live as long as the operation.
+        o->bufs.push_back(std::move(cmp));
+        o->lens.push_back(0);
+        o->bufs.push_back(std::move(res));
+        o->lens.push_back(0);
+    }
+    static fabric::op op_of(int v) { return static_cast<fabric::op>(v); }
+
     void mark_written(op *o)
     {
         std::vector<bool> &w = r.s[1 - o->side].written;
@@ -681,6 +751,9 @@ struct program {
         switch (o->k) {
         case k_send:
             check(e.flags & FI_SEND, "send completion flags", long(e.flags));
+            o->done = true;
+            break;
+        case k_atomic:
             o->done = true;
             break;
         case k_write:
@@ -807,8 +880,8 @@ struct program {
                     continue;
                 }
                 for (auto &o : ops)
-                    if (o->side == side && o->accepted && !o->done && o->k != k_send && o->k != k_write &&
-                        o->k != k_read)
+                    if (o->side == side && o->accepted && !o->done &&
+                        (o->k == k_recv || o->k == k_multi || o->k == k_peek))
                         (void)fabric::cancel(r.s[side].ep, o.get());
             }
         }

@@ -370,6 +370,15 @@ def ep_rma(side, write, length, off, variant=0, key=4, dest=PEER, inject=False, 
     return b
 
 
+def ep_atomic(side, kind, dt, op, count, off, right_key=True, dest=PEER):
+    """kind: 0 atomic, 1 inject_atomic, 2 fetch_atomic, 3 compare_atomic (an RMA op byte with bit 7 set)."""
+    return bytes([EP_RMA | side, 0x80 | (kind << 1), dt, op, count, off, 1 if right_key else 0, dest])
+
+
+FI_INT32, FI_UINT64, FI_DOUBLE, FI_LONG_DOUBLE_COMPLEX, FI_DATATYPE_LAST = 4, 7, 9, 13, 16
+FI_SUM, FI_BXOR, FI_ATOMIC_READ, FI_ATOMIC_WRITE, FI_CSWAP, FI_MSWAP, FI_ATOMIC_OP_LAST = 2, 9, 10, 11, 12, 18, 19
+
+
 def ep_poll(rounds=1, side=0):
     return bytes([EP_POLL | side | ((rounds - 1) << 4)])
 
@@ -395,6 +404,13 @@ ep = {
     ep_rma(1, True, L64, 0xff00, variant=1) + ep_poll(4),
     'rma_bad_keys_and_bounds': ep_rma(0, True, L64, 0, key=0) + ep_rma(0, False, L64, 0, key=1) +
     ep_rma(0, True, L64K, 0x0200) + ep_rma(1, True, L8, 0, inject=True) + ep_poll(4),
+    'atomics': ep_atomic(0, 2, FI_UINT64, FI_SUM, 1, 0) + ep_atomic(1, 3, FI_UINT64, FI_CSWAP, 2, 8) +
+    ep_atomic(0, 1, FI_INT32, FI_BXOR, 5, 64) + ep_atomic(1, 0, FI_DOUBLE, FI_ATOMIC_WRITE, 3, 128) +
+    ep_atomic(0, 2, FI_LONG_DOUBLE_COMPLEX, FI_ATOMIC_READ, 1, 32) + ep_poll(8),
+    'atomics_refused': ep_atomic(0, 0, FI_DATATYPE_LAST, FI_SUM, 1, 0) + ep_atomic(0, 0, FI_UINT64, FI_ATOMIC_OP_LAST,
+                                                                                  1, 0) +
+    ep_atomic(0, 2, FI_UINT64, FI_SUM, 0, 0) + ep_atomic(0, 3, FI_UINT64, FI_MSWAP, 1, 250) +
+    ep_atomic(1, 2, FI_UINT64, FI_SUM, 1, 0, right_key=False) + ep_atomic(1, 0, FI_INT32, FI_SUM, 2, 3) + ep_poll(8),
     'rma_msg_forms': ep_rma(0, True, L6K, 0x1000, variant=2, niov=2, flags=FL_COMPLETION | FL_DELIVERY) +
     ep_rma(0, False, L6K, 0x1000, variant=2, niov=3) + ep_poll(8),
 }
