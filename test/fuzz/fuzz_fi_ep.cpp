@@ -372,6 +372,17 @@ struct program {
         return v;
     }
 
+    /** A msg or msg_tagged naming @p n entries of @p v, @p addr and @p o. */
+    template <class M> static M message(const std::vector<iovec> &v, std::size_t n, fi_addr_t addr, op *o)
+    {
+        M m;
+        m.msg_iov = v.data();
+        m.iov_count = n;
+        m.addr = addr;
+        m.context = o;
+        return m;
+    }
+
     void accept(op *o, ssize_t rc, bool inject)
     {
         trace("side %d kind %d id %u len %zu nbufs %zu tagged %d tag %#llx -> %zd\n", o->side, int(o->k), o->id,
@@ -439,20 +450,12 @@ struct program {
                 inject = false;
                 o->has_data = false;
             } else if (o->tagged) {
-                msg_tagged m;
-                m.msg_iov = v.data();
-                m.iov_count = niov;
-                m.addr = dest;
+                msg_tagged m = message<msg_tagged>(v, niov, dest, o);
                 m.tag = o->tag;
-                m.context = o;
                 m.data = o->data;
                 rc = tsendmsg(sr.ep, &m, flags);
             } else {
-                msg m;
-                m.msg_iov = v.data();
-                m.iov_count = niov;
-                m.addr = dest;
-                m.context = o;
+                msg m = message<msg>(v, niov, dest, o);
                 m.data = o->data;
                 rc = sendmsg(sr.ep, &m, flags);
             }
@@ -501,34 +504,15 @@ struct program {
             rc = recvv(sr.ep, v.data(), nullptr, niov, src, o);
             break;
         case 3: {
-            msg m;
-            m.msg_iov = v.data();
-            m.iov_count = 1;
-            m.addr = src;
-            m.context = o;
+            msg m = message<msg>(v, 1, src, o);
             rc = recvmsg(sr.ep, &m, FI_MULTI_RECV | (in.u8() & 1 ? FI_COMPLETION : 0));
             break;
         }
-        case 4: {
-            msg_tagged m;
-            m.msg_iov = v.data();
-            m.iov_count = 1;
-            m.addr = src;
-            m.tag = tag;
-            m.ignore = ignore;
-            m.context = o;
-            rc = trecvmsg(sr.ep, &m, FI_PEEK);
-            break;
-        }
         default: {
-            msg_tagged m;
-            m.msg_iov = v.data();
-            m.iov_count = niov;
-            m.addr = src;
+            msg_tagged m = message<msg_tagged>(v, f == 4 ? 1 : niov, src, o);
             m.tag = tag;
             m.ignore = ignore;
-            m.context = o;
-            rc = trecvmsg(sr.ep, &m, pick_flags() & ~(FI_INJECT | FI_REMOTE_CQ_DATA));
+            rc = trecvmsg(sr.ep, &m, f == 4 ? FI_PEEK : pick_flags() & ~(FI_INJECT | FI_REMOTE_CQ_DATA));
         }
         }
         if (niov == 0)
