@@ -27,7 +27,10 @@
 //   truncated one is a prefix of it;
 // - RMA: a read returns, byte for byte, what the target region held or a
 //   write put there; at the end of the input every byte a successful write
-//   covered holds what it wrote, and every other byte its old value.
+//   covered holds what it wrote, and every other byte its old value;
+// - the counters bound with FI_SEND, FI_WRITE and FI_READ reach exactly the
+//   operations of their kind the endpoint started (success and error
+//   counts together; injects, which complete nothing, included).
 // At the end of an input both endpoints post receives for whatever is left
 // and cancel their own; every accepted operation must then complete within
 // a bounded time. Endpoints, CQs and AVs are made per input; fabric,
@@ -45,6 +48,7 @@
 #include "env/errors.h"
 #include "fabric/api.h"
 #include "fabric/atomic.h"
+#include "fabric/cntr.h"
 
 namespace {
 
@@ -126,6 +130,7 @@ struct op {
     kind k = k_send;
     int side = 0;
     bool accepted = false, done = false, tagged = false, has_data = false, sink = false;
+    bool fetch = false; ///< an atomic that returns the old value (counted as a read)
     std::uint32_t id = 0;
     std::uint64_t tag = 0, data = 0;
     std::size_t len = 0;           ///< sum of the vector
@@ -152,6 +157,10 @@ struct side_res {
     fid_ep *ep = nullptr;
     fid_cq *cq = nullptr;
     fid_av *av = nullptr;
+    /** Counters bound with FI_SEND, FI_WRITE and FI_READ: each counts every
+     *  message, write or base atomic, read or fetching atomic the endpoint
+     *  started, once, "completed successfully or in error" (fi_endpoint(3)). */
+    fid_cntr *cnt[3] = {};
     fi_addr_t peer = FI_ADDR_NOTAVAIL, self = FI_ADDR_NOTAVAIL, removed = FI_ADDR_NOTAVAIL;
     std::uint8_t addr[64] = {};
 };
@@ -210,6 +219,12 @@ struct rig {
             check(endpoint(r.domain, r.fi, &r.ep, nullptr) == 0, "endpoint");
             check(ep_bind(r.ep, &r.cq->fid, FI_TRANSMIT | FI_RECV) == 0, "bind cq");
             check(ep_bind(r.ep, &r.av->fid, 0) == 0, "bind av");
+            const std::uint64_t what[3] = {FI_SEND, FI_WRITE, FI_READ};
+            for (int c = 0; c < 3; c++) {
+                cntr_attr ka;
+                check(cntr_open(r.domain, &ka, &r.cnt[c], nullptr) == 0, "cntr_open");
+                check(ep_bind(r.ep, &r.cnt[c]->fid, what[c]) == 0, "bind counter");
+            }
             check(enable(r.ep) == 0, "enable");
             std::size_t len = sizeof r.addr;
             check(getname(&r.ep->fid, r.addr, &len) == 0, "getname");
@@ -229,6 +244,10 @@ struct rig {
             check(fabric::close(&r.ep->fid) == 0, "close ep");
             check(fabric::close(&r.av->fid) == 0, "close av");
             check(fabric::close(&r.cq->fid) == 0, "close cq");
+            for (fid_cntr *&c : r.cnt) {
+                check(fabric::close(&c->fid) == 0, "close counter");
+                c = nullptr;
+            }
             r.ep = nullptr;
             r.av = nullptr;
             r.cq = nullptr;
@@ -284,6 +303,7 @@ struct program {
     std::vector<std::unique_ptr<op>> ops;
     std::uint32_t next_id = 1;
     std::map<std::uint32_t, op *> sends; ///< by id: what the receiver checks against
+    std::uint64_t counted[2][3] = {};    ///< per side: what each counter of side_res::cnt must reach
 
     std::size_t pick_len()
     {
@@ -392,6 +412,12 @@ struct program {
             o->accepted = true;
             if (o->k == k_send)
                 sends[o->id] = o;
+            if (o->k == k_send)
+                counted[o->side][0]++;
+            else if (o->k == k_write || (o->k == k_atomic && !o->fetch))
+                counted[o->side][1]++;
+            else if (o->k == k_read || o->k == k_atomic)
+                counted[o->side][2]++;
             if (inject) // the buffer is the caller's again
                 scribble(o);
         }
@@ -625,6 +651,7 @@ struct program {
     {
         side_res &sr = r.s[side], &peer = r.s[1 - side];
         op *o = new_op(k_atomic, side);
+        o->fetch = (form >> 1) % 4 >= 2;
         const int dt = in.u8() % (FI_DATATYPE_LAST + 1);
         const int aop = in.u8() % (FI_ATOMIC_OP_LAST + 1);
         const std::size_t count = in.u8() % 6;
@@ -898,6 +925,28 @@ struct program {
         }
     }
 
+    /** Every transmit counter reaches exactly what its side started (the
+     *  injects, which complete nothing, included), within a bounded time. */
+    void verify_counters()
+    {
+        static const char *const name[3] = {"FI_SEND counter", "FI_WRITE counter", "FI_READ counter"};
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(8);
+        for (;;) {
+            bool all = true;
+            for (int side = 0; side < 2; side++)
+                for (int c = 0; c < 3; c++) {
+                    const std::uint64_t n = cntr_read(r.s[side].cnt[c]) + cntr_readerr(r.s[side].cnt[c]);
+                    check(n <= counted[side][c], name[c], long(n), long(counted[side][c]));
+                    all = all && n == counted[side][c];
+                }
+            if (all)
+                return;
+            check(std::chrono::steady_clock::now() < until, "a counter never reached its operations");
+            (void)poll(0);
+            (void)poll(1);
+        }
+    }
+
     void verify_regions()
     {
         for (side_res &sr : r.s) {
@@ -948,6 +997,7 @@ struct program {
             }
         }
         drain();
+        verify_counters();
         verify_regions();
     }
 };
