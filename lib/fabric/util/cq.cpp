@@ -71,18 +71,21 @@ inline void run_progress(cq_impl *cq)
     if (cq->do_progress && !progressed &&
         (count == 0 || cq->head.load(std::memory_order_relaxed) - cq->tail.load(std::memory_order_relaxed) < count))
         run_progress(cq);
+    cq->rlock.lock();
     if (cq->nerr.load(std::memory_order_acquire)) [[unlikely]] {
-        // Only what was written before the oldest error, then the error.
+        // Only what was written before the oldest error, then the error
+        // (under the read lock: no other reader moves tail meanwhile).
         std::lock_guard g(cq->cold_mu);
         if (!cq->errs.empty()) {
             const std::size_t read = cq->tail.load(std::memory_order_relaxed) + cq->spill_out;
             const std::size_t at = cq->errs.front().at;
-            if (read >= at)
+            if (read >= at) {
+                cq->rlock.unlock();
                 return -FI_EAVAIL;
+            }
             count = std::min(count, at - read);
         }
     }
-    cq->rlock.lock();
     std::size_t t = cq->tail.load(std::memory_order_relaxed);
     // Observe published slots: pairs with the release store in cq_write.
     std::size_t h = cq->head.load(std::memory_order_acquire);

@@ -7,7 +7,8 @@
  * reader's array (direct output); errors go to a separate queue (cq_write_err,
  * slow path), each marked with the number of successful completions written
  * before it, so that a read returns those first and -FI_EAVAIL only when the
- * error is next: completions are read in the order they were written. The ring is single-producer/single-consumer without locks;
+ * error is next: completions are read in the order they were written. The
+ * ring is single-producer/single-consumer without locks;
  * when the domain is multi-threaded (FI_THREAD_SAFE or auto progress) the
  * producer and consumer sides each take a spinlock, chosen at open. If the
  * ring is full, entries spill into an overflow list (allocates; ordering is
