@@ -382,8 +382,8 @@ void response(prov_ep *e, std::uint8_t op, const std::uint8_t *p, std::size_t le
         return;
     std::memcpy(&fb, p, sizeof fb);
     if (fb.id == ~0ULL) {
-        if (fb.err)
-            util::tx_fail(e->core, nullptr, FI_ATOMIC | FI_WRITE, fb.err);
+        if (fb.err) // an atomic completed when posted (inject) failed at the target
+            util::tx_fail_after_done(e->core, FI_ATOMIC | FI_WRITE, fb.err);
         return;
     }
     tx_entry *t = tx_from_id(e, fb.id);

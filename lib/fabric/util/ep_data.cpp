@@ -809,7 +809,9 @@ void rx_remote_data(ep_core *c, std::uint64_t data, std::uint64_t cq_flags, std:
         cq_write(c->rx_cq, nullptr, cq_flags | FI_REMOTE_CQ_DATA, len, nullptr, data, 0, FI_ADDR_NOTAVAIL);
 }
 
-void tx_fail(ep_core *c, void *ctx, std::uint64_t cq_flags, int err, std::size_t len)
+namespace {
+
+void tx_err_entry(ep_core *c, void *ctx, std::uint64_t cq_flags, int err, std::size_t len)
 {
     cq_err_entry x{};
     // Without an operation context the endpoint's context is reported.
@@ -821,10 +823,19 @@ void tx_fail(ep_core *c, void *ctx, std::uint64_t cq_flags, int err, std::size_t
     x.src_addr = FI_ADDR_NOTAVAIL;
     if (c->tx_cq)
         cq_write_err(c->tx_cq, x);
+}
+
+} // namespace
+
+void tx_fail(ep_core *c, void *ctx, std::uint64_t cq_flags, int err, std::size_t len)
+{
+    tx_err_entry(c, ctx, cq_flags, err, len);
     cntr_obj *n = (cq_flags & FI_READ) ? c->c_read : (cq_flags & FI_WRITE) ? c->c_write : c->c_send;
     if (n)
         cntr_inc_err(n);
 }
+
+void tx_fail_after_done(ep_core *c, std::uint64_t cq_flags, int err) { tx_err_entry(c, nullptr, cq_flags, err, 0); }
 
 const ops_msg ep_msg_ops{.recv = g_recv,
                          .recvv = g_recvv,

@@ -133,13 +133,19 @@ struct node {
      *  empty for the default. */
     std::string domain_name;
     fid_cntr *rwrite = nullptr, *rread = nullptr;
+    /** Asked for by the caller before open: a counter bound with FI_WRITE. */
+    bool write_counter = false;
+    fid_cntr *wcount = nullptr;
 
-    /** Bind the remote-access counters (if any) to @p e. @return 0 or the error. */
-    int bind_remote_counters(fid_ep *e)
+    /** Bind the counters asked for (if any) to @p e. @return 0 or the error. */
+    int bind_counters(fid_ep *e)
     {
+        int rc = 0;
+        if (write_counter && ((!wcount && (rc = cntr_open(domain, nullptr, &wcount, nullptr))) ||
+                              (rc = ep_bind(e, &wcount->fid, FI_WRITE))))
+            return rc;
         if (!(extra_caps & FI_RMA_EVENT))
             return 0;
-        int rc = 0;
         if (!rwrite && (rc = cntr_open(domain, nullptr, &rwrite, nullptr)))
             return rc;
         if (!rread && (rc = cntr_open(domain, nullptr, &rread, nullptr)))
@@ -175,7 +181,7 @@ struct node {
         av_attr aa;
         if ((rc = av_open(domain, &aa, &av, nullptr)) || (rc = endpoint(domain, fi, &ep, nullptr)) ||
             (rc = ep_bind(ep, &cq->fid, cq_flags)) || (rc = ep_bind(ep, &av->fid, 0)) ||
-            (rc = ep_bind(ep, &eq->fid, 0)) || (rc = bind_remote_counters(ep)) || (rc = enable(ep)))
+            (rc = ep_bind(ep, &eq->fid, 0)) || (rc = bind_counters(ep)) || (rc = enable(ep)))
             return rc;
         std::size_t len = sizeof addr;
         return getname(&ep->fid, addr, &len);
@@ -190,10 +196,10 @@ struct node {
             (void)fabric::close(&cq->fid);
         if (eq)
             (void)fabric::close(&eq->fid);
-        for (fid_cntr *n : {rwrite, rread})
+        for (fid_cntr *n : {rwrite, rread, wcount})
             if (n)
                 (void)fabric::close(&n->fid);
-        rwrite = rread = nullptr;
+        rwrite = rread = wcount = nullptr;
         if (domain)
             (void)fabric::close(&domain->fid);
         if (fabric)

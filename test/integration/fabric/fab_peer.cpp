@@ -210,7 +210,7 @@ void msg_events(peer &p)
         if (!r)
             r = ep_bind(p.n.ep, &p.n.eq->fid, 0);
         if (!r)
-            r = p.n.bind_remote_counters(p.n.ep);
+            r = p.n.bind_counters(p.n.ep);
         if (!r)
             r = enable(p.n.ep);
         if (!r)

@@ -447,6 +447,45 @@ TEST(RdmSelective, SelectiveCompletionWithCountersAcrossProcesses)
     n.close();
 }
 
+// An inject_write or inject_atomic completes when it is posted, and its
+// FI_WRITE counter counts it then. One that the target refuses later (a bad
+// key) is reported as an error entry with the endpoint's context, and
+// counted no second time: the counter counts each operation once,
+// "completed successfully or in error" (fi_endpoint(3)). A write with a
+// completion that fails is counted once, as an error.
+TEST(RdmCounters, AnInjectRefusedByTheTargetIsCountedOnce)
+{
+    peer_proc p{"rdm"};
+    node n;
+    n.write_counter = true;
+    fi_addr_t to = FI_ADDR_NOTAVAIL;
+    connect_peer(n, p, FI_EP_RDM, to);
+    std::uint8_t b[8] = {1};
+    ASSERT_EQ(retry(n.cq, [&] { return inject_write(n.ep, b, sizeof b, to, p.mem, p.key ^ 0x55); }), 0);
+    std::uint64_t one = 1;
+    ASSERT_EQ(retry(n.cq, [&] { return inject_atomic(n.ep, &one, 1, to, p.mem + 64, p.key ^ 0x55, FI_UINT64, FI_SUM); }),
+              0);
+    for (int i = 0; i < 2; i++) {
+        cq_tagged_entry e{};
+        ASSERT_EQ(wait_cq(n.cq, e), -FI_EAVAIL) << "the target's refusal, reported";
+        cq_err_entry err{};
+        ASSERT_EQ(cq_readerr(n.cq, &err, 0), 1);
+        EXPECT_EQ(err.err, FI_EACCES);
+    }
+    EXPECT_EQ(cntr_read(n.wcount), 2u) << "counted when posted";
+    EXPECT_EQ(cntr_readerr(n.wcount), 0u) << "and not again";
+    context c;
+    ASSERT_EQ(retry(n.cq, [&] { return write(n.ep, b, sizeof b, nullptr, to, p.mem, p.key ^ 0x55, &c); }), 0);
+    cq_tagged_entry e{};
+    ASSERT_EQ(wait_cq(n.cq, e), -FI_EAVAIL);
+    cq_err_entry err{};
+    ASSERT_EQ(cq_readerr(n.cq, &err, 0), 1);
+    EXPECT_EQ(err.op_context, &c);
+    EXPECT_EQ(cntr_read(n.wcount), 2u);
+    EXPECT_EQ(cntr_readerr(n.wcount), 1u) << "a write with a completion: counted once, as an error";
+    n.close();
+}
+
 TEST(RdmAuto, AutoProgressEchoWithBlockingReads)
 {
     peer_proc p{"rdm", "auto"};
