@@ -936,6 +936,10 @@ struct program {
             for (int side = 0; side < 2; side++)
                 for (int c = 0; c < 3; c++) {
                     const std::uint64_t n = cntr_read(r.s[side].cnt[c]) + cntr_readerr(r.s[side].cnt[c]);
+                    trace("side %d counter %d: %llu + %llu errors, %llu started\n", side, c,
+                          static_cast<unsigned long long>(cntr_read(r.s[side].cnt[c])),
+                          static_cast<unsigned long long>(cntr_readerr(r.s[side].cnt[c])),
+                          static_cast<unsigned long long>(counted[side][c]));
                     check(n <= counted[side][c], name[c], long(n), long(counted[side][c]));
                     all = all && n == counted[side][c];
                 }
