@@ -289,6 +289,7 @@ bool documented(ssize_t rc)
     case FI_EOPNOTSUPP:
     case FI_EBADFLAGS:
     case FI_EADDRNOTAVAIL:
+    case FI_EHOSTUNREACH: // a peer whose connection timed out (fabric.md, RDM)
     case FI_ENOMEM:
     case FI_E2BIG:
         return true;
