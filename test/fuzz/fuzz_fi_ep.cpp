@@ -1,7 +1,8 @@
 // libFuzzer: the endpoint API against a careless caller. Two RDM endpoints
 // of the vq provider, each on a domain of its own, in one process (manual
 // progress, FI_THREAD_DOMAIN): over the shm driver, or over the ethdev
-// driver's net_ring pair (byte 0 of the input picks, mod 2). The rest is a
+// driver's net_ring pair (bit 0 of byte 0), their CQs bound with or without
+// FI_SELECTIVE_COMPLETION (bit 1). The rest is a
 // program of calls on either endpoint: the message, tagged and RMA calls in
 // their plain, vector, msg, data and inject forms, with lengths around every
 // threshold (inject size, one slot, the rendezvous, the maximum and past
@@ -21,7 +22,9 @@
 // - every call returns 0, -FI_EAGAIN or an error the API documents;
 // - every accepted operation completes exactly once (a multi-receive buffer
 //   until the completion that carries FI_MULTI_RECV), successfully or with
-//   an error entry, and nothing completes that was not accepted;
+//   an error entry, and nothing completes that was not accepted; under
+//   selective completion one posted without FI_COMPLETION has an entry only
+//   when it fails (its counter tells the rest);
 // - a received message is the one sent: length, tag, remote CQ data and
 //   every byte (each send carries its number in its first bytes); a
 //   truncated one is a prefix of it;
@@ -131,6 +134,9 @@ struct op {
     int side = 0;
     bool accepted = false, done = false, tagged = false, has_data = false, sink = false;
     bool fetch = false; ///< an atomic that returns the old value (counted as a read)
+    /** Posted without FI_COMPLETION under FI_SELECTIVE_COMPLETION: no entry
+     *  when it succeeds (only its counter says it is done), one if it fails. */
+    bool silent = false;
     std::uint32_t id = 0;
     std::uint64_t tag = 0, data = 0;
     std::size_t len = 0;           ///< sum of the vector
@@ -207,7 +213,8 @@ struct rig {
         }
     }
 
-    void open_endpoints()
+    /** @p selective: the CQ is bound with FI_SELECTIVE_COMPLETION. */
+    void open_endpoints(bool selective)
     {
         for (side_res &r : s) {
             cq_attr ca;
@@ -217,7 +224,8 @@ struct rig {
             check(cq_open(r.domain, &ca, &r.cq, nullptr) == 0, "cq_open");
             check(av_open(r.domain, &aa, &r.av, nullptr) == 0, "av_open");
             check(endpoint(r.domain, r.fi, &r.ep, nullptr) == 0, "endpoint");
-            check(ep_bind(r.ep, &r.cq->fid, FI_TRANSMIT | FI_RECV) == 0, "bind cq");
+            check(ep_bind(r.ep, &r.cq->fid, FI_TRANSMIT | FI_RECV | (selective ? FI_SELECTIVE_COMPLETION : 0)) == 0,
+                  "bind cq");
             check(ep_bind(r.ep, &r.av->fid, 0) == 0, "bind av");
             const std::uint64_t what[3] = {FI_SEND, FI_WRITE, FI_READ};
             for (int c = 0; c < 3; c++) {
@@ -301,6 +309,7 @@ bool documented(ssize_t rc)
 struct program {
     rig &r;
     reader in;
+    bool selective = false; ///< the CQs are bound with FI_SELECTIVE_COMPLETION
     std::vector<std::unique_ptr<op>> ops;
     std::uint32_t next_id = 1;
     std::map<std::uint32_t, op *> sends; ///< by id: what the receiver checks against
@@ -404,6 +413,13 @@ struct program {
         return m;
     }
 
+    /** The op's flags are @p flags (the plain calls: the endpoint's default,
+     *  which has no FI_COMPLETION): is it silent when it succeeds? */
+    bool silent_with(std::uint64_t flags) const { return selective && !(flags & FI_COMPLETION); }
+    /** FI_COMPLETION where the harness needs to see the entry (a
+     *  multi-receive's release, a peek's answer, a drain receive). */
+    std::uint64_t seen() const { return selective ? FI_COMPLETION : 0; }
+
     void accept(op *o, ssize_t rc, bool inject)
     {
         trace("side %d kind %d id %u len %zu nbufs %zu tagged %d tag %#llx -> %zd\n", o->side, int(o->k), o->id,
@@ -445,6 +461,7 @@ struct program {
         fi_addr_t dest = pick_addr(sr);
         ssize_t rc;
         bool inject = false;
+        std::uint64_t used = 0; // the op's flags where the call takes them
         void *buf = o->bufs[0].get();
         switch (f) {
         case 0:
@@ -480,14 +497,17 @@ struct program {
                 msg_tagged m = message<msg_tagged>(v, niov, dest, o);
                 m.tag = o->tag;
                 m.data = o->data;
+                used = flags;
                 rc = tsendmsg(sr.ep, &m, flags);
             } else {
                 msg m = message<msg>(v, niov, dest, o);
                 m.data = o->data;
+                used = flags;
                 rc = sendmsg(sr.ep, &m, flags);
             }
         }
         }
+        o->silent = f != 2 && f != 3 && silent_with(used);
         if (niov == 0)
             o->len = 0;
         // An inject completes nothing; an injecting sendmsg completes like any send.
@@ -519,6 +539,7 @@ struct program {
         std::uint64_t ignore = in.u8() & 1 ? ~0ull : (in.u8() & 1 ? 0xffffffffull : 0);
         o->tag = tag;
         ssize_t rc;
+        std::uint64_t used = 0; // the op's flags where the call takes them
         std::vector<iovec> v = iovs(o, niov);
         switch (f) {
         case 0:
@@ -532,18 +553,21 @@ struct program {
             break;
         case 3: {
             msg m = message<msg>(v, 1, src, o);
-            rc = recvmsg(sr.ep, &m, FI_MULTI_RECV | (in.u8() & 1 ? FI_COMPLETION : 0));
+            used = FI_MULTI_RECV | (in.u8() & 1 ? FI_COMPLETION : 0) | seen();
+            rc = recvmsg(sr.ep, &m, used);
             break;
         }
         default: {
             msg_tagged m = message<msg_tagged>(v, f == 4 ? 1 : niov, src, o);
             m.tag = tag;
             m.ignore = ignore;
-            rc = trecvmsg(sr.ep, &m, f == 4 ? FI_PEEK : pick_flags() & ~(FI_INJECT | FI_REMOTE_CQ_DATA));
+            used = f == 4 ? FI_PEEK | seen() : pick_flags() & ~(FI_INJECT | FI_REMOTE_CQ_DATA);
+            rc = trecvmsg(sr.ep, &m, used);
         }
         }
         if (niov == 0)
             o->len = 0;
+        o->silent = silent_with(used);
         accept(o, rc, false);
     }
 
@@ -594,6 +618,7 @@ struct program {
         std::vector<iovec> v = iovs(o, niov);
         ssize_t rc;
         bool inject = false;
+        o->silent = silent_with(0);
         switch ((form >> 1) % 3) {
         case 0:
             if (write && (form & 8)) {
@@ -621,6 +646,7 @@ struct program {
             m.context = o;
             m.data = in.u32();
             std::uint64_t flags = pick_flags();
+            o->silent = silent_with(flags);
             o->has_data = write && (flags & FI_REMOTE_CQ_DATA);
             inject = write && (flags & FI_INJECT);
             if (m.rma_iov_count == 0 || niov == 0)
@@ -669,6 +695,7 @@ struct program {
         std::memset(o->bufs[0].get(), 1, bytes);
         ssize_t rc;
         bool inject = false;
+        o->silent = silent_with(0);
         switch ((form >> 1) % 4) {
         case 0:
             rc = atomic(sr.ep, o->bufs[0].get(), count, nullptr, dest, raddr, key, datatype(dt), op_of(aop), o);
@@ -760,6 +787,7 @@ struct program {
             return;
         }
         op *o = find(side, e.op_context, "completion of a refused call");
+        check(!o->silent, "a completion of an operation posted without FI_COMPLETION (selective completion)", o->k);
         switch (o->k) {
         case k_send:
             check(e.flags & FI_SEND, "send completion flags", long(e.flags));
@@ -856,12 +884,33 @@ struct program {
         return false;
     }
 
+    /** Every accepted operation that reports its success has completed
+     *  (a silent one's end only its counter shows: counters_reached). */
     bool all_done() const
     {
         for (auto &o : ops)
-            if (o->accepted && !o->done)
+            if (o->accepted && !o->done && !o->silent)
                 return false;
         return true;
+    }
+    /** Does every transmit counter show as many operations as its side
+     *  started? (More is a failure.) */
+    bool counters_reached()
+    {
+        static const char *const name[3] = {"FI_SEND counter", "FI_WRITE counter", "FI_READ counter"};
+        bool all = true;
+        for (int side = 0; side < 2; side++)
+            for (int c = 0; c < 3; c++) {
+                const std::uint64_t n = cntr_read(r.s[side].cnt[c]) + cntr_readerr(r.s[side].cnt[c]);
+                if (n != counted[side][c])
+                    trace("side %d %s: %llu + %llu errors, %llu started\n", side, name[c],
+                          static_cast<unsigned long long>(cntr_read(r.s[side].cnt[c])),
+                          static_cast<unsigned long long>(cntr_readerr(r.s[side].cnt[c])),
+                          static_cast<unsigned long long>(counted[side][c]));
+                check(n <= counted[side][c], name[c], long(n), long(counted[side][c]));
+                all = all && n == counted[side][c];
+            }
+        return all;
     }
 
     /** Receive whatever is left, cancel what is still posted, and wait for
@@ -870,8 +919,9 @@ struct program {
     {
         auto until = std::chrono::steady_clock::now() + std::chrono::seconds(8); // under -timeout=10
         int round = 0;
-        while (!all_done()) {
-            check(std::chrono::steady_clock::now() < until, "an accepted operation never completed",
+        while (!all_done() || !counters_reached()) {
+            check(std::chrono::steady_clock::now() < until,
+                  all_done() ? "a counter never reached its operations" : "an accepted operation never completed",
                   long(pending_kind()));
             bool any = poll(0);
             any = poll(1) || any;
@@ -884,7 +934,10 @@ struct program {
             // endpoint); then cancel this program's receives.
             bool sends_left = false;
             for (auto &o : ops)
-                if (o->k == k_send && o->accepted && !o->done)
+                if (o->k == k_send && o->accepted && !o->done && !o->silent)
+                    sends_left = true;
+            for (int side = 0; side < 2; side++) // silent ones: their counter has not got there yet
+                if (cntr_read(r.s[side].cnt[0]) + cntr_readerr(r.s[side].cnt[0]) < counted[side][0])
                     sends_left = true;
             for (int side = 0; side < 2; side++) {
                 if (sends_left) {
@@ -901,7 +954,7 @@ struct program {
     long pending_kind() const
     {
         for (auto &o : ops)
-            if (o->accepted && !o->done)
+            if (o->accepted && !o->done && !o->silent)
                 return o->k * 1000 + o->side;
         return -1;
     }
@@ -920,37 +973,20 @@ struct program {
             o->tagged = t;
             o->sink = true;
             make_bufs(o, 70000, 1);
-            ssize_t rc = t ? trecv(r.s[side].ep, o->bufs[0].get(), 70000, nullptr, FI_ADDR_UNSPEC, 0, ~0ull, o)
-                           : fabric::recv(r.s[side].ep, o->bufs[0].get(), 70000, nullptr, FI_ADDR_UNSPEC, o);
+            std::vector<iovec> v = iovs(o, 1);
+            ssize_t rc;
+            if (t) {
+                msg_tagged m = message<msg_tagged>(v, 1, FI_ADDR_UNSPEC, o);
+                m.ignore = ~0ull;
+                rc = trecvmsg(r.s[side].ep, &m, FI_COMPLETION);
+            } else {
+                msg m = message<msg>(v, 1, FI_ADDR_UNSPEC, o);
+                rc = recvmsg(r.s[side].ep, &m, FI_COMPLETION);
+            }
             accept(o, rc, false);
         }
     }
 
-    /** Every transmit counter reaches exactly what its side started (the
-     *  injects, which complete nothing, included), within a bounded time. */
-    void verify_counters()
-    {
-        static const char *const name[3] = {"FI_SEND counter", "FI_WRITE counter", "FI_READ counter"};
-        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(8);
-        for (;;) {
-            bool all = true;
-            for (int side = 0; side < 2; side++)
-                for (int c = 0; c < 3; c++) {
-                    const std::uint64_t n = cntr_read(r.s[side].cnt[c]) + cntr_readerr(r.s[side].cnt[c]);
-                    trace("side %d counter %d: %llu + %llu errors, %llu started\n", side, c,
-                          static_cast<unsigned long long>(cntr_read(r.s[side].cnt[c])),
-                          static_cast<unsigned long long>(cntr_readerr(r.s[side].cnt[c])),
-                          static_cast<unsigned long long>(counted[side][c]));
-                    check(n <= counted[side][c], name[c], long(n), long(counted[side][c]));
-                    all = all && n == counted[side][c];
-                }
-            if (all)
-                return;
-            check(std::chrono::steady_clock::now() < until, "a counter never reached its operations");
-            (void)poll(0);
-            (void)poll(1);
-        }
-    }
 
     void verify_regions()
     {
@@ -1001,8 +1037,7 @@ struct program {
                 }
             }
         }
-        drain();
-        verify_counters();
+        drain(); // which also waits for the counters
         verify_regions();
     }
 };
@@ -1014,8 +1049,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
     if (size < 1)
         return 0;
     rig &r = the_rig(data[0] % 2u);
-    r.open_endpoints();
-    program{r, reader{data + 1, size - 1}}.run();
+    const bool selective = data[0] & 2;
+    r.open_endpoints(selective);
+    program{r, reader{data + 1, size - 1}, selective}.run();
     r.close_endpoints();
     return 0;
 }

@@ -414,7 +414,10 @@ ep = {
     'rma_msg_forms': ep_rma(0, True, L6K, 0x1000, variant=2, niov=2, flags=FL_COMPLETION | FL_DELIVERY) +
     ep_rma(0, False, L6K, 0x1000, variant=2, niov=3) + ep_poll(8),
 }
-# Byte 0 picks the device (mod 2): 0 shm, 1 ethdev's net_ring pair.
+# Byte 0: bit 0 the device (0 shm, 1 ethdev's net_ring pair), bit 1 the CQs
+# bound with FI_SELECTIVE_COMPLETION (a few seeds on shm).
 for name, data in ep.items():
     put('fuzz-fi-ep', name, bytes([0]) + data)
     put('fuzz-fi-ep', 'eth_' + name, bytes([1]) + data)
+for name in ('msg_pingpong', 'sendmsg_flags', 'multi_recv', 'rma_write_read', 'atomics'):
+    put('fuzz-fi-ep', 'selective_' + name, bytes([2]) + ep[name])
