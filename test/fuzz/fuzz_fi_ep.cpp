@@ -33,7 +33,8 @@
 //   covered holds what it wrote, and every other byte its old value;
 // - the counters bound with FI_SEND, FI_WRITE and FI_READ reach exactly the
 //   operations of their kind the endpoint started (success and error
-//   counts together; injects, which complete nothing, included).
+//   counts together; injects, which complete nothing, included), and the
+//   FI_RECV counters of both sides the messages sent successfully.
 // At the end of an input both endpoints post receives for whatever is left
 // and cancel their own; every accepted operation must then complete within
 // a bounded time. Endpoints, CQs and AVs are made per input; fabric,
@@ -165,8 +166,9 @@ struct side_res {
     fid_av *av = nullptr;
     /** Counters bound with FI_SEND, FI_WRITE and FI_READ: each counts every
      *  message, write or base atomic, read or fetching atomic the endpoint
-     *  started, once, "completed successfully or in error" (fi_endpoint(3)). */
-    fid_cntr *cnt[3] = {};
+     *  started, once, "completed successfully or in error" (fi_endpoint(3));
+     *  and one bound with FI_RECV, which counts every message received. */
+    fid_cntr *cnt[4] = {};
     fi_addr_t peer = FI_ADDR_NOTAVAIL, self = FI_ADDR_NOTAVAIL, removed = FI_ADDR_NOTAVAIL;
     std::uint8_t addr[64] = {};
 };
@@ -227,8 +229,8 @@ struct rig {
             check(ep_bind(r.ep, &r.cq->fid, FI_TRANSMIT | FI_RECV | (selective ? FI_SELECTIVE_COMPLETION : 0)) == 0,
                   "bind cq");
             check(ep_bind(r.ep, &r.av->fid, 0) == 0, "bind av");
-            const std::uint64_t what[3] = {FI_SEND, FI_WRITE, FI_READ};
-            for (int c = 0; c < 3; c++) {
+            const std::uint64_t what[4] = {FI_SEND, FI_WRITE, FI_READ, FI_RECV};
+            for (int c = 0; c < 4; c++) {
                 cntr_attr ka;
                 check(cntr_open(r.domain, &ka, &r.cnt[c], nullptr) == 0, "cntr_open");
                 check(ep_bind(r.ep, &r.cnt[c]->fid, what[c]) == 0, "bind counter");
@@ -893,6 +895,17 @@ struct program {
                 return false;
         return true;
     }
+    /** Messages received (the FI_RECV counters of both sides, successes and
+     *  errors: truncated, or dropped by a full unexpected store) against
+     *  messages sent successfully (the FI_SEND successes of both sides):
+     *  negative while some wait to be received. */
+    long recv_balance()
+    {
+        long n = 0;
+        for (side_res &sr : r.s)
+            n += long(cntr_read(sr.cnt[3]) + cntr_readerr(sr.cnt[3])) - long(cntr_read(sr.cnt[0]));
+        return n;
+    }
     /** Does every transmit counter show as many operations as its side
      *  started? (More is a failure.) */
     bool counters_reached()
@@ -919,9 +932,15 @@ struct program {
     {
         auto until = std::chrono::steady_clock::now() + std::chrono::seconds(8); // under -timeout=10
         int round = 0;
-        while (!all_done() || !counters_reached()) {
+        while (!all_done() || !counters_reached() || recv_balance() != 0) {
+            const bool ends = all_done() && counters_reached();
+            // Everything sent is done: a message received more than once, or
+            // that nobody sent, leaves the balance above 0 for good.
+            check(!ends || recv_balance() < 0, "more messages received than sent", recv_balance());
             check(std::chrono::steady_clock::now() < until,
-                  all_done() ? "a counter never reached its operations" : "an accepted operation never completed",
+                  !all_done()    ? "an accepted operation never completed"
+                  : !ends        ? "a counter never reached its operations"
+                                 : "a message sent was never received",
                   long(pending_kind()));
             bool any = poll(0);
             any = poll(1) || any;
@@ -939,6 +958,8 @@ struct program {
             for (int side = 0; side < 2; side++) // silent ones: their counter has not got there yet
                 if (cntr_read(r.s[side].cnt[0]) + cntr_readerr(r.s[side].cnt[0]) < counted[side][0])
                     sends_left = true;
+            if (recv_balance() < 0)
+                sends_left = true; // sent, not yet received: waiting unexpected
             for (int side = 0; side < 2; side++) {
                 if (sends_left) {
                     post_sinks(side);
