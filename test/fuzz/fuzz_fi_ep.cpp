@@ -39,6 +39,7 @@
 // and cancel their own; every accepted operation must then complete within
 // a bounded time. Endpoints, CQs and AVs are made per input; fabric,
 // domains and regions live for the run.
+#include <array>
 #include <chrono>
 #include <cstdarg>
 #include <cstdint>
@@ -638,13 +639,19 @@ struct program {
                        : fabric::read(sr.ep, o->bufs[0].get(), len, nullptr, dest, raddr, key, o);
             break;
         default: {
-            rma_iov ri{raddr, len, key};
+            // No remote segment, one, or the range in two (past the limit
+            // where it is 1).
+            rma_iov ri[2] = {{raddr, len, key}, {raddr + len / 2, len - len / 2, key}};
             msg_rma m;
             m.msg_iov = v.data();
             m.iov_count = niov;
             m.addr = dest;
-            m.rma_iov = &ri;
-            m.rma_iov_count = in.u8() % 4 == 0 ? 0 : 1;
+            m.rma_iov = ri;
+            m.rma_iov_count = std::array<std::size_t, 4>{0, 1, 1, 2}[in.u8() % 4];
+            if (m.rma_iov_count == 2)
+                ri[0].len = len / 2;
+            if (m.rma_iov_count > r.rma_iov_limit)
+                o->rma_in_range = false; // refused
             m.context = o;
             m.data = in.u32();
             std::uint64_t flags = pick_flags();
