@@ -939,15 +939,20 @@ struct program {
     {
         auto until = std::chrono::steady_clock::now() + std::chrono::seconds(8); // under -timeout=10
         int round = 0;
-        while (!all_done() || !counters_reached() || recv_balance() != 0) {
-            const bool ends = all_done() && counters_reached();
+        for (;;) {
+            // Each read once per round: reading a counter drives progress.
+            const bool done = all_done(), reached = counters_reached();
+            const long balance = recv_balance();
+            if (done && reached && balance == 0)
+                break;
+            const bool ends = done && reached;
             // Everything sent is done: a message received more than once, or
             // that nobody sent, leaves the balance above 0 for good.
-            check(!ends || recv_balance() < 0, "more messages received than sent", recv_balance());
+            check(!ends || balance < 0, "more messages received than sent", balance);
             check(std::chrono::steady_clock::now() < until,
-                  !all_done()    ? "an accepted operation never completed"
-                  : !ends        ? "a counter never reached its operations"
-                                 : "a message sent was never received",
+                  !done    ? "an accepted operation never completed"
+                  : !ends  ? "a counter never reached its operations"
+                           : "a message sent was never received",
                   long(pending_kind()));
             bool any = poll(0);
             any = poll(1) || any;
@@ -965,7 +970,7 @@ struct program {
             for (int side = 0; side < 2; side++) // silent ones: their counter has not got there yet
                 if (cntr_read(r.s[side].cnt[0]) + cntr_readerr(r.s[side].cnt[0]) < counted[side][0])
                     sends_left = true;
-            if (recv_balance() < 0)
+            if (balance < 0)
                 sends_left = true; // sent, not yet received: waiting unexpected
             for (int side = 0; side < 2; side++) {
                 if (sends_left) {
