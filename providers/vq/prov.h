@@ -797,6 +797,17 @@ inline std::uint64_t drain_id(int slot, std::uint32_t qpn)
     return (std::uint64_t(3) << 61) | (std::uint64_t(std::uint32_t(slot)) << 32) | qpn;
 }
 inline bool is_drain_id(std::uint64_t id) { return (id >> 61) == 3; }
+/** The wr_id of an operation reported complete when posted (an inject, or
+ *  FI_INJECT_COMPLETE), which asks for no completion: top bits 101, the
+ *  kind in the low bits, and posted_signaled when the send queue's
+ *  reclaiming signals it anyway. Its error or flush completion (a
+ *  connection that broke before it was delivered) is reported late
+ *  (util::tx_fail_after_done): the operation was counted already. */
+enum posted_kind : std::uint64_t { posted_send = 0, posted_write = 1, posted_atomic = 2 };
+inline constexpr std::uint64_t posted_base = std::uint64_t(5) << 61;
+inline constexpr std::uint64_t posted_signaled = std::uint64_t(1) << 8;
+inline constexpr std::uint64_t posted_id(posted_kind k) { return posted_base | k; }
+inline bool is_posted_id(std::uint64_t id) { return (id >> 61) == 5; }
 /** The marker @p id of a retired slot came back from QP @p qpn: close it. */
 void slot_drained(prov_ep *e, std::uint64_t id, std::uint32_t qpn);
 /** Post the markers that found the send queue full (e->undrained). */

@@ -125,7 +125,7 @@ ssize_t rma_direct(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn 
     const bool at_post = inl && completes_at_post(r.flags);
     vq::qp *q = e->slots[c->slot].qp;
     vq::wr_start(q);
-    q->wr_id = at_post ? ~0ULL : tx_id(e, t);
+    q->wr_id = at_post ? posted_id(posted_write) : tx_id(e, t);
     q->wr_flags = at_post ? 0 : vq::WR_SIGNALED;
     const std::uint32_t rkey = std::uint32_t(r.rma[0].key);
     if (!write)
@@ -214,7 +214,7 @@ ssize_t rma_by_target(prov_ep *e, util::ep_core *core, const util::tx_req &r, co
         }
         b[nb++] = {&d, rndv_desc_len(d.niov)};
     }
-    int rc = post_imm(e, c, imm_wire(op, flags, 0), b, nb, false, ~0ULL);
+    int rc = post_imm(e, c, imm_wire(op, flags, 0), b, nb, false, at_post ? posted_id(posted_write) : ~0ULL);
     if (rc) {
         if (t)
             tx_put(e, t);
@@ -449,7 +449,8 @@ ssize_t atomic_op(prov_ep *e, util::ep_core *core, const util::tx_req &r)
         atomic_hdr a{r.rma[0].addr, key, t ? tx_id(e, t) : ~0ULL, operand, compare, std::uint32_t(r.aop),
                      fetch ? 1u : 0u};
         vq::data_buf b{&a, sizeof a};
-        if (int rc = post_imm(e, c, imm_wire(w_atomic_req, 0, 0), &b, 1, false, ~0ULL)) {
+        if (int rc = post_imm(e, c, imm_wire(w_atomic_req, 0, 0), &b, 1, false,
+                              at_post ? posted_id(posted_atomic) : ~0ULL)) {
             if (t)
                 tx_put(e, t);
             return rc;

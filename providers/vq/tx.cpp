@@ -290,7 +290,7 @@ ssize_t send_on(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c)
         vq::data_buf b[1 + iov_max];
         b[0] = {f, fn};
         std::size_t nb = 1 + gather(r.iov, r.count, 0, r.len, b + 1);
-        rc = post_imm(e, c, imm, b, nb, signaled, t ? tx_id(e, t) : ~0ULL);
+        rc = post_imm(e, c, imm, b, nb, signaled, t ? tx_id(e, t) : posted_id(posted_send));
     } else {
         // The fields go first from the entry's registered scratch line.
         auto *hdr = reinterpret_cast<std::uint8_t *>(scratch_of(e, t));
@@ -408,7 +408,7 @@ template <class Post>
         fl = vq::WR_SIGNALED;
     } else if (++sl.unsignaled >= e->signal_every) [[unlikely]] {
         fl = vq::WR_SIGNALED;
-        wr_id = reclaim_id;
+        wr_id = is_posted_id(wr_id) ? wr_id | posted_signaled : reclaim_id;
     }
     int rc = post(sl.qp, wr_id, fl);
     if (rc == 0) [[likely]] {
@@ -488,7 +488,9 @@ void tx_abort(prov_ep *e, tx_entry *t, int err)
 
 void tx_complete(prov_ep *e, const vq::wc &w)
 {
-    if (w.wr_id != ~0ULL && e->scq_pending)
+    // Signaled requests only (an unsignaled one completes only in error).
+    const bool posted = is_posted_id(w.wr_id);
+    if (w.wr_id != ~0ULL && (!posted || (w.wr_id & posted_signaled)) && e->scq_pending)
         e->scq_pending--;
     env::stats::on_depth(e->io, e->scq_pending);
     if (w.status != vq::wc_status::success) [[unlikely]] {
@@ -496,6 +498,14 @@ void tx_complete(prov_ep *e, const vq::wc &w)
         for (conn *c : e->all)
             if (c->slot >= 0 && e->slots[c->slot].qp && e->slots[c->slot].qp->qp_num == w.qp_num)
                 conn_broken(e, c);
+    }
+    if (posted) {
+        if (w.status != vq::wc_status::success) [[unlikely]] {
+            // Reported complete when posted; the connection broke first.
+            static constexpr std::uint64_t cqf[] = {FI_SEND | FI_MSG, FI_RMA | FI_WRITE, FI_ATOMIC | FI_WRITE};
+            util::tx_fail_after_done(e->core, cqf[(w.wr_id & 3) % 3], wc_to_err(w.status));
+        }
+        return;
     }
     if (w.wr_id == ~0ULL || w.wr_id == reclaim_id)
         return;
@@ -660,13 +670,14 @@ template <bool Tagged, bool Locked>
                 const std::uint32_t imm = imm_wire(w_eager, Tagged ? wf_tagged : 0, rx_index_of(c, dest));
                 int rc;
                 if constexpr (Tagged) {
-                    rc = post_on(e, cn->slot, false, ~0ULL, [&](vq::qp *q, std::uint64_t id, unsigned fl) {
+                    rc = post_on(e, cn->slot, false, posted_id(posted_send),
+                                 [&](vq::qp *q, std::uint64_t id, unsigned fl) {
                         // len <= inject_size: it fits 32 bits
                         return vq::post_send_imm_hdr_inline(q, id, imm, tag, buf, std::uint32_t(len), fl);
                     });
                 } else {
                     const vq::data_buf b{buf, len};
-                    rc = post_imm_inl(e, cn->slot, imm, &b, 1, false, ~0ULL);
+                    rc = post_imm_inl(e, cn->slot, imm, &b, 1, false, posted_id(posted_send));
                 }
                 if (rc == 0) [[likely]] {
                     c->inc_send(c->c_send);

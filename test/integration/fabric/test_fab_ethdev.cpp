@@ -44,11 +44,12 @@ struct side {
     fid_av *av = nullptr;
     fid_eq *eq = nullptr;
     std::uint8_t addr[64] = {};
+    std::uint64_t extra_caps = 0; ///< asked for by the caller before open
 
     int open(const char *port, ep_type type)
     {
         info *h = allocinfo();
-        h->caps = FI_MSG | FI_TAGGED;
+        h->caps = FI_MSG | FI_TAGGED | extra_caps;
         h->mode = FI_CONTEXT;
         h->ep_attr->type = type;
         h->domain_attr->name = ::strdup(port);
@@ -235,6 +236,61 @@ long env_int(const char *name, long def)
 // 2^SHUNT_VQ_RC_TIMEOUT, then an FI_EHOSTUNREACH error completion. A value
 // out of range is named in a warning and the driver's default used instead
 // (timeout 16, retry_cnt 7).
+// An inject completes when it is posted. One posted behind an RMA write
+// that the target refuses travels on the same RC QP, which the refusal puts
+// in ERR: the inject is flushed, never delivered. It is not lost silently:
+// the initiator reports it with an error entry carrying the endpoint's
+// context (FI_SEND, FI_ECONNRESET); its counter counted it already.
+TEST(EthdevRdm, AnInjectFlushedBehindARefusedWriteIsReportedNotLostSilently)
+{
+    side a, b;
+    a.extra_caps = b.extra_caps = FI_RMA;
+    fi_addr_t to_b = FI_ADDR_NOTAVAIL, to_a = FI_ADDR_NOTAVAIL;
+    open_pair(a, b, FI_EP_RDM, to_b, to_a);
+    // The connection first.
+    char in[16] = {}, out[8] = {'c', 'o', 'n', 'n'};
+    int rctx = 0, sctx = 0;
+    ASSERT_EQ(recv(b.ep, in, sizeof in, nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+    ASSERT_EQ(post_retry({a.cq, b.cq}, [&] { return send(a.ep, out, sizeof out, nullptr, to_b, &sctx); }), 0);
+    cq_tagged_entry e{};
+    ASSERT_EQ(wait_for(b.cq, &rctx, {a.cq, b.cq}, e), 1);
+    std::vector<std::uint8_t> region(4096);
+    fid_mr *mr = nullptr;
+    ASSERT_EQ(mr_reg(b.domain, region.data(), region.size(), FI_REMOTE_WRITE, 0, 0, 0, &mr, nullptr), 0);
+    int wctx = 0;
+    ASSERT_EQ(write(a.ep, out, sizeof out, nullptr, to_b, reinterpret_cast<std::uintptr_t>(region.data()),
+                    mr_key(mr) ^ 0x55, &wctx),
+              0);
+    ASSERT_EQ(fabric::inject(a.ep, "flushed", 8, to_b), 0);
+    int r2 = 0;
+    char in2[16] = {};
+    ASSERT_EQ(recv(b.ep, in2, sizeof in2, nullptr, FI_ADDR_UNSPEC, &r2), 0);
+    bool write_failed = false, inject_reported = false, inject_arrived = false;
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!(write_failed && (inject_reported || inject_arrived)) && std::chrono::steady_clock::now() < end) {
+        for (fid_cq *c : {a.cq, b.cq}) {
+            cq_tagged_entry x{};
+            ssize_t n = cq_read(c, &x, 1);
+            if (n == 1 && c == b.cq && x.op_context == &r2)
+                inject_arrived = true;
+            if (n != -FI_EAVAIL)
+                continue;
+            cq_err_entry err{};
+            ASSERT_EQ(cq_readerr(c, &err, 0), 1);
+            if (c == a.cq && err.op_context == &wctx)
+                write_failed = true;
+            if (c == a.cq && err.op_context == nullptr && (err.flags & FI_SEND)) {
+                inject_reported = true;
+                EXPECT_EQ(err.err, FI_ECONNRESET);
+            }
+        }
+    }
+    EXPECT_TRUE(write_failed) << "the refused write's own error entry";
+    EXPECT_TRUE(inject_reported || inject_arrived) << "the inject neither arrived nor was reported lost";
+    EXPECT_FALSE(inject_reported && inject_arrived);
+    EXPECT_EQ(fabric::close(&mr->fid), 0);
+}
+
 TEST(EthdevRcTunables, ASilentPeerFailsTheSendAfterTheConfiguredRetries)
 {
     const long t_set = env_int("SHUNT_VQ_RC_TIMEOUT", -1), r_set = env_int("SHUNT_VQ_RC_RETRY_CNT", -1);
