@@ -317,6 +317,7 @@ struct program {
     std::uint32_t next_id = 1;
     std::map<std::uint32_t, op *> sends; ///< by id: what the receiver checks against
     std::uint64_t counted[2][3] = {};    ///< per side: what each counter of side_res::cnt must reach
+    long null_send_errs[2] = {}, ctx_send_errs[2] = {}; ///< send error entries without and with a context
 
     std::size_t pick_len()
     {
@@ -853,9 +854,17 @@ struct program {
         trace("side %d error ctx %p flags %#llx len %zu olen %zu err %d tag %#llx\n", side, e.op_context,
               static_cast<unsigned long long>(e.flags), e.len, e.olen, e.err, static_cast<unsigned long long>(e.tag));
         check(e.err > 0, "error entry without an error", e.err);
-        if (!e.op_context)
-            return; // the endpoint's own error (no operation)
+        if (!e.op_context) {
+            // An inject's failure: counted as an error if it failed before it
+            // was reported complete; reported late (counted as sent) if its
+            // connection broke before delivering it. recv_balance tells.
+            if (e.flags & FI_SEND)
+                null_send_errs[side]++;
+            return;
+        }
         op *o = find(side, e.op_context, "error completion of a refused call");
+        if (o->k == k_send)
+            ctx_send_errs[side]++;
         if (o->k == k_multi && !(e.flags & FI_MULTI_RECV) && e.err != FI_ECANCELED)
             return; // one message of the buffer failed; the buffer goes on
         o->done = true;
@@ -909,8 +918,14 @@ struct program {
     long recv_balance()
     {
         long n = 0;
-        for (side_res &sr : r.s)
+        for (int side = 0; side < 2; side++) {
+            side_res &sr = r.s[side];
             n += long(cntr_read(sr.cnt[3]) + cntr_readerr(sr.cnt[3])) - long(cntr_read(sr.cnt[0]));
+            // Error entries of sends that the error count does not count:
+            // messages counted as sent, then reported lost (a broken
+            // connection, util::tx_fail_after_done).
+            n += null_send_errs[side] - (long(cntr_readerr(sr.cnt[0])) - ctx_send_errs[side]);
+        }
         return n;
     }
     /** Does every transmit counter show as many operations as its side
