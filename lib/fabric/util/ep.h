@@ -229,10 +229,11 @@ inline void tx_done(ep_core *c, std::uint64_t flags, void *ctx, std::uint64_t cq
 /** Failed transmit: always a CQ error entry, and the error counter. */
 void tx_fail(ep_core *c, void *ctx, std::uint64_t cq_flags, int err, std::size_t len = 0);
 /** A transmit already reported complete (an inject, counted when it was
- *  posted) failed afterwards, at the target: a CQ error entry with the
- *  endpoint's context, and no counter change — the counter counted the
- *  operation once already (fi_endpoint(3): each operation "completed
- *  successfully or in error"). */
+ *  posted) failed afterwards — its target refused it, or its connection
+ *  broke before delivering it: a CQ error entry with the endpoint's
+ *  context, and no counter change — the counter counted the operation once
+ *  already (fi_endpoint(3): each operation "completed successfully or in
+ *  error"). */
 void tx_fail_after_done(ep_core *c, std::uint64_t cq_flags, int err);
 
 /** A message arrived: match it and place it (or keep it unexpected).
