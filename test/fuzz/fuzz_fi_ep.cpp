@@ -294,7 +294,9 @@ rig &the_rig(unsigned which)
     return *m;
 }
 
-/** The errors a data call may return besides 0 and -FI_EAGAIN. */
+/** The errors a data call of an enabled RDM endpoint may return besides 0
+ *  and -FI_EAGAIN, as fabric_msg(3), fabric_rma(3) and fabric_atomic(3)
+ *  list them. */
 bool documented(ssize_t rc)
 {
     switch (-rc) {
@@ -302,10 +304,8 @@ bool documented(ssize_t rc)
     case FI_EMSGSIZE:
     case FI_EOPNOTSUPP:
     case FI_EBADFLAGS:
-    case FI_EADDRNOTAVAIL:
     case FI_EHOSTUNREACH: // a peer whose connection timed out (fabric.md, RDM)
-    case FI_ENOMEM:
-    case FI_E2BIG:
+    case FI_ENOMEM:       // no memory for a new peer's record
         return true;
     default:
         return false;
