@@ -469,6 +469,36 @@ bool take_unexp(ep_core *posted_on, rx_entry *e, bool tagged, unexp_msg *u)
     return released;
 }
 
+/** A receive buffer's checks: at most the endpoint's iov_limit entries,
+ *  none with a null base and a length. Sets @p total. */
+int rx_iov_check(const ep_core *c, const iovec *iov, std::size_t count, std::size_t &total)
+{
+    if (count > rx_iov_max || (!iov && count)) [[unlikely]]
+        return -FI_EINVAL;
+    if (c->fclass != FI_CLASS_SRX_CTX && count > (c->info->rx_attr ? c->info->rx_attr->iov_limit : 1)) [[unlikely]]
+        return -FI_EINVAL;
+    bool bad = false;
+    total = iov_len(iov, count, bad);
+    return bad ? -FI_EINVAL : 0;
+}
+
+/** Entry @p e describes the (checked) buffer @p iov, nothing of it used. */
+void rx_fill(rx_entry *e, void *context, std::uint64_t flags, const iovec *iov, void **desc, std::size_t count,
+             std::size_t total)
+{
+    e->context = context;
+    e->flags = flags;
+    e->iov_count = count;
+    for (std::size_t i = 0; i < count; i++) {
+        e->iov[i] = iov[i];
+        e->desc[i] = desc ? desc[i] : nullptr;
+    }
+    e->total = total;
+    e->used = 0;
+    e->pending = 0;
+    e->released = false;
+}
+
 ssize_t post_recv(fid_ep *ep, const iovec *iov, void **desc, std::size_t count, fi_addr_t src, std::uint64_t tag,
                   std::uint64_t ignore, std::uint64_t flags, void *context, bool tagged)
 {
@@ -478,14 +508,9 @@ ssize_t post_recv(fid_ep *ep, const iovec *iov, void **desc, std::size_t count, 
         return -FI_EOPBADSTATE;
     if (!(c->caps & FI_RECV) || !(c->caps & kind_flag(tagged))) [[unlikely]]
         return -FI_EOPNOTSUPP;
-    if (count > rx_iov_max || (!iov && count)) [[unlikely]]
-        return -FI_EINVAL;
-    if (c->fclass != FI_CLASS_SRX_CTX && count > (c->info->rx_attr ? c->info->rx_attr->iov_limit : 1)) [[unlikely]]
-        return -FI_EINVAL;
-    bool bad = false;
-    std::size_t total = iov_len(iov, count, bad);
-    if (bad) [[unlikely]]
-        return -FI_EINVAL;
+    std::size_t total = 0;
+    if (int rc = rx_iov_check(c, iov, count, total)) [[unlikely]]
+        return rc;
     if (flags & FI_MULTI_RECV) {
         if (!(c->caps & (tagged ? FI_TAGGED_MULTI_RECV : FI_MULTI_RECV)))
             return -FI_EOPNOTSUPP;
@@ -496,20 +521,10 @@ ssize_t post_recv(fid_ep *ep, const iovec *iov, void **desc, std::size_t count, 
     rx_entry *e = c->rx->get();
     if (!e) [[unlikely]]
         return -FI_EAGAIN;
-    e->context = context;
-    e->flags = (flags & (FI_MULTI_RECV | FI_COMPLETION)) | kind_flag(tagged);
+    rx_fill(e, context, (flags & (FI_MULTI_RECV | FI_COMPLETION)) | kind_flag(tagged), iov, desc, count, total);
     e->src = src;
     e->tag = tag;
     e->ignore = ignore;
-    e->iov_count = count;
-    for (std::size_t i = 0; i < count; i++) {
-        e->iov[i] = iov[i];
-        e->desc[i] = desc ? desc[i] : nullptr;
-    }
-    e->total = total;
-    e->used = 0;
-    e->pending = 0;
-    e->released = false;
     // Unexpected messages first: they arrived before this receive.
     fifo<unexp_msg> &ul = tagged ? c->rx->utagged : c->rx->umsg;
     if (!(flags & FI_MULTI_RECV)) {
