@@ -581,6 +581,8 @@ ssize_t peek_claim(fid_ep *ep, const msg_tagged *m, std::uint64_t flags)
     ep_core *c = core_of(ep);
     if (!ep_ready(c))
         return -FI_EOPBADSTATE;
+    if (!(c->caps & FI_RECV) || !(c->caps & FI_TAGGED))
+        return -FI_EOPNOTSUPP;
     auto *ctx = static_cast<context *>(m->context);
     if ((flags & FI_CLAIM) && !ctx)
         return -FI_EINVAL;
@@ -625,28 +627,23 @@ ssize_t peek_claim(fid_ep *ep, const msg_tagged *m, std::uint64_t flags)
     }
     if (!x || x->claim != ctx)
         return -FI_EINVAL;
-    c->rx->utagged.unlink(prev, x);
-    if (flags & FI_DISCARD) {
+    if (flags & FI_DISCARD) { // the buffer is ignored (fi_tagged(3))
+        c->rx->utagged.unlink(prev, x);
         if (ep_core *r = receiver(c, x); r->rx_cq)
             cq_write(r->rx_cq, m->context, FI_RECV | FI_TAGGED, 0, nullptr, 0, x->tag, x->src);
         discard_unexp(receiver(c, x), c->rx, x);
         return 0;
     }
+    // Checked as any receive's; a refused call leaves the message claimed.
+    std::size_t total = 0;
+    if (int rc = rx_iov_check(c, m->msg_iov, m->iov_count, total))
+        return rc;
     rx_entry *e = c->rx->get();
-    if (!e) {
-        c->rx->utagged.push(x);
+    if (!e)
         return -FI_EAGAIN;
-    }
-    e->context = m->context;
-    e->flags = FI_TAGGED | FI_COMPLETION;
-    e->iov_count = m->iov_count;
-    bool bad = false;
-    for (std::size_t i = 0; i < m->iov_count && i < rx_iov_max; i++)
-        e->iov[i] = m->msg_iov[i];
-    e->total = iov_len(m->msg_iov, m->iov_count, bad);
-    e->used = 0;
-    e->pending = 0;
-    e->released = false;
+    c->rx->utagged.unlink(prev, x);
+    rx_fill(e, m->context, FI_TAGGED | ((flags | to_handle(ep)->rx_comp_force) & FI_COMPLETION), m->msg_iov, m->desc,
+            m->iov_count, total);
     take_unexp(c, e, true, x);
     return 0;
 }

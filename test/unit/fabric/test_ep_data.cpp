@@ -261,6 +261,104 @@ TEST_F(ep_data, TaggedPeekClaimAndDiscard)
     EXPECT_EQ(cq_read(b.cq, &e, 1), -FI_EAVAIL) << "discarded";
 }
 
+// The receive of a claimed message checks its buffer as any receive does;
+// a refused one leaves the message claimed, to be received later.
+TEST_F(ep_data, ClaimingReceiveChecksItsBuffer)
+{
+    pair();
+    ASSERT_EQ(tsend(a.ep, "claimme", 8, nullptr, to_b, 42, nullptr), 0);
+    context ctx{};
+    msg_tagged m;
+    m.tag = 42;
+    m.context = &ctx;
+    m.addr = FI_ADDR_UNSPEC;
+    ASSERT_EQ(trecvmsg(b.ep, &m, FI_PEEK | FI_CLAIM), 0);
+    cq_tagged_entry e{};
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    char buf[16] = {};
+    iovec v[6];
+    for (auto &x : v)
+        x = {buf, 1};
+    m.msg_iov = v;
+    m.iov_count = 6;
+    EXPECT_EQ(trecvmsg(b.ep, &m, FI_CLAIM), -FI_EINVAL) << "more entries than iov_limit";
+    m.msg_iov = nullptr;
+    m.iov_count = 1;
+    EXPECT_EQ(trecvmsg(b.ep, &m, FI_CLAIM), -FI_EINVAL) << "no vector";
+    iovec null_base{nullptr, 8};
+    m.msg_iov = &null_base;
+    EXPECT_EQ(trecvmsg(b.ep, &m, FI_CLAIM), -FI_EINVAL) << "a null buffer with a length";
+    EXPECT_EQ(cq_read(b.cq, &e, 1), -FI_EAGAIN) << "nothing received by a refused call";
+    v[0] = {buf, sizeof buf};
+    m.msg_iov = v;
+    ASSERT_EQ(trecvmsg(b.ep, &m, FI_CLAIM), 0);
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    EXPECT_EQ(e.op_context, &ctx);
+    EXPECT_EQ(e.len, 8u);
+    EXPECT_STREQ(buf, "claimme");
+}
+
+// FI_DISCARD ignores the buffer: a claimed message is dropped whatever
+// vector comes with it.
+TEST_F(ep_data, DiscardingAClaimedMessageIgnoresTheBuffer)
+{
+    pair();
+    ASSERT_EQ(tsend(a.ep, "dropme", 7, nullptr, to_b, 43, nullptr), 0);
+    context ctx{};
+    msg_tagged m;
+    m.tag = 43;
+    m.context = &ctx;
+    m.addr = FI_ADDR_UNSPEC;
+    ASSERT_EQ(trecvmsg(b.ep, &m, FI_PEEK | FI_CLAIM), 0);
+    cq_tagged_entry e{};
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    m.msg_iov = nullptr;
+    m.iov_count = 9;
+    ASSERT_EQ(trecvmsg(b.ep, &m, FI_CLAIM | FI_DISCARD), 0);
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    EXPECT_EQ(e.op_context, &ctx);
+    EXPECT_EQ(e.tag, 43u);
+    EXPECT_EQ(trecvmsg(b.ep, &m, FI_CLAIM | FI_DISCARD), -FI_EINVAL) << "no longer claimed";
+}
+
+// Under selective completion the receive of a claimed message completes
+// like any receive: with an entry only when FI_COMPLETION asks for it.
+TEST_F(ep_data, ClaimingReceiveFollowsSelectiveCompletion)
+{
+    ASSERT_EQ(test::open_ep(env, a, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(test::open_ep(env, b, FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION), 0);
+    to_b = test::add_peer(a, b);
+    to_a = test::add_peer(b, a);
+    ASSERT_EQ(tsend(a.ep, "one", 4, nullptr, to_b, 1, nullptr), 0);
+    ASSERT_EQ(tsend(a.ep, "two", 4, nullptr, to_b, 2, nullptr), 0);
+    context c1{}, c2{};
+    char b1[8] = {}, b2[8] = {};
+    iovec v1{b1, sizeof b1}, v2{b2, sizeof b2};
+    msg_tagged m;
+    m.addr = FI_ADDR_UNSPEC;
+    cq_tagged_entry e{};
+    m.tag = 1;
+    m.context = &c1;
+    ASSERT_EQ(trecvmsg(b.ep, &m, FI_PEEK | FI_CLAIM), 0);
+    ASSERT_EQ(test::read_one(b.cq, e), 1) << "a peek always reports what it found";
+    m.tag = 2;
+    m.context = &c2;
+    ASSERT_EQ(trecvmsg(b.ep, &m, FI_PEEK | FI_CLAIM), 0);
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    m.context = &c1;
+    m.msg_iov = &v1;
+    m.iov_count = 1;
+    ASSERT_EQ(trecvmsg(b.ep, &m, FI_CLAIM), 0);
+    m.context = &c2;
+    m.msg_iov = &v2;
+    ASSERT_EQ(trecvmsg(b.ep, &m, FI_CLAIM | FI_COMPLETION), 0);
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    EXPECT_EQ(e.op_context, &c2) << "the receive without FI_COMPLETION has no entry";
+    EXPECT_EQ(cq_read(b.cq, &e, 1), -FI_EAGAIN);
+    EXPECT_STREQ(b1, "one");
+    EXPECT_STREQ(b2, "two");
+}
+
 TEST_F(ep_data, MultiRecvPacksMessagesAndReleasesBelowMinimum)
 {
     pair();

@@ -89,6 +89,14 @@ TEST_F(ep_rules, SendOnlyEndpointNeedsOnlyATransmitCq)
     EXPECT_EQ(enable(ep), 0);
     char b[4];
     EXPECT_EQ(recv(ep, b, 4, nullptr, FI_ADDR_UNSPEC, nullptr), -FI_EOPNOTSUPP) << "no FI_RECV capability";
+    context ctx{};
+    msg_tagged m;
+    m.addr = FI_ADDR_UNSPEC;
+    m.context = &ctx;
+    EXPECT_EQ(trecvmsg(ep, &m, FI_PEEK), -FI_EOPNOTSUPP) << "no FI_TAGGED and FI_RECV";
+    EXPECT_EQ(trecvmsg(ep, &m, FI_PEEK | FI_CLAIM), -FI_EOPNOTSUPP);
+    cq_tagged_entry e{};
+    EXPECT_EQ(cq_read(c, &e, 1), -FI_EAGAIN) << "and nothing reported";
     EXPECT_EQ(close(&ep->fid), 0);
     EXPECT_EQ(close(&c->fid), 0);
     EXPECT_EQ(close(&v->fid), 0);
