@@ -21,13 +21,16 @@ namespace {
 
 enum kind_index { k_msg = 0, k_tagged = 1, k_rma = 2, k_atomic = 3 };
 
+/** The bytes of @p iov; @p bad when an entry has a length and no base, or
+ *  the sum does not fit in a size_t. */
 std::size_t iov_len(const iovec *iov, std::size_t count, bool &bad)
 {
     std::size_t n = 0;
     for (std::size_t i = 0; i < count; i++) {
         if (!iov[i].iov_base && iov[i].iov_len)
             bad = true;
-        n += iov[i].iov_len;
+        if (__builtin_add_overflow(n, iov[i].iov_len, &n)) [[unlikely]]
+            bad = true;
     }
     return n;
 }

@@ -38,10 +38,12 @@ ssize_t post_rma(fid_ep *e, bool write, const iovec *iov, void **desc, std::size
     for (std::size_t i = 0; i < count; i++) {
         if (!iov[i].iov_base && iov[i].iov_len)
             return -FI_EINVAL;
-        len += iov[i].iov_len;
+        if (__builtin_add_overflow(len, iov[i].iov_len, &len)) [[unlikely]]
+            return -FI_EINVAL;
     }
     for (std::size_t i = 0; i < rma_count; i++)
-        rlen += rma[i].len;
+        if (__builtin_add_overflow(rlen, rma[i].len, &rlen)) [[unlikely]]
+            return -FI_EINVAL;
     if (len != rlen) [[unlikely]]
         return -FI_EINVAL;
     if (len > c->max_size[2]) [[unlikely]]
@@ -193,6 +195,8 @@ ssize_t post_atomic(fid_ep *e, tx_req::kind_t kind, const ioc *iov, void **desc,
     for (std::size_t i = 0; i < count; i++) {
         if (!iov[i].addr && iov[i].count && o != FI_ATOMIC_READ)
             return -FI_EINVAL;
+        if (iov[i].count > max_count) [[unlikely]] // nor can the sum or the bytes wrap
+            return -FI_EINVAL;
         v[i] = iovec{iov[i].addr, iov[i].count * esize};
         elems += iov[i].count;
     }
@@ -210,11 +214,15 @@ ssize_t post_atomic(fid_ep *e, tx_req::kind_t kind, const ioc *iov, void **desc,
     for (std::size_t i = 0; i < res_count; i++) {
         if (!res[i].addr && res[i].count) [[unlikely]]
             return -FI_EINVAL; // a fetch must have somewhere to put the value
+        if (res[i].count > max_count) [[unlikely]]
+            return -FI_EINVAL;
         rv[i] = iovec{res[i].addr, res[i].count * esize};
         relems += res[i].count;
     }
     for (std::size_t i = 0; i < cmp_count; i++) {
         if (!cmp[i].addr && cmp[i].count) [[unlikely]]
+            return -FI_EINVAL;
+        if (cmp[i].count > max_count) [[unlikely]]
             return -FI_EINVAL;
         cv[i] = iovec{cmp[i].addr, cmp[i].count * esize};
         celems += cmp[i].count;

@@ -805,6 +805,48 @@ TEST_F(ep_data, RmaMessagesWithoutARemoteSegmentAreRefused)
     EXPECT_EQ(close(&mr->fid), 0);
 }
 
+// Vector lengths (or element counts) whose sum does not fit in a size_t
+// are refused, not summed modulo 2^64 into a short operation.
+TEST_F(ep_data, VectorsWhoseLengthsWrapAreRefused)
+{
+    pair();
+    std::uint64_t target[2] = {10, 20};
+    fid_mr *mr = nullptr;
+    ASSERT_EQ(mr_reg(env.domain, target, sizeof target, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 5, 0, &mr, nullptr), 0);
+    std::uint64_t local[2] = {1, 2};
+    const std::size_t huge = SIZE_MAX;
+    iovec v[2] = {{local, huge}, {local, 2}}; // 1 byte modulo 2^64
+    EXPECT_EQ(sendv(a.ep, v, nullptr, 2, to_b, nullptr), -FI_EINVAL);
+    EXPECT_EQ(tsendv(a.ep, v, nullptr, 2, to_b, 7, nullptr), -FI_EINVAL);
+    EXPECT_EQ(recvv(b.ep, v, nullptr, 2, FI_ADDR_UNSPEC, nullptr), -FI_EINVAL);
+    EXPECT_EQ(trecvv(b.ep, v, nullptr, 2, FI_ADDR_UNSPEC, 7, 0, nullptr), -FI_EINVAL);
+    EXPECT_EQ(writev(a.ep, v, nullptr, 2, to_b, 0, 5, nullptr), -FI_EINVAL);
+    EXPECT_EQ(readv(a.ep, v, nullptr, 2, to_b, 0, 5, nullptr), -FI_EINVAL);
+    ioc elems[2] = {{local, huge}, {local, 2}}; // 1 element modulo 2^64
+    rma_ioc r{0, 1, 5};
+    msg_atomic m;
+    m.msg_iov = elems;
+    m.iov_count = 2;
+    m.addr = to_b;
+    m.rma_iov = &r;
+    m.rma_iov_count = 1;
+    m.datatype = FI_UINT64;
+    m.op = FI_SUM;
+    EXPECT_EQ(atomicmsg(a.ep, &m, 0), -FI_EINVAL);
+    std::uint64_t old[2] = {};
+    ioc res[2] = {{old, huge}, {old, 2}};
+    ioc one{local, 1};
+    m.msg_iov = &one;
+    m.iov_count = 1;
+    EXPECT_EQ(fetch_atomicmsg(a.ep, &m, res, nullptr, 2, 0), -FI_EINVAL) << "result counts";
+    cq_tagged_entry e;
+    EXPECT_EQ(cq_read(a.cq, &e, 1), -FI_EAGAIN) << "nothing was posted";
+    EXPECT_EQ(cq_read(b.cq, &e, 1), -FI_EAGAIN);
+    EXPECT_EQ(target[0], 10u);
+    EXPECT_EQ(target[1], 20u);
+    EXPECT_EQ(close(&mr->fid), 0);
+}
+
 // The unexpected store's bound (SHUNT_UNEXPECTED_BYTES, read at enable): a
 // message past it is not kept; the receiving endpoint reports it (FI_ENOMEM
 // with the endpoint's context, nothing written, its tag and length) and its
