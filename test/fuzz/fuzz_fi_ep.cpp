@@ -9,7 +9,10 @@
 // it), vectors of any count (past the limit too), flags of any mix (unknown
 // bits included), destinations that are the peer, the endpoint itself, an
 // address removed or never inserted; receives with and without tags, with
-// FI_MULTI_RECV and FI_PEEK; fi_cancel of any outstanding receive; RMA to
+// FI_MULTI_RECV and FI_PEEK (claiming the message, or dropping it), the
+// FI_CLAIM calls that receive or drop a claimed message, and FI_CLAIM with a
+// context that claimed nothing; FI_MORE among the flags; fi_cancel of any
+// outstanding receive; RMA to
 // the peer's region at any offset and length, with its key or another;
 // atomics of any datatype, operation, element count and offset (their
 // target bytes are not checked, only their completions).
@@ -27,7 +30,8 @@
 //   when it fails (its counter tells the rest);
 // - a received message is the one sent: length, tag, remote CQ data and
 //   every byte (each send carries its number in its first bytes); a
-//   truncated one is a prefix of it;
+//   truncated one is a prefix of it; a claimed message waits for its
+//   FI_CLAIM call, and one dropped is never received;
 // - RMA: a read returns, byte for byte, what the target region held or a
 //   write put there; at the end of the input every byte a successful write
 //   covered holds what it wrote, and every other byte its old value;
@@ -142,6 +146,10 @@ struct op {
     /** Posted without FI_COMPLETION under FI_SELECTIVE_COMPLETION: no entry
      *  when it succeeds (only its counter says it is done), one if it fails. */
     bool silent = false;
+    /** A peek asked FI_CLAIM (claim) or FI_DISCARD (discard); claimed: its
+     *  peek found a message, which now waits for this op's FI_CLAIM call. */
+    bool claim = false, discard = false, claimed = false;
+    bool dropped = false; ///< its claimed message was dropped (counted then)
     std::uint32_t id = 0;
     std::uint64_t tag = 0, data = 0;
     std::size_t len = 0;           ///< sum of the vector
@@ -322,6 +330,7 @@ struct program {
     std::set<std::uint32_t> received;    ///< the ids of the messages received (at least 4 bytes)
     std::uint64_t counted[2][3] = {};    ///< per side: what each counter of side_res::cnt must reach
     long null_send_errs[2] = {}, ctx_send_errs[2] = {}; ///< send error entries without and with a context
+    long discarded = 0; ///< messages dropped by FI_DISCARD: sent, never received
 
     std::size_t pick_len()
     {
@@ -359,12 +368,14 @@ struct program {
     std::uint64_t pick_flags()
     {
         static const std::uint64_t bits[] = {FI_COMPLETION, FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRANSMIT_COMPLETE,
-                                             FI_DELIVERY_COMPLETE, FI_INJECT_COMPLETE, FI_FENCE, 1ULL << 40};
+                                             FI_DELIVERY_COMPLETE, FI_INJECT_COMPLETE, FI_FENCE};
         std::uint8_t b = in.u8();
         std::uint64_t f = 0;
-        for (int i = 0; i < 8; i++)
+        for (int i = 0; i < 7; i++)
             if (b & (1u << i))
                 f |= bits[i];
+        if (b & 0x80) // FI_MORE (a hint), or a bit no flag has
+            f |= in.u8() & 1 ? FI_MORE : 1ULL << 40;
         return f;
     }
 
@@ -569,7 +580,15 @@ struct program {
             msg_tagged m = message<msg_tagged>(v, f == 4 ? 1 : niov, src, o);
             m.tag = tag;
             m.ignore = ignore;
-            used = f == 4 ? FI_PEEK | seen() : pick_flags() & ~(FI_INJECT | FI_REMOTE_CQ_DATA);
+            if (f == 4) {
+                // A peek that may claim the message or drop it.
+                unsigned how = form / 6 % 3;
+                o->claim = how == 1;
+                o->discard = how == 2;
+                used = FI_PEEK | (o->claim ? FI_CLAIM : 0) | (o->discard ? FI_DISCARD : 0) | seen();
+            } else {
+                used = pick_flags() & ~(FI_INJECT | FI_REMOTE_CQ_DATA);
+            }
             rc = trecvmsg(sr.ep, &m, used);
         }
         }
@@ -744,6 +763,71 @@ struct program {
             w[o->roff + i] = true;
     }
 
+    /** Receive or drop a message a peek claimed (FI_CLAIM, FI_CLAIM |
+     *  FI_DISCARD), or name a context that claimed nothing (refused). */
+    void do_claim(int side)
+    {
+        std::vector<op *> c;
+        for (auto &o : ops)
+            if (o->side == side && o->claimed)
+                c.push_back(o.get());
+        std::uint8_t form = in.u8();
+        if (c.empty() || form >> 3 == 0x1f) {
+            op *o = new_op(k_recv, side); // its context claimed nothing
+            make_bufs(o, 64, 1);
+            std::vector<iovec> v = iovs(o, 1);
+            msg_tagged m = message<msg_tagged>(v, 1, FI_ADDR_UNSPEC, o);
+            ssize_t rc = trecvmsg(r.s[side].ep, &m, FI_CLAIM | (form & 8 ? FI_DISCARD : 0));
+            trace("side %d claim of nothing -> %zd\n", side, rc);
+            check(rc == -FI_EINVAL, "FI_CLAIM with a context that claimed nothing", rc);
+            return;
+        }
+        op *o = c[in.u8() % c.size()];
+        const std::size_t len = pick_len();
+        const std::size_t niov = form & 2 ? in.u8() % (r.iov_limit + 2) : 1;
+        claim(o, form & 1, len, niov, form & 4 ? FI_COMPLETION : seen());
+    }
+    /** The FI_CLAIM call for @p o's claimed message: drop it, or receive it
+     *  into @p len bytes in @p niov buffers. The same op (its context) then
+     *  waits for the completion. */
+    void claim(op *o, bool drop, std::size_t len, std::size_t niov, std::uint64_t flags)
+    {
+        side_res &sr = r.s[o->side];
+        o->bufs.clear(); // the peek's: never the provider's
+        o->lens.clear();
+        make_bufs(o, std::min<std::size_t>(len, 70000), niov);
+        std::vector<iovec> v = iovs(o, niov);
+        msg_tagged m = message<msg_tagged>(v, niov, FI_ADDR_UNSPEC, o);
+        if (drop) { // ignored with FI_DISCARD
+            m.msg_iov = nullptr;
+            m.iov_count = niov + r.iov_limit;
+        }
+        ssize_t rc = trecvmsg(sr.ep, &m, FI_CLAIM | (drop ? FI_DISCARD : flags));
+        trace("side %d claim %s of %p, %zu bytes in %zu -> %zd\n", o->side, drop ? "drop" : "receive",
+              static_cast<void *>(o), o->len, niov, rc);
+        if (drop)
+            check(rc == 0, "FI_CLAIM | FI_DISCARD of a claimed message", rc);
+        else if (niov <= r.iov_limit)
+            check(rc == 0 || rc == -FI_EAGAIN, "FI_CLAIM into a valid buffer", rc);
+        else
+            check(rc == -FI_EINVAL, "FI_CLAIM into more buffers than iov_limit", rc);
+        if (rc)
+            return; // still claimed
+        o->claimed = false;
+        o->done = false;
+        if (drop) {
+            o->k = k_peek; // a completion of length 0
+            o->claim = false;
+            o->dropped = true;
+            discarded++;
+            return;
+        }
+        o->k = k_recv;
+        o->silent = silent_with(flags);
+        if (niov == 0)
+            o->len = 0;
+    }
+
     void do_cancel(int side)
     {
         std::vector<op *> c;
@@ -828,6 +912,10 @@ struct program {
             break;
         case k_peek:
             o->done = true;
+            // Found: claimed for a later FI_CLAIM call, or dropped.
+            o->claimed = o->claim;
+            if (o->discard && !o->dropped)
+                discarded++;
             break;
         case k_recv: {
             o->done = true;
@@ -931,7 +1019,7 @@ struct program {
             // connection, util::tx_fail_after_done).
             n += null_send_errs[side] - (long(cntr_readerr(sr.cnt[0])) - ctx_send_errs[side]);
         }
-        return n;
+        return n + discarded;
     }
     /** Does every transmit counter show as many operations as its side
      *  started? (More is a failure.) */
@@ -995,6 +1083,9 @@ struct program {
             for (int side = 0; side < 2; side++) {
                 if (sends_left) {
                     post_sinks(side);
+                    for (auto &o : ops)
+                        if (o->side == side && o->claimed)
+                            claim(o.get(), false, 70000, 1, FI_COMPLETION);
                     continue;
                 }
                 for (auto &o : ops)
@@ -1082,6 +1173,9 @@ struct program {
                 break;
             case 5:
                 do_cancel(side);
+                break;
+            case 7:
+                do_claim(side);
                 break;
             default:
                 for (int i = 0; i < 1 + (b >> 4); i++) {

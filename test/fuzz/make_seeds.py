@@ -322,8 +322,8 @@ vq_seed('eth_raw_tso', 1, bytes([TSO, Q_RAW]) + u16(54) + u16(1000) + bytes([F_S
 # ---- fuzz-fi-ep: byte 0 the device, then a program of endpoint calls (see
 # the harness for the bytes each call reads). Op byte: bit 0 the side;
 # (byte >> 1) % 8: 0 send, 2 receive, 4 RMA, 5 cancel, 6 poll (1 + byte >> 4
-# rounds).
-EP_SEND, EP_RECV, EP_RMA, EP_CANCEL, EP_POLL = 0, 4, 8, 10, 12
+# rounds), 7 FI_CLAIM.
+EP_SEND, EP_RECV, EP_RMA, EP_CANCEL, EP_POLL, EP_CLAIM = 0, 4, 8, 10, 12, 14
 # pick_len: an index into its table (or 0x80 | n: n * 37 bytes).
 L0, L8, L64, L_INJ, L_INJ1, L4K, L6K, L64K, L_PAST_MAX = 0, 4, 7, 10, 11, 14, 16, 19, 21
 PEER, SELF, REMOVED = 4, 0, 1
@@ -341,19 +341,35 @@ def ep_send(side, length, tagged=False, form=0, dest=PEER, tag_hi=0, data=0x0102
     return b
 
 
+PEEK_CLAIM, PEEK_DISCARD = 10, 16  # peek forms: FI_PEEK | FI_CLAIM, FI_PEEK | FI_DISCARD
+
+
 def ep_recv(side, length, form=0, tag_hi=0, tag_lo=0, any_tag=True, niov=1, multi_len=64, flags=0):
-    """form: 0 recv, 1 trecv, 2 recvv, 3 multi-receive, 4 peek, 5 trecvmsg."""
+    """form % 6: 0 recv, 1 trecv, 2 recvv, 3 multi-receive, 4 peek (form / 6 % 3: 0 FI_PEEK, 1 with FI_CLAIM,
+    2 with FI_DISCARD), 5 trecvmsg."""
     b = bytes([EP_RECV | side, form, length])
-    if form == 3:
+    if form % 6 == 3:
         b += bytes([multi_len])
-    if form in (2, 5):
+    if form % 6 in (2, 5):
         b += bytes([niov])
     b += bytes([1])  # from any source
     b += bytes([tag_hi, 0, tag_lo]) + (bytes([1]) if any_tag else bytes([0, 0]))
-    if form == 3:
+    if form % 6 == 3:
         b += bytes([1])
-    if form == 5:
+    if form % 6 == 5:
         b += bytes([flags])
+    return b
+
+
+def ep_claim(side, length=0, drop=False, niov=None, completion=False, nothing=False):
+    """FI_CLAIM of a claimed message (the side's first): receive it into length bytes (niov buffers), or drop it;
+    nothing: FI_CLAIM with a context that claimed nothing."""
+    if nothing:
+        return bytes([EP_CLAIM | side, 0xf8])
+    form = int(drop) | (2 if niov is not None else 0) | (4 if completion else 0)
+    b = bytes([EP_CLAIM | side, form, 0, length])
+    if niov is not None:
+        b += bytes([niov])
     return b
 
 
@@ -398,6 +414,14 @@ ep = {
     ep_poll(8),
     'peek_and_cancel': ep_send(0, L64, tagged=True) + ep_poll(4) + ep_recv(1, L64, form=4) + ep_poll(2) +
     ep_recv(1, L8, form=1, any_tag=False) + bytes([EP_CANCEL | 1, 0]) + ep_poll(2),
+    'peek_claim_receive': ep_send(0, L64, tagged=True) + ep_send(0, L4K, tagged=True) + ep_poll(4) +
+    ep_recv(1, L64, form=PEEK_CLAIM) + ep_poll(2) + ep_claim(1, nothing=True) + ep_claim(1, L8, niov=5) +
+    ep_claim(1, L64, niov=2) + ep_recv(1, L4K, form=1) + ep_poll(4),
+    'peek_claim_drop': ep_send(0, L64, tagged=True) + ep_send(0, L8, tagged=True) + ep_poll(4) +
+    ep_recv(1, L64, form=PEEK_CLAIM) + ep_poll(2) + ep_claim(1, drop=True) + ep_recv(1, L64, form=PEEK_DISCARD) +
+    ep_poll(2) + ep_recv(1, L8, form=4) + ep_poll(2),
+    'peek_claim_rendezvous': ep_send(0, L64K, tagged=True) + ep_poll(8) + ep_recv(1, L64, form=PEEK_CLAIM) +
+    ep_poll(2) + ep_claim(1, L4K, completion=True) + ep_poll(8),
     'self_removed_and_past_max': ep_send(0, L8, dest=SELF) + ep_recv(0, L8) + ep_send(0, L8, dest=REMOVED) +
     ep_send(1, L_PAST_MAX) + ep_poll(4),
     'rma_write_read': ep_rma(0, True, L4K, 0) + ep_poll(4) + ep_rma(0, False, L4K, 0x0100) +
@@ -419,5 +443,5 @@ ep = {
 for name, data in ep.items():
     put('fuzz-fi-ep', name, bytes([0]) + data)
     put('fuzz-fi-ep', 'eth_' + name, bytes([1]) + data)
-for name in ('msg_pingpong', 'sendmsg_flags', 'multi_recv', 'rma_write_read', 'atomics'):
+for name in ('msg_pingpong', 'sendmsg_flags', 'multi_recv', 'rma_write_read', 'atomics', 'peek_claim_receive'):
     put('fuzz-fi-ep', 'selective_' + name, bytes([2]) + ep[name])
