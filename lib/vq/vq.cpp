@@ -122,6 +122,8 @@ int reg_mr(pd *p, void *addr, std::size_t length, unsigned access, mr **out)
 {
     if (!p || !addr || !out || length == 0 || (access & ~ACCESS_ALL))
         return -FI_EINVAL;
+    if (std::uintptr_t end; __builtin_add_overflow(reinterpret_cast<std::uintptr_t>(addr), length, &end))
+        return -FI_EINVAL; // past the end of the address space: no memory there
     if ((access & (ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC)) && !(access & ACCESS_LOCAL_WRITE))
         return -FI_EINVAL;
     return created(p->ctx->ops->reg_mr(p, addr, length, access, out), counts.mrs);

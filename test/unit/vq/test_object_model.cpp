@@ -69,6 +69,9 @@ TEST(ObjectModel, RegMrChecksArgumentsAndKeys)
     vq::mr *m = nullptr;
     EXPECT_EQ(vq::reg_mr(e.pd, nullptr, 10, 0, &m), -FI_EINVAL);
     EXPECT_EQ(vq::reg_mr(e.pd, b.data(), 0, 0, &m), -FI_EINVAL);
+    EXPECT_EQ(vq::reg_mr(e.pd, b.data(), SIZE_MAX, vq::ACCESS_LOCAL_WRITE, &m), -FI_EINVAL) << "a range that wraps";
+    EXPECT_EQ(vq::reg_mr(e.pd, reinterpret_cast<void *>(UINTPTR_MAX - 7), 9, vq::ACCESS_LOCAL_WRITE, &m),
+              -FI_EINVAL);
     EXPECT_EQ(vq::reg_mr(e.pd, b.data(), 10, 1u << 20, &m), -FI_EINVAL);
     EXPECT_EQ(vq::reg_mr(e.pd, b.data(), 10, vq::ACCESS_REMOTE_WRITE, &m), -FI_EINVAL);
     EXPECT_EQ(vq::reg_mr(e.pd, b.data(), 10, vq::ACCESS_REMOTE_ATOMIC, &m), -FI_EINVAL);
