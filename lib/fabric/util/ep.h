@@ -146,6 +146,9 @@ struct ep_core {
     std::size_t max_size[4] = {};    ///< FI_OPT_MAX_{MSG,TAGGED,RMA,ATOMIC}_SIZE
     std::size_t inject_max[4] = {};  ///< FI_OPT_INJECT_{MSG,TAGGED,RMA,ATOMIC}_SIZE
     std::size_t cm_data_size = 0;
+    /** Tag bits a receive may not ignore: all under FI_TAG_CCL, whose one
+     *  field "may not be wild carded" (fi_endpoint(3)); else none. */
+    std::uint64_t tag_unignorable = 0;
     int hmem_p2p = FI_HMEM_P2P_ENABLED;
     bool shm_permitted = true;
     std::uint64_t supported_op_flags = 0; ///< completion levels etc. the provider honours

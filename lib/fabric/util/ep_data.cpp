@@ -511,6 +511,8 @@ ssize_t post_recv(fid_ep *ep, const iovec *iov, void **desc, std::size_t count, 
         return -FI_EOPBADSTATE;
     if (!(c->caps & FI_RECV) || !(c->caps & kind_flag(tagged))) [[unlikely]]
         return -FI_EOPNOTSUPP;
+    if (ignore & c->tag_unignorable) [[unlikely]]
+        return -FI_EINVAL;
     std::size_t total = 0;
     if (int rc = rx_iov_check(c, iov, count, total)) [[unlikely]]
         return rc;
@@ -586,6 +588,8 @@ ssize_t peek_claim(fid_ep *ep, const msg_tagged *m, std::uint64_t flags)
         return -FI_EOPBADSTATE;
     if (!(c->caps & FI_RECV) || !(c->caps & FI_TAGGED))
         return -FI_EOPNOTSUPP;
+    if ((flags & FI_PEEK) && (m->ignore & c->tag_unignorable))
+        return -FI_EINVAL;
     auto *ctx = static_cast<context *>(m->context);
     if ((flags & FI_CLAIM) && !ctx)
         return -FI_EINVAL;

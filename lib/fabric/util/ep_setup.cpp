@@ -376,6 +376,8 @@ int ep_create(domain_obj *d, const info *in, std::size_t fclass, const ep_hooks 
     c->iov_limit = copy->tx_attr && copy->tx_attr->iov_limit ? copy->tx_attr->iov_limit : 1;
     c->rma_iov_limit = copy->tx_attr && copy->tx_attr->rma_iov_limit ? copy->tx_attr->rma_iov_limit : 1;
     c->cq_data_size = copy->domain_attr ? copy->domain_attr->cq_data_size : 0;
+    if (copy->ep_attr && copy->ep_attr->mem_tag_format == FI_TAG_CCL)
+        c->tag_unignorable = ~0ULL;
     for (int i = 0; i < 4; i++) {
         c->max_size[i] = c->max_msg_size;
         c->inject_max[i] = c->inject_size;

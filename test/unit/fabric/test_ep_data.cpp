@@ -359,6 +359,53 @@ TEST_F(ep_data, ClaimingReceiveFollowsSelectiveCompletion)
     EXPECT_STREQ(b2, "two");
 }
 
+// FI_TAG_CCL: the one tag field "may not be wild carded" (fi_endpoint(3)):
+// a tagged receive or peek with ignore bits is refused; other formats
+// take them.
+TEST_F(ep_data, CclTagFormatRefusesIgnoreBits)
+{
+    info *ccl = dupinfo(env.info);
+    ccl->ep_attr->mem_tag_format = FI_TAG_CCL;
+    ASSERT_EQ(test::open_ep(env, a, FI_TRANSMIT | FI_RECV, true, ccl), 0);
+    ASSERT_EQ(test::open_ep(env, b, FI_TRANSMIT | FI_RECV, true, ccl), 0);
+    freeinfo(ccl);
+    to_b = test::add_peer(a, b);
+    to_a = test::add_peer(b, a);
+    char buf[8] = {};
+    EXPECT_EQ(trecv(b.ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, 5, 1, nullptr), -FI_EINVAL);
+    iovec v{buf, sizeof buf};
+    EXPECT_EQ(trecvv(b.ep, &v, nullptr, 1, FI_ADDR_UNSPEC, 5, ~0ULL, nullptr), -FI_EINVAL);
+    context ctx{};
+    msg_tagged m;
+    m.msg_iov = &v;
+    m.iov_count = 1;
+    m.addr = FI_ADDR_UNSPEC;
+    m.tag = 5;
+    m.ignore = 0x100;
+    m.context = &ctx;
+    EXPECT_EQ(trecvmsg(b.ep, &m, 0), -FI_EINVAL);
+    EXPECT_EQ(trecvmsg(b.ep, &m, FI_PEEK), -FI_EINVAL);
+    cq_tagged_entry e{};
+    EXPECT_EQ(cq_read(b.cq, &e, 1), -FI_EAGAIN) << "nothing posted, nothing peeked";
+    ASSERT_EQ(trecv(b.ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, 5, 0, &ctx), 0) << "an exact tag";
+    ASSERT_EQ(tsend(a.ep, "ccl", 4, nullptr, to_b, 5, nullptr), 0);
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    EXPECT_EQ(e.tag, 5u);
+    EXPECT_STREQ(buf, "ccl");
+}
+
+TEST_F(ep_data, OtherTagFormatsTakeIgnoreBits)
+{
+    pair();
+    char buf[8] = {};
+    int ctx;
+    ASSERT_EQ(trecv(b.ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, 5, 0xff, &ctx), 0);
+    ASSERT_EQ(tsend(a.ep, "any", 4, nullptr, to_b, 0x42, nullptr), 0);
+    cq_tagged_entry e{};
+    ASSERT_EQ(test::read_one(b.cq, e), 1);
+    EXPECT_EQ(e.tag, 0x42u);
+}
+
 TEST_F(ep_data, MultiRecvPacksMessagesAndReleasesBelowMinimum)
 {
     pair();
