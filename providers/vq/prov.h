@@ -300,6 +300,9 @@ struct conn {
     /** Both ends stamp (cm_f_one_way with one clock): up is `stamped`. */
     bool one_way = false;
     // MSG endpoints
+    /** Shut down (fi_shutdown, either side, or the QP failed): no new
+     *  operations (-FI_ENOTCONN); control messages (rendezvous fins and
+     *  reads, RMA answers) still go over the QP for what was in flight. */
     bool shut = false;
 };
 
@@ -739,7 +742,9 @@ int post_imm_on(prov_ep *e, int s, std::uint32_t imm, const vq::data_buf *bufs, 
  *  outside the order of our messages, which neither needs). -1: neither. */
 inline int ctl_slot(const prov_ep *e, const conn *c)
 {
-    if (qp_up(c) && c->slot >= 0)
+    // A shut-down MSG connection keeps its QP until the endpoint closes:
+    // what was in flight still completes over it (no new operations).
+    if ((qp_up(c) || c->shut) && c->slot >= 0)
         return c->slot;
     const int s = c->acc_slot;
     if (s >= 0 && std::size_t(s) < e->slots.size() && e->slots[std::size_t(s)].qp &&

@@ -266,3 +266,171 @@ TEST(MsgHandle, OnlyMsgEndpointsTakeAPassiveEndpointsAddress)
     r.close();
     m.close();
 }
+
+namespace {
+
+/** Two MSG endpoints in this process (manual progress: reading a side's
+ *  CQ or EQ drives it), b's accepted from its passive endpoint. */
+struct msg_pair : ::testing::Test {
+    node a, b;
+    fid_pep *pep = nullptr;
+    struct seen {
+        void *ctx;
+        cq_tagged_entry e;
+        int err;
+    };
+    std::vector<seen> got[2];
+
+    void SetUp() override
+    {
+        ASSERT_EQ(a.open(FI_EP_MSG, false), 0);
+        ASSERT_EQ(b.open(FI_EP_MSG, false), 0);
+        ASSERT_EQ(passive_ep(b.fabric, b.fi, &pep, nullptr), 0);
+        ASSERT_EQ(pep_bind(pep, &b.eq->fid, 0), 0);
+        ASSERT_EQ(listen(pep), 0);
+        std::uint8_t name[64];
+        std::size_t len = sizeof name;
+        ASSERT_EQ(getname(&pep->fid, name, &len), 0);
+        ASSERT_EQ(endpoint(a.domain, a.fi, &a.ep, nullptr), 0);
+        ASSERT_EQ(ep_bind(a.ep, &a.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+        ASSERT_EQ(ep_bind(a.ep, &a.eq->fid, 0), 0);
+        ASSERT_EQ(connect(a.ep, name, nullptr, 0), 0);
+        std::uint32_t ev = 0;
+        std::uint8_t buf[256];
+        ASSERT_GT(wait_eq(b.eq, ev, buf, sizeof buf), 0);
+        ASSERT_EQ(ev, FI_CONNREQ);
+        info *req = reinterpret_cast<eq_cm_entry *>(buf)->info;
+        ASSERT_EQ(endpoint(b.domain, req, &b.ep, nullptr), 0);
+        freeinfo(req);
+        ASSERT_EQ(ep_bind(b.ep, &b.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+        ASSERT_EQ(ep_bind(b.ep, &b.eq->fid, 0), 0);
+        ASSERT_EQ(accept(b.ep, nullptr, 0), 0);
+        for (fid_eq *q : {b.eq, a.eq}) {
+            ASSERT_GT(wait_eq(q, ev, buf, sizeof buf), 0);
+            ASSERT_EQ(ev, FI_CONNECTED);
+        }
+    }
+    void TearDown() override
+    {
+        a.close();
+        if (pep)
+            EXPECT_EQ(close(&pep->fid), 0);
+        b.close();
+    }
+    /** Drive both sides until side @p s (0 a, 1 b) reported @p ctx (success
+     *  or error); false after 10 s. */
+    bool wait_for(int s, void *ctx)
+    {
+        auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        for (;;) {
+            for (seen &x : got[s])
+                if (x.ctx == ctx)
+                    return true;
+            if (std::chrono::steady_clock::now() > end)
+                return false;
+            for (int i = 0; i < 2; i++) {
+                fid_cq *cq = i ? b.cq : a.cq;
+                cq_tagged_entry e{};
+                ssize_t n = cq_read(cq, &e, 1);
+                if (n == 1) {
+                    got[i].push_back({e.op_context, e, 0});
+                } else if (n == -FI_EAVAIL) {
+                    cq_err_entry er{};
+                    if (cq_readerr(cq, &er, 0) == 1)
+                        got[i].push_back({er.op_context, e, er.err});
+                }
+            }
+        }
+    }
+    int err_of(int s, void *ctx)
+    {
+        for (seen &x : got[s])
+            if (x.ctx == ctx)
+                return x.err;
+        return -1;
+    }
+    /** Side @p n's next EQ event within 10 s, its CQ read meanwhile. */
+    std::uint32_t next_event(node &n)
+    {
+        auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (std::chrono::steady_clock::now() < end) {
+            std::uint32_t ev = 0;
+            std::uint8_t buf[256];
+            if (eq_read(n.eq, &ev, buf, sizeof buf, 0) > 0)
+                return ev;
+            cq_tagged_entry e{};
+            if (cq_read(n.cq, &e, 1) == 1)
+                got[&n == &b].push_back({e.op_context, e, 0});
+        }
+        return 0;
+    }
+};
+
+} // namespace
+
+// fi_shutdown ends the connection for new operations; what was in flight
+// when it was called (here rendezvous messages both ways, whose fins and
+// reads travel after the shutdown notice's sender stopped taking new work)
+// still completes, on both sides, bytes intact.
+TEST_F(msg_pair, ShutdownLetsWhatWasInFlightComplete)
+{
+    const std::size_t len = 64 << 10; // a rendezvous from private memory
+    std::vector<std::uint8_t> a_out(len), b_out(len), a_in(len), b_in(len);
+    fill_pattern(a_out.data(), len, 21);
+    fill_pattern(b_out.data(), len, 22);
+    context ar, as, br, bs;
+    ASSERT_EQ(recv(a.ep, a_in.data(), len, nullptr, 0, &ar), 0);
+    ASSERT_EQ(recv(b.ep, b_in.data(), len, nullptr, 0, &br), 0);
+    ASSERT_EQ(send(a.ep, a_out.data(), len, nullptr, 0, &as), 0);
+    ASSERT_EQ(send(b.ep, b_out.data(), len, nullptr, 0, &bs), 0);
+    ASSERT_EQ(shutdown(a.ep, 0), 0);
+    EXPECT_EQ(send(a.ep, a_out.data(), 8, nullptr, 0, nullptr), -FI_ENOTCONN);
+    for (auto [s, c] : {std::pair{0, &ar}, {0, &as}, {1, &br}, {1, &bs}}) {
+        ASSERT_TRUE(wait_for(s, c)) << "side " << s << ": an operation in flight at the shutdown never completed";
+        EXPECT_EQ(err_of(s, c), 0) << "side " << s;
+    }
+    EXPECT_EQ(a_in, b_out);
+    EXPECT_EQ(b_in, a_out);
+    EXPECT_EQ(next_event(b), std::uint32_t(FI_SHUTDOWN));
+    EXPECT_EQ(send(b.ep, b_out.data(), 8, nullptr, 0, nullptr), -FI_ENOTCONN);
+}
+
+// A message that waits unexpected at the peer when the sender shuts down
+// is still the peer's to receive, after its FI_SHUTDOWN; the sender's send
+// completes then.
+TEST_F(msg_pair, AMessageUnexpectedAtTheShutdownIsStillReceived)
+{
+    const std::size_t len = 64 << 10;
+    std::vector<std::uint8_t> out(len), in(len);
+    fill_pattern(out.data(), len, 23);
+    context s, r;
+    ASSERT_EQ(send(a.ep, out.data(), len, nullptr, 0, &s), 0);
+    ASSERT_EQ(shutdown(a.ep, 0), 0);
+    ASSERT_EQ(next_event(b), std::uint32_t(FI_SHUTDOWN));
+    ASSERT_EQ(recv(b.ep, in.data(), len, nullptr, 0, &r), 0);
+    ASSERT_TRUE(wait_for(1, &r));
+    EXPECT_EQ(err_of(1, &r), 0);
+    EXPECT_EQ(in, out);
+    ASSERT_TRUE(wait_for(0, &s)) << "the send of a message received never completed";
+    EXPECT_EQ(err_of(0, &s), 0);
+}
+
+// An RMA read of private memory is executed by the target's progress: a
+// target that shut down still answers the requests that reached it.
+TEST_F(msg_pair, ATargetThatShutDownStillAnswersTheReadsItWasSent)
+{
+    std::vector<std::uint8_t> mem(4096), got_back(4096);
+    fill_pattern(mem.data(), mem.size(), 24);
+    fid_mr *mr = nullptr;
+    ASSERT_EQ(mr_reg(b.domain, mem.data(), mem.size(), FI_REMOTE_READ, 0, 0, 0, &mr, nullptr), 0);
+    context c;
+    ASSERT_EQ(shutdown(b.ep, 0), 0);
+    ASSERT_EQ(read(a.ep, got_back.data(), 64, nullptr, 0, reinterpret_cast<std::uint64_t>(mem.data()),
+                   mr_key(mr), &c),
+              0)
+        << "a has not seen the shutdown yet";
+    ASSERT_TRUE(wait_for(0, &c)) << "the read never completed";
+    EXPECT_EQ(err_of(0, &c), 0);
+    EXPECT_EQ(std::memcmp(got_back.data(), mem.data(), 64), 0);
+    EXPECT_EQ(close(&mr->fid), 0);
+}
