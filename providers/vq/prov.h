@@ -735,6 +735,17 @@ int post_imm(prov_ep *e, conn *c, std::uint32_t imm, const vq::data_buf *bufs, s
 int post_imm_on(prov_ep *e, int s, std::uint32_t imm, const vq::data_buf *bufs, std::size_t n, bool signaled,
                 std::uint64_t wr_id);
 
+/** The QP accepted from the peer of @p c (its messages arrive there), while
+ *  it is live and still the peer's; -1: none. */
+inline int accepted_slot(const prov_ep *e, const conn *c)
+{
+    const int s = c->acc_slot;
+    if (s >= 0 && std::size_t(s) < e->slots.size() && e->slots[std::size_t(s)].qp &&
+        !e->slots[std::size_t(s)].retired && e->slots[std::size_t(s)].c == c)
+        return s;
+    return -1;
+}
+
 /** Where control messages (fins) and rendezvous reads for @p c go: its own
  *  QP once up; while that is being set up, the QP accepted from the peer
  *  (connected, since the peer's messages arrive on it: a rendezvous that
@@ -746,11 +757,7 @@ inline int ctl_slot(const prov_ep *e, const conn *c)
     // what was in flight still completes over it (no new operations).
     if ((qp_up(c) || c->shut) && c->slot >= 0)
         return c->slot;
-    const int s = c->acc_slot;
-    if (s >= 0 && std::size_t(s) < e->slots.size() && e->slots[std::size_t(s)].qp &&
-        !e->slots[std::size_t(s)].retired && e->slots[std::size_t(s)].c == c)
-        return s;
-    return -1;
+    return accepted_slot(e, c);
 }
 
 /** A connection's QP failed: RDM forgets it (the next send reconnects),
