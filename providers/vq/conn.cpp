@@ -967,7 +967,7 @@ void cm_handle(prov_ep *e, const cm_msg &m)
             // The first message on the QP, before anything queued: the
             // peer's accepted QP is finished (it frees unfinished ones).
             static const std::uint8_t none = 0;
-            ctl_send(e, c, imm_wire(w_hello, 0, 0), &none, 0);
+            ctl_send_own(e, c, imm_wire(w_hello, 0, 0), &none, 0);
             conn_drain(e, c); // what was accepted while it was set up, in order
         } else {
             conn_give_up(e, c, FI_ECONNREFUSED);

@@ -228,6 +228,7 @@ struct rc_slot {
 struct ctl_msg {
     std::uint32_t imm = 0;
     std::uint16_t len = 0;
+    bool answer = true; ///< goes back on the QP the peer's requests arrive on (answer_slot)
     std::uint8_t bytes[8 + send_inline_max];
 };
 
@@ -611,11 +612,16 @@ void tx_fin(prov_ep *e, std::uint64_t id, int err);
 extern const ops_msg msg_ops[2];
 extern const ops_tagged tagged_ops[2];
 
-/** Post a small control message (fin, ack, response, nak) on @p c, or queue
+/** Post a small control message answering the peer of @p c (fin, ack,
+ *  response, nak) on the QP its requests arrive on (answer_slot), or queue
  *  it on the connection when the send queue is full: never dropped, but for
  *  a peer with more queued than it can have asked for (twice max_ctx x
  *  dev_limits::sq_depth), which takes none of them. Lock held. */
 void ctl_send(prov_ep *e, conn *c, std::uint32_t imm, const void *bytes, std::size_t len);
+/** ctl_send of a message that is not an answer (a hello, a note that
+ *  follows our own RMA): on our own QP to the peer (ctl_slot), in order
+ *  behind what we sent on it. Lock held. */
+void ctl_send_own(prov_ep *e, conn *c, std::uint32_t imm, const void *bytes, std::size_t len);
 /** Send the queued control messages of @p c. @return true when none is left. Lock held. */
 bool ctl_flush(prov_ep *e, conn *c);
 /** Drop the oldest @p n queued control messages of @p c (sent, or the
@@ -758,6 +764,18 @@ inline int ctl_slot(const prov_ep *e, const conn *c)
     if ((qp_up(c) || c->shut) && c->slot >= 0)
         return c->slot;
     return accepted_slot(e, c);
+}
+
+/** The QP an answer to the peer of @p c goes back on: the one its requests
+ *  arrive on (the QP accepted from it), as an RC responder answers on the
+ *  QP a request came on. When both sides connected at once there are two
+ *  QP pairs, and our own may fail (a request of ours the peer refused puts
+ *  it in error) while the peer waits for an answer to a request of its own:
+ *  the answer must not be lost with our QP. Else ctl_slot. */
+inline int answer_slot(const prov_ep *e, const conn *c)
+{
+    const int s = accepted_slot(e, c);
+    return s >= 0 ? s : ctl_slot(e, c);
 }
 
 /** A connection's QP failed: RDM forgets it (the next send reconnects),

@@ -98,7 +98,7 @@ inline bool counts_access(const prov_ep *e) { return e->core->caps & FI_RMA_EVEN
 [[gnu::cold]] void note_access(prov_ep *e, conn *c, const util::tx_req &r, std::uint64_t len, std::uint32_t kind)
 {
     rma_note n{r.rma[0].addr, r.rma[0].key, len, kind, 0};
-    ctl_send(e, c, imm_wire(w_rma_note, 0, 0), &n, sizeof n);
+    ctl_send_own(e, c, imm_wire(w_rma_note, 0, 0), &n, sizeof n);
 }
 
 /** vq RDMA into a direct region: the driver copies (memcpy within shared

@@ -549,9 +549,11 @@ void tx_fin(prov_ep *e, std::uint64_t id, int err)
     tx_put(e, t);
 }
 
-void ctl_send(prov_ep *e, conn *c, std::uint32_t imm, const void *bytes, std::size_t len)
+namespace {
+
+void ctl_post(prov_ep *e, conn *c, bool answer, std::uint32_t imm, const void *bytes, std::size_t len)
 {
-    const int s = c ? ctl_slot(e, c) : -1;
+    const int s = c ? (answer ? answer_slot(e, c) : ctl_slot(e, c)) : -1;
     if (s < 0)
         return; // the connection is gone: the peer learns it from its own QP
     if (c->ctl.empty()) [[likely]] {
@@ -577,6 +579,7 @@ void ctl_send(prov_ep *e, conn *c, std::uint32_t imm, const void *bytes, std::si
     }
     m.imm = imm;
     m.len = std::uint16_t(len);
+    m.answer = answer;
     std::memcpy(m.bytes, bytes, len);
     try {
         c->ctl.push_back(m);
@@ -588,11 +591,23 @@ void ctl_send(prov_ep *e, conn *c, std::uint32_t imm, const void *bytes, std::si
     conn_pend(e, c);
 }
 
+} // namespace
+
+void ctl_send(prov_ep *e, conn *c, std::uint32_t imm, const void *bytes, std::size_t len)
+{
+    ctl_post(e, c, true, imm, bytes, len);
+}
+
+void ctl_send_own(prov_ep *e, conn *c, std::uint32_t imm, const void *bytes, std::size_t len)
+{
+    ctl_post(e, c, false, imm, bytes, len);
+}
+
 bool ctl_flush(prov_ep *e, conn *c)
 {
     std::size_t i = 0;
     for (; i < c->ctl.size(); i++) {
-        const int s = ctl_slot(e, c);
+        const int s = c->ctl[i].answer ? answer_slot(e, c) : ctl_slot(e, c);
         if (s < 0) {
             i = c->ctl.size(); // gone: nothing more can be said on it
             break;

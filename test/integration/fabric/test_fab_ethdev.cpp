@@ -291,6 +291,71 @@ TEST(EthdevRdm, AnInjectFlushedBehindARefusedWriteIsReportedNotLostSilently)
     EXPECT_EQ(fabric::close(&mr->fid), 0);
 }
 
+// A peer answers a request of ours (here the delivery acknowledgement of a
+// send with FI_DELIVERY_COMPLETE) on the QP the request came on. Its own QP
+// to us may fail meanwhile (a write of its own that we refuse puts it in
+// ERR), and the answer must not be lost with it: our send completes.
+TEST(EthdevRdm, AnAnswerOutlivesThePeersOwnQpThatARefusedWriteBroke)
+{
+    side a, b;
+    a.extra_caps = b.extra_caps = FI_RMA;
+    fi_addr_t to_b = FI_ADDR_NOTAVAIL, to_a = FI_ADDR_NOTAVAIL;
+    open_pair(a, b, FI_EP_RDM, to_b, to_a);
+    std::vector<std::uint8_t> out(6143);
+    for (std::size_t i = 0; i < out.size(); i++)
+        out[i] = pattern(6, i);
+    iovec v[3] = {{out.data(), 2047}, {out.data() + 2047, 2047}, {out.data() + 4094, 2049}};
+    msg m{};
+    m.msg_iov = v;
+    m.iov_count = 3;
+    m.addr = to_b;
+    int sctx = 0;
+    m.context = &sctx;
+    m.data = 0x01020304;
+    ASSERT_EQ(sendmsg(a.ep, &m, FI_COMPLETION | FI_REMOTE_CQ_DATA | FI_DELIVERY_COMPLETE), 0);
+    for (int i = 0; i < 6; i++) // the message's way to b, kept there as unexpected
+        for (fid_cq *c : {b.cq, a.cq}) {
+            cq_tagged_entry x{};
+            ASSERT_EQ(cq_read(c, &x, 1), -FI_EAGAIN);
+        }
+    std::vector<std::uint8_t> region(4096);
+    fid_mr *mr = nullptr;
+    ASSERT_EQ(mr_reg(a.domain, region.data(), region.size(), FI_REMOTE_WRITE, 0, 0, 0, &mr, nullptr), 0);
+    int wctx = 0;
+    ASSERT_EQ(write(b.ep, out.data(), 64, nullptr, to_a, reinterpret_cast<std::uintptr_t>(region.data()),
+                    mr_key(mr) ^ 0x55, &wctx),
+              0);
+    bool sent = false, write_failed = false;
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!(sent && write_failed) && std::chrono::steady_clock::now() < end) {
+        for (fid_cq *c : {a.cq, b.cq}) {
+            cq_tagged_entry x{};
+            ssize_t n = cq_read(c, &x, 1);
+            if (n == 1 && c == a.cq && x.op_context == &sctx)
+                sent = true;
+            if (n != -FI_EAVAIL)
+                continue;
+            cq_err_entry err{};
+            ASSERT_EQ(cq_readerr(c, &err, 0), 1);
+            if (c == b.cq && err.op_context == &wctx) {
+                write_failed = true;
+                EXPECT_EQ(err.err, FI_EACCES);
+            }
+            ASSERT_NE(err.op_context, &sctx) << "the send failed: " << err.err;
+        }
+    }
+    EXPECT_TRUE(write_failed) << "the refused write's own error entry";
+    EXPECT_TRUE(sent) << "the send delivered never completed: its delivery acknowledgement was lost";
+    std::vector<std::uint8_t> in(8192);
+    int rctx = 0;
+    ASSERT_EQ(recv(b.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+    cq_tagged_entry e{};
+    ASSERT_EQ(wait_for(b.cq, &rctx, {a.cq, b.cq}, e), 1);
+    EXPECT_EQ(e.len, out.size());
+    EXPECT_EQ(std::memcmp(in.data(), out.data(), out.size()), 0);
+    EXPECT_EQ(fabric::close(&mr->fid), 0);
+}
+
 TEST(EthdevRcTunables, ASilentPeerFailsTheSendAfterTheConfiguredRetries)
 {
     const long t_set = env_int("SHUNT_VQ_RC_TIMEOUT", -1), r_set = env_int("SHUNT_VQ_RC_RETRY_CNT", -1);
