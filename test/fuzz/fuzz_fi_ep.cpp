@@ -1,8 +1,10 @@
-// libFuzzer: the endpoint API against a careless caller. Two RDM endpoints
-// of the vq provider, each on a domain of its own, in one process (manual
+// libFuzzer: the endpoint API against a careless caller. Two endpoints of
+// the vq provider, each on a domain of its own, in one process (manual
 // progress, FI_THREAD_DOMAIN): over the shm driver, or over the ethdev
 // driver's net_ring pair (bit 0 of byte 0), their CQs bound with or without
-// FI_SELECTIVE_COMPLETION (bit 1). The rest is a
+// FI_SELECTIVE_COMPLETION (bit 1); RDM endpoints, or MSG endpoints (bit 2)
+// connected through a passive endpoint, where a program may also shut the
+// connection down (fi_shutdown on either side, more than once). The rest is a
 // program of calls on either endpoint: the message, tagged and RMA calls in
 // their plain, vector, msg, data and inject forms, with lengths around every
 // threshold (inject size, one slot, the rendezvous, the maximum and past
@@ -41,6 +43,9 @@
 //   FI_RECV counters of both sides at least the messages sent successfully
 //   (more where a send failed after its message arrived: an RC connection
 //   that broke before the sender saw the ACK); no message arrives twice.
+// After fi_shutdown, calls may also be -FI_ENOTCONN; what was in flight
+// must still complete, every message sent arrive, and the peer of the side
+// that shut down see FI_SHUTDOWN.
 // At the end of an input both endpoints post receives for whatever is left
 // and cancel their own; every accepted operation must then complete within
 // a bounded time. Endpoints, CQs and AVs are made per input; fabric,
@@ -172,7 +177,19 @@ struct side_res {
      *  completes nothing, may still land. */
     int late = 0;
     info *fi = nullptr;
+    /** FI_EP_MSG: the info, and (side 1) the passive endpoint that takes
+     *  side 0's connection requests and the EQ it reports them on. */
+    info *fi_msg = nullptr;
+    /** Per endpoint type (0 RDM, 1 MSG: a domain serves one type): the
+     *  domain and the regions' registrations; domain, mr and arena_mr name
+     *  the ones of this input's type. */
+    fid_domain *domains[2] = {};
+    fid_mr *mrs[2] = {}, *arena_mrs[2] = {};
+    fid_pep *pep = nullptr;
+    fid_eq *pep_eq = nullptr;
+    std::uint8_t pep_addr[64] = {};
     // Per input.
+    fid_eq *eq = nullptr; ///< MSG: the endpoint's connection events
     fid_ep *ep = nullptr;
     fid_cq *cq = nullptr;
     fid_av *av = nullptr;
@@ -205,6 +222,8 @@ struct rig {
             h->fabric_attr->prov_name = ::strdup("shm");
             h->domain_attr->name = ::strdup(dev[i]);
             check(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &r.fi) == 0, "getinfo");
+            h->ep_attr->type = FI_EP_MSG;
+            check(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &r.fi_msg) == 0, "getinfo FI_EP_MSG");
             freeinfo(h);
             if (i == 0) {
                 inject = r.fi->tx_attr->inject_size;
@@ -213,43 +232,113 @@ struct rig {
                 max_msg = r.fi->ep_attr->max_msg_size;
             }
             check(fabric_open(r.fi->fabric_attr, &r.fabric, nullptr) == 0, "fabric");
-            check(domain_open(r.fabric, r.fi, &r.domain, nullptr) == 0, "domain");
             r.region = new std::uint8_t[region_len];
-            check(mr_reg(r.domain, r.region, region_len, FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
-                         FI_REMOTE_WRITE, 0, 0, 0, &r.mr, nullptr) == 0, "mr_reg");
             r.arena = new std::uint8_t[arena_len]();
-            check(mr_reg(r.domain, r.arena, arena_len, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &r.arena_mr,
-                         nullptr) == 0, "mr_reg arena");
+            for (int t = 0; t < 2; t++) {
+                check(domain_open(r.fabric, t ? r.fi_msg : r.fi, &r.domains[t], nullptr) == 0, "domain");
+                check(mr_reg(r.domains[t], r.region, region_len, FI_SEND | FI_RECV | FI_READ | FI_WRITE |
+                             FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &r.mrs[t], nullptr) == 0, "mr_reg");
+                check(mr_reg(r.domains[t], r.arena, arena_len, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0,
+                             &r.arena_mrs[t], nullptr) == 0, "mr_reg arena");
+            }
             r.written.assign(region_len, false);
             for (std::size_t p = 0; p < region_len; p++)
                 initial[p] = rma_byte(0, p);
             std::memcpy(r.region, initial.data(), region_len);
         }
+        side_res &l = s[1];
+        eq_attr ea;
+        check(eq_open(l.fabric, &ea, &l.pep_eq, nullptr) == 0, "eq_open (passive)");
+        check(passive_ep(l.fabric, l.fi_msg, &l.pep, nullptr) == 0, "passive_ep");
+        check(pep_bind(l.pep, &l.pep_eq->fid, 0) == 0, "pep_bind");
+        check(listen(l.pep) == 0, "listen");
+        std::size_t len = sizeof l.pep_addr;
+        check(getname(&l.pep->fid, l.pep_addr, &len) == 0, "getname (passive)");
     }
 
-    /** @p selective: the CQ is bound with FI_SELECTIVE_COMPLETION. */
-    void open_endpoints(bool selective)
+    /** Read one event of @p eq within a bounded time: @return its type. */
+    static std::uint32_t next_event(fid_eq *eq, fid_eq *also, std::uint8_t (&buf)[256], const char *what)
+    {
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        for (;;) {
+            std::uint32_t ev = 0;
+            ssize_t rc = eq_read(eq, &ev, buf, sizeof buf, 0);
+            if (rc > 0)
+                return ev;
+            check(rc == -FI_EAGAIN, what, rc);
+            if (also) { // the other side's progress (manual): a look at its EQ
+                std::uint32_t other = 0;
+                std::uint8_t b2[256];
+                (void)eq_read(also, &other, b2, sizeof b2, FI_PEEK);
+            }
+            check(std::chrono::steady_clock::now() < until, what);
+        }
+    }
+    /** MSG: side 0 connects to side 1's passive endpoint; side 1 accepts
+     *  with an endpoint opened from the request. */
+    void connect_msg(bool selective)
+    {
+        side_res &a = s[0], &b = s[1];
+        check(connect(a.ep, b.pep_addr, nullptr, 0) == 0, "connect");
+        std::uint8_t buf[256];
+        check(next_event(b.pep_eq, a.eq, buf, "FI_CONNREQ") == FI_CONNREQ, "FI_CONNREQ");
+        info *req = reinterpret_cast<eq_cm_entry *>(buf)->info;
+        check(endpoint(b.domain, req, &b.ep, nullptr) == 0, "endpoint (accepting)");
+        freeinfo(req);
+        bind_common(b, selective);
+        check(accept(b.ep, nullptr, 0) == 0, "accept");
+        check(next_event(b.eq, nullptr, buf, "FI_CONNECTED (accepting)") == FI_CONNECTED, "FI_CONNECTED b");
+        check(next_event(a.eq, nullptr, buf, "FI_CONNECTED (connecting)") == FI_CONNECTED, "FI_CONNECTED a");
+    }
+    /** The CQ, the counters and (MSG) the EQ; the endpoint enabled. */
+    void bind_common(side_res &r, bool selective)
+    {
+        check(ep_bind(r.ep, &r.cq->fid, FI_TRANSMIT | FI_RECV | (selective ? FI_SELECTIVE_COMPLETION : 0)) == 0,
+              "bind cq");
+        if (r.eq)
+            check(ep_bind(r.ep, &r.eq->fid, 0) == 0, "bind eq");
+        const std::uint64_t what[4] = {FI_SEND, FI_WRITE, FI_READ, FI_RECV};
+        for (int c = 0; c < 4; c++) {
+            cntr_attr ka;
+            check(cntr_open(r.domain, &ka, &r.cnt[c], nullptr) == 0, "cntr_open");
+            check(ep_bind(r.ep, &r.cnt[c]->fid, what[c]) == 0, "bind counter");
+        }
+        check(enable(r.ep) == 0, "enable");
+    }
+
+    /** @p selective: the CQ is bound with FI_SELECTIVE_COMPLETION; @p msg:
+     *  FI_EP_MSG endpoints, connected (no AV: every address is the peer). */
+    void open_endpoints(bool selective, bool msg)
     {
         for (side_res &r : s) {
+            r.domain = r.domains[msg];
+            r.mr = r.mrs[msg];
+            r.arena_mr = r.arena_mrs[msg];
             cq_attr ca;
             ca.format = FI_CQ_FORMAT_TAGGED;
             ca.size = 1024;
-            av_attr aa;
             check(cq_open(r.domain, &ca, &r.cq, nullptr) == 0, "cq_open");
+            if (msg) {
+                eq_attr ea;
+                check(eq_open(r.fabric, &ea, &r.eq, nullptr) == 0, "eq_open");
+                continue;
+            }
+            av_attr aa;
             check(av_open(r.domain, &aa, &r.av, nullptr) == 0, "av_open");
             check(endpoint(r.domain, r.fi, &r.ep, nullptr) == 0, "endpoint");
-            check(ep_bind(r.ep, &r.cq->fid, FI_TRANSMIT | FI_RECV | (selective ? FI_SELECTIVE_COMPLETION : 0)) == 0,
-                  "bind cq");
             check(ep_bind(r.ep, &r.av->fid, 0) == 0, "bind av");
-            const std::uint64_t what[4] = {FI_SEND, FI_WRITE, FI_READ, FI_RECV};
-            for (int c = 0; c < 4; c++) {
-                cntr_attr ka;
-                check(cntr_open(r.domain, &ka, &r.cnt[c], nullptr) == 0, "cntr_open");
-                check(ep_bind(r.ep, &r.cnt[c]->fid, what[c]) == 0, "bind counter");
-            }
-            check(enable(r.ep) == 0, "enable");
+            bind_common(r, selective);
             std::size_t len = sizeof r.addr;
             check(getname(&r.ep->fid, r.addr, &len) == 0, "getname");
+        }
+        if (msg) {
+            int rc = endpoint(s[0].domain, s[0].fi_msg, &s[0].ep, nullptr);
+            check(rc == 0, "endpoint (connecting)", rc);
+            bind_common(s[0], selective);
+            connect_msg(selective);
+            for (side_res &r : s)
+                r.peer = r.self = r.removed = FI_ADDR_UNSPEC; // ignored
+            return;
         }
         for (int i = 0; i < 2; i++) {
             side_res &r = s[i];
@@ -264,7 +353,10 @@ struct rig {
     {
         for (side_res &r : s) {
             check(fabric::close(&r.ep->fid) == 0, "close ep");
-            check(fabric::close(&r.av->fid) == 0, "close av");
+            if (r.av)
+                check(fabric::close(&r.av->fid) == 0, "close av");
+            if (r.eq)
+                check(fabric::close(&r.eq->fid) == 0, "close eq");
             check(fabric::close(&r.cq->fid) == 0, "close cq");
             for (fid_cntr *&c : r.cnt) {
                 check(fabric::close(&c->fid) == 0, "close counter");
@@ -272,6 +364,7 @@ struct rig {
             }
             r.ep = nullptr;
             r.av = nullptr;
+            r.eq = nullptr;
             r.cq = nullptr;
         }
     }
@@ -324,6 +417,12 @@ struct program {
     rig &r;
     reader in;
     bool selective = false; ///< the CQs are bound with FI_SELECTIVE_COMPLETION
+    bool msg_ep = false;    ///< FI_EP_MSG endpoints, connected to each other
+    /** MSG: a side shut the connection down (fi_shutdown): from then on a
+     *  call may be -FI_ENOTCONN, and what was in flight may be lost. */
+    bool shut = false;
+    int shut_by = -1;
+    bool shut_ok[2] = {}; ///< fi_shutdown returned 0 on this side
     std::vector<std::unique_ptr<op>> ops;
     std::uint32_t next_id = 1;
     std::map<std::uint32_t, op *> sends; ///< by id: what the receiver checks against
@@ -443,7 +542,8 @@ struct program {
     {
         trace("side %d kind %d id %u len %zu nbufs %zu tagged %d tag %#llx -> %zd\n", o->side, int(o->k), o->id,
               o->len, o->bufs.size(), int(o->tagged), static_cast<unsigned long long>(o->tag), rc);
-        check(rc == 0 || rc == -FI_EAGAIN || documented(rc), "undocumented return", rc, o->k);
+        check(rc == 0 || rc == -FI_EAGAIN || documented(rc) || (shut && rc == -FI_ENOTCONN), "undocumented return",
+              rc, o->k);
         if (rc == 0) {
             o->accepted = true;
             if (o->k == k_send)
@@ -828,6 +928,23 @@ struct program {
             o->len = 0;
     }
 
+    /** MSG: fi_shutdown on @p side. The first one succeeds, a second on
+     *  the same side is -FI_ENOTCONN; the peer sees FI_SHUTDOWN (drain). */
+    void do_shutdown(int side)
+    {
+        ssize_t rc = fabric::shutdown(r.s[side].ep, 0);
+        trace("side %d shutdown -> %zd\n", side, rc);
+        shut_ok[side] = shut_ok[side] || rc == 0;
+        if (!shut) {
+            check(rc == 0, "the first fi_shutdown", rc);
+            shut = true;
+            shut_by = side;
+        } else {
+            check(rc == -FI_ENOTCONN || (rc == 0 && side != shut_by), "fi_shutdown after the connection was shut",
+                  rc);
+        }
+    }
+
     void do_cancel(int side)
     {
         std::vector<op *> c;
@@ -1132,6 +1249,28 @@ struct program {
     }
 
 
+    /** The peer of a side that shut the connection down saw FI_SHUTDOWN
+     *  (unless it shut down too before the notice came). */
+    void expect_shutdown_seen()
+    {
+        for (int side = 0; side < 2; side++) {
+            if (!shut_ok[1 - side] || shut_ok[side])
+                continue;
+            auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+            bool seen = false;
+            while (!seen) {
+                check(std::chrono::steady_clock::now() < until, "the peer never saw FI_SHUTDOWN", side);
+                std::uint32_t ev = 0;
+                std::uint8_t buf[256];
+                ssize_t n = eq_read(r.s[side].eq, &ev, buf, sizeof buf, 0);
+                if (n > 0)
+                    seen = ev == FI_SHUTDOWN;
+                else
+                    (void)poll(side);
+            }
+        }
+    }
+
     void verify_regions()
     {
         for (side_res &sr : r.s) {
@@ -1178,6 +1317,10 @@ struct program {
                 do_claim(side);
                 break;
             default:
+                if (msg_ep && b >> 4 == 15) {
+                    do_shutdown(side);
+                    break;
+                }
                 for (int i = 0; i < 1 + (b >> 4); i++) {
                     (void)poll(side);
                     (void)poll(1 - side);
@@ -1186,6 +1329,8 @@ struct program {
         }
         drain(); // which also waits for the counters
         verify_regions();
+        if (shut)
+            expect_shutdown_seen();
     }
 };
 
@@ -1196,9 +1341,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
     if (size < 1)
         return 0;
     rig &r = the_rig(data[0] % 2u);
-    const bool selective = data[0] & 2;
-    r.open_endpoints(selective);
-    program{r, reader{data + 1, size - 1}, selective}.run();
+    const bool selective = data[0] & 2, msg = data[0] & 4;
+    r.open_endpoints(selective, msg);
+    program{r, reader{data + 1, size - 1}, selective, msg}.run();
     r.close_endpoints();
     return 0;
 }

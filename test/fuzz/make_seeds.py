@@ -399,6 +399,11 @@ def ep_poll(rounds=1, side=0):
     return bytes([EP_POLL | side | ((rounds - 1) << 4)])
 
 
+def ep_shutdown(side):
+    """MSG endpoints: fi_shutdown (a poll byte of 16 rounds)."""
+    return bytes([EP_POLL | side | 0xf0])
+
+
 ep = {
     'msg_pingpong': ep_recv(1, L64) + ep_send(0, L8) + ep_poll(4) + ep_recv(0, L64) + ep_send(1, L64) + ep_poll(4),
     'tagged_rendezvous': ep_recv(1, L64K, form=1, any_tag=True) + ep_send(0, L64K, tagged=True) + ep_poll(8) +
@@ -438,10 +443,24 @@ ep = {
     'rma_msg_forms': ep_rma(0, True, L6K, 0x1000, variant=2, niov=2, flags=FL_COMPLETION | FL_DELIVERY) +
     ep_rma(0, False, L6K, 0x1000, variant=2, niov=3) + ep_poll(8),
 }
+msg_ep = {
+    'shutdown_mid_flight': ep_recv(1, L4K) + ep_recv(0, L64K, form=1) + ep_send(0, L64K) + ep_send(0, L8) +
+    ep_rma(0, True, L4K, 0) + ep_send(1, L64K, tagged=True) + ep_shutdown(0) + ep_send(1, L8) + ep_recv(1, L8) +
+    ep_poll(4) + ep_shutdown(0) + ep_shutdown(1),
+    'shutdown_by_acceptor': ep_recv(0, L64) + ep_send(1, L8) + ep_poll(2) + ep_shutdown(1) + ep_send(0, L4K) +
+    ep_rma(0, False, L64, 0) + ep_poll(4),
+}
 # Byte 0: bit 0 the device (0 shm, 1 ethdev's net_ring pair), bit 1 the CQs
-# bound with FI_SELECTIVE_COMPLETION (a few seeds on shm).
+# bound with FI_SELECTIVE_COMPLETION (a few seeds on shm), bit 2 FI_EP_MSG
+# endpoints, connected (a few seeds, and the shutdown ones, on both devices).
 for name, data in ep.items():
     put('fuzz-fi-ep', name, bytes([0]) + data)
     put('fuzz-fi-ep', 'eth_' + name, bytes([1]) + data)
 for name in ('msg_pingpong', 'sendmsg_flags', 'multi_recv', 'rma_write_read', 'atomics', 'peek_claim_receive'):
     put('fuzz-fi-ep', 'selective_' + name, bytes([2]) + ep[name])
+for name in ('msg_pingpong', 'tagged_rendezvous', 'rma_write_read', 'atomics', 'multi_recv'):
+    put('fuzz-fi-ep', 'msgep_' + name, bytes([4]) + ep[name])
+put('fuzz-fi-ep', 'msgep_eth_msg_pingpong', bytes([5]) + ep['msg_pingpong'])
+for name, data in msg_ep.items():
+    put('fuzz-fi-ep', 'msgep_' + name, bytes([4]) + data)
+    put('fuzz-fi-ep', 'msgep_eth_' + name, bytes([5]) + data)
