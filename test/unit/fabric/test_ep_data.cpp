@@ -25,6 +25,22 @@ struct ep_data : ::testing::Test {
         a.close_all();
         b.close_all();
     }
+    /** a sends @p text (its terminating zero too) with @p tag, and b peeks
+     *  for it with FI_CLAIM, the peek's completion read. @return the
+     *  message naming @p ctx, for the FI_CLAIM call. */
+    msg_tagged send_and_claim(const char *text, std::uint64_t tag, context &ctx)
+    {
+        EXPECT_EQ(tsend(a.ep, text, std::strlen(text) + 1, nullptr, to_b, tag, nullptr), 0);
+        msg_tagged m;
+        m.tag = tag;
+        m.context = &ctx;
+        m.addr = FI_ADDR_UNSPEC;
+        EXPECT_EQ(trecvmsg(b.ep, &m, FI_PEEK | FI_CLAIM), 0);
+        cq_tagged_entry e{};
+        EXPECT_EQ(test::read_one(b.cq, e), 1);
+        EXPECT_EQ(e.op_context, &ctx);
+        return m;
+    }
 };
 } // namespace
 
@@ -266,15 +282,9 @@ TEST_F(ep_data, TaggedPeekClaimAndDiscard)
 TEST_F(ep_data, ClaimingReceiveChecksItsBuffer)
 {
     pair();
-    ASSERT_EQ(tsend(a.ep, "claimme", 8, nullptr, to_b, 42, nullptr), 0);
     context ctx{};
-    msg_tagged m;
-    m.tag = 42;
-    m.context = &ctx;
-    m.addr = FI_ADDR_UNSPEC;
-    ASSERT_EQ(trecvmsg(b.ep, &m, FI_PEEK | FI_CLAIM), 0);
+    msg_tagged m = send_and_claim("claimme", 42, ctx);
     cq_tagged_entry e{};
-    ASSERT_EQ(test::read_one(b.cq, e), 1);
     char buf[16] = {};
     iovec v[6];
     for (auto &x : v)
@@ -303,15 +313,9 @@ TEST_F(ep_data, ClaimingReceiveChecksItsBuffer)
 TEST_F(ep_data, DiscardingAClaimedMessageIgnoresTheBuffer)
 {
     pair();
-    ASSERT_EQ(tsend(a.ep, "dropme", 7, nullptr, to_b, 43, nullptr), 0);
     context ctx{};
-    msg_tagged m;
-    m.tag = 43;
-    m.context = &ctx;
-    m.addr = FI_ADDR_UNSPEC;
-    ASSERT_EQ(trecvmsg(b.ep, &m, FI_PEEK | FI_CLAIM), 0);
+    msg_tagged m = send_and_claim("dropme", 43, ctx);
     cq_tagged_entry e{};
-    ASSERT_EQ(test::read_one(b.cq, e), 1);
     m.msg_iov = nullptr;
     m.iov_count = 9;
     ASSERT_EQ(trecvmsg(b.ep, &m, FI_CLAIM | FI_DISCARD), 0);
@@ -329,23 +333,12 @@ TEST_F(ep_data, ClaimingReceiveFollowsSelectiveCompletion)
     ASSERT_EQ(test::open_ep(env, b, FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION), 0);
     to_b = test::add_peer(a, b);
     to_a = test::add_peer(b, a);
-    ASSERT_EQ(tsend(a.ep, "one", 4, nullptr, to_b, 1, nullptr), 0);
-    ASSERT_EQ(tsend(a.ep, "two", 4, nullptr, to_b, 2, nullptr), 0);
     context c1{}, c2{};
     char b1[8] = {}, b2[8] = {};
     iovec v1{b1, sizeof b1}, v2{b2, sizeof b2};
-    msg_tagged m;
-    m.addr = FI_ADDR_UNSPEC;
+    msg_tagged m = send_and_claim("one", 1, c1); // a peek always reports what it found
+    (void)send_and_claim("two", 2, c2);
     cq_tagged_entry e{};
-    m.tag = 1;
-    m.context = &c1;
-    ASSERT_EQ(trecvmsg(b.ep, &m, FI_PEEK | FI_CLAIM), 0);
-    ASSERT_EQ(test::read_one(b.cq, e), 1) << "a peek always reports what it found";
-    m.tag = 2;
-    m.context = &c2;
-    ASSERT_EQ(trecvmsg(b.ep, &m, FI_PEEK | FI_CLAIM), 0);
-    ASSERT_EQ(test::read_one(b.cq, e), 1);
-    m.context = &c1;
     m.msg_iov = &v1;
     m.iov_count = 1;
     ASSERT_EQ(trecvmsg(b.ep, &m, FI_CLAIM), 0);
