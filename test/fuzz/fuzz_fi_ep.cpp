@@ -421,8 +421,10 @@ struct program {
     /** MSG: a side shut the connection down (fi_shutdown): from then on a
      *  call may be -FI_ENOTCONN, and what was in flight may be lost. */
     bool shut = false;
-    /** MSG: an operation failed, which may have taken the connection with
-     *  it (a refused RDMA write puts the RC QP in error): calls may be
+    /** MSG: an operation failed, or an RMA or atomic was started that the
+     *  target may refuse, which may take the connection with it (a refused
+     *  RDMA write puts the RC QP in error, and the provider may see that
+     *  before the harness reads the error entry): calls may be
      *  -FI_ENOTCONN from then on too. */
     bool broken = false;
     int shut_by = -1;
@@ -558,6 +560,8 @@ struct program {
                 counted[o->side][1]++;
             else if (o->k == k_read || o->k == k_atomic)
                 counted[o->side][2]++;
+            if (o->k == k_write || o->k == k_read || o->k == k_atomic)
+                broken = broken || msg_ep;
             if (inject) // the buffer is the caller's again
                 scribble(o);
         }
