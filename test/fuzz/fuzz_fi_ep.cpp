@@ -2,9 +2,11 @@
 // the vq provider, each on a domain of its own, in one process (manual
 // progress, FI_THREAD_DOMAIN): over the shm driver, or over the ethdev
 // driver's net_ring pair (bit 0 of byte 0), their CQs bound with or without
-// FI_SELECTIVE_COMPLETION (bit 1); RDM endpoints, or MSG endpoints (bit 2)
+// FI_SELECTIVE_COMPLETION (bit 1); RDM endpoints, MSG endpoints (bit 2)
 // connected through a passive endpoint, where a program may also shut the
-// connection down (fi_shutdown on either side, more than once). The rest is a
+// connection down (fi_shutdown on either side, more than once), or DGRAM
+// endpoints (bit 3 without bit 2), which take no RMA or atomic call and
+// drop a datagram that finds no receive posted. The rest is a
 // program of calls on either endpoint: the message, tagged and RMA calls in
 // their plain, vector, msg, data and inject forms, with lengths around every
 // threshold (inject size, one slot, the rendezvous, the maximum and past
@@ -45,7 +47,10 @@
 //   that broke before the sender saw the ACK); no message arrives twice.
 // After fi_shutdown, calls may also be -FI_ENOTCONN; what was in flight
 // must still complete, every message sent arrive, and the peer of the side
-// that shut down see FI_SHUTDOWN.
+// that shut down see FI_SHUTDOWN. On DGRAM endpoints a datagram may be
+// lost (no receive posted): each one received is still checked, byte for
+// byte and at most once, and every send and receive completes; an RMA or
+// atomic call must be refused.
 // At the end of an input both endpoints post receives for whatever is left
 // and cancel their own; every accepted operation must then complete within
 // a bounded time. Endpoints, CQs and AVs are made per input; fabric,
@@ -180,11 +185,12 @@ struct side_res {
     /** FI_EP_MSG: the info, and (side 1) the passive endpoint that takes
      *  side 0's connection requests and the EQ it reports them on. */
     info *fi_msg = nullptr;
-    /** Per endpoint type (0 RDM, 1 MSG: a domain serves one type): the
-     *  domain and the regions' registrations; domain, mr and arena_mr name
-     *  the ones of this input's type. */
-    fid_domain *domains[2] = {};
-    fid_mr *mrs[2] = {}, *arena_mrs[2] = {};
+    info *fi_dgram = nullptr; ///< FI_EP_DGRAM
+    /** Per endpoint type (ep_rdm, ep_msg, ep_dgram: a domain serves one
+     *  type): the domain and the regions' registrations; domain, mr and
+     *  arena_mr name the ones of this input's type. */
+    fid_domain *domains[3] = {};
+    fid_mr *mrs[3] = {}, *arena_mrs[3] = {};
     fid_pep *pep = nullptr;
     fid_eq *pep_eq = nullptr;
     std::uint8_t pep_addr[64] = {};
@@ -202,10 +208,17 @@ struct side_res {
     std::uint8_t addr[64] = {};
 };
 
+enum ep_kind : int { ep_rdm, ep_msg, ep_dgram };
+
+/** What getinfo said of an endpoint type (side 0's). */
+struct limits {
+    std::size_t inject = 0, iov_limit = 0, rma_iov_limit = 0, max_msg = 0;
+};
+
 struct rig {
     side_res s[2];
     std::vector<std::uint8_t> initial = std::vector<std::uint8_t>(region_len); ///< rma_byte(0, *)
-    std::size_t inject = 0, iov_limit = 0, rma_iov_limit = 0, max_msg = 0;
+    limits lim[3];
 
     /** Each side a domain of the vq device @p dev[i], on a fabric of its own. */
     explicit rig(const char *const dev[2])
@@ -224,18 +237,19 @@ struct rig {
             check(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &r.fi) == 0, "getinfo");
             h->ep_attr->type = FI_EP_MSG;
             check(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &r.fi_msg) == 0, "getinfo FI_EP_MSG");
+            h->ep_attr->type = FI_EP_DGRAM;
+            h->caps = FI_MSG | FI_TAGGED | FI_MULTI_RECV | FI_DIRECTED_RECV; // no RMA on DGRAM
+            check(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &r.fi_dgram) == 0, "getinfo FI_EP_DGRAM");
             freeinfo(h);
-            if (i == 0) {
-                inject = r.fi->tx_attr->inject_size;
-                iov_limit = r.fi->tx_attr->iov_limit;
-                rma_iov_limit = r.fi->tx_attr->rma_iov_limit;
-                max_msg = r.fi->ep_attr->max_msg_size;
-            }
+            info *const by_kind[3] = {r.fi, r.fi_msg, r.fi_dgram};
+            for (int t = 0; i == 0 && t < 3; t++)
+                lim[t] = {by_kind[t]->tx_attr->inject_size, by_kind[t]->tx_attr->iov_limit,
+                          by_kind[t]->tx_attr->rma_iov_limit, by_kind[t]->ep_attr->max_msg_size};
             check(fabric_open(r.fi->fabric_attr, &r.fabric, nullptr) == 0, "fabric");
             r.region = new std::uint8_t[region_len];
             r.arena = new std::uint8_t[arena_len]();
-            for (int t = 0; t < 2; t++) {
-                check(domain_open(r.fabric, t ? r.fi_msg : r.fi, &r.domains[t], nullptr) == 0, "domain");
+            for (int t = 0; t < 3; t++) {
+                check(domain_open(r.fabric, by_kind[t], &r.domains[t], nullptr) == 0, "domain");
                 check(mr_reg(r.domains[t], r.region, region_len, FI_SEND | FI_RECV | FI_READ | FI_WRITE |
                              FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &r.mrs[t], nullptr) == 0, "mr_reg");
                 check(mr_reg(r.domains[t], r.arena, arena_len, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0,
@@ -306,14 +320,16 @@ struct rig {
         check(enable(r.ep) == 0, "enable");
     }
 
-    /** @p selective: the CQ is bound with FI_SELECTIVE_COMPLETION; @p msg:
-     *  FI_EP_MSG endpoints, connected (no AV: every address is the peer). */
-    void open_endpoints(bool selective, bool msg)
+    /** @p selective: the CQ is bound with FI_SELECTIVE_COMPLETION; @p kind
+     *  the endpoint type (ep_msg: connected, no AV: every address is the
+     *  peer). */
+    void open_endpoints(bool selective, ep_kind kind)
     {
+        const bool msg = kind == ep_msg;
         for (side_res &r : s) {
-            r.domain = r.domains[msg];
-            r.mr = r.mrs[msg];
-            r.arena_mr = r.arena_mrs[msg];
+            r.domain = r.domains[kind];
+            r.mr = r.mrs[kind];
+            r.arena_mr = r.arena_mrs[kind];
             cq_attr ca;
             ca.format = FI_CQ_FORMAT_TAGGED;
             ca.size = 1024;
@@ -325,7 +341,7 @@ struct rig {
             }
             av_attr aa;
             check(av_open(r.domain, &aa, &r.av, nullptr) == 0, "av_open");
-            check(endpoint(r.domain, r.fi, &r.ep, nullptr) == 0, "endpoint");
+            check(endpoint(r.domain, kind == ep_dgram ? r.fi_dgram : r.fi, &r.ep, nullptr) == 0, "endpoint");
             check(ep_bind(r.ep, &r.av->fid, 0) == 0, "bind av");
             bind_common(r, selective);
             std::size_t len = sizeof r.addr;
@@ -417,7 +433,10 @@ struct program {
     rig &r;
     reader in;
     bool selective = false; ///< the CQs are bound with FI_SELECTIVE_COMPLETION
-    bool msg_ep = false;    ///< FI_EP_MSG endpoints, connected to each other
+    ep_kind type = ep_rdm;
+    const limits &L = r.lim[type];
+    bool msg_ep = type == ep_msg;     ///< FI_EP_MSG endpoints, connected to each other
+    bool dgram = type == ep_dgram;    ///< FI_EP_DGRAM: a datagram may be lost
     /** MSG: a side shut the connection down (fi_shutdown): from then on a
      *  call may be -FI_ENOTCONN, and what was in flight may be lost. */
     bool shut = false;
@@ -439,9 +458,9 @@ struct program {
 
     std::size_t pick_len()
     {
-        const std::size_t inj = r.inject;
+        const std::size_t inj = L.inject;
         const std::size_t table[] = {0, 1, 3, 4, 8, 33, 48, 64, 65, inj - 1, inj, inj + 1, 984, 1000, 4096, 6143,
-                                     6144, 8192, 16384, 65536, 70000, r.max_msg + 1};
+                                     6144, 8192, 16384, 65536, 70000, L.max_msg + 1};
         std::uint8_t b = in.u8();
         if (b & 0x80)
             return (b & 0x7f) * 37u;
@@ -551,6 +570,7 @@ struct program {
         check(rc == 0 || rc == -FI_EAGAIN || documented(rc) || ((shut || broken) && rc == -FI_ENOTCONN),
               "undocumented return", rc, o->k);
         if (rc == 0) {
+            check(!dgram || o->k < k_write, "an RMA or atomic call accepted on a DGRAM endpoint", o->k);
             o->accepted = true;
             if (o->k == k_send)
                 sends[o->id] = o;
@@ -575,12 +595,12 @@ struct program {
         std::uint8_t form = in.u8();
         o->tagged = form & 1;
         std::size_t len = pick_len();
-        if (len > 70000 && (len != r.max_msg + 1 || len > (1u << 22)))
+        if (len > 70000 && (len != L.max_msg + 1 || len > (1u << 22)))
             len = 70000; // past the maximum only where that is no huge allocation
         std::size_t niov = 1;
         unsigned f = (form >> 1) % 5; // 0 plain, 1 data, 2 inject, 3 injectdata, 4 vector/msg
         if (f == 4)
-            niov = in.u8() % (r.iov_limit + 2);
+            niov = in.u8() % (L.iov_limit + 2);
         make_bufs(o, len, niov);
         fill_msg(o);
         o->tag = pick_tag(o->id);
@@ -657,7 +677,7 @@ struct program {
             len = 70000;
         if (k == k_multi)
             len = 1024 + in.u8() * 512u;
-        std::size_t niov = f == 2 || f == 5 ? in.u8() % (r.iov_limit + 2) : 1;
+        std::size_t niov = f == 2 || f == 5 ? in.u8() % (L.iov_limit + 2) : 1;
         make_bufs(o, len, niov);
         std::memset(o->bufs[0].get(), 0x5a, o->lens[0]);
         fi_addr_t src = in.u8() & 3 ? FI_ADDR_UNSPEC : pick_addr(sr);
@@ -742,7 +762,7 @@ struct program {
         fi_addr_t dest = pick_addr(sr);
         if (dest != sr.peer)
             o->rma_in_range = false; // another target's memory: not checked
-        std::size_t niov = (form >> 1) % 3 == 2 ? in.u8() % (r.iov_limit + 2) : 1;
+        std::size_t niov = (form >> 1) % 3 == 2 ? in.u8() % (L.iov_limit + 2) : 1;
         make_bufs(o, len, niov);
         if (write) {
             std::size_t at = 0;
@@ -782,7 +802,7 @@ struct program {
             m.rma_iov_count = std::array<std::size_t, 4>{0, 1, 1, 2}[in.u8() % 4];
             if (m.rma_iov_count == 2)
                 ri[0].len = len / 2;
-            if (m.rma_iov_count > r.rma_iov_limit)
+            if (m.rma_iov_count > L.rma_iov_limit)
                 o->rma_in_range = false; // refused
             m.context = o;
             m.data = in.u32();
@@ -892,7 +912,7 @@ struct program {
         }
         op *o = c[in.u8() % c.size()];
         const std::size_t len = pick_len();
-        const std::size_t niov = form & 2 ? in.u8() % (r.iov_limit + 2) : 1;
+        const std::size_t niov = form & 2 ? in.u8() % (L.iov_limit + 2) : 1;
         claim(o, form & 1, len, niov, form & 4 ? FI_COMPLETION : seen());
     }
     /** The FI_CLAIM call for @p o's claimed message: drop it, or receive it
@@ -908,14 +928,14 @@ struct program {
         msg_tagged m = message<msg_tagged>(v, niov, FI_ADDR_UNSPEC, o);
         if (drop) { // ignored with FI_DISCARD
             m.msg_iov = nullptr;
-            m.iov_count = niov + r.iov_limit;
+            m.iov_count = niov + L.iov_limit;
         }
         ssize_t rc = trecvmsg(sr.ep, &m, FI_CLAIM | (drop ? FI_DISCARD : flags));
         trace("side %d claim %s of %p, %zu bytes in %zu -> %zd\n", o->side, drop ? "drop" : "receive",
               static_cast<void *>(o), o->len, niov, rc);
         if (drop)
             check(rc == 0, "FI_CLAIM | FI_DISCARD of a claimed message", rc);
-        else if (niov <= r.iov_limit)
+        else if (niov <= L.iov_limit)
             check(rc == 0 || rc == -FI_EAGAIN, "FI_CLAIM into a valid buffer", rc);
         else
             check(rc == -FI_EINVAL, "FI_CLAIM into more buffers than iov_limit", rc);
@@ -1180,8 +1200,9 @@ struct program {
             const long balance = recv_balance();
             // Above 0: messages that arrived although their sends failed (an
             // RC connection that broke before the sender saw the ACK); one
-            // received twice is caught by its number (check_message).
-            if (done && reached && balance >= 0)
+            // received twice is caught by its number (check_message). Below
+            // 0 on DGRAM: datagrams that found no receive.
+            if (done && reached && (balance >= 0 || dgram))
                 break;
             const bool ends = done && reached;
             check(std::chrono::steady_clock::now() < until,
@@ -1205,7 +1226,7 @@ struct program {
             for (int side = 0; side < 2; side++) // silent ones: their counter has not got there yet
                 if (cntr_read(r.s[side].cnt[0]) + cntr_readerr(r.s[side].cnt[0]) < counted[side][0])
                     sends_left = true;
-            if (balance < 0)
+            if (balance < 0 && !dgram)
                 sends_left = true; // sent, not yet received: waiting unexpected
             for (int side = 0; side < 2; side++) {
                 if (sends_left) {
@@ -1351,9 +1372,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
     if (size < 1)
         return 0;
     rig &r = the_rig(data[0] % 2u);
-    const bool selective = data[0] & 2, msg = data[0] & 4;
-    r.open_endpoints(selective, msg);
-    program{r, reader{data + 1, size - 1}, selective, msg}.run();
+    const bool selective = data[0] & 2;
+    const ep_kind kind = data[0] & 4 ? ep_msg : data[0] & 8 ? ep_dgram : ep_rdm;
+    r.open_endpoints(selective, kind);
+    program{r, reader{data + 1, size - 1}, selective, kind}.run();
     r.close_endpoints();
     return 0;
 }

@@ -450,9 +450,21 @@ msg_ep = {
     'shutdown_by_acceptor': ep_recv(0, L64) + ep_send(1, L8) + ep_poll(2) + ep_shutdown(1) + ep_send(0, L4K) +
     ep_rma(0, False, L64, 0) + ep_poll(4),
 }
+dgram = {
+    'dgram_receives_first': ep_recv(1, L64) + ep_recv(1, L4K, form=1) + ep_send(0, L8) +
+    ep_send(0, L_INJ1, tagged=True) + ep_poll(4) + ep_recv(0, L64, form=2, niov=2) + ep_send(1, L64, form=4, niov=2) +
+    ep_poll(4),
+    'dgram_unreceived_and_past_max': ep_send(0, L64) + ep_send(0, L_PAST_MAX) + ep_send(0, L8, dest=SELF) +
+    ep_recv(0, L8) + ep_poll(4) + ep_recv(1, L64) + bytes([EP_CANCEL | 1, 0]) + ep_poll(2),
+    'dgram_multi_recv_and_peek': ep_recv(1, 0, form=3, multi_len=40) + ep_send(0, L64) + ep_send(0, L4K) +
+    ep_send(0, L8, form=1) + ep_poll(8) + ep_recv(1, L64, form=PEEK_CLAIM) + ep_poll(2),
+    'dgram_rma_refused': ep_rma(0, True, L64, 0) + ep_rma(0, False, L64, 0) + ep_atomic(1, 2, FI_UINT64, FI_SUM, 1, 0) +
+    ep_poll(2),
+}
 # Byte 0: bit 0 the device (0 shm, 1 ethdev's net_ring pair), bit 1 the CQs
 # bound with FI_SELECTIVE_COMPLETION (a few seeds on shm), bit 2 FI_EP_MSG
-# endpoints, connected (a few seeds, and the shutdown ones, on both devices).
+# endpoints, connected (a few seeds, and the shutdown ones, on both devices),
+# bit 3 (without bit 2) FI_EP_DGRAM endpoints.
 for name, data in ep.items():
     put('fuzz-fi-ep', name, bytes([0]) + data)
     put('fuzz-fi-ep', 'eth_' + name, bytes([1]) + data)
@@ -464,3 +476,7 @@ put('fuzz-fi-ep', 'msgep_eth_msg_pingpong', bytes([5]) + ep['msg_pingpong'])
 for name, data in msg_ep.items():
     put('fuzz-fi-ep', 'msgep_' + name, bytes([4]) + data)
     put('fuzz-fi-ep', 'msgep_eth_' + name, bytes([5]) + data)
+for name, data in dgram.items():
+    put('fuzz-fi-ep', name, bytes([8]) + data)
+    put('fuzz-fi-ep', 'eth_' + name, bytes([9]) + data)
+put('fuzz-fi-ep', 'selective_dgram_receives_first', bytes([10]) + dgram['dgram_receives_first'])
