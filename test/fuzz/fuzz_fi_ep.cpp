@@ -167,6 +167,9 @@ struct op {
     std::vector<std::size_t> lens;
     std::size_t roff = 0;          ///< RMA: offset in the peer's region
     bool rma_in_range = false;
+    /** RMA: the target may refuse it (a key not the region's, or bytes
+     *  past the region's end), which on MSG takes the connection down. */
+    bool refusable = true;
 };
 
 struct side_res {
@@ -580,7 +583,7 @@ struct program {
                 counted[o->side][1]++;
             else if (o->k == k_read || o->k == k_atomic)
                 counted[o->side][2]++;
-            if (o->k == k_write || o->k == k_read || o->k == k_atomic)
+            if (o->k == k_atomic || ((o->k == k_write || o->k == k_read) && o->refusable))
                 broken = broken || msg_ep;
             if (inject) // the buffer is the caller's again
                 scribble(o);
@@ -758,6 +761,7 @@ struct program {
         const bool right_key = key == mr_key(peer.mr);
         if (!right_key)
             o->rma_in_range = false;
+        o->refusable = !o->rma_in_range; // MSG: every address is the peer
         std::uint64_t raddr = reinterpret_cast<std::uintptr_t>(peer.region) + off;
         fi_addr_t dest = pick_addr(sr);
         if (dest != sr.peer)
