@@ -33,6 +33,8 @@
 #include "ethdev_ext.h"
 #include "wire.h"
 
+struct rte_ring;
+
 namespace shunt::drv::ethdev {
 
 namespace vq = shunt::vq;
@@ -122,6 +124,10 @@ struct port {
     /** Queue 0 belongs to one RAW_PACKET QP (thread domain): the shared
      *  receive path leaves it alone. */
     std::atomic<bool> q0_owned{false};
+    /** A destination of the port is the port itself (port_loop_on): RoCE
+     *  frames to its own MAC and IPv4 go through `loop` instead of the PMD,
+     *  and the shared receive path takes them from there. */
+    std::atomic<bool> loop_on{false};
     std::uint16_t id = 0;               ///< DPDK port id
     std::atomic<eth_qp *> qps[max_qp];  ///< by QP number index
     eth_qp *raw[max_raw_shared] = {};   ///< RAW_PACKET QPs on queue 0 (under rx_lock)
@@ -134,6 +140,7 @@ struct port {
     /** RC, UC and UD QPs on the port: frames on queues that RAW_PACKET QPs
      *  own are looked at for RoCE and ARP only while there are any. */
     std::atomic<std::uint32_t> roce_qps{0};
+    rte_ring *loop = nullptr;           ///< loopback frames (any thread enqueues; taken under rx_lock)
     /* Shared transmit queue 0. */
     alignas(64) spinlock tx_lock;
     std::uint16_t ip_id = 0;            ///< IPv4 id of frames sent on queue 0 by the port itself
@@ -198,6 +205,9 @@ void port_unowned_queues(port *p) noexcept;
 bool port_divert(port *p, rte_mbuf *m) noexcept;
 /** Transmit on queue @p q (locked when it is the shared queue). @return taken. */
 std::uint16_t port_tx(port *p, std::uint16_t q, bool locked, rte_mbuf **m, std::uint16_t n) noexcept;
+/** Loop the port's RoCE frames to itself back (a destination of the port
+ *  is its own address; setup_lock not held). @return 0; -FI_ENOMEM. */
+int port_loop_on(port *p);
 /** Is the link up? (Reads the PMD's link status: may be a system call.) */
 bool port_link_up(port *p) noexcept;
 /** Wait (bounded, SHUNT_ETHDEV_LINK_WAIT_MS) for the link to be up. */

@@ -305,7 +305,7 @@ const char *counter_name(unsigned c) noexcept
         "rx_frames", "tx_frames", "rx_short", "rx_bad_len", "rx_bad_ip", "rx_bad_icrc", "rx_bad_opcode",
         "rx_bad_bth", "rx_no_qp", "rx_qp_full", "rx_no_raw", "rx_seq", "rx_qkey", "rx_multiseg",
         "tx_retransmit", "tx_nak", "arp_replies", "tx_busy",
-        "tx_link_down",
+        "tx_link_down", "tx_loopback",
     };
     return c < num_counters ? n[c] : "unknown";
 }
@@ -536,7 +536,10 @@ void port_wait_link(port *p)
     }
 }
 
-std::uint16_t port_tx(port *p, std::uint16_t q, bool locked, rte_mbuf **m, std::uint16_t n) noexcept
+namespace {
+
+/** Frames @p m[0..n) to the PMD's queue @p q. */
+inline std::uint16_t tx_pmd(port *p, std::uint16_t q, bool locked, rte_mbuf **m, std::uint16_t n) noexcept
 {
     if (locked)
         p->tx_lock.lock();
@@ -549,6 +552,80 @@ std::uint16_t port_tx(port *p, std::uint16_t q, bool locked, rte_mbuf **m, std::
     if (k < n)
         p->count(c_tx_busy);
     return k;
+}
+
+bool roce_for_us(const port *p, const std::uint8_t *f, std::uint32_t seg, std::uint32_t l3,
+                 std::uint16_t et) noexcept;
+std::uint16_t ethertype(const std::uint8_t *f, std::uint32_t seg, std::uint32_t *l3) noexcept;
+
+/** Is @p m a RoCE frame to the port itself? */
+bool to_self(const port *p, const rte_mbuf *m) noexcept
+{
+    const std::uint8_t *f = rte_pktmbuf_mtod(m, const std::uint8_t *);
+    const std::uint32_t seg = m->data_len;
+    if (seg < wire::eth_len)
+        return false;
+    std::uint32_t l3;
+    const std::uint16_t et = ethertype(f, seg, &l3);
+    return roce_for_us(p, f, seg, l3, et);
+}
+
+/** port_tx on a port that loops: runs of frames for the wire go to the
+ *  PMD, runs for the port itself to its loop ring, in order; a run that
+ *  does not fit ends the call (@return the frames taken, a prefix). */
+SHUNT_COLD std::uint16_t tx_looping(port *p, std::uint16_t q, bool locked, rte_mbuf **m, std::uint16_t n) noexcept
+{
+    std::uint16_t done = 0;
+    while (done < n) {
+        const bool self = to_self(p, m[done]);
+        std::uint16_t run = 1;
+        while (done + run < n && to_self(p, m[done + run]) == self)
+            run++;
+        std::uint16_t k;
+        if (self) {
+            tsan_handed(m + done, run);
+            k = static_cast<std::uint16_t>(
+                rte_ring_mp_enqueue_burst(p->loop, reinterpret_cast<void *const *>(m + done), run, nullptr));
+            if (k)
+                p->count(c_tx_loopback, k);
+            if (k < run)
+                p->count(c_tx_busy);
+        } else {
+            k = tx_pmd(p, q, locked, m + done, run);
+        }
+        done = static_cast<std::uint16_t>(done + k);
+        if (k < run)
+            break;
+    }
+    return done;
+}
+
+} // namespace
+
+std::uint16_t port_tx(port *p, std::uint16_t q, bool locked, rte_mbuf **m, std::uint16_t n) noexcept
+{
+    if (p->loop_on.load(std::memory_order_relaxed)) [[unlikely]]
+        return tx_looping(p, q, locked, m, n);
+    return tx_pmd(p, q, locked, m, n);
+}
+
+int port_loop_on(port *p)
+{
+    std::lock_guard<std::mutex> g(p->setup_lock);
+    if (p->loop)
+        return 0;
+    char name[RTE_RING_NAMESIZE];
+    std::snprintf(name, sizeof name, "shunt_lo%u", unsigned(p->id));
+    // Many producers (every QP's transmit), one consumer (the shared
+    // receive path, under rx_lock). As deep as a port's receive ring.
+    p->loop = rte_ring_create(name, pow2_at_least(p->rxd), SOCKET_ID_ANY, RING_F_SC_DEQ);
+    if (!p->loop) {
+        SHUNT_LOG(eth_log, error, "%s: cannot create the loopback ring", p->name.c_str());
+        return -FI_ENOMEM;
+    }
+    p->loop_on.store(true, std::memory_order_release);
+    SHUNT_LOG(eth_log, info, "%s: a destination is the port itself; its frames loop back", p->name.c_str());
+    return 0;
 }
 
 /* ---------------- Shared receive path ---------------- */
@@ -644,7 +721,7 @@ SHUNT_ALWAYS_INLINE void roce_input(port *p, rte_mbuf *m, std::uint32_t l3) noex
 
 /** Is frame @p f (@p seg bytes in its first segment, ethertype @p et, the
  *  network header at @p l3) UDP to the RoCEv2 port at our MAC and IPv4? */
-inline bool roce_for_us(const port *p, const std::uint8_t *f, std::uint32_t seg, std::uint32_t l3,
+bool roce_for_us(const port *p, const std::uint8_t *f, std::uint32_t seg, std::uint32_t l3,
                         std::uint16_t et) noexcept
 {
     if (et != wire::ethertype_ipv4 || seg < l3 + wire::ip_len + wire::udp_len)
@@ -656,7 +733,7 @@ inline bool roce_for_us(const port *p, const std::uint8_t *f, std::uint32_t seg,
 
 /** The ethertype of frame @p f (@p seg >= 14 bytes in its first segment)
  *  past one VLAN tag; *@p l3: where its network header starts. */
-inline std::uint16_t ethertype(const std::uint8_t *f, std::uint32_t seg, std::uint32_t *l3) noexcept
+std::uint16_t ethertype(const std::uint8_t *f, std::uint32_t seg, std::uint32_t *l3) noexcept
 {
     std::uint16_t et = wire::ld16(f + 12);
     *l3 = wire::eth_len;
@@ -710,10 +787,36 @@ SHUNT_COLD unsigned poll_unowned(port *p) noexcept
     return n;
 }
 
+/** port_poll on a port that loops: the frames it sent itself first (they
+ *  are RoCE frames, classified like any other), then the PMD's queues as
+ *  always. The loop ring is taken even when a RAW_PACKET QP owns queue 0. */
+SHUNT_COLD unsigned poll_looping(port *p) noexcept
+{
+    if (!p->rx_lock.try_lock())
+        return 0;
+    rte_mbuf *m[burst];
+    const unsigned k = rte_ring_sc_dequeue_burst(p->loop, reinterpret_cast<void **>(m), burst, nullptr);
+    tsan_taken(m, static_cast<std::uint16_t>(k));
+    for (unsigned i = 0; i < k; i++)
+        classify(p, m[i]);
+    unsigned n = 0;
+    if (!p->q0_owned.load(std::memory_order_relaxed)) {
+        n = poll_queue(p, 0);
+        if (p->nunowned)
+            n += poll_unowned(p);
+    }
+    p->rx_lock.unlock();
+    if (n)
+        p->count(c_rx_frames, n);
+    return n + k;
+}
+
 } // namespace
 
 unsigned port_poll(port *p) noexcept
 {
+    if (p->loop_on.load(std::memory_order_relaxed)) [[unlikely]]
+        return poll_looping(p);
     if (p->q0_owned.load(std::memory_order_relaxed) || !p->rx_lock.try_lock())
         return 0;
     unsigned n = poll_queue(p, 0);
@@ -920,6 +1023,14 @@ int make_dest(port *p, const vq::dev_addr &a, dest_hdr *out)
     }
     if (ip == 0 || ip == 0xffffffffu)
         return -FI_EINVAL;
+    if (ip == p->ipv4 && rte_is_zero_ether_addr(&mac))
+        mac = p->mac; // ourselves: nobody answers our own ARP request
+    if (rte_is_same_ether_addr(&mac, &p->mac) && ip == p->ipv4) {
+        // The port itself (another QP of it): its frames loop back, as a
+        // RoCE NIC's do. Another IPv4 at our MAC goes to the PMD as ever.
+        if (int rc = port_loop_on(p))
+            return rc;
+    }
     if (rte_is_zero_ether_addr(&mac)) {
         port_wait_link(p);
         int rc = arp_resolve(p, ip, &mac);

@@ -33,6 +33,7 @@ enum counter : unsigned {
     c_arp_replies,      ///< ARP requests for our address answered
     c_tx_busy,          ///< times the PMD took fewer frames than offered (queue full, link down)
     c_tx_link_down,     ///< frames dropped because the link was down (the wire lost them)
+    c_tx_loopback,      ///< RoCE frames to the port's own MAC and IPv4, handed to its receive path (no PMD)
     num_counters
 };
 /** Name of a counter ("rx_bad_icrc", ...). */

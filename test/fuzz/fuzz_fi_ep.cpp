@@ -396,10 +396,10 @@ rig &the_rig(unsigned which)
     static bool once = [] {
         setenv("SHUNT_LOG_LEVEL", "error", 0);
         setenv("SHUNT_ETHDEV_RING_PAIRS", "1", 0);
-        // A connection nobody answers (an endpoint that sent to itself over
-        // the ring pair, which has no loopback) gives up soon: an input
-        // waits for it. One that times out although its peer is there
-        // fails its operations with error completions, which is allowed.
+        // A connection nobody answers gives up soon: an input waits for it.
+        // One that times out although its peer is there (the peer's side
+        // progresses only when the program polls it) fails its operations
+        // with error completions, which is allowed.
         setenv("SHUNT_VQ_CONNECT_TIMEOUT_MS", "100", 0);
         return true;
     }();

@@ -3,6 +3,8 @@
 // net_ring_pair0b), each side progressed by polling its own CQ.
 //  - DGRAM: max_msg_size comes from the port's UD MTU; datagrams of exactly
 //    that size arrive byte for byte, one byte more is -FI_EMSGSIZE.
+//  - RDM: an endpoint reaches itself and another endpoint of its port
+//    (the port loops its own frames back).
 //  - RDM: SHUNT_VQ_RC_TIMEOUT / _RETRY_CNT / _RNR_RETRY reach the RC QPs:
 //    with the peer silent, a send fails after exactly RETRY_CNT
 //    retransmissions (the port's tx_retransmit counter), no sooner than the
@@ -289,6 +291,61 @@ TEST(EthdevRdm, AnInjectFlushedBehindARefusedWriteIsReportedNotLostSilently)
     EXPECT_TRUE(inject_reported || inject_arrived) << "the inject neither arrived nor was reported lost";
     EXPECT_FALSE(inject_reported && inject_arrived);
     EXPECT_EQ(fabric::close(&mr->fid), 0);
+}
+
+// The port loops RoCE frames to its own address back (as a RoCE NIC
+// does), so an RDM endpoint reaches itself, and another endpoint of its
+// port: eager and rendezvous messages (the rendezvous an RDMA read from its
+// own memory) arrive byte for byte, and no frame goes to the wire.
+TEST(EthdevRdm, AnEndpointReachesItselfAndAnotherEndpointOfItsPort)
+{
+    side a, c;
+    ASSERT_EQ(a.open(port_a, FI_EP_RDM), 0);
+    ASSERT_EQ(c.open(port_a, FI_EP_RDM), 0);
+    fi_addr_t self = FI_ADDR_NOTAVAIL, to_c = FI_ADDR_NOTAVAIL, to_a = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(av_insert(a.av, a.addr, 1, &self, 0, nullptr), 1);
+    ASSERT_EQ(av_insert(a.av, c.addr, 1, &to_c, 0, nullptr), 1);
+    ASSERT_EQ(av_insert(c.av, a.addr, 1, &to_a, 0, nullptr), 1);
+    const std::uint64_t wire = port_counter(port_a, eth::c_tx_frames);
+    const std::uint64_t looped = port_counter(port_a, eth::c_tx_loopback);
+    // (sender, receiver, destination at the sender, length, tagged)
+    struct leg {
+        side *from, *to;
+        fi_addr_t dest;
+        std::size_t len;
+        bool tagged;
+    };
+    const leg legs[] = {{&a, &a, self, 8, false},        {&a, &a, self, 64 * 1024, true},
+                        {&a, &c, to_c, 8, true},         {&a, &c, to_c, 100000, false},
+                        {&c, &a, to_a, 3000, false},     {&c, &a, to_a, 64 * 1024, true}};
+    std::uint64_t seed = 1;
+    for (const leg &l : legs) {
+        std::vector<std::uint8_t> out(l.len), in(l.len + 16, 0xee);
+        for (std::size_t i = 0; i < l.len; i++)
+            out[i] = pattern(seed, i);
+        int rctx = 0, sctx = 0;
+        if (l.tagged)
+            ASSERT_EQ(trecv(l.to->ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, 9, 0, &rctx), 0);
+        else
+            ASSERT_EQ(recv(l.to->ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+        ASSERT_EQ(post_retry({a.cq, c.cq},
+                             [&] {
+                                 return l.tagged ? tsend(l.from->ep, out.data(), l.len, nullptr, l.dest, 9, &sctx)
+                                                 : send(l.from->ep, out.data(), l.len, nullptr, l.dest, &sctx);
+                             }),
+                  0)
+            << l.len;
+        cq_tagged_entry e{};
+        ASSERT_EQ(wait_for(l.to->cq, &rctx, {a.cq, c.cq}, e), 1) << l.len << " bytes did not arrive";
+        EXPECT_EQ(e.len, l.len);
+        for (std::size_t i = 0; i < l.len; i++)
+            ASSERT_EQ(in[i], out[i]) << "byte " << i << " of " << l.len;
+        EXPECT_EQ(in[l.len], 0xee);
+        ASSERT_EQ(wait_for(l.from->cq, &sctx, {a.cq, c.cq}, e), 1) << "the send's completion";
+        seed++;
+    }
+    EXPECT_EQ(port_counter(port_a, eth::c_tx_frames), wire) << "a frame to the port itself went to the PMD";
+    EXPECT_GT(port_counter(port_a, eth::c_tx_loopback), looped);
 }
 
 // A peer answers a request of ours (here the delivery acknowledgement of a

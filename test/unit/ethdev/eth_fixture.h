@@ -1,7 +1,7 @@
 // Helpers for the ethdev driver tests: endpoints on the cross-wired net_ring
-// port pairs the driver creates in this process (SHUNT_ETHDEV_RING_PAIRS=3:
+// port pairs the driver creates in this process (SHUNT_ETHDEV_RING_PAIRS=4:
 // net_ring_pair0a <-> net_ring_pair0b, net_ring_pair1a <-> net_ring_pair1b,
-// and pair2 for the tests of ports with two queue pairs),
+// pair2 for the tests of ports with two queue pairs, pair3 for loopback),
 // QP set-up, bounded waits, a frame decoder independent of the driver, and an
 // in-process forwarder with impairments between the two pairs.
 #pragma once
@@ -38,7 +38,7 @@ inline constexpr const char *dev2b = "net_ring_pair2b";
 inline vq::device *device(const char *name)
 {
     static bool once = [] {
-        setenv("SHUNT_ETHDEV_RING_PAIRS", "3", 0);
+        setenv("SHUNT_ETHDEV_RING_PAIRS", "4", 0);
         return true;
     }();
     (void)once;
