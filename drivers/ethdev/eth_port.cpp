@@ -554,20 +554,22 @@ inline std::uint16_t tx_pmd(port *p, std::uint16_t q, bool locked, rte_mbuf **m,
     return k;
 }
 
+/** A frame's first segment, its ethertype and where its network header
+ *  starts (frame_of). */
+struct frame_view {
+    const std::uint8_t *f;
+    std::uint32_t seg, l3;
+    std::uint16_t et;
+};
+bool frame_of(const rte_mbuf *m, frame_view &v) noexcept;
 bool roce_for_us(const port *p, const std::uint8_t *f, std::uint32_t seg, std::uint32_t l3,
                  std::uint16_t et) noexcept;
-std::uint16_t ethertype(const std::uint8_t *f, std::uint32_t seg, std::uint32_t *l3) noexcept;
 
 /** Is @p m a RoCE frame to the port itself? */
 bool to_self(const port *p, const rte_mbuf *m) noexcept
 {
-    const std::uint8_t *f = rte_pktmbuf_mtod(m, const std::uint8_t *);
-    const std::uint32_t seg = m->data_len;
-    if (seg < wire::eth_len)
-        return false;
-    std::uint32_t l3;
-    const std::uint16_t et = ethertype(f, seg, &l3);
-    return roce_for_us(p, f, seg, l3, et);
+    frame_view v;
+    return frame_of(m, v) && roce_for_us(p, v.f, v.seg, v.l3, v.et);
 }
 
 /** port_tx on a port that loops: runs of frames for the wire go to the
@@ -733,7 +735,7 @@ bool roce_for_us(const port *p, const std::uint8_t *f, std::uint32_t seg, std::u
 
 /** The ethertype of frame @p f (@p seg >= 14 bytes in its first segment)
  *  past one VLAN tag; *@p l3: where its network header starts. */
-std::uint16_t ethertype(const std::uint8_t *f, std::uint32_t seg, std::uint32_t *l3) noexcept
+inline std::uint16_t ethertype(const std::uint8_t *f, std::uint32_t seg, std::uint32_t *l3) noexcept
 {
     std::uint16_t et = wire::ld16(f + 12);
     *l3 = wire::eth_len;
@@ -742,6 +744,18 @@ std::uint16_t ethertype(const std::uint8_t *f, std::uint32_t seg, std::uint32_t 
         *l3 = 18;
     }
     return et;
+}
+
+/** @p m's view: false when its first segment is shorter than an Ethernet
+ *  header. */
+bool frame_of(const rte_mbuf *m, frame_view &v) noexcept
+{
+    v.f = rte_pktmbuf_mtod(m, const std::uint8_t *);
+    v.seg = m->data_len;
+    if (v.seg < wire::eth_len)
+        return false;
+    v.et = ethertype(v.f, v.seg, &v.l3);
+    return true;
 }
 
 SHUNT_ALWAYS_INLINE void classify(port *p, rte_mbuf *m) noexcept
@@ -840,12 +854,12 @@ void port_unowned_queues(port *p) noexcept
 
 bool port_divert(port *p, rte_mbuf *m) noexcept
 {
-    const std::uint8_t *f = rte_pktmbuf_mtod(m, const std::uint8_t *);
-    const std::uint32_t seg = m->data_len;
-    if (seg < wire::eth_len)
+    frame_view v;
+    if (!frame_of(m, v))
         return false;
-    std::uint32_t l3;
-    const std::uint16_t et = ethertype(f, seg, &l3);
+    const std::uint8_t *f = v.f;
+    const std::uint32_t seg = v.seg, l3 = v.l3;
+    const std::uint16_t et = v.et;
     if (et == wire::ethertype_arp) {
         arp_input(p, f + l3, seg - l3);
         return false;
