@@ -206,8 +206,13 @@ const ops_cm rdm_cm_ops{.getname = ep_getname};
 int sep_tx_ctx(fid_ep *sep, int index, tx_attr *attr, fid_ep **out, void *context)
 {
     int rc = util::ep_ops.tx_ctx(sep, index, attr, out, context);
-    if (rc == 0)
+    if (rc == 0) {
         util::core_of(*out)->prov = util::core_of(sep)->prov;
+        // Its injects name it in their wr_id (origin_of).
+        const int mt = ep_of(util::core_of(sep))->dom->mt;
+        util::to_handle(*out)->ep.msg = &ctx_msg_ops[mt];
+        util::to_handle(*out)->ep.tagged = &ctx_tagged_ops[mt];
+    }
     return rc;
 }
 

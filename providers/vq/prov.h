@@ -611,6 +611,9 @@ void tx_fin(prov_ep *e, std::uint64_t id, int err);
  *  multi-threaded domain (its inject takes the endpoint's lock). */
 extern const ops_msg msg_ops[2];
 extern const ops_tagged tagged_ops[2];
+/** The same for a scalable endpoint's transmit contexts (origin_of). */
+extern const ops_msg ctx_msg_ops[2];
+extern const ops_tagged ctx_tagged_ops[2];
 
 /** Post a small control message answering the peer of @p c (fin, ack,
  *  response, nak) on the QP its requests arrive on (answer_slot), or queue
@@ -829,15 +832,32 @@ inline std::uint64_t drain_id(int slot, std::uint32_t qpn)
 inline bool is_drain_id(std::uint64_t id) { return (id >> 61) == 3; }
 /** The wr_id of an operation reported complete when posted (an inject, or
  *  FI_INJECT_COMPLETE), which asks for no completion: top bits 101, the
- *  kind in the low bits, and posted_signaled when the send queue's
- *  reclaiming signals it anyway. Its error or flush completion (a
- *  connection that broke before it was delivered) is reported late
- *  (util::tx_fail_after_done): the operation was counted already. */
+ *  kind in the low bits, posted_signaled when the send queue's reclaiming
+ *  signals it anyway, and in bits 16-23 its origin (origin_of). Its error
+ *  or flush completion (a connection that broke before it was delivered)
+ *  is reported late (util::tx_fail_after_done), on the endpoint or context
+ *  that posted it: the operation was counted already. */
 enum posted_kind : std::uint64_t { posted_send = 0, posted_write = 1, posted_atomic = 2 };
 inline constexpr std::uint64_t posted_base = std::uint64_t(5) << 61;
 inline constexpr std::uint64_t posted_signaled = std::uint64_t(1) << 8;
-inline constexpr std::uint64_t posted_id(posted_kind k) { return posted_base | k; }
+inline constexpr std::uint64_t posted_id(posted_kind k, std::uint64_t origin = 0)
+{
+    return posted_base | k | origin << 16;
+}
 inline bool is_posted_id(std::uint64_t id) { return (id >> 61) == 5; }
+inline std::uint64_t posted_origin(std::uint64_t id) { return (id >> 16) & 0xff; }
+/** Where an operation that completes when posted comes from: 0 the
+ *  endpoint itself, i + 1 transmit context i of a scalable endpoint. */
+[[gnu::cold]] std::uint64_t ctx_origin(const prov_ep *e, const util::ep_core *c);
+inline std::uint64_t origin_of(const prov_ep *e, const util::ep_core *c) { return c->sep ? ctx_origin(e, c) : 0; }
+/** The endpoint or context of @p origin (the endpoint when that context
+ *  is gone), where a late failure is reported. */
+util::ep_core *origin_core(prov_ep *e, std::uint64_t origin);
+/** The id an RMA write or atomic that completes when posted carries to the
+ *  target, which echoes it in the fin of a failure: all ones but the low
+ *  byte, its origin. */
+inline constexpr std::uint64_t late_id(std::uint64_t origin) { return ~std::uint64_t(0) << 8 | origin; }
+inline bool is_late_id(std::uint64_t id) { return (id >> 8) == (~std::uint64_t(0) >> 8); }
 /** The marker @p id of a retired slot came back from QP @p qpn: close it. */
 void slot_drained(prov_ep *e, std::uint64_t id, std::uint32_t qpn);
 /** Post the markers that found the send queue full (e->undrained). */

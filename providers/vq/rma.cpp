@@ -125,7 +125,7 @@ ssize_t rma_direct(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn 
     const bool at_post = inl && completes_at_post(r.flags);
     vq::qp *q = e->slots[c->slot].qp;
     vq::wr_start(q);
-    q->wr_id = at_post ? posted_id(posted_write) : tx_id(e, t);
+    q->wr_id = at_post ? posted_id(posted_write, origin_of(e, core)) : tx_id(e, t);
     q->wr_flags = at_post ? 0 : vq::WR_SIGNALED;
     const std::uint32_t rkey = std::uint32_t(r.rma[0].key);
     if (!write)
@@ -189,7 +189,8 @@ ssize_t rma_by_target(prov_ep *e, util::ep_core *core, const util::tx_req &r, co
             return -FI_EAGAIN;
         t->waits = write || !small ? tx_entry::on_fin : tx_entry::on_resp;
     }
-    rma_hdr h{r.rma[0].addr, r.rma[0].key, r.len, t ? tx_id(e, t) : ~0ULL, std::uint32_t(r.data), 0};
+    const std::uint64_t origin = origin_of(e, core);
+    rma_hdr h{r.rma[0].addr, r.rma[0].key, r.len, t ? tx_id(e, t) : late_id(origin), std::uint32_t(r.data), 0};
     std::uint8_t flags = (write && (r.flags & FI_REMOTE_CQ_DATA)) ? wf_data : 0;
     vq::data_buf b[2 + iov_max];
     std::size_t nb = 1;
@@ -214,7 +215,7 @@ ssize_t rma_by_target(prov_ep *e, util::ep_core *core, const util::tx_req &r, co
         }
         b[nb++] = {&d, rndv_desc_len(d.niov)};
     }
-    int rc = post_imm(e, c, imm_wire(op, flags, 0), b, nb, false, at_post ? posted_id(posted_write) : ~0ULL);
+    int rc = post_imm(e, c, imm_wire(op, flags, 0), b, nb, false, at_post ? posted_id(posted_write, origin) : ~0ULL);
     if (rc) {
         if (t)
             tx_put(e, t);
@@ -234,11 +235,12 @@ int verify(prov_ep *e, std::uint64_t key, std::uint64_t addr, std::uint64_t len,
     return rc == -FI_EKEYREJECTED || rc == -FI_EINVAL ? FI_EACCES : -rc;
 }
 
-/** The answer to a request that carried id @p id (~0: none wanted, so only
- *  a failure is reported, to the initiator's endpoint). */
+/** The answer to a request that carried id @p id (a late_id: none wanted,
+ *  so only a failure is reported, to the initiator's endpoint or context
+ *  the id names). */
 void answer(prov_ep *e, conn *c, std::uint64_t id, int err)
 {
-    if (id == ~0ULL && !err)
+    if (is_late_id(id) && !err)
         return;
     fin_body fb{id, err, 0};
     ctl_send(e, c, imm_wire(w_fin, 0, 0), &fb, sizeof fb);
@@ -348,7 +350,7 @@ void exec_atomic(prov_ep *e, conn *c, const std::uint8_t *p, std::size_t len)
         if (!err && counts_access(e)) [[unlikely]]
             count_region(e, m, a.aop == FI_ATOMIC_READ ? ra_atomic_read : a.fetch ? ra_fetch : ra_atomic);
     }
-    if (a.id == ~0ULL && !err)
+    if (is_late_id(a.id) && !err)
         return;
     std::uint8_t resp[sizeof(fin_body) + 8];
     fin_body fb{a.id, err, 0};
@@ -381,9 +383,9 @@ void response(prov_ep *e, std::uint8_t op, const std::uint8_t *p, std::size_t le
     if (len < sizeof fb + 8)
         return;
     std::memcpy(&fb, p, sizeof fb);
-    if (fb.id == ~0ULL) {
+    if (is_late_id(fb.id)) {
         if (fb.err) // an atomic completed when posted (inject) failed at the target
-            util::tx_fail_after_done(e->core, FI_ATOMIC | FI_WRITE, fb.err);
+            util::tx_fail_after_done(origin_core(e, fb.id & 0xff), FI_ATOMIC | FI_WRITE, fb.err);
         return;
     }
     tx_entry *t = tx_from_id(e, fb.id);
@@ -446,11 +448,12 @@ ssize_t atomic_op(prov_ep *e, util::ep_core *core, const util::tx_req &r)
             t->waits = tx_entry::on_resp;
             t->result = fetch ? r.result[0].iov_base : nullptr;
         }
-        atomic_hdr a{r.rma[0].addr, key, t ? tx_id(e, t) : ~0ULL, operand, compare, std::uint32_t(r.aop),
+        const std::uint64_t origin = origin_of(e, core);
+        atomic_hdr a{r.rma[0].addr, key, t ? tx_id(e, t) : late_id(origin), operand, compare, std::uint32_t(r.aop),
                      fetch ? 1u : 0u};
         vq::data_buf b{&a, sizeof a};
         if (int rc = post_imm(e, c, imm_wire(w_atomic_req, 0, 0), &b, 1, false,
-                              at_post ? posted_id(posted_atomic) : ~0ULL)) {
+                              at_post ? posted_id(posted_atomic, origin) : ~0ULL)) {
             if (t)
                 tx_put(e, t);
             return rc;

@@ -82,10 +82,11 @@ inline int slot_of(prov_ep *e, const vq::wc &w, int &last)
         fin_body fb;
         if (len >= sizeof fb) {
             std::memcpy(&fb, p, sizeof fb);
-            if (fb.id == ~0ULL) {
+            if (is_late_id(fb.id)) {
                 // An RMA write completed when posted (inject) failed at the target.
                 if (fb.err)
-                    util::tx_fail_after_done(e->core, FI_RMA | FI_WRITE, fb.err < 0 ? FI_EIO : fb.err);
+                    util::tx_fail_after_done(origin_core(e, fb.id & 0xff), FI_RMA | FI_WRITE,
+                                             fb.err < 0 ? FI_EIO : fb.err);
             } else {
                 tx_fin(e, fb.id, fb.err < 0 ? FI_EIO : fb.err);
             }

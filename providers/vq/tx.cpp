@@ -290,7 +290,7 @@ ssize_t send_on(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c)
         vq::data_buf b[1 + iov_max];
         b[0] = {f, fn};
         std::size_t nb = 1 + gather(r.iov, r.count, 0, r.len, b + 1);
-        rc = post_imm(e, c, imm, b, nb, signaled, t ? tx_id(e, t) : posted_id(posted_send));
+        rc = post_imm(e, c, imm, b, nb, signaled, t ? tx_id(e, t) : posted_id(posted_send, origin_of(e, core)));
     } else {
         // The fields go first from the entry's registered scratch line.
         auto *hdr = reinterpret_cast<std::uint8_t *>(scratch_of(e, t));
@@ -486,6 +486,23 @@ void tx_abort(prov_ep *e, tx_entry *t, int err)
     tx_put(e, t);
 }
 
+std::uint64_t ctx_origin(const prov_ep *e, const util::ep_core *c)
+{
+    const auto &v = e->core->tx_ctx;
+    for (std::size_t i = 0; i < v.size() && i < 0xfe; i++)
+        if (v[i] && v[i]->core == c)
+            return i + 1;
+    return 0;
+}
+
+util::ep_core *origin_core(prov_ep *e, std::uint64_t origin)
+{
+    const auto &v = e->core->tx_ctx;
+    if (origin == 0 || origin > v.size() || !v[origin - 1])
+        return e->core;
+    return v[origin - 1]->core;
+}
+
 void tx_complete(prov_ep *e, const vq::wc &w)
 {
     // Signaled requests only (an unsignaled one completes only in error).
@@ -503,7 +520,8 @@ void tx_complete(prov_ep *e, const vq::wc &w)
         if (w.status != vq::wc_status::success) [[unlikely]] {
             // Reported complete when posted; the connection broke first.
             static constexpr std::uint64_t cqf[] = {FI_SEND | FI_MSG, FI_RMA | FI_WRITE, FI_ATOMIC | FI_WRITE};
-            util::tx_fail_after_done(e->core, cqf[(w.wr_id & 3) % 3], wc_to_err(w.status));
+            util::tx_fail_after_done(origin_core(e, posted_origin(w.wr_id)), cqf[(w.wr_id & 3) % 3],
+                                     wc_to_err(w.status));
         }
         return;
     }
@@ -664,8 +682,10 @@ using inject_guard = std::conditional_t<Locked, util::guard<util::maybe_lock>, n
 // device's max_inline_slot (minus the tag), consecutive slots beyond, up to
 // inject_size. Everything else takes the generic path.
 // The tables are chosen by the domain's threading when the endpoint is made
-// (open_ep), as the endpoint's lock is enabled.
-template <bool Tagged, bool Locked>
+// (open_ep), as the endpoint's lock is enabled; a scalable endpoint's
+// transmit contexts get the ones (@p Ctx) that name the context in the
+// wr_id, for a late failure to be reported there (origin_of).
+template <bool Tagged, bool Locked, bool Ctx = false>
 [[gnu::always_inline]] inline ssize_t fast_inject(fid_ep *ep, const void *buf, std::size_t len, fi_addr_t dest,
                                                   std::uint64_t tag)
 {
@@ -683,16 +703,17 @@ template <bool Tagged, bool Locked>
             conn *cn = e->by_index[pe->index];
             if (cn && cn->state == conn::connected) [[likely]] {
                 const std::uint32_t imm = imm_wire(w_eager, Tagged ? wf_tagged : 0, rx_index_of(c, dest));
+                const std::uint64_t id = posted_id(posted_send, Ctx ? origin_of(e, c) : 0);
                 int rc;
                 if constexpr (Tagged) {
-                    rc = post_on(e, cn->slot, false, posted_id(posted_send),
+                    rc = post_on(e, cn->slot, false, id,
                                  [&](vq::qp *q, std::uint64_t id, unsigned fl) {
                         // len <= inject_size: it fits 32 bits
                         return vq::post_send_imm_hdr_inline(q, id, imm, tag, buf, std::uint32_t(len), fl);
                     });
                 } else {
                     const vq::data_buf b{buf, len};
-                    rc = post_imm_inl(e, cn->slot, imm, &b, 1, false, posted_id(posted_send));
+                    rc = post_imm_inl(e, cn->slot, imm, &b, 1, false, id);
                 }
                 if (rc == 0) [[likely]] {
                     c->inc_send(c->c_send);
@@ -708,31 +729,31 @@ template <bool Tagged, bool Locked>
         return util::ep_msg_ops.inject(ep, buf, len, dest);
 }
 
-template <bool Locked>
+template <bool Locked, bool Ctx>
 ssize_t fast_inject_msg(fid_ep *ep, const void *buf, std::size_t len, fi_addr_t dest)
 {
-    return fast_inject<false, Locked>(ep, buf, len, dest, 0);
+    return fast_inject<false, Locked, Ctx>(ep, buf, len, dest, 0);
 }
 
-template <bool Locked>
+template <bool Locked, bool Ctx>
 ssize_t fast_inject_tagged(fid_ep *ep, const void *buf, std::size_t len, fi_addr_t dest, std::uint64_t tag)
 {
-    return fast_inject<true, Locked>(ep, buf, len, dest, tag);
+    return fast_inject<true, Locked, Ctx>(ep, buf, len, dest, tag);
 }
 
-template <bool Locked>
+template <bool Locked, bool Ctx = false>
 ops_msg msg_table()
 {
     ops_msg o = util::ep_msg_ops;
-    o.inject = fast_inject_msg<Locked>;
+    o.inject = fast_inject_msg<Locked, Ctx>;
     return o;
 }
 
-template <bool Locked>
+template <bool Locked, bool Ctx = false>
 ops_tagged tagged_table()
 {
     ops_tagged o = util::ep_tagged_ops;
-    o.inject = fast_inject_tagged<Locked>;
+    o.inject = fast_inject_tagged<Locked, Ctx>;
     return o;
 }
 
@@ -740,5 +761,7 @@ ops_tagged tagged_table()
 
 const ops_msg msg_ops[2] = {msg_table<false>(), msg_table<true>()};
 const ops_tagged tagged_ops[2] = {tagged_table<false>(), tagged_table<true>()};
+const ops_msg ctx_msg_ops[2] = {msg_table<false, true>(), msg_table<true, true>()};
+const ops_tagged ctx_tagged_ops[2] = {tagged_table<false, true>(), tagged_table<true, true>()};
 
 } // namespace shunt::prov::vqprov

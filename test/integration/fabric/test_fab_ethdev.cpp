@@ -293,6 +293,104 @@ TEST(EthdevRdm, AnInjectFlushedBehindARefusedWriteIsReportedNotLostSilently)
     EXPECT_EQ(fabric::close(&mr->fid), 0);
 }
 
+// The same on a scalable endpoint: the write refused on transmit context
+// 0 breaks the QP under both contexts, and the inject posted on context 1
+// behind it is reported on context 1's CQ, where it was posted (the
+// scalable endpoint itself has no CQ).
+TEST(EthdevRdm, AFlushedInjectIsReportedOnTheTransmitContextThatPostedIt)
+{
+    side b;
+    b.extra_caps = FI_RMA;
+    ASSERT_EQ(b.open(port_b, FI_EP_RDM), 0);
+    info *h = allocinfo();
+    h->caps = FI_MSG | FI_TAGGED | FI_RMA;
+    h->mode = FI_CONTEXT;
+    h->ep_attr->type = FI_EP_RDM;
+    h->ep_attr->tx_ctx_cnt = 2;
+    h->ep_attr->rx_ctx_cnt = 1;
+    h->domain_attr->name = ::strdup(port_a);
+    h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
+    h->domain_attr->threading = FI_THREAD_DOMAIN;
+    h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+    info *fi = nullptr;
+    ASSERT_EQ(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &fi), 0);
+    freeinfo(h);
+    fid_fabric *fab = nullptr;
+    fid_domain *dom = nullptr;
+    fid_av *av = nullptr;
+    fid_ep *sep = nullptr, *tx[2] = {}, *rx = nullptr;
+    fid_cq *txcq[2] = {}, *rxcq = nullptr;
+    ASSERT_EQ(fabric_open(fi->fabric_attr, &fab, nullptr), 0);
+    ASSERT_EQ(domain_open(fab, fi, &dom, nullptr), 0);
+    av_attr aa;
+    ASSERT_EQ(av_open(dom, &aa, &av, nullptr), 0);
+    ASSERT_EQ(scalable_ep(dom, fi, &sep, nullptr), 0);
+    ASSERT_EQ(scalable_ep_bind(sep, &av->fid, 0), 0);
+    ASSERT_EQ(enable(sep), 0);
+    cq_attr ca;
+    ca.format = FI_CQ_FORMAT_TAGGED;
+    for (int i = 0; i < 2; i++) {
+        ASSERT_EQ(cq_open(dom, &ca, &txcq[i], nullptr), 0);
+        ASSERT_EQ(tx_context(sep, i, nullptr, &tx[i], nullptr), 0);
+        ASSERT_EQ(ep_bind(tx[i], &txcq[i]->fid, FI_TRANSMIT), 0);
+        ASSERT_EQ(enable(tx[i]), 0);
+    }
+    ASSERT_EQ(cq_open(dom, &ca, &rxcq, nullptr), 0);
+    ASSERT_EQ(rx_context(sep, 0, nullptr, &rx, nullptr), 0);
+    ASSERT_EQ(ep_bind(rx, &rxcq->fid, FI_RECV), 0);
+    ASSERT_EQ(enable(rx), 0);
+    fi_addr_t to_b = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(av_insert(av, b.addr, 1, &to_b, 0, nullptr), 1);
+    // The connection first (context 0).
+    char in[16] = {}, out[8] = {'c', 'o', 'n', 'n'};
+    int rctx = 0, sctx = 0;
+    ASSERT_EQ(recv(b.ep, in, sizeof in, nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+    ASSERT_EQ(post_retry({txcq[0], b.cq}, [&] { return send(tx[0], out, sizeof out, nullptr, to_b, &sctx); }), 0);
+    cq_tagged_entry e{};
+    ASSERT_EQ(wait_for(b.cq, &rctx, {txcq[0], b.cq}, e), 1);
+    std::vector<std::uint8_t> region(4096);
+    fid_mr *mr = nullptr;
+    ASSERT_EQ(mr_reg(b.domain, region.data(), region.size(), FI_REMOTE_WRITE, 0, 0, 0, &mr, nullptr), 0);
+    int wctx = 0;
+    ASSERT_EQ(write(tx[0], out, sizeof out, nullptr, to_b, reinterpret_cast<std::uintptr_t>(region.data()),
+                    mr_key(mr) ^ 0x55, &wctx),
+              0);
+    ASSERT_EQ(fabric::inject(tx[1], "flushed", 8, to_b), 0);
+    int r2 = 0;
+    char in2[16] = {};
+    ASSERT_EQ(recv(b.ep, in2, sizeof in2, nullptr, FI_ADDR_UNSPEC, &r2), 0);
+    bool write_failed = false, inject_reported = false, inject_arrived = false, elsewhere = false;
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!(write_failed && (inject_reported || inject_arrived)) && std::chrono::steady_clock::now() < end) {
+        for (fid_cq *c : {txcq[0], txcq[1], rxcq, b.cq}) {
+            cq_tagged_entry x{};
+            ssize_t n = cq_read(c, &x, 1);
+            if (n == 1 && c == b.cq && x.op_context == &r2)
+                inject_arrived = true;
+            if (n != -FI_EAVAIL)
+                continue;
+            cq_err_entry err{};
+            ASSERT_EQ(cq_readerr(c, &err, 0), 1);
+            if (c == txcq[0] && err.op_context == &wctx)
+                write_failed = true;
+            else if (c == txcq[1] && (err.flags & FI_SEND)) {
+                inject_reported = true;
+                EXPECT_EQ(err.err, FI_ECONNRESET);
+            } else
+                elsewhere = true;
+        }
+    }
+    EXPECT_TRUE(write_failed) << "the refused write's own error entry";
+    EXPECT_TRUE(inject_reported || inject_arrived) << "the inject neither arrived nor was reported on its context";
+    EXPECT_FALSE(inject_reported && inject_arrived);
+    EXPECT_FALSE(elsewhere) << "an error entry on a CQ that posted nothing failing";
+    EXPECT_EQ(fabric::close(&mr->fid), 0);
+    for (fid *f : {&tx[0]->fid, &tx[1]->fid, &rx->fid, &sep->fid, &av->fid, &txcq[0]->fid, &txcq[1]->fid,
+                   &rxcq->fid, &dom->fid, &fab->fid})
+        EXPECT_EQ(fabric::close(f), 0);
+    freeinfo(fi);
+}
+
 // The port loops RoCE frames to its own address back (as a RoCE NIC
 // does), so an RDM endpoint reaches itself, and another endpoint of its
 // port: eager and rendezvous messages (the rendezvous an RDMA read from its
