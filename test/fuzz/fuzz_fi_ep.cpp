@@ -4,9 +4,12 @@
 // driver's net_ring pair (bit 0 of byte 0), their CQs bound with or without
 // FI_SELECTIVE_COMPLETION (bit 1); RDM endpoints, MSG endpoints (bit 2)
 // connected through a passive endpoint, where a program may also shut the
-// connection down (fi_shutdown on either side, more than once), or DGRAM
+// connection down (fi_shutdown on either side, more than once), DGRAM
 // endpoints (bit 3 without bit 2), which take no RMA or atomic call and
-// drop a datagram that finds no receive posted. The rest is a
+// drop a datagram that finds no receive posted, or scalable RDM endpoints
+// (bit 4 alone of the three) with two transmit and two named receive
+// contexts, every call on one of them and a destination that may name a
+// receive context (fi_rx_addr). The rest is a
 // program of calls on either endpoint: the message, tagged and RMA calls in
 // their plain, vector, msg, data and inject forms, with lengths around every
 // threshold (inject size, one slot, the rendezvous, the maximum and past
@@ -167,6 +170,8 @@ struct op {
     std::vector<std::size_t> lens;
     std::size_t roff = 0;          ///< RMA: offset in the peer's region
     bool rma_in_range = false;
+    fid_ep *ep = nullptr; ///< the endpoint or context it was posted on (FI_CLAIM, fi_cancel)
+    fi_addr_t dest = FI_ADDR_UNSPEC; ///< transmits: the destination (for the trace)
     /** RMA: the target may refuse it (a key not the region's, or bytes
      *  past the region's end), which on MSG takes the connection down. */
     bool refusable = true;
@@ -189,17 +194,21 @@ struct side_res {
      *  side 0's connection requests and the EQ it reports them on. */
     info *fi_msg = nullptr;
     info *fi_dgram = nullptr; ///< FI_EP_DGRAM
-    /** Per endpoint type (ep_rdm, ep_msg, ep_dgram: a domain serves one
-     *  type): the domain and the regions' registrations; domain, mr and
-     *  arena_mr name the ones of this input's type. */
-    fid_domain *domains[3] = {};
-    fid_mr *mrs[3] = {}, *arena_mrs[3] = {};
+    info *fi_sep = nullptr;   ///< scalable FI_EP_RDM: two transmit and two named receive contexts
+    /** Per endpoint type (ep_rdm, ep_msg, ep_dgram, ep_scalable: a domain
+     *  serves one type): the domain and the regions' registrations;
+     *  domain, mr and arena_mr name the ones of this input's type. */
+    fid_domain *domains[4] = {};
+    fid_mr *mrs[4] = {}, *arena_mrs[4] = {};
     fid_pep *pep = nullptr;
     fid_eq *pep_eq = nullptr;
     std::uint8_t pep_addr[64] = {};
     // Per input.
     fid_eq *eq = nullptr; ///< MSG: the endpoint's connection events
-    fid_ep *ep = nullptr;
+    fid_ep *ep = nullptr;  ///< the endpoint (scalable: the scalable endpoint)
+    /** Where transmits and receives are posted: the endpoint itself, or a
+     *  scalable endpoint's contexts. */
+    fid_ep *tx[2] = {}, *rx[2] = {};
     fid_cq *cq = nullptr;
     fid_av *av = nullptr;
     /** Counters bound with FI_SEND, FI_WRITE and FI_READ: each counts every
@@ -211,7 +220,7 @@ struct side_res {
     std::uint8_t addr[64] = {};
 };
 
-enum ep_kind : int { ep_rdm, ep_msg, ep_dgram };
+enum ep_kind : int { ep_rdm, ep_msg, ep_dgram, ep_scalable };
 
 /** What getinfo said of an endpoint type (side 0's). */
 struct limits {
@@ -221,7 +230,7 @@ struct limits {
 struct rig {
     side_res s[2];
     std::vector<std::uint8_t> initial = std::vector<std::uint8_t>(region_len); ///< rma_byte(0, *)
-    limits lim[3];
+    limits lim[4];
 
     /** Each side a domain of the vq device @p dev[i], on a fabric of its own. */
     explicit rig(const char *const dev[2])
@@ -243,15 +252,20 @@ struct rig {
             h->ep_attr->type = FI_EP_DGRAM;
             h->caps = FI_MSG | FI_TAGGED | FI_MULTI_RECV | FI_DIRECTED_RECV; // no RMA on DGRAM
             check(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &r.fi_dgram) == 0, "getinfo FI_EP_DGRAM");
+            h->ep_attr->type = FI_EP_RDM;
+            h->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_NAMED_RX_CTX;
+            h->ep_attr->tx_ctx_cnt = 2;
+            h->ep_attr->rx_ctx_cnt = 2;
+            check(getinfo(FI_API_VERSION, nullptr, nullptr, 0, h, &r.fi_sep) == 0, "getinfo scalable FI_EP_RDM");
             freeinfo(h);
-            info *const by_kind[3] = {r.fi, r.fi_msg, r.fi_dgram};
-            for (int t = 0; i == 0 && t < 3; t++)
+            info *const by_kind[4] = {r.fi, r.fi_msg, r.fi_dgram, r.fi_sep};
+            for (int t = 0; i == 0 && t < 4; t++)
                 lim[t] = {by_kind[t]->tx_attr->inject_size, by_kind[t]->tx_attr->iov_limit,
                           by_kind[t]->tx_attr->rma_iov_limit, by_kind[t]->ep_attr->max_msg_size};
             check(fabric_open(r.fi->fabric_attr, &r.fabric, nullptr) == 0, "fabric");
             r.region = new std::uint8_t[region_len];
             r.arena = new std::uint8_t[arena_len]();
-            for (int t = 0; t < 3; t++) {
+            for (int t = 0; t < 4; t++) {
                 check(domain_open(r.fabric, by_kind[t], &r.domains[t], nullptr) == 0, "domain");
                 check(mr_reg(r.domains[t], r.region, region_len, FI_SEND | FI_RECV | FI_READ | FI_WRITE |
                              FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &r.mrs[t], nullptr) == 0, "mr_reg");
@@ -307,20 +321,38 @@ struct rig {
         check(next_event(b.eq, nullptr, buf, "FI_CONNECTED (accepting)") == FI_CONNECTED, "FI_CONNECTED b");
         check(next_event(a.eq, nullptr, buf, "FI_CONNECTED (connecting)") == FI_CONNECTED, "FI_CONNECTED a");
     }
-    /** The CQ, the counters and (MSG) the EQ; the endpoint enabled. */
+    /** The CQ, the counters and (MSG) the EQ; the endpoint enabled. A
+     *  scalable endpoint's contexts are opened here, each bound to the
+     *  side's one CQ and its counters of the context's direction. */
     void bind_common(side_res &r, bool selective)
     {
-        check(ep_bind(r.ep, &r.cq->fid, FI_TRANSMIT | FI_RECV | (selective ? FI_SELECTIVE_COMPLETION : 0)) == 0,
-              "bind cq");
-        if (r.eq)
-            check(ep_bind(r.ep, &r.eq->fid, 0) == 0, "bind eq");
+        const std::uint64_t sel = selective ? FI_SELECTIVE_COMPLETION : 0;
         const std::uint64_t what[4] = {FI_SEND, FI_WRITE, FI_READ, FI_RECV};
         for (int c = 0; c < 4; c++) {
             cntr_attr ka;
             check(cntr_open(r.domain, &ka, &r.cnt[c], nullptr) == 0, "cntr_open");
-            check(ep_bind(r.ep, &r.cnt[c]->fid, what[c]) == 0, "bind counter");
         }
+        if (r.ep->fid.fclass == FI_CLASS_SEP) {
+            check(enable(r.ep) == 0, "enable (scalable)");
+            for (int i = 0; i < 2; i++) {
+                check(tx_context(r.ep, i, nullptr, &r.tx[i], nullptr) == 0, "tx_context");
+                check(rx_context(r.ep, i, nullptr, &r.rx[i], nullptr) == 0, "rx_context");
+                check(ep_bind(r.tx[i], &r.cq->fid, FI_TRANSMIT | sel) == 0, "bind cq (tx context)");
+                check(ep_bind(r.rx[i], &r.cq->fid, FI_RECV | sel) == 0, "bind cq (rx context)");
+                for (int c = 0; c < 4; c++)
+                    check(ep_bind(c < 3 ? r.tx[i] : r.rx[i], &r.cnt[c]->fid, what[c]) == 0, "bind counter");
+                check(enable(r.tx[i]) == 0, "enable tx context");
+                check(enable(r.rx[i]) == 0, "enable rx context");
+            }
+            return;
+        }
+        check(ep_bind(r.ep, &r.cq->fid, FI_TRANSMIT | FI_RECV | sel) == 0, "bind cq");
+        if (r.eq)
+            check(ep_bind(r.ep, &r.eq->fid, 0) == 0, "bind eq");
+        for (int c = 0; c < 4; c++)
+            check(ep_bind(r.ep, &r.cnt[c]->fid, what[c]) == 0, "bind counter");
         check(enable(r.ep) == 0, "enable");
+        r.tx[0] = r.tx[1] = r.rx[0] = r.rx[1] = r.ep;
     }
 
     /** @p selective: the CQ is bound with FI_SELECTIVE_COMPLETION; @p kind
@@ -343,9 +375,15 @@ struct rig {
                 continue;
             }
             av_attr aa;
+            aa.rx_ctx_bits = kind == ep_scalable ? 1 : 0;
             check(av_open(r.domain, &aa, &r.av, nullptr) == 0, "av_open");
-            check(endpoint(r.domain, kind == ep_dgram ? r.fi_dgram : r.fi, &r.ep, nullptr) == 0, "endpoint");
-            check(ep_bind(r.ep, &r.av->fid, 0) == 0, "bind av");
+            if (kind == ep_scalable) {
+                check(scalable_ep(r.domain, r.fi_sep, &r.ep, nullptr) == 0, "scalable_ep");
+                check(scalable_ep_bind(r.ep, &r.av->fid, 0) == 0, "bind av (scalable)");
+            } else {
+                check(endpoint(r.domain, kind == ep_dgram ? r.fi_dgram : r.fi, &r.ep, nullptr) == 0, "endpoint");
+                check(ep_bind(r.ep, &r.av->fid, 0) == 0, "bind av");
+            }
             bind_common(r, selective);
             std::size_t len = sizeof r.addr;
             check(getname(&r.ep->fid, r.addr, &len) == 0, "getname");
@@ -371,6 +409,15 @@ struct rig {
     void close_endpoints()
     {
         for (side_res &r : s) {
+            if (r.ep->fid.fclass == FI_CLASS_SEP)
+                for (int i = 0; i < 2; i++) {
+                    check(fabric::close(&r.tx[i]->fid) == 0, "close tx context");
+                    check(fabric::close(&r.rx[i]->fid) == 0, "close rx context");
+                }
+            for (fid_ep *&x : r.tx)
+                x = nullptr;
+            for (fid_ep *&x : r.rx)
+                x = nullptr;
             check(fabric::close(&r.ep->fid) == 0, "close ep");
             if (r.av)
                 check(fabric::close(&r.av->fid) == 0, "close av");
@@ -440,6 +487,9 @@ struct program {
     const limits &L = r.lim[type];
     bool msg_ep = type == ep_msg;     ///< FI_EP_MSG endpoints, connected to each other
     bool dgram = type == ep_dgram;    ///< FI_EP_DGRAM: a datagram may be lost
+    /** Scalable RDM endpoints: each call goes to one of two transmit or
+     *  receive contexts, and a destination may name a receive context. */
+    bool scalable = type == ep_scalable;
     /** MSG: a side shut the connection down (fi_shutdown): from then on a
      *  call may be -FI_ENOTCONN, and what was in flight may be lost. */
     bool shut = false;
@@ -491,6 +541,20 @@ struct program {
         default:
             return sr.peer;
         }
+    }
+    /** The transmit side of @p side: the endpoint, or (scalable) one of
+     *  its transmit contexts. */
+    fid_ep *tx_of(int side) { return scalable ? r.s[side].tx[in.u8() & 1] : r.s[side].ep; }
+    fid_ep *rx_of(int side) { return scalable ? r.s[side].rx[in.u8() & 1] : r.s[side].ep; }
+    /** A destination: pick_addr, naming (scalable) receive context 0 or 1
+     *  of an address that has them (fi_rx_addr), or none (context 0). */
+    fi_addr_t pick_dest(const side_res &sr)
+    {
+        fi_addr_t a = pick_addr(sr);
+        if (!scalable || (a != sr.peer && a != sr.self))
+            return a;
+        std::uint8_t b = in.u8();
+        return b & 2 ? rx_addr(a, b & 1, 1) : a;
     }
     std::uint64_t pick_flags()
     {
@@ -568,8 +632,9 @@ struct program {
 
     void accept(op *o, ssize_t rc, bool inject)
     {
-        trace("side %d kind %d id %u len %zu nbufs %zu tagged %d tag %#llx -> %zd\n", o->side, int(o->k), o->id,
-              o->len, o->bufs.size(), int(o->tagged), static_cast<unsigned long long>(o->tag), rc);
+        trace("side %d kind %d id %u len %zu nbufs %zu tagged %d tag %#llx on %p to %#llx -> %zd\n", o->side,
+              int(o->k), o->id, o->len, o->bufs.size(), int(o->tagged), static_cast<unsigned long long>(o->tag),
+              static_cast<void *>(o->ep), static_cast<unsigned long long>(o->dest), rc);
         check(rc == 0 || rc == -FI_EAGAIN || documented(rc) || ((shut || broken) && rc == -FI_ENOTCONN),
               "undocumented return", rc, o->k);
         if (rc == 0) {
@@ -608,30 +673,31 @@ struct program {
         fill_msg(o);
         o->tag = pick_tag(o->id);
         o->data = in.u32();
-        fi_addr_t dest = pick_addr(sr);
+        fi_addr_t dest = o->dest = pick_dest(sr);
+        fid_ep *ep = o->ep = tx_of(side);
         ssize_t rc;
         bool inject = false;
         std::uint64_t used = 0; // the op's flags where the call takes them
         void *buf = o->bufs[0].get();
         switch (f) {
         case 0:
-            rc = o->tagged ? tsend(sr.ep, buf, len, nullptr, dest, o->tag, o)
-                           : fabric::send(sr.ep, buf, len, nullptr, dest, o);
+            rc = o->tagged ? tsend(ep, buf, len, nullptr, dest, o->tag, o)
+                           : fabric::send(ep, buf, len, nullptr, dest, o);
             break;
         case 1:
             o->has_data = true;
-            rc = o->tagged ? tsenddata(sr.ep, buf, len, nullptr, o->data, dest, o->tag, o)
-                           : senddata(sr.ep, buf, len, nullptr, o->data, dest, o);
+            rc = o->tagged ? tsenddata(ep, buf, len, nullptr, o->data, dest, o->tag, o)
+                           : senddata(ep, buf, len, nullptr, o->data, dest, o);
             break;
         case 2:
             inject = true;
-            rc = o->tagged ? tinject(sr.ep, buf, len, dest, o->tag) : fabric::inject(sr.ep, buf, len, dest);
+            rc = o->tagged ? tinject(ep, buf, len, dest, o->tag) : fabric::inject(ep, buf, len, dest);
             break;
         case 3:
             inject = true;
             o->has_data = true;
-            rc = o->tagged ? tinjectdata(sr.ep, buf, len, o->data, dest, o->tag)
-                           : injectdata(sr.ep, buf, len, o->data, dest);
+            rc = o->tagged ? tinjectdata(ep, buf, len, o->data, dest, o->tag)
+                           : injectdata(ep, buf, len, o->data, dest);
             break;
         default: {
             std::vector<iovec> v = iovs(o, niov);
@@ -639,8 +705,8 @@ struct program {
             o->has_data = flags & FI_REMOTE_CQ_DATA;
             inject = flags & FI_INJECT;
             if (in.u8() & 1) {
-                rc = o->tagged ? tsendv(sr.ep, v.data(), nullptr, niov, dest, o->tag, o)
-                               : sendv(sr.ep, v.data(), nullptr, niov, dest, o);
+                rc = o->tagged ? tsendv(ep, v.data(), nullptr, niov, dest, o->tag, o)
+                               : sendv(ep, v.data(), nullptr, niov, dest, o);
                 inject = false;
                 o->has_data = false;
             } else if (o->tagged) {
@@ -648,12 +714,12 @@ struct program {
                 m.tag = o->tag;
                 m.data = o->data;
                 used = flags;
-                rc = tsendmsg(sr.ep, &m, flags);
+                rc = tsendmsg(ep, &m, flags);
             } else {
                 msg m = message<msg>(v, niov, dest, o);
                 m.data = o->data;
                 used = flags;
-                rc = sendmsg(sr.ep, &m, flags);
+                rc = sendmsg(ep, &m, flags);
             }
         }
         }
@@ -688,23 +754,24 @@ struct program {
         tag |= in.u8();
         std::uint64_t ignore = in.u8() & 1 ? ~0ull : (in.u8() & 1 ? 0xffffffffull : 0);
         o->tag = tag;
+        fid_ep *ep = o->ep = rx_of(side);
         ssize_t rc;
         std::uint64_t used = 0; // the op's flags where the call takes them
         std::vector<iovec> v = iovs(o, niov);
         switch (f) {
         case 0:
-            rc = fabric::recv(sr.ep, o->bufs[0].get(), len, nullptr, src, o);
+            rc = fabric::recv(ep, o->bufs[0].get(), len, nullptr, src, o);
             break;
         case 1:
-            rc = trecv(sr.ep, o->bufs[0].get(), len, nullptr, src, tag, ignore, o);
+            rc = trecv(ep, o->bufs[0].get(), len, nullptr, src, tag, ignore, o);
             break;
         case 2:
-            rc = recvv(sr.ep, v.data(), nullptr, niov, src, o);
+            rc = recvv(ep, v.data(), nullptr, niov, src, o);
             break;
         case 3: {
             msg m = message<msg>(v, 1, src, o);
             used = FI_MULTI_RECV | (in.u8() & 1 ? FI_COMPLETION : 0) | seen();
-            rc = recvmsg(sr.ep, &m, used);
+            rc = recvmsg(ep, &m, used);
             break;
         }
         default: {
@@ -720,7 +787,7 @@ struct program {
             } else {
                 used = pick_flags() & ~(FI_INJECT | FI_REMOTE_CQ_DATA);
             }
-            rc = trecvmsg(sr.ep, &m, used);
+            rc = trecvmsg(ep, &m, used);
         }
         }
         if (niov == 0)
@@ -763,9 +830,10 @@ struct program {
             o->rma_in_range = false;
         o->refusable = !o->rma_in_range; // MSG: every address is the peer
         std::uint64_t raddr = reinterpret_cast<std::uintptr_t>(peer.region) + off;
-        fi_addr_t dest = pick_addr(sr);
-        if (dest != sr.peer)
+        fi_addr_t dest = o->dest = pick_dest(sr);
+        if (dest != sr.peer && !(scalable && (dest & ~(1ULL << 63)) == sr.peer))
             o->rma_in_range = false; // another target's memory: not checked
+        fid_ep *ep = o->ep = tx_of(side);
         std::size_t niov = (form >> 1) % 3 == 2 ? in.u8() % (L.iov_limit + 2) : 1;
         make_bufs(o, len, niov);
         if (write) {
@@ -782,17 +850,17 @@ struct program {
         case 0:
             if (write && (form & 8)) {
                 inject = true;
-                rc = inject_write(sr.ep, o->bufs[0].get(), len, dest, raddr, key);
+                rc = inject_write(ep, o->bufs[0].get(), len, dest, raddr, key);
             } else {
-                rc = write ? fabric::write(sr.ep, o->bufs[0].get(), len, nullptr, dest, raddr, key, o)
-                           : fabric::read(sr.ep, o->bufs[0].get(), len, nullptr, dest, raddr, key, o);
+                rc = write ? fabric::write(ep, o->bufs[0].get(), len, nullptr, dest, raddr, key, o)
+                           : fabric::read(ep, o->bufs[0].get(), len, nullptr, dest, raddr, key, o);
             }
             break;
         case 1:
             o->has_data = write;
             o->data = in.u32();
-            rc = write ? writedata(sr.ep, o->bufs[0].get(), len, nullptr, o->data, dest, raddr, key, o)
-                       : fabric::read(sr.ep, o->bufs[0].get(), len, nullptr, dest, raddr, key, o);
+            rc = write ? writedata(ep, o->bufs[0].get(), len, nullptr, o->data, dest, raddr, key, o)
+                       : fabric::read(ep, o->bufs[0].get(), len, nullptr, dest, raddr, key, o);
             break;
         default: {
             // No remote segment, one, or the range in two (past the limit
@@ -818,7 +886,7 @@ struct program {
                 o->rma_in_range = false;
             if (niov == 0)
                 o->len = 0;
-            rc = write ? writemsg(sr.ep, &m, flags) : readmsg(sr.ep, &m, flags);
+            rc = write ? writemsg(ep, &m, flags) : readmsg(ep, &m, flags);
             if (inject && rc == 0) {
                 accept(o, rc, true);
                 peer.touched = true;
@@ -852,7 +920,8 @@ struct program {
         if (in.u8() % 4 == 0)
             key = mr_key(peer.mr); // the RMA region's key, at the arena's address
         const std::uint64_t raddr = reinterpret_cast<std::uintptr_t>(peer.arena) + off;
-        const fi_addr_t dest = pick_addr(sr);
+        const fi_addr_t dest = o->dest = pick_dest(sr);
+        fid_ep *ep = o->ep = tx_of(side);
         const std::size_t bytes = count * dt_size(dt);
         make_bufs(o, bytes, 1);                     // the operand
         std::unique_ptr<std::uint8_t[]> cmp(new std::uint8_t[bytes ? bytes : 1]());
@@ -863,18 +932,18 @@ struct program {
         o->silent = silent_with(0);
         switch ((form >> 1) % 4) {
         case 0:
-            rc = atomic(sr.ep, o->bufs[0].get(), count, nullptr, dest, raddr, key, datatype(dt), op_of(aop), o);
+            rc = atomic(ep, o->bufs[0].get(), count, nullptr, dest, raddr, key, datatype(dt), op_of(aop), o);
             break;
         case 1:
             inject = true;
-            rc = inject_atomic(sr.ep, o->bufs[0].get(), count, dest, raddr, key, datatype(dt), op_of(aop));
+            rc = inject_atomic(ep, o->bufs[0].get(), count, dest, raddr, key, datatype(dt), op_of(aop));
             break;
         case 2:
-            rc = fetch_atomic(sr.ep, o->bufs[0].get(), count, nullptr, res.get(), nullptr, dest, raddr, key,
+            rc = fetch_atomic(ep, o->bufs[0].get(), count, nullptr, res.get(), nullptr, dest, raddr, key,
                               datatype(dt), op_of(aop), o);
             break;
         default:
-            rc = compare_atomic(sr.ep, o->bufs[0].get(), count, nullptr, cmp.get(), nullptr, res.get(), nullptr, dest,
+            rc = compare_atomic(ep, o->bufs[0].get(), count, nullptr, cmp.get(), nullptr, res.get(), nullptr, dest,
                                 raddr, key, datatype(dt), op_of(aop), o);
         }
         accept(o, rc, inject);
@@ -909,7 +978,7 @@ struct program {
             make_bufs(o, 64, 1);
             std::vector<iovec> v = iovs(o, 1);
             msg_tagged m = message<msg_tagged>(v, 1, FI_ADDR_UNSPEC, o);
-            ssize_t rc = trecvmsg(r.s[side].ep, &m, FI_CLAIM | (form & 8 ? FI_DISCARD : 0));
+            ssize_t rc = trecvmsg(rx_of(side), &m, FI_CLAIM | (form & 8 ? FI_DISCARD : 0));
             trace("side %d claim of nothing -> %zd\n", side, rc);
             check(rc == -FI_EINVAL, "FI_CLAIM with a context that claimed nothing", rc);
             return;
@@ -934,7 +1003,7 @@ struct program {
             m.msg_iov = nullptr;
             m.iov_count = niov + L.iov_limit;
         }
-        ssize_t rc = trecvmsg(sr.ep, &m, FI_CLAIM | (drop ? FI_DISCARD : flags));
+        ssize_t rc = trecvmsg(o->ep, &m, FI_CLAIM | (drop ? FI_DISCARD : flags));
         trace("side %d claim %s of %p, %zu bytes in %zu -> %zd\n", o->side, drop ? "drop" : "receive",
               static_cast<void *>(o), o->len, niov, rc);
         if (drop)
@@ -984,7 +1053,7 @@ struct program {
             if (o->side == side && o->accepted && !o->done && o->k != k_send)
                 c.push_back(o.get());
         op *o = c.empty() ? nullptr : c[in.u8() % c.size()];
-        ssize_t rc = fabric::cancel(r.s[side].ep, o ? static_cast<void *>(o) : static_cast<void *>(&next_id));
+        ssize_t rc = fabric::cancel(o ? o->ep : rx_of(side), o ? static_cast<void *>(o) : static_cast<void *>(&next_id));
         check(rc == 0 || rc == -FI_ENOENT, "cancel's return", rc);
     }
 
@@ -1243,7 +1312,7 @@ struct program {
                 for (auto &o : ops)
                     if (o->side == side && o->accepted && !o->done &&
                         (o->k == k_recv || o->k == k_multi || o->k == k_peek))
-                        (void)fabric::cancel(r.s[side].ep, o.get());
+                        (void)fabric::cancel(o->ep, o.get());
             }
         }
     }
@@ -1259,28 +1328,32 @@ struct program {
      *  not keep the other from being posted). */
     void post_sinks(int side)
     {
-        for (int t = 0; t < 2; t++) {
-            int open = 0;
-            for (auto &o : ops)
-                open += o->sink && o->side == side && o->tagged == bool(t) && o->accepted && !o->done;
-            if (open >= 2)
-                continue;
-            op *o = new_op(k_recv, side);
-            o->tagged = t;
-            o->sink = true;
-            make_bufs(o, 70000, 1);
-            std::vector<iovec> v = iovs(o, 1);
-            ssize_t rc;
-            if (t) {
-                msg_tagged m = message<msg_tagged>(v, 1, FI_ADDR_UNSPEC, o);
-                m.ignore = ~0ull;
-                rc = trecvmsg(r.s[side].ep, &m, FI_COMPLETION);
-            } else {
-                msg m = message<msg>(v, 1, FI_ADDR_UNSPEC, o);
-                rc = recvmsg(r.s[side].ep, &m, FI_COMPLETION);
+        for (int c = 0; c < (scalable ? 2 : 1); c++)
+            for (int t = 0; t < 2; t++) {
+                fid_ep *ep = r.s[side].rx[c];
+                int open = 0;
+                for (auto &o : ops)
+                    open += o->sink && o->side == side && o->ep == ep && o->tagged == bool(t) && o->accepted &&
+                            !o->done;
+                if (open >= 2)
+                    continue;
+                op *o = new_op(k_recv, side);
+                o->tagged = t;
+                o->sink = true;
+                o->ep = ep;
+                make_bufs(o, 70000, 1);
+                std::vector<iovec> v = iovs(o, 1);
+                ssize_t rc;
+                if (t) {
+                    msg_tagged m = message<msg_tagged>(v, 1, FI_ADDR_UNSPEC, o);
+                    m.ignore = ~0ull;
+                    rc = trecvmsg(ep, &m, FI_COMPLETION);
+                } else {
+                    msg m = message<msg>(v, 1, FI_ADDR_UNSPEC, o);
+                    rc = recvmsg(ep, &m, FI_COMPLETION);
+                }
+                accept(o, rc, false);
             }
-            accept(o, rc, false);
-        }
     }
 
 
@@ -1377,7 +1450,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
         return 0;
     rig &r = the_rig(data[0] % 2u);
     const bool selective = data[0] & 2;
-    const ep_kind kind = data[0] & 4 ? ep_msg : data[0] & 8 ? ep_dgram : ep_rdm;
+    const ep_kind kind = data[0] & 4 ? ep_msg : data[0] & 8 ? ep_dgram : data[0] & 16 ? ep_scalable : ep_rdm;
     r.open_endpoints(selective, kind);
     program{r, reader{data + 1, size - 1}, selective, kind}.run();
     r.close_endpoints();

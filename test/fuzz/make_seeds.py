@@ -461,10 +461,31 @@ dgram = {
     'dgram_rma_refused': ep_rma(0, True, L64, 0) + ep_rma(0, False, L64, 0) + ep_atomic(1, 2, FI_UINT64, FI_SUM, 1, 0) +
     ep_poll(2),
 }
+
+
+def sc_send(side, length, ctx, rx=None, tagged=False, form=0, dest=PEER):
+    """Scalable endpoints: a send from transmit context ctx to receive context rx of dest (None: unnamed)."""
+    return ep_send(side, length, tagged=tagged, form=form, dest=dest) + bytes([0 if rx is None else 2 | rx, ctx])
+
+
+def sc_recv(side, length, ctx, tagged=False):
+    """Scalable endpoints: recv (trecv when tagged, any tag) on receive context ctx."""
+    return ep_recv(side, length, form=int(tagged)) + bytes([ctx])
+
+
+scalable = {
+    'scalable_named_contexts': sc_recv(1, L64, 1, tagged=True) + sc_recv(1, L64K, 0) +
+    sc_send(0, L8, 0, rx=1, tagged=True) + sc_send(0, L64K, 1) + ep_poll(8) +
+    sc_send(1, L4K, 1, rx=1, dest=SELF) + sc_send(0, L_INJ1, 0, rx=0) + ep_poll(4) + sc_recv(1, L4K, 1) +
+    sc_recv(1, L4K, 0) + ep_poll(4),
+    'scalable_unexpected_on_both': sc_send(0, L64, 1, rx=1) + sc_send(0, L6K, 0, rx=0, tagged=True) +
+    sc_send(1, L8, 0, rx=1, form=2) + ep_poll(4) + sc_recv(1, L64, 1) + ep_poll(2),
+}
 # Byte 0: bit 0 the device (0 shm, 1 ethdev's net_ring pair), bit 1 the CQs
 # bound with FI_SELECTIVE_COMPLETION (a few seeds on shm), bit 2 FI_EP_MSG
 # endpoints, connected (a few seeds, and the shutdown ones, on both devices),
-# bit 3 (without bit 2) FI_EP_DGRAM endpoints.
+# bit 3 (without bit 2) FI_EP_DGRAM endpoints, bit 4 (without either)
+# scalable RDM endpoints.
 for name, data in ep.items():
     put('fuzz-fi-ep', name, bytes([0]) + data)
     put('fuzz-fi-ep', 'eth_' + name, bytes([1]) + data)
@@ -480,3 +501,7 @@ for name, data in dgram.items():
     put('fuzz-fi-ep', name, bytes([8]) + data)
     put('fuzz-fi-ep', 'eth_' + name, bytes([9]) + data)
 put('fuzz-fi-ep', 'selective_dgram_receives_first', bytes([10]) + dgram['dgram_receives_first'])
+for name, data in scalable.items():
+    put('fuzz-fi-ep', name, bytes([16]) + data)
+    put('fuzz-fi-ep', 'eth_' + name, bytes([17]) + data)
+put('fuzz-fi-ep', 'selective_scalable_named_contexts', bytes([18]) + scalable['scalable_named_contexts'])
