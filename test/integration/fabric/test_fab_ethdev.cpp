@@ -238,6 +238,64 @@ long env_int(const char *name, long def)
 // 2^SHUNT_VQ_RC_TIMEOUT, then an FI_EHOSTUNREACH error completion. A value
 // out of range is named in a warning and the driver's default used instead
 // (timeout 16, retry_cnt 7).
+namespace {
+
+/** What came of an RMA write the target refuses and an inject posted
+ *  behind it on the same connection. */
+struct flush_outcome {
+    bool write_failed = false;    ///< the write's error entry, on its CQ
+    bool inject_reported = false; ///< the inject's late error entry (FI_SEND, no operation context), on its CQ
+    bool inject_arrived = false;  ///< the peer received it
+    bool elsewhere = false;       ///< any other error entry
+};
+
+/** A write with a bad key from @p wep (completing on @p wcq) to @p b's
+ *  region, then an inject from @p iep (reported on @p icq) to @p b, whose
+ *  receive is posted; @p cqs are polled (bounded) until both are settled. */
+flush_outcome write_refused_then_inject(side &b, fi_addr_t to_b, fid_ep *wep, fid_cq *wcq, fid_ep *iep, fid_cq *icq,
+                                        std::vector<fid_cq *> cqs)
+{
+    flush_outcome o;
+    std::vector<std::uint8_t> region(4096);
+    fid_mr *mr = nullptr;
+    EXPECT_EQ(mr_reg(b.domain, region.data(), region.size(), FI_REMOTE_WRITE, 0, 0, 0, &mr, nullptr), 0);
+    if (!mr)
+        return o;
+    char out[8] = {'w', 'r', 'i', 't', 'e'};
+    int wctx = 0, r2 = 0;
+    char in2[16] = {};
+    EXPECT_EQ(write(wep, out, sizeof out, nullptr, to_b, reinterpret_cast<std::uintptr_t>(region.data()),
+                    mr_key(mr) ^ 0x55, &wctx),
+              0);
+    EXPECT_EQ(fabric::inject(iep, "flushed", 8, to_b), 0);
+    EXPECT_EQ(recv(b.ep, in2, sizeof in2, nullptr, FI_ADDR_UNSPEC, &r2), 0);
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!(o.write_failed && (o.inject_reported || o.inject_arrived)) && std::chrono::steady_clock::now() < end) {
+        for (fid_cq *c : cqs) {
+            cq_tagged_entry x{};
+            ssize_t n = cq_read(c, &x, 1);
+            if (n == 1 && c == b.cq && x.op_context == &r2)
+                o.inject_arrived = true;
+            if (n != -FI_EAVAIL)
+                continue;
+            cq_err_entry err{};
+            EXPECT_EQ(cq_readerr(c, &err, 0), 1);
+            if (c == wcq && err.op_context == &wctx) {
+                o.write_failed = true;
+            } else if (c == icq && err.op_context == nullptr && (err.flags & FI_SEND)) {
+                o.inject_reported = true;
+                EXPECT_EQ(err.err, FI_ECONNRESET);
+            } else {
+                o.elsewhere = true;
+            }
+        }
+    }
+    EXPECT_EQ(fabric::close(&mr->fid), 0);
+    return o;
+}
+
+} // namespace
+
 // An inject completes when it is posted. One posted behind an RMA write
 // that the target refuses travels on the same RC QP, which the refusal puts
 // in ERR: the inject is flushed, never delivered. It is not lost silently:
@@ -256,41 +314,11 @@ TEST(EthdevRdm, AnInjectFlushedBehindARefusedWriteIsReportedNotLostSilently)
     ASSERT_EQ(post_retry({a.cq, b.cq}, [&] { return send(a.ep, out, sizeof out, nullptr, to_b, &sctx); }), 0);
     cq_tagged_entry e{};
     ASSERT_EQ(wait_for(b.cq, &rctx, {a.cq, b.cq}, e), 1);
-    std::vector<std::uint8_t> region(4096);
-    fid_mr *mr = nullptr;
-    ASSERT_EQ(mr_reg(b.domain, region.data(), region.size(), FI_REMOTE_WRITE, 0, 0, 0, &mr, nullptr), 0);
-    int wctx = 0;
-    ASSERT_EQ(write(a.ep, out, sizeof out, nullptr, to_b, reinterpret_cast<std::uintptr_t>(region.data()),
-                    mr_key(mr) ^ 0x55, &wctx),
-              0);
-    ASSERT_EQ(fabric::inject(a.ep, "flushed", 8, to_b), 0);
-    int r2 = 0;
-    char in2[16] = {};
-    ASSERT_EQ(recv(b.ep, in2, sizeof in2, nullptr, FI_ADDR_UNSPEC, &r2), 0);
-    bool write_failed = false, inject_reported = false, inject_arrived = false;
-    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!(write_failed && (inject_reported || inject_arrived)) && std::chrono::steady_clock::now() < end) {
-        for (fid_cq *c : {a.cq, b.cq}) {
-            cq_tagged_entry x{};
-            ssize_t n = cq_read(c, &x, 1);
-            if (n == 1 && c == b.cq && x.op_context == &r2)
-                inject_arrived = true;
-            if (n != -FI_EAVAIL)
-                continue;
-            cq_err_entry err{};
-            ASSERT_EQ(cq_readerr(c, &err, 0), 1);
-            if (c == a.cq && err.op_context == &wctx)
-                write_failed = true;
-            if (c == a.cq && err.op_context == nullptr && (err.flags & FI_SEND)) {
-                inject_reported = true;
-                EXPECT_EQ(err.err, FI_ECONNRESET);
-            }
-        }
-    }
-    EXPECT_TRUE(write_failed) << "the refused write's own error entry";
-    EXPECT_TRUE(inject_reported || inject_arrived) << "the inject neither arrived nor was reported lost";
-    EXPECT_FALSE(inject_reported && inject_arrived);
-    EXPECT_EQ(fabric::close(&mr->fid), 0);
+    flush_outcome o = write_refused_then_inject(b, to_b, a.ep, a.cq, a.ep, a.cq, {a.cq, b.cq});
+    EXPECT_TRUE(o.write_failed) << "the refused write's own error entry";
+    EXPECT_TRUE(o.inject_reported || o.inject_arrived) << "the inject neither arrived nor was reported lost";
+    EXPECT_FALSE(o.inject_reported && o.inject_arrived);
+    EXPECT_FALSE(o.elsewhere) << "an error entry on a CQ that posted nothing failing";
 }
 
 // The same on a scalable endpoint: the write refused on transmit context
@@ -348,43 +376,11 @@ TEST(EthdevRdm, AFlushedInjectIsReportedOnTheTransmitContextThatPostedIt)
     ASSERT_EQ(post_retry({txcq[0], b.cq}, [&] { return send(tx[0], out, sizeof out, nullptr, to_b, &sctx); }), 0);
     cq_tagged_entry e{};
     ASSERT_EQ(wait_for(b.cq, &rctx, {txcq[0], b.cq}, e), 1);
-    std::vector<std::uint8_t> region(4096);
-    fid_mr *mr = nullptr;
-    ASSERT_EQ(mr_reg(b.domain, region.data(), region.size(), FI_REMOTE_WRITE, 0, 0, 0, &mr, nullptr), 0);
-    int wctx = 0;
-    ASSERT_EQ(write(tx[0], out, sizeof out, nullptr, to_b, reinterpret_cast<std::uintptr_t>(region.data()),
-                    mr_key(mr) ^ 0x55, &wctx),
-              0);
-    ASSERT_EQ(fabric::inject(tx[1], "flushed", 8, to_b), 0);
-    int r2 = 0;
-    char in2[16] = {};
-    ASSERT_EQ(recv(b.ep, in2, sizeof in2, nullptr, FI_ADDR_UNSPEC, &r2), 0);
-    bool write_failed = false, inject_reported = false, inject_arrived = false, elsewhere = false;
-    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!(write_failed && (inject_reported || inject_arrived)) && std::chrono::steady_clock::now() < end) {
-        for (fid_cq *c : {txcq[0], txcq[1], rxcq, b.cq}) {
-            cq_tagged_entry x{};
-            ssize_t n = cq_read(c, &x, 1);
-            if (n == 1 && c == b.cq && x.op_context == &r2)
-                inject_arrived = true;
-            if (n != -FI_EAVAIL)
-                continue;
-            cq_err_entry err{};
-            ASSERT_EQ(cq_readerr(c, &err, 0), 1);
-            if (c == txcq[0] && err.op_context == &wctx)
-                write_failed = true;
-            else if (c == txcq[1] && (err.flags & FI_SEND)) {
-                inject_reported = true;
-                EXPECT_EQ(err.err, FI_ECONNRESET);
-            } else
-                elsewhere = true;
-        }
-    }
-    EXPECT_TRUE(write_failed) << "the refused write's own error entry";
-    EXPECT_TRUE(inject_reported || inject_arrived) << "the inject neither arrived nor was reported on its context";
-    EXPECT_FALSE(inject_reported && inject_arrived);
-    EXPECT_FALSE(elsewhere) << "an error entry on a CQ that posted nothing failing";
-    EXPECT_EQ(fabric::close(&mr->fid), 0);
+    flush_outcome o = write_refused_then_inject(b, to_b, tx[0], txcq[0], tx[1], txcq[1], {txcq[0], txcq[1], rxcq, b.cq});
+    EXPECT_TRUE(o.write_failed) << "the refused write's own error entry";
+    EXPECT_TRUE(o.inject_reported || o.inject_arrived) << "the inject neither arrived nor was reported on its context";
+    EXPECT_FALSE(o.inject_reported && o.inject_arrived);
+    EXPECT_FALSE(o.elsewhere) << "an error entry on a CQ that posted nothing failing";
     for (fid *f : {&tx[0]->fid, &tx[1]->fid, &rx->fid, &sep->fid, &av->fid, &txcq[0]->fid, &txcq[1]->fid,
                    &rxcq->fid, &dom->fid, &fab->fid})
         EXPECT_EQ(fabric::close(f), 0);
