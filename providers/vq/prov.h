@@ -848,8 +848,7 @@ inline bool is_posted_id(std::uint64_t id) { return (id >> 61) == 5; }
 inline std::uint64_t posted_origin(std::uint64_t id) { return (id >> 16) & 0xff; }
 /** Where an operation that completes when posted comes from: 0 the
  *  endpoint itself, i + 1 transmit context i of a scalable endpoint. */
-[[gnu::cold]] std::uint64_t ctx_origin(const prov_ep *e, const util::ep_core *c);
-inline std::uint64_t origin_of(const prov_ep *e, const util::ep_core *c) { return c->sep ? ctx_origin(e, c) : 0; }
+inline std::uint64_t origin_of(const util::ep_core *c) { return c->sep ? std::uint64_t(c->ctx_index) + 1 : 0; }
 /** The endpoint or context of @p origin (the endpoint when that context
  *  is gone), where a late failure is reported. */
 util::ep_core *origin_core(prov_ep *e, std::uint64_t origin);

@@ -125,7 +125,7 @@ ssize_t rma_direct(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn 
     const bool at_post = inl && completes_at_post(r.flags);
     vq::qp *q = e->slots[c->slot].qp;
     vq::wr_start(q);
-    q->wr_id = at_post ? posted_id(posted_write, origin_of(e, core)) : tx_id(e, t);
+    q->wr_id = at_post ? posted_id(posted_write, origin_of(core)) : tx_id(e, t);
     q->wr_flags = at_post ? 0 : vq::WR_SIGNALED;
     const std::uint32_t rkey = std::uint32_t(r.rma[0].key);
     if (!write)
@@ -189,7 +189,7 @@ ssize_t rma_by_target(prov_ep *e, util::ep_core *core, const util::tx_req &r, co
             return -FI_EAGAIN;
         t->waits = write || !small ? tx_entry::on_fin : tx_entry::on_resp;
     }
-    const std::uint64_t origin = origin_of(e, core);
+    const std::uint64_t origin = origin_of(core);
     rma_hdr h{r.rma[0].addr, r.rma[0].key, r.len, t ? tx_id(e, t) : late_id(origin), std::uint32_t(r.data), 0};
     std::uint8_t flags = (write && (r.flags & FI_REMOTE_CQ_DATA)) ? wf_data : 0;
     vq::data_buf b[2 + iov_max];
@@ -448,7 +448,7 @@ ssize_t atomic_op(prov_ep *e, util::ep_core *core, const util::tx_req &r)
             t->waits = tx_entry::on_resp;
             t->result = fetch ? r.result[0].iov_base : nullptr;
         }
-        const std::uint64_t origin = origin_of(e, core);
+        const std::uint64_t origin = origin_of(core);
         atomic_hdr a{r.rma[0].addr, key, t ? tx_id(e, t) : late_id(origin), operand, compare, std::uint32_t(r.aop),
                      fetch ? 1u : 0u};
         vq::data_buf b{&a, sizeof a};

@@ -290,7 +290,7 @@ ssize_t send_on(prov_ep *e, util::ep_core *core, const util::tx_req &r, conn *c)
         vq::data_buf b[1 + iov_max];
         b[0] = {f, fn};
         std::size_t nb = 1 + gather(r.iov, r.count, 0, r.len, b + 1);
-        rc = post_imm(e, c, imm, b, nb, signaled, t ? tx_id(e, t) : posted_id(posted_send, origin_of(e, core)));
+        rc = post_imm(e, c, imm, b, nb, signaled, t ? tx_id(e, t) : posted_id(posted_send, origin_of(core)));
     } else {
         // The fields go first from the entry's registered scratch line.
         auto *hdr = reinterpret_cast<std::uint8_t *>(scratch_of(e, t));
@@ -484,15 +484,6 @@ void tx_abort(prov_ep *e, tx_entry *t, int err)
     env::stats::on_error(e->io);
     tx_fail_of(t, err);
     tx_put(e, t);
-}
-
-std::uint64_t ctx_origin(const prov_ep *e, const util::ep_core *c)
-{
-    const auto &v = e->core->tx_ctx;
-    for (std::size_t i = 0; i < v.size() && i < 0xfe; i++)
-        if (v[i] && v[i]->core == c)
-            return i + 1;
-    return 0;
 }
 
 util::ep_core *origin_core(prov_ep *e, std::uint64_t origin)
@@ -703,7 +694,7 @@ template <bool Tagged, bool Locked, bool Ctx = false>
             conn *cn = e->by_index[pe->index];
             if (cn && cn->state == conn::connected) [[likely]] {
                 const std::uint32_t imm = imm_wire(w_eager, Tagged ? wf_tagged : 0, rx_index_of(c, dest));
-                const std::uint64_t id = posted_id(posted_send, Ctx ? origin_of(e, c) : 0);
+                const std::uint64_t id = posted_id(posted_send, Ctx ? origin_of(c) : 0);
                 int rc;
                 if constexpr (Tagged) {
                     rc = post_on(e, cn->slot, false, id,

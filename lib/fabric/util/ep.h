@@ -157,6 +157,7 @@ struct ep_core {
     std::atomic<int> aliases{0};
     // scalable endpoints
     ep_core *sep = nullptr;        ///< for a context: its scalable endpoint
+    std::uint32_t ctx_index = 0;   ///< for a context: its index among its scalable endpoint's tx or rx contexts
     std::vector<ep_handle *> tx_ctx, rx_ctx;
     std::atomic<int> open_ctx{0};
     std::atomic<int> bound_to_srx{0}; ///< for a shared rx context: endpoints using it

@@ -461,6 +461,7 @@ int open_ctx(fid_ep *sep, int index, bool tx, void *attr, fid_ep **out, void *co
     if (rc)
         return rc;
     h->core->sep = s;
+    h->core->ctx_index = std::uint32_t(index);
     h->core->type = s->type;
     // What the provider set up on the scalable endpoint after creating it
     // holds for its contexts too (they do not pass through its open).
