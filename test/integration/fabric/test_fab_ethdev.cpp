@@ -5,6 +5,10 @@
 //    that size arrive byte for byte, one byte more is -FI_EMSGSIZE.
 //  - RDM: an endpoint reaches itself and another endpoint of its port
 //    (the port loops its own frames back).
+//  - RDM: an inject flushed behind a write the target refused is reported
+//    (on an endpoint, and on the transmit context of a scalable endpoint
+//    that posted it), or arrives; an answer outlives the QP a refused
+//    write broke.
 //  - RDM: SHUNT_VQ_RC_TIMEOUT / _RETRY_CNT / _RNR_RETRY reach the RC QPs:
 //    with the peer silent, a send fails after exactly RETRY_CNT
 //    retransmissions (the port's tx_retransmit counter), no sooner than the
